@@ -1,0 +1,32 @@
+# Two commands get a newcomer going: `make demo` and `make test`.
+# Both build the virtual environment in .venv first; nothing is installed
+# outside it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.lily-installed
+
+.PHONY: all venv test demo bench clean
+
+all: test
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m lily_kernel install --sys-prefix
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/python -m lily_kernel.demo
+
+bench: $(STAMP)
+	$(BIN)/python bench/snapshot_bench.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,0 +1,151 @@
+"""The ``lily`` command for skill authors and CI.
+
+    lily skills list [--all] [--json]   the snapshot the kernel would take here
+    lily skills check                   every diagnostic; exit 1 on errors
+    lily skills info NAME               one skill, as /help shows it
+    lily skills validate [--strict] PATH...
+    lily kernel install [--user | --sys-prefix | --prefix P]
+    lily run "/command ..."             run one command through the router
+
+Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
+as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import render
+from .loader import LoaderError, build_snapshot
+from .paths import skill_roots, workspace_dir
+from .results import CommandError
+
+
+def _snapshot(args: argparse.Namespace):
+    from .builtin_tools import register_builtins
+    from .tools import ToolPolicy, ToolRegistry
+    tools = ToolRegistry()
+    register_builtins(tools, workspace_dir())
+    return build_snapshot(skill_roots(), tools, ToolPolicy.from_env())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    snap = _snapshot(args)
+    if args.json:
+        print(json.dumps(snap.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        from .results import SkillTable
+        print(render.text(SkillTable(snap, show_all=args.all)))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    snap = _snapshot(args)
+    print(render.skills_heading(snap))
+    for d in snap.diagnostics:
+        where = f"{d.skill} ({d.source})" if d.skill else f"({d.source})"
+        print(f"{d.kind}: {where}: {d.reason}" + (f" [{d.path}]" if d.path else ""))
+    errors = sum(d.kind == "skill_error" for d in snap.diagnostics)
+    ineligible = sum(d.kind == "ineligible" for d in snap.diagnostics)
+    print(f"{errors} skill error(s), {ineligible} ineligible.")
+    return 1 if errors else 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .help import skill_help
+    snap = _snapshot(args)
+    skill = snap.get(args.name)
+    if skill is None:
+        diag = snap.exclusion(args.name)
+        if diag:
+            print(f"Error: skill '{args.name}' is excluded ({diag.kind}): {diag.reason}",
+                  file=sys.stderr)
+        else:
+            print(f"Error: no skill named '{args.name}'.", file=sys.stderr)
+        return 1
+    print(render.text(skill_help(snap, skill)))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validator import validate
+    bad = 0
+    for path in args.paths:
+        problems = validate(path, strict=args.strict)
+        bad += bool(problems)
+        for problem in problems:
+            print(f"{path}: {problem}")
+    print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid"
+          + (" (strict Agent Skills rules)" if args.strict else "") + ".", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_kernel_install(args: argparse.Namespace) -> int:
+    from .install import install
+    print(f"Installed kernelspec 'lily' in {install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import router
+    from .session import Session
+    session = Session(journal=False)
+    try:
+        result = router.run(session, args.command)
+    except CommandError as exc:
+        print(exc.line(), file=sys.stderr)
+        return 1
+    print(render.text(result))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lily", description="Lily: skills for Jupyter.")
+    sub = p.add_subparsers(dest="group", required=True)
+
+    skills = sub.add_parser("skills", help="inspect and validate skills")
+    ssub = skills.add_subparsers(dest="action", required=True)
+    lst = ssub.add_parser("list", help="list the skills the kernel would load here")
+    lst.add_argument("--all", action="store_true", help="also list excluded skills and why")
+    lst.add_argument("--json", action="store_true", help="print one JSON object")
+    lst.set_defaults(func=cmd_list)
+    ssub.add_parser("check", help="print every diagnostic; exit 1 on skill errors").set_defaults(func=cmd_check)
+    info = ssub.add_parser("info", help="show one skill")
+    info.add_argument("name")
+    info.set_defaults(func=cmd_info)
+    val = ssub.add_parser("validate", help="validate skill folders")
+    val.add_argument("--strict", action="store_true", help="apply the Agent Skills rules exactly")
+    val.add_argument("paths", nargs="+", metavar="PATH")
+    val.set_defaults(func=cmd_validate)
+
+    kernel = sub.add_parser("kernel", help="the Jupyter kernel")
+    ksub = kernel.add_subparsers(dest="action", required=True)
+    inst = ksub.add_parser("install", help="install the 'lily' kernelspec")
+    add_install_args(inst)
+    inst.set_defaults(func=cmd_kernel_install)
+
+    run = sub.add_parser("run", help="run one /command through the router")
+    run.add_argument("command")
+    run.set_defaults(func=cmd_run)
+    return p
+
+
+def add_install_args(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for the current user")
+    where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (a venv)")
+    where.add_argument("--prefix", metavar="PATH", help="install under PATH")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LoaderError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

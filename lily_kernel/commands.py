@@ -1,0 +1,43 @@
+"""The built-in commands: names, usage and one-line help.
+
+This table is the single source for the router, ``/help``, tab completion,
+inspection and the loader's alias-collision rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BuiltinCommand:
+    name: str
+    usage: str
+    summary: str
+
+
+BUILTINS: tuple[BuiltinCommand, ...] = (
+    BuiltinCommand("skills", "/skills [--all]",
+                   "List the skills in this session's snapshot; --all adds excluded skills and why."),
+    BuiltinCommand("skill", "/skill <name> [input]",
+                   "Run that skill now: tool_dispatch skills call their tool, prompt_rewrite skills go to the model."),
+    BuiltinCommand("help", "/help [skill]",
+                   "List the commands, or show one skill's metadata from the snapshot."),
+    BuiltinCommand("agent", "/agent [name]",
+                   "List the agents, or switch persona (conversation, skills and model are kept)."),
+    BuiltinCommand("reload_skills", "/reload_skills",
+                   "Rebuild the skill snapshot from disk (version + 1)."),
+    BuiltinCommand("reload_persona", "/reload_persona",
+                   "Re-read the active agent's persona files."),
+    BuiltinCommand("new", "/new",
+                   "Start a new session: new id, fresh snapshot, empty conversation."),
+    BuiltinCommand("model", "/model [name] [key=value ...]",
+                   "Show or change the model configuration "
+                   "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+    BuiltinCommand("confirm", "/confirm",
+                   "Carry out the change or dispatch waiting for confirmation."),
+    BuiltinCommand("cancel", "/cancel",
+                   "Discard the change or dispatch waiting for confirmation."),
+)
+
+BUILTIN_NAMES: frozenset[str] = frozenset(c.name for c in BUILTINS)
+BY_NAME: dict[str, BuiltinCommand] = {c.name: c for c in BUILTINS}

@@ -1,0 +1,61 @@
+"""Append-only session journal: one JSON object per line, flushed each turn.
+
+A crash of the process can at most leave the last line incomplete; :func:`read` skips such a
+line, so the journal is always readable. Secrets are never passed in: callers
+journal the model configuration without its API key.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+
+def journal_path(workspace: Path, label: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "session"
+    return workspace / ".lily" / "journal" / f"{safe}.jsonl"
+
+
+class Journal:
+    """Appends records; if the workspace cannot be written, it says so once and goes on."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.error: str | None = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self.path is None or self.error:
+            return
+        line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # One write(2) of a whole line to a file opened for append: once it
+            # returns, the line survives a crash of this process (no fsync: that
+            # guards against power loss, at milliseconds per command cell).
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, (line + "\n").encode("utf-8"))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.error = f"journal disabled: cannot write {self.path}: {exc.strerror or exc}"
+
+
+def read(path: Path) -> Iterator[dict[str, Any]]:
+    """The journal's records, skipping a torn last line left by a crash."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record

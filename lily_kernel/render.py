@@ -1,0 +1,159 @@
+"""Plain-text and Markdown renderings of command results.
+
+The CLI prints :func:`text`; the Jupyter faces put :func:`text` in
+``text/plain`` and :func:`markdown` (or richer HTML and widgets of their own)
+beside it.
+"""
+from __future__ import annotations
+
+import json
+from functools import singledispatch
+
+from .results import AgentList, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from .snapshot import Snapshot
+
+SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
+EXCLUDED_COLUMNS = ("name", "source", "kind", "reason")
+
+
+def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    return [(s.name, s.source, s.invocation_mode, f"/{s.command}" if s.command else "",
+             s.summary) for s in snap.skills]
+
+
+def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    return [(d.skill or "", d.source or "", d.kind, d.reason)
+            for d in snap.diagnostics if d.kind != "loader_error"]
+
+
+def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
+    """A fixed-width text table; long cells are shortened with '…'."""
+    def clip(v: str) -> str:
+        v = str(v).replace("\n", " ")
+        return v if len(v) <= width else v[:width - 1] + "…"
+    cells = [tuple(clip(c) for c in r) for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*headers).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+    out += [fmt.format(*r).rstrip() for r in cells]
+    return "\n".join(out)
+
+
+def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    esc = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def skills_heading(snap: Snapshot) -> str:
+    n = len(snap.skills)
+    return (f"{n} skill{'s' if n != 1 else ''} in snapshot version {snap.version} "
+            f"({snap.hash[:12]})")
+
+
+@singledispatch
+def text(result) -> str:
+    return str(result)
+
+
+@singledispatch
+def markdown(result) -> str:
+    return text(result)
+
+
+@text.register
+def _(r: SkillTable) -> str:
+    snap = r.snapshot
+    out = [skills_heading(snap), "", table(SKILL_COLUMNS, skill_rows(snap))]
+    if r.show_all:
+        rows = excluded_rows(snap)
+        out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
+        out.append(table(EXCLUDED_COLUMNS, rows, width=100) if rows else "(none)")
+    elif snap.excluded():
+        out += ["", f"{len(snap.excluded())} skill(s) excluded; /skills --all shows why."]
+    return "\n".join(out)
+
+
+@markdown.register
+def _(r: SkillTable) -> str:
+    snap = r.snapshot
+    out = [f"**{skills_heading(snap)}**", "", md_table(SKILL_COLUMNS, skill_rows(snap))]
+    if r.show_all:
+        rows = excluded_rows(snap)
+        out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
+        out.append(md_table(EXCLUDED_COLUMNS, rows) if rows else "(none)")
+    return "\n".join(out)
+
+
+@text.register
+def _(r: HelpPage) -> str:
+    return f"{r.title}\n\n{r.markdown}"
+
+
+@markdown.register
+def _(r: HelpPage) -> str:
+    return f"### {r.title}\n\n{r.markdown}"
+
+
+@text.register
+def _(r: AgentList) -> str:
+    head = f"Switched to agent {r.active}." if r.switched else "Agents:"
+    return head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+
+
+@markdown.register
+def _(r: AgentList) -> str:
+    head = f"Switched to agent **{r.active}**." if r.switched else "**Agents**"
+    return head + "\n\n" + "\n".join(
+        f"- **{a}** (active)" if a == r.active else f"- {a}" for a in r.agents)
+
+
+@text.register
+def _(r: Notice) -> str:
+    return r.markdown.replace("**", "").replace("`", "")
+
+
+@markdown.register
+def _(r: Notice) -> str:
+    return r.markdown
+
+
+@text.register
+def _(r: ToolOutput) -> str:
+    return _value(r.value)
+
+
+@markdown.register
+def _(r: ToolOutput) -> str:
+    value = r.value
+    if isinstance(value, str):
+        return value
+    return "```json\n" + _value(value) + "\n```"
+
+
+@text.register
+def _(r: SkillRequest) -> str:
+    return f"[skill {r.skill.name}: prompt_rewrite request for the agent]\n\n{r.prompt}"
+
+
+@text.register
+def _(r: ModelInfo) -> str:
+    head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items())
+
+
+@markdown.register
+def _(r: ModelInfo) -> str:
+    head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    return head + "\n\n" + md_table(("setting", "value"),
+                                    [(k, "—" if v is None else v) for k, v in r.config.items()])
+
+
+def _value(value) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

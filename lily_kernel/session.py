@@ -1,0 +1,136 @@
+"""One session = one notebook (SPEC §5).
+
+The session owns everything mutable: its snapshot, tools, persona, model
+configuration and conversation. Nothing is shared between two sessions, and
+each field changes only through the method its command calls.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import journal as journal_mod
+from . import persona as persona_mod
+from .builtin_tools import register_builtins
+from .loader import Host, build_snapshot
+from .model_config import ModelConfig
+from .paths import skill_roots, workspace_dir
+from .snapshot import Snapshot
+from .tools import ToolPolicy, ToolRegistry
+
+
+class Session:
+    def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
+                 env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
+                 host: Host | None = None, journal: bool = True) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
+        self.label = label
+        self.host = host
+        self._journal_enabled = journal
+        if tools is None:
+            tools = ToolRegistry()
+            register_builtins(tools, self.workspace)
+        self.tools = tools
+        self.policy = ToolPolicy.from_env(self._env)
+        self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
+        self._start()
+
+    # -- lifecycle -----------------------------------------------------------
+    def _start(self) -> None:
+        self.session_id = uuid.uuid4().hex
+        self.created_at = time.time()
+        self.active_agent = persona_mod.DEFAULT_AGENT
+        self.model_config = ModelConfig.from_env(self._env)
+        self.conversation: list[dict[str, Any]] = []
+        self.reload_count = 0
+        self.command_history: list[dict[str, Any]] = []
+        self.skill_snapshot = self._build_snapshot(version=1)
+        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        label = self.label or f"session-{self.session_id[:12]}"
+        path = journal_mod.journal_path(self.workspace, label) if self._journal_enabled else None
+        self.journal = journal_mod.Journal(path)
+        self.journal.append({"event": "session_created", "session_id": self.session_id,
+                             "label": self.label, "workspace": str(self.workspace),
+                             "agent": self.active_agent, "model_config": self.model_config.as_dict(),
+                             **self._snapshot_record()})
+
+    def _build_snapshot(self, version: int) -> Snapshot:
+        roots = skill_roots(self._env, self.workspace)
+        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host)
+
+    def _snapshot_record(self) -> dict[str, Any]:
+        return {"snapshot_version": self.skill_snapshot.version,
+                "snapshot_hash": self.skill_snapshot.hash,
+                "skills": self.skill_snapshot.names()}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.skill_snapshot
+
+    # -- explicit changes, one per command -----------------------------------
+    def reload_skills(self) -> Snapshot:
+        snap = self._build_snapshot(self.skill_snapshot.version + 1)
+        self.skill_snapshot = snap
+        self.reload_count += 1
+        self.journal.append({"event": "skills_reloaded", "session_id": self.session_id,
+                             **self._snapshot_record()})
+        return snap
+
+    def reload_persona(self) -> persona_mod.Persona:
+        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
+                             "agent": self.active_agent,
+                             "files": [f.path for f in self.persona.files]})
+        return self.persona
+
+    def agents(self) -> list[str]:
+        return persona_mod.list_agents(self.persona_dirs)
+
+    def switch_agent(self, name: str) -> persona_mod.Persona:
+        persona = persona_mod.load(name, self.persona_dirs)  # raises PersonaError
+        self.persona = persona
+        self.active_agent = name
+        self.journal.append({"event": "agent_switched", "session_id": self.session_id,
+                             "agent": name})
+        return persona
+
+    def set_model(self, **values: str) -> ModelConfig:
+        self.model_config = self.model_config.changed(**values)  # raises ConfigError
+        self.journal.append({"event": "model_changed", "session_id": self.session_id,
+                             "model_config": self.model_config.as_dict()})
+        return self.model_config
+
+    def renew(self) -> None:
+        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""
+        old = self.session_id
+        self.journal.append({"event": "session_ended", "session_id": old, "reason": "/new"})
+        self._start()
+
+    def record_command(self, line: str, ok: bool) -> None:
+        entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
+        self.command_history.append(entry)
+        self.journal.append({"event": "command", "session_id": self.session_id,
+                             "command": line, "ok": ok})
+
+    def add_message(self, message: dict[str, Any]) -> None:
+        self.conversation.append(message)
+        self.journal.append({"event": "message", "session_id": self.session_id,
+                             "message": message})
+
+    def state(self) -> dict[str, Any]:
+        """The session's fields as plain data (for inspection and tests)."""
+        return {
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "active_agent": self.active_agent,
+            "snapshot_version": self.skill_snapshot.version,
+            "snapshot_hash": self.skill_snapshot.hash,
+            "model_config": self.model_config.as_dict(),
+            "conversation": list(self.conversation),
+            "reload_count": self.reload_count,
+            "command_history": list(self.command_history),
+        }
