@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import yaml
 
+from . import fastyaml
+
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
@@ -61,6 +63,9 @@ def parse_yaml(source: str) -> dict:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
+    value = fastyaml.parse(source)
+    if value is not fastyaml.FALLBACK:
+        return {} if value is None else value
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:
