@@ -1,0 +1,72 @@
+"""Jupyter renderings of command results: MIME bundles and the /skills widget.
+
+Every bundle carries ``text/plain`` (console, logs) and ``text/markdown`` or
+``text/html`` (nbconvert, GitHub); the ``/skills`` table adds an ipywidgets
+view with a text filter, in the same bundle, so a live front end shows the
+widget and everything else still reads well.
+"""
+from __future__ import annotations
+
+import html
+
+from . import render
+from .results import SkillTable
+from .snapshot import Snapshot
+
+
+def bundle(result) -> dict:
+    """The MIME bundle for any command result."""
+    if isinstance(result, SkillTable):
+        return skills_bundle(result, widget=True)
+    return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
+
+
+def _html_table(headers, rows, filt: str = "") -> str:
+    f = filt.lower().strip()
+    shown = [r for r in rows if not f or any(f in str(c).lower() for c in r)]
+    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(c))}</td>"
+                                    for c in r) + "</tr>" for r in shown)
+    return f"<table class='lily-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def skills_html(snap: Snapshot, show_all: bool, filt: str = "") -> str:
+    parts = [f"<p><b>{html.escape(render.skills_heading(snap))}</b></p>",
+             _html_table(render.SKILL_COLUMNS, render.skill_rows(snap), filt)]
+    if show_all:
+        rows = render.excluded_rows(snap)
+        parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")
+        parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt) if rows else "<p>(none)</p>")
+    elif snap.excluded():
+        parts.append(f"<p>{len(snap.excluded())} skill(s) excluded; "
+                     "<code>/skills --all</code> shows why.</p>")
+    return "\n".join(parts)
+
+
+def skills_bundle(result: SkillTable, widget: bool = True) -> dict:
+    data = {"text/plain": render.text(result),
+            "text/html": skills_html(result.snapshot, result.show_all)}
+    if widget:
+        view = skills_widget(result)
+        if view is not None:
+            data["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
+    return data
+
+
+def skills_widget(result: SkillTable):
+    """A filterable table: a Text box above an HTML table that follows it."""
+    try:
+        import ipywidgets as w
+    except ImportError:  # pragma: no cover - ipywidgets is a dependency
+        return None
+    snap, show_all = result.snapshot, result.show_all
+    box = w.Text(placeholder="filter skills…", description="Filter",
+                 layout=w.Layout(width="24em"))
+    table = w.HTML(skills_html(snap, show_all))
+
+    def refilter(change) -> None:
+        table.value = skills_html(snap, show_all, change["new"])
+
+    box.observe(refilter, names="value")
+    return w.VBox([box, table])

@@ -1,0 +1,174 @@
+"""Lily inside an IPython shell: the part the kernel and ``%load_ext lily`` share.
+
+A cleanup input transformer sees each cell before IPython's own rewriting
+(which would turn ``/skills`` into ``skills()``). A command cell becomes a
+call to :func:`dispatch`; in the Lily kernel, a prose cell becomes a call to
+:func:`ask`. Because the cell still runs through ``run_cell``, execution
+counts, history, events and "stop on error" stay IPython's own. A failed
+command raises :class:`CommandError`, which a custom exception handler shows
+as one line (``Error: ...``) with an ``error`` reply and no traceback.
+"""
+from __future__ import annotations
+
+import os
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+from . import agent, router
+from .loader import LoaderError
+from .results import CommandError, Notice, SkillRequest
+from .session import Session
+
+_ATTR = "_lily"
+
+
+class Interrupted(CommandError):
+    pass
+
+
+class Integration:
+    """Lily's state in one shell: its session and what it installed."""
+
+    def __init__(self, shell, kernel_mode: bool) -> None:
+        self.shell = shell
+        self.kernel_mode = kernel_mode
+        self.session_error: str | None = None
+        self._session: Session | None = None
+        self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
+        self.new_session()
+
+    # -- session ---------------------------------------------------------------
+    def new_session(self) -> None:
+        label = os.environ.get("JPY_SESSION_NAME") or None
+        try:
+            self._session = Session(label=label)
+            self.session_error = None
+        except LoaderError as exc:
+            self._session = None
+            self.session_error = str(exc)
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise CommandError(f"Lily could not load its skills: {self.session_error}. "
+                               "Fix it, then run /reload_skills.")
+        return self._session
+
+    # -- install / uninstall ---------------------------------------------------
+    def install(self) -> None:
+        setattr(self.shell, _ATTR, self)
+        cleanup = self.shell.input_transformers_cleanup
+        if self.transform not in cleanup:
+            cleanup.insert(0, self.transform)
+        self.shell.set_custom_exc((CommandError,), _show_command_error)
+        self.shell.register_magics(LilyMagics(self.shell, self))
+
+    def uninstall(self) -> None:
+        cleanup = self.shell.input_transformers_cleanup
+        if self.transform in cleanup:
+            cleanup.remove(self.transform)
+        exc, handler = self._saved_custom_exc
+        self.shell.custom_exceptions, self.shell.CustomTB = exc, handler
+        for kind in ("line", "cell"):
+            self.shell.magics_manager.magics[kind].pop("lily", None)
+        if getattr(self.shell, _ATTR, None) is self:
+            delattr(self.shell, _ATTR)
+
+    # -- routing ---------------------------------------------------------------
+    def transform(self, lines: list[str]) -> list[str]:
+        cell = "".join(lines)
+        if router.is_command(cell):
+            return [f"__import__('lily_kernel.ipython').ipython.dispatch({cell!r})\n"]
+        if not self.kernel_mode:
+            return lines
+        stripped = cell.lstrip()
+        if not stripped:
+            return lines
+        if stripped.startswith("%%python"):
+            first = cell.index("%%python")
+            newline = cell.find("\n", first)
+            return [] if newline == -1 else cell[newline + 1:].splitlines(keepends=True)
+        if stripped[0] in "%!":
+            return lines
+        return [f"__import__('lily_kernel.ipython').ipython.ask({cell!r})\n"]
+
+    def run_command(self, cell: str) -> None:
+        name = (router.parse(cell) or router.Command("", "", "", "")).name
+        if self._session is None and name in ("reload_skills", "new"):
+            self.new_session()
+            if self._session is not None:
+                _display_result(Notice(
+                    f"Skills loaded: snapshot version 1, {len(self._session.snapshot.skills)} skills."))
+                return
+        session = self.session
+        try:
+            result = router.run(session, cell)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted.") from None
+        if isinstance(result, SkillRequest):
+            self.run_agent(result.input, skill=result)
+            return
+        _display_result(result)
+
+    def run_agent(self, text: str, skill: SkillRequest | None = None) -> None:
+        try:
+            agent.run(self.session, text, skill=skill)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted; the conversation is unchanged.") from None
+
+
+def _display_result(result) -> None:
+    from IPython.display import display
+    from .display import bundle
+    display(bundle(result), raw=True)
+
+
+def _show_command_error(shell, etype, value, tb, tb_offset=None):
+    stb = [value.line() if isinstance(value, CommandError) else f"Error: {value}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def current(shell=None) -> Integration:
+    if shell is None:
+        from IPython import get_ipython
+        shell = get_ipython()
+    integration = getattr(shell, _ATTR, None) if shell is not None else None
+    if integration is None:
+        raise RuntimeError("Lily is not active in this shell: run %load_ext lily "
+                           "or use the Lily kernel.")
+    return integration
+
+
+def dispatch(cell: str) -> None:
+    """Run a command cell (called by the code the transformer writes)."""
+    current().run_command(cell)
+
+
+def ask(cell: str) -> None:
+    """Send a prose cell to the agent (called by the code the transformer writes)."""
+    current().run_agent(cell)
+
+
+@magics_class
+class LilyMagics(Magics):
+    def __init__(self, shell, integration: Integration) -> None:
+        super().__init__(shell)
+        self.integration = integration
+
+    @line_magic("lily")
+    def lily_line(self, line: str) -> None:
+        """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
+        if router.is_command(line):
+            self.integration.run_command(line)
+        else:
+            self.integration.run_agent(line)
+
+    @cell_magic("lily")
+    def lily_cell(self, line: str, cell: str) -> None:
+        """%%lily: send the cell to the Lily agent."""
+        text = "\n".join(part for part in (line.strip(), cell) if part.strip())
+        if router.is_command(text):
+            self.integration.run_command(text)
+        else:
+            self.integration.run_agent(text)
