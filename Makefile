@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lily-installed
 
-.PHONY: all venv test demo bench clean
+.PHONY: all venv test demo bench golden clean
 
 all: test
 
@@ -19,14 +19,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m lily_kernel install --sys-prefix
 	touch $(STAMP)
 
+# One pytest run: the unit and kernel tests, and nbval over the golden notebooks.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 demo: $(STAMP)
 	$(BIN)/python -m lily_kernel.demo
 
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py
+	$(BIN)/python bench/kernel_roundtrip.py
+
+# Re-execute the golden notebooks after a deliberate change to what commands print.
+golden: $(STAMP)
+	$(BIN)/python notebooks/regenerate.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,8 +1,9 @@
 """Tools every session starts with, confined to the session's workspace.
 
 ``read``, ``write`` and ``list`` are the workspace file tools; ``scan_todos``
-backs the ``todo_scan`` skill (``/todos``), a deterministic ``tool_dispatch``
-skill. Paths are relative to the workspace; ``..``, absolute paths and
+backs the ``todo_scan`` skill (``/todos``) and ``compile_plan`` turns notes into
+the plan format of seed 000 without a model; both serve deterministic
+``tool_dispatch`` skills. Paths are relative to the workspace; ``..``, absolute paths and
 symlinks that lead outside it are refused.
 """
 from __future__ import annotations
@@ -97,6 +98,53 @@ def register_builtins(registry: ToolRegistry, workspace: Path) -> None:
             note = note.strip().replace("|", "\\|")[:120]
             lines.append(f"| `{rel}` | {lineno} | {tag} | {note} |")
         return "\n".join(lines)
+
+    registry.register(compile_plan)
+
+
+_CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"
+                            r"without\b|no more than\b|at most\b|at least\b|only\b)", re.I)
+_PHASE_RE = re.compile(r"^(#+\s*|phase\b[^:]*:\s*)(.*)$", re.I)
+_BULLET_RE = re.compile(r"^([-*+]|\d+[.)]|\[[ xX]\])\s+")
+
+
+def compile_plan(input: str = "") -> str:
+    """Compile notes into a plan: Objective, Constraints, Phases, Steps (seed 000's format).
+
+    The first line is the objective. Lines that start like a constraint ("must",
+    "never", "without", "constraint:" ...) are constraints. Headings ("## ...")
+    or "Phase ...:" lines open a phase; every other line is a step of the
+    current phase. Deterministic: the same notes give the same plan.
+    """
+    lines = [l.strip() for l in input.splitlines() if l.strip()]
+    if not lines:
+        raise ToolError("give the notes to compile, e.g. /plan followed by the goal and steps "
+                        "on the next lines")
+    objective = _BULLET_RE.sub("", lines[0]).rstrip(".") + "."
+    constraints: list[str] = []
+    phases: list[tuple[str, list[str]]] = []
+    for line in lines[1:]:
+        text = _BULLET_RE.sub("", line)
+        phase = _PHASE_RE.match(text)
+        if phase and (text.startswith("#") or text.lower().startswith("phase")):
+            phases.append((phase.group(2).strip().rstrip(":") or f"Phase {len(phases) + 1}", []))
+        elif _CONSTRAINT_RE.match(text):
+            constraints.append(re.sub(r"^constraints?:\s*", "", text, flags=re.I))
+        else:
+            if not phases:
+                phases.append(("Do the work", []))
+            phases[-1][1].append(text)
+    out = ["# Plan", "", "## Objective", objective, "", "## Constraints"]
+    out += [f"- {c}" for c in constraints] or ["- (none stated)"]
+    out += ["", "## Phases"]
+    out += [f"{i}. {name} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
+            for i, (name, steps) in enumerate(phases, 1)] or ["1. (no steps given)"]
+    out += ["", "## Steps"]
+    for i, (name, steps) in enumerate(phases, 1):
+        out += [f"- [ ] {i}.{j} {step}" for j, step in enumerate(steps, 1)]
+    if not any(steps for _, steps in phases):
+        out.append("- [ ] Break the objective into steps")
+    return "\n".join(out)
 
 
 def _scan(start: Path):

@@ -51,7 +51,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
                      + " (informational: grants nothing)"))
     for key, value in skill.metadata.items():
         rows.append((f"metadata.{key}", value))
-    lines = [f"**{skill.name}**", "", "| field | value |", "| --- | --- |"]
+    lines = ["| field | value |", "| --- | --- |"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
     notes = [d.reason for d in snap.for_skill(skill.name) if d.kind in ("note", "shadowed")]
     if notes:
