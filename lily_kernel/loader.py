@@ -32,6 +32,7 @@ class Candidate:
     name: str
     root: Root
     path: Path
+    error: str | None = None  # why it cannot be a skill; it still takes part in precedence
 
 
 @dataclass(frozen=True)
@@ -74,18 +75,16 @@ def discover(root: Root, diagnostics: list[Diagnostic]) -> list[Candidate]:
                 real_root = real_root or os.path.realpath(path)
                 target = os.path.realpath(entry.path)
                 if os.path.commonpath([real_root, target]) != real_root or target == real_root:
-                    diagnostics.append(Diagnostic(
-                        "skill_error", entry.name, root.source, entry.path,
-                        f"symlink points outside its root ({target}); not followed"))
+                    found.append(Candidate(entry.name, root, Path(entry.path),
+                                           f"symlink points outside its root ({target}); "
+                                           "not followed"))
                     continue
             if not os.path.isfile(os.path.join(entry.path, "SKILL.md")):
-                diagnostics.append(Diagnostic(
-                    "skill_error", entry.name, root.source, entry.path,
-                    "SKILL.md is missing"))
+                found.append(Candidate(entry.name, root, Path(entry.path), "SKILL.md is missing"))
                 continue
         except OSError as exc:
-            diagnostics.append(Diagnostic("skill_error", entry.name, root.source, entry.path,
-                                          f"cannot be read: {exc.strerror or exc}"))
+            found.append(Candidate(entry.name, root, Path(entry.path),
+                                   f"cannot be read: {exc.strerror or exc}"))
             continue
         found.append(Candidate(entry.name, root, Path(entry.path)))
     return found
@@ -151,6 +150,9 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
 
 def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     source, path = cand.root.source, str(cand.path)
+    if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
+        return None
     skill_md = os.path.join(path, "SKILL.md")
     try:
         if os.path.islink(skill_md):
