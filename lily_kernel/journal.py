@@ -25,23 +25,41 @@ class Journal:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.error: str | None = None
+        self._tail_checked = False  # a torn line left by a crash is closed before the first write
 
     def append(self, record: dict[str, Any]) -> None:
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
+        data = (line + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self._tail_checked:
+                self._tail_checked = True
+                if _ends_torn(self.path):  # else this record would be glued to the torn line
+                    data = b"\n" + data
             # One write(2) of a whole line to a file opened for append: once it
             # returns, the line survives a crash of this process (no fsync: that
             # guards against power loss, at milliseconds per command cell).
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, (line + "\n").encode("utf-8"))
+                os.write(fd, data)
             finally:
                 os.close(fd)
         except OSError as exc:
             self.error = f"journal disabled: cannot write {self.path}: {exc.strerror or exc}"
+
+
+def _ends_torn(path: Path) -> bool:
+    """Whether ``path`` exists and its last line lacks its newline (a crash mid-write)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
