@@ -54,13 +54,23 @@ def skills_bundle(result: SkillTable, widget: bool = True) -> dict:
     return data
 
 
+# One widget per (snapshot, --all): building one costs ~5 ms and a dozen comm
+# messages, so showing the same snapshot again displays another view of the
+# same model (its views stay in sync: it is the same table).
+_widgets: dict[tuple[int, bool], tuple[Snapshot, object]] = {}
+_WIDGET_CACHE = 8
+
+
 def skills_widget(result: SkillTable):
     """A filterable table: a Text box above an HTML table that follows it."""
+    snap, show_all = result.snapshot, result.show_all
+    cached = _widgets.get((id(snap), show_all))
+    if cached is not None and cached[0] is snap and getattr(cached[1], "comm", None) is not None:
+        return cached[1]
     try:
         import ipywidgets as w
     except ImportError:  # pragma: no cover - ipywidgets is a dependency
         return None
-    snap, show_all = result.snapshot, result.show_all
     box = w.Text(placeholder="filter skills…", description="Filter",
                  layout=w.Layout(width="24em"))
     table = w.HTML(skills_html(snap, show_all))
@@ -69,4 +79,8 @@ def skills_widget(result: SkillTable):
         table.value = skills_html(snap, show_all, change["new"])
 
     box.observe(refilter, names="value")
-    return w.VBox([box, table])
+    view = w.VBox([box, table])
+    if len(_widgets) >= _WIDGET_CACHE:
+        _widgets.clear()
+    _widgets[(id(snap), show_all)] = (snap, view)
+    return view

@@ -1,0 +1,91 @@
+"""Lily kernel against plain ipykernel, measured in the same run.
+
+    .venv/bin/python bench/kernel_roundtrip.py [--starts 5] [--trips 200]
+
+1. Start-to-ready: launch the kernel and wait for its kernel_info reply
+   (jupyter_client's wait_for_ready), alternating lily and python3.
+2. Round trip: execute_request sent → status idle received on iopub, for
+   `/help` and `/skills` on Lily and `pass` on ipykernel, interleaved so both
+   kernels see the same machine noise. The first runs warm up (imports).
+   `/skills` reuses the widget of its snapshot; "first /skills" is the round
+   trip right after a `/reload_skills` (not counted), which builds a new one.
+
+Prints medians and the ratios Lily / ipykernel. Only ratios are meant to be
+compared across runs: these machines are shared and noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+from jupyter_client.manager import start_new_kernel
+
+
+def start_time(name: str, cwd: str) -> float:
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60)
+    elapsed = time.perf_counter() - t0
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    return elapsed
+
+
+def round_trip(kc, code: str) -> float:
+    t0 = time.perf_counter()
+    msg_id = kc.execute(code, store_history=True)
+    while True:
+        msg = kc.get_iopub_msg(timeout=30)
+        if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            break
+    elapsed = time.perf_counter() - t0
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--starts", type=int, default=5)
+    ap.add_argument("--trips", type=int, default=200)
+    args = ap.parse_args()
+    cwd = tempfile.mkdtemp(prefix="lily-bench-")
+
+    starts: dict[str, list[float]] = {"lily": [], "python3": []}
+    for _ in range(args.starts):
+        for name in ("python3", "lily"):
+            starts[name].append(start_time(name, cwd))
+    s_py, s_lily = statistics.median(starts["python3"]), statistics.median(starts["lily"])
+    print(f"start-to-ready   ipykernel {s_py * 1000:7.1f} ms   lily {s_lily * 1000:7.1f} ms   "
+          f"ratio {s_lily / s_py:.2f}x")
+
+    km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
+    km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
+    try:
+        cases = [("pass", kc_py, "pass"), ("/help", kc_lily, "/help"),
+                 ("/skills", kc_lily, "/skills"), ("%%python pass", kc_lily, "%%python\npass")]
+        for _, kc, code in cases * 5:  # warm-up: imports, widget machinery
+            round_trip(kc, code)
+        times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+        times["first /skills"] = []
+        for i in range(args.trips):
+            for label, kc, code in cases:
+                times[label].append(round_trip(kc, code))
+            if i % 4 == 0:
+                round_trip(kc_lily, "/reload_skills")
+                times["first /skills"].append(round_trip(kc_lily, "/skills"))
+    finally:
+        for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    base = statistics.median(times["pass"])
+    print(f"round trip       ipykernel `pass` {base * 1000:6.2f} ms (median of {args.trips})")
+    for label in ("/help", "/skills", "first /skills", "%%python pass"):
+        m = statistics.median(times[label])
+        print(f"                 lily `{label}` {m * 1000:6.2f} ms   ratio {m / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
