@@ -40,7 +40,9 @@ def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
     try:
         skill = parse(name, "workspace", str(path), data)
     except SkillError as exc:
-        if not (strict and "skill name" in str(exc)):  # the strict name rules said it already
+        # Skip Lily's name message only when the strict rules already reported the name:
+        # they accept some names Lily cannot load (e.g. 'café'), which must not pass.
+        if not (problems and "skill name" in str(exc)):
             problems.append(str(exc))
         return problems
     if skill.command and skill.command in BUILTIN_NAMES:

@@ -1,0 +1,280 @@
+"""The ``lily`` command line, run as a real subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def world(env):
+    env.write_skill(env.ws_skills, "alpha", "summary: Alpha summary\ncommand: al")
+    env.write_skill(env.user_skills, "alpha", "summary: user alpha")
+    env.write_skill(env.user_skills, "beta", "description: Beta description.\n"
+                                             "invocation_mode: tool_dispatch\n"
+                                             "command_tool: scan_todos")
+    env.write_skill(env.bundled_skills, "gamma", "summary: G\neligibility:\n  env: [LILY_TEST_NEVER_SET_VAR]")
+    return env
+
+
+def test_list(world):
+    proc = world.cli("skills", "list", check_rc=0)
+    out = proc.stdout
+    assert "2 skills in snapshot version 1" in out
+    assert "alpha" in out and "Alpha summary" in out and "/al" in out and "workspace" in out
+    assert "beta" in out and "tool_dispatch" in out and "user" in out
+    assert "user alpha" not in out
+    assert "gamma" not in out and "1 skill(s) excluded" in out
+
+
+def test_list_all(world):
+    out = world.cli("skills", "list", "--all", check_rc=0).stdout
+    assert "gamma" in out and "ineligible" in out and "LILY_TEST_NEVER_SET_VAR" in out
+    assert "shadowed" in out and "shadowed by the workspace copy" in out
+
+
+def test_list_json_shape(world):
+    data = json.loads(world.cli("skills", "list", "--json", check_rc=0).stdout)
+    assert isinstance(data["snapshot_version"], int) and data["snapshot_version"] == 1
+    assert isinstance(data["snapshot_hash"], str) and len(data["snapshot_hash"]) == 64
+    assert [s["name"] for s in data["skills"]] == ["alpha", "beta"]
+    for s in data["skills"]:
+        for key in ("name", "source", "path", "summary", "invocation_mode", "command"):
+            assert key in s
+        assert s["source"] in ("workspace", "user", "bundled")
+    alpha, beta = data["skills"]
+    assert (alpha["source"], alpha["path"], alpha["summary"], alpha["invocation_mode"],
+            alpha["command"]) == ("workspace", str(world.ws_skills / "alpha"), "Alpha summary",
+                                  "prompt_rewrite", "al")
+    assert (beta["source"], beta["summary"], beta["invocation_mode"], beta["command"]) == (
+        "user", "Beta description.", "tool_dispatch", None)
+    kinds = {}
+    for d in data["diagnostics"]:
+        assert set(d) >= {"skill", "source", "path", "kind", "reason"}
+        assert d["source"] in ("workspace", "user", "bundled")
+        kinds[(d["kind"], d["skill"])] = d
+    assert kinds[("shadowed", "alpha")]["source"] == "user"
+    assert kinds[("ineligible", "gamma")]["source"] == "bundled"
+
+
+def test_list_json_is_deterministic(world):
+    a = world.cli("skills", "list", "--json", check_rc=0).stdout
+    b = world.cli("skills", "list", "--json", check_rc=0).stdout
+    assert a == b
+
+
+def test_check_passes_without_skill_errors(world):
+    proc = world.cli("skills", "check", check_rc=0)
+    assert "ineligible: gamma (bundled)" in proc.stdout
+    assert "shadowed: alpha (user)" in proc.stdout
+    assert "0 skill error(s), 1 ineligible." in proc.stdout
+
+
+def test_check_fails_on_a_skill_error(world):
+    world.write_skill(world.ws_skills, "broken", "summary: [oops")
+    proc = world.cli("skills", "check", check_rc=1)
+    assert "skill_error: broken (workspace): invalid YAML frontmatter" in proc.stdout
+    assert "1 skill error(s)" in proc.stdout
+
+
+def test_info(world):
+    proc = world.cli("skills", "info", "alpha", check_rc=0)
+    assert "alpha" in proc.stdout and "Alpha summary" in proc.stdout and "`/al`" in proc.stdout
+    proc = world.cli("skills", "info", "nope", check_rc=1)
+    assert "no skill named 'nope'" in proc.stderr
+    proc = world.cli("skills", "info", "gamma", check_rc=1)
+    assert "excluded" in proc.stderr and "LILY_TEST_NEVER_SET_VAR" in proc.stderr
+
+
+def test_missing_workspace_root_exits_2_naming_the_root(world, tmp_path):
+    missing = tmp_path / "no" / "such" / "skills"
+    for action in (("list",), ("list", "--json"), ("check",), ("info", "alpha")):
+        proc = world.cli("skills", *action, SKILLS_WORKSPACE_DIR=str(missing))
+        assert proc.returncode == 2, (action, proc.stdout, proc.stderr)
+        assert str(missing) in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("Error: ")
+
+
+def test_default_roots_that_do_not_exist_are_empty(world, tmp_path):
+    world.write_skill(world.bundled_skills, "bund", "summary: b")
+    empty_ws = tmp_path / "empty_ws"
+    empty_ws.mkdir()
+    proc = world.cli("skills", "list", "--json", cwd=empty_ws, SKILLS_WORKSPACE_DIR=None,
+                     SKILLS_USER_DIR=None, HOME=str(tmp_path / "nohome"), check_rc=0)
+    data = json.loads(proc.stdout)
+    assert [(s["name"], s["source"]) for s in data["skills"]] == [("bund", "bundled")]
+
+
+def test_bundled_skills_ship_by_default(env, tmp_path):
+    proc = env.cli("skills", "list", "--json", SKILLS_BUNDLED_DIR=None, check_rc=0)
+    skills = {s["name"]: s for s in json.loads(proc.stdout)["skills"]}
+    assert skills["plan_compiler"]["source"] == "bundled"
+    assert skills["plan_compiler"]["command"] == "plan"
+    assert skills["todo_scan"]["invocation_mode"] == "tool_dispatch"
+
+
+def test_workspace_defaults_to_the_current_folder(env, tmp_path):
+    proj = tmp_path / "proj"
+    env.write_skill(proj / "skills", "local_one", "summary: from ./skills")
+    proc = env.cli("skills", "list", "--json", cwd=proj, SKILLS_WORKSPACE_DIR=None, check_rc=0)
+    skills = {s["name"]: s for s in json.loads(proc.stdout)["skills"]}
+    assert skills["local_one"]["source"] == "workspace"
+
+
+def test_agent_skills_format_loads_unchanged(env):
+    folder = env.write_skill(env.ws_skills, "pdf-processing", """name: pdf-processing
+description: Extracts text and tables from PDF files, fills forms, merges documents. Use when working with PDFs or when the user mentions document extraction.
+license: Apache-2.0
+compatibility: Requires python3 and poppler-utils
+metadata:
+  author: example-org
+  version: "1.0"
+allowed-tools: Bash(pdftotext:*) Read""", body="# PDF Processing\n\nSee [the guide](references/guide.md).\n")
+    (folder / "references").mkdir()
+    (folder / "references" / "guide.md").write_text("# Guide\n")
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / "extract.py").write_text("print('hi')\n")
+    (folder / "assets").mkdir()
+    (folder / "assets" / "template.json").write_text("{}")
+    env.write_skill(env.ws_skills, "data-analysis", "name: data-analysis\n"
+                                                    "description: Analyses tabular data. Use when "
+                                                    "the user has a CSV.")
+
+    data = json.loads(env.cli("skills", "list", "--json", check_rc=0).stdout)
+    skills = {s["name"]: s for s in data["skills"]}
+    assert set(skills) == {"data-analysis", "pdf-processing"}
+    pdf = skills["pdf-processing"]
+    assert pdf["summary"].startswith("Extracts text and tables")
+    assert pdf["description"] == pdf["summary"]
+    assert pdf["license"] == "Apache-2.0"
+    assert pdf["compatibility"] == "Requires python3 and poppler-utils"
+    assert pdf["metadata"] == {"author": "example-org", "version": "1.0"}
+    assert pdf["allowed_tools"] == ["Bash(pdftotext:*)", "Read"]
+    assert pdf["invocation_mode"] == "prompt_rewrite"
+    # nested folders of a skill are not skills; nothing is an error
+    assert [d for d in data["diagnostics"] if d["kind"] in ("skill_error", "ineligible")] == []
+    assert env.cli("skills", "check").returncode == 0
+    assert env.cli("skills", "validate", "--strict", str(folder)).returncode == 0
+
+
+# -- validate ------------------------------------------------------------------------
+
+def _lines(proc) -> list[str]:
+    return [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_validate_valid_skills(env):
+    a = env.write_skill(env.base / "v", "plan_compiler", "summary: s\ncommand: plan")
+    b = env.write_skill(env.base / "v", "pdf-processing", "name: pdf-processing\ndescription: d")
+    proc = env.cli("skills", "validate", str(a), str(b / "SKILL.md"), check_rc=0)
+    assert proc.stdout == ""
+    assert "2 of 2 skill(s) valid" in proc.stderr
+
+
+def test_validate_reports_one_line_per_problem(env):
+    bad_yaml = env.write_skill(env.base / "v", "bad_yaml", "summary: [x")
+    clash = env.write_skill(env.base / "v", "clash", "command: help")
+    no_md = env.base / "v" / "no_md"
+    no_md.mkdir()
+    good = env.write_skill(env.base / "v", "good", "summary: fine")
+    proc = env.cli("skills", "validate", str(bad_yaml), str(clash), str(no_md), str(good),
+                   check_rc=1)
+    lines = _lines(proc)
+    assert len(lines) == 3
+    assert lines[0].startswith(f"{bad_yaml}: ") and "invalid YAML" in lines[0]
+    assert lines[1].startswith(f"{clash}: ") and "/help" in lines[1]
+    assert lines[2] == f"{no_md}: SKILL.md is missing"
+    assert "1 of 4 skill(s) valid" in proc.stderr
+
+
+def test_validate_strict(env):
+    v = env.base / "v"
+    long_desc = "d" * 1025
+    ok = env.write_skill(v, "pdf-processing", "name: pdf-processing\ndescription: Does PDFs.")
+    cases = {
+        "underscore": env.write_skill(v, "plan_compiler", "name: plan_compiler\ndescription: x"),
+        "no_description": env.write_skill(v, "no-desc", "name: no-desc"),
+        "long_description": env.write_skill(v, "long-desc",
+                                            f"name: long-desc\ndescription: {long_desc}"),
+        "long_compat": env.write_skill(v, "long-compat", "name: long-compat\ndescription: x\n"
+                                                         f"compatibility: {'c' * 501}"),
+        "name_mismatch": env.write_skill(v, "pdf-tools", "name: pdf-tool\ndescription: x"),
+    }
+    # non-strict: all of these are fine for Lily except the name mismatch
+    proc = env.cli("skills", "validate", str(ok), *map(str, cases.values()))
+    assert proc.returncode == 1 and len(_lines(proc)) == 1 and "pdf-tool" in proc.stdout
+    assert env.cli("skills", "validate", "--strict", str(ok)).returncode == 0
+
+    expected = {
+        "underscore": "'_'",
+        "no_description": "missing required field 'description'",
+        "long_description": "description exceeds 1024 characters (1025)",
+        "long_compat": "compatibility exceeds 500 characters (501)",
+        "name_mismatch": "pdf-tool",
+    }
+    for case, folder in cases.items():
+        proc = env.cli("skills", "validate", "--strict", str(folder))
+        assert proc.returncode == 1, (case, proc.stdout)
+        lines = _lines(proc)
+        assert len(lines) == 1, (case, lines)
+        assert lines[0].startswith(f"{folder}: ") and expected[case] in lines[0], (case, lines)
+        assert "strict" in proc.stderr
+
+
+def test_validate_strict_reports_each_violation_separately(env):
+    folder = env.write_skill(env.base / "v", "x_y", "summary: no name, no description")
+    lines = _lines(env.cli("skills", "validate", "--strict", str(folder), check_rc=1))
+    assert any("'_'" in line for line in lines)
+    assert any("missing required field 'name'" in line for line in lines)
+    assert any("missing required field 'description'" in line for line in lines)
+    assert len(lines) == 3
+
+
+def test_validate_strict_compares_names_after_nfkc(env):
+    # U+FB01 (the 'fi' ligature) is NFKC-equal to 'fi': fine for Agent Skills, but Lily
+    # cannot load that directory name, so strict validation must not call it valid either.
+    folder = env.write_skill(env.base / "v", "\ufb01le-tool", "name: file-tool\ndescription: x")
+    proc = env.cli("skills", "validate", "--strict", str(folder), check_rc=1)
+    assert "skill name" in proc.stdout
+    # and the unicode-letter name the Agent Skills rules accept is refused as well
+    cafe = env.write_skill(env.base / "v", "caf\u00e9", "name: caf\u00e9\ndescription: x")
+    proc = env.cli("skills", "validate", "--strict", str(cafe), check_rc=1)
+    assert "skill name" in proc.stdout
+
+
+def test_validate_a_folder_that_is_not_a_skill(env, tmp_path):
+    proc = env.cli("skills", "validate", str(tmp_path / "nothing"), check_rc=1)
+    assert "is not a skill folder" in proc.stdout
+
+
+def test_usage_errors_exit_2(env):
+    assert env.cli("skills").returncode == 2
+    assert env.cli("skills", "bogus").returncode == 2
+    assert env.cli("skills", "validate").returncode == 2
+
+
+def test_run_one_command(env):
+    env.write_skill(env.ws_skills, "alpha", "summary: a\ncommand: al")
+    proc = env.cli("run", "/skills", check_rc=0)
+    assert "alpha" in proc.stdout
+    proc = env.cli("run", "/skil", check_rc=1)
+    assert proc.stderr.strip() == "Error: unknown command /skil. Run /help for the list of commands."
+    assert not (env.workspace / ".lily").exists()
+
+
+def test_console_script(env):
+    script = shutil.which("lily", path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.skip("the 'lily' console script is not installed next to this Python")
+    env.write_skill(env.ws_skills, "alpha", "summary: a")
+    cli_env = {k: v for k, v in os.environ.items() if not k.startswith(("SKILLS_", "LILY_"))}
+    cli_env.update(env.session_env())
+    proc = subprocess.run([script, "skills", "list", "--json"], cwd=env.workspace, env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [s["name"] for s in json.loads(proc.stdout)["skills"]] == ["alpha"]
