@@ -1,23 +1,218 @@
-"""The agent loop's entry point.
+"""The agent loop: one request, at most one skill, tools under policy (SPEC §7).
 
-The conversational loop (OpenAI-compatible models, one skill per request,
-tools under policy) is the next piece of work; until it lands, every request
-fails clearly and names what a user would set.
+``run`` sends persona + skills index + rules + the conversation + the request
+to the model, executes the tool calls it makes — ``load_skill`` (the body
+from the snapshot, never the disk; the first one declares the request's
+skill, a second different one is refused), ``read_skill_file`` (files under
+the loaded skill's ``references/``), and the session's registered tools as
+the policy allows — and repeats until the model answers without tool calls or
+the step budget is spent. Refusals are tool errors the model can read; only
+endpoint faults end the request. The conversation is committed only in a
+consistent state: every assistant tool call has its result.
 """
 from __future__ import annotations
 
-from .results import CommandError
-from .session import Session
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
-MODEL_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+from . import context, model
+from .builtin_tools import confine
+from .results import CommandError, SkillRequest
+from .session import Session
+from .tools import ToolError, check_args
+
+MAX_STEPS = 8
+MAX_RESULT_CHARS = 20_000
+
+LOAD_SKILL = {"type": "function", "function": {
+    "name": "load_skill",
+    "description": "Read a skill's instructions (its SKILL.md body). Call this before using a "
+                   "skill; it declares the skill for this request. One skill per request.",
+    "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
+                   "required": ["name"]}}}
+READ_SKILL_FILE = {"type": "function", "function": {
+    "name": "read_skill_file",
+    "description": "Read a file under the loaded skill's references/ folder, e.g. "
+                   "'references/guide.md'.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"]}}}
+RESERVED = {"load_skill", "read_skill_file"}
 
 
 class AgentError(CommandError):
     """A request to the agent failed; one readable line."""
 
 
-def run(session: Session, text: str, skill=None):
-    raise AgentError(
-        "no model is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for any other "
-        "OpenAI-compatible endpoint) in the kernel's environment; "
-        "/commands work without a model.")
+@dataclass
+class Reply:
+    text: str
+    skill: str | None
+    tools_used: list[str] = field(default_factory=list)
+    steps: int = 0
+
+
+class _Request:
+    """The state of one request while the loop runs."""
+
+    def __init__(self, session: Session, skill: str | None) -> None:
+        self.session = session
+        self.skill = skill
+        self.tools_used: list[str] = []
+
+    # -- tools offered to the model -----------------------------------------
+    def tool_specs(self) -> list[dict]:
+        specs = [LOAD_SKILL, READ_SKILL_FILE]
+        for tool in self.session.tools:
+            if tool.name in RESERVED or self.session.policy.model_refusal(self.session.tools, tool.name):
+                continue
+            specs.append({"type": "function", "function": {
+                "name": tool.name, "description": tool.description or tool.name,
+                "parameters": dict(tool.parameters)}})
+        return specs
+
+    # -- executing one call ----------------------------------------------------
+    def execute(self, name: str, args: dict) -> str:
+        """The tool result text; refusals and tool failures start with 'Error:'."""
+        try:
+            if name == "load_skill":
+                return self.load_skill(args)
+            if name == "read_skill_file":
+                return self.read_skill_file(args)
+            return self.call_tool(name, args)
+        except ToolError as exc:
+            return f"Error: {exc}"
+
+    def load_skill(self, args: dict) -> str:
+        problem = check_args(LOAD_SKILL["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"load_skill: {problem}")
+        name = args["name"]
+        snap = self.session.snapshot
+        skill = snap.get(name)
+        if skill is None:
+            raise ToolError(f"no skill named '{name}' in this session (see the skills index)")
+        if skill.disable_model_invocation and self.skill != name:
+            raise ToolError(f"skill '{name}' can only be run by the user, with /skill {name}")
+        if self.skill is not None and self.skill != name:
+            raise ToolError(f"this request already uses skill '{self.skill}'; Lily allows one "
+                            f"skill per request, so '{name}' is refused")
+        self.skill = name
+        note = ""
+        if skill.invocation_mode == "tool_dispatch":
+            note = (f"\n\n(This skill runs the tool '{skill.command_tool}' with the user's "
+                    "input; call it if it is offered to you.)")
+        return f"# Skill: {name}\n\n{skill.body.strip()}{note}"
+
+    def read_skill_file(self, args: dict) -> str:
+        problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"read_skill_file: {problem}")
+        if self.skill is None:
+            raise ToolError("load a skill with load_skill before reading its files")
+        skill = self.session.snapshot.get(self.skill)
+        rel = args["path"]
+        refs = os.path.join(skill.path, "references")
+        if not rel.replace("\\", "/").startswith("references/"):
+            rel = "references/" + rel
+        target = confine(Path(skill.path), rel)
+        real_refs = os.path.realpath(refs)
+        if os.path.commonpath([real_refs, str(target)]) != real_refs:
+            raise ToolError(f"'{args['path']}' is not under the skill's references/ folder")
+        try:
+            return target.read_text(encoding="utf-8", errors="replace")[:MAX_RESULT_CHARS]
+        except OSError as exc:
+            raise ToolError(f"cannot read '{args['path']}': {exc.strerror or exc}") from None
+
+    def call_tool(self, name: str, args: dict) -> str:
+        session = self.session
+        refusal = session.policy.model_refusal(session.tools, name)
+        if refusal:
+            raise ToolError(refusal)
+        tool = session.tools.get(name)
+        problem = check_args(tool.parameters, args)
+        if problem:
+            raise ToolError(f"{name}: {problem}")
+        self.tools_used.append(name)
+        try:
+            value = tool(**args)
+        except ToolError:
+            raise
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # the tool's own failure is information for the model
+            raise ToolError(f"tool '{name}' raised {type(exc).__name__}: {exc}") from None
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if len(text) > MAX_RESULT_CHARS:
+            text = text[:MAX_RESULT_CHARS] + f"\n[… cut at {MAX_RESULT_CHARS} characters …]"
+        return text
+
+
+def _consistent(messages: list[dict]) -> list[dict]:
+    """``messages`` with a result added for any tool call left without one."""
+    out = list(messages)
+    answered = {m.get("tool_call_id") for m in out if m.get("role") == "tool"}
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            if call["id"] not in answered:
+                out.append({"role": "tool", "tool_call_id": call["id"],
+                            "content": "Error: interrupted before this tool ran"})
+    return out
+
+
+def run(session: Session, text: str, skill: SkillRequest | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_event: Callable[[str, dict], None] | None = None) -> Reply:
+    """Run one request; return the final answer, or raise :class:`AgentError`."""
+    env = os.environ
+    problem = session.config_error or model.not_configured(env, session.model_config)
+    if problem:
+        raise AgentError(problem)
+    config = session.model_config
+    client = session.model_clients.get(config, env)
+
+    request = _Request(session, skill.skill.name if skill else None)
+    user = {"role": "user", "content": skill.prompt if skill else text}
+    system = {"role": "system",
+              "content": context.system_prompt(session.persona, session.snapshot)}
+    pending: list[dict] = [user]
+    tools = request.tool_specs()
+    emit = on_event or (lambda kind, data: None)
+    if request.skill:
+        emit("skill", {"name": request.skill, "forced": True})
+
+    def commit(messages: list[dict]) -> None:
+        for message in _consistent(messages):
+            session.add_message(message)
+
+    turn_start = len(pending)
+    try:
+        for step in range(1, MAX_STEPS + 1):
+            turn_start = len(pending)
+            turn = model.complete(client, config, [system, *session.conversation, *pending],
+                                  tools, on_text)
+            pending.append(turn.message())
+            if not turn.tool_calls:
+                commit(pending)
+                return Reply(turn.content, request.skill, request.tools_used, step)
+            for call in turn.tool_calls:
+                before = request.skill
+                result = request.execute(call.name, call.parsed())
+                pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                if request.skill != before:
+                    emit("skill", {"name": request.skill, "forced": False})
+                emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
+        commit(pending)
+        raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
+                         "the tool results so far are kept in the conversation")
+    except model.ModelError as exc:
+        del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
+        if len(pending) > 1:  # tools ran before it: keep what happened, consistently
+            commit(pending)
+        raise AgentError(str(exc)) from None
+    except KeyboardInterrupt:
+        if len(pending) > 1:
+            commit(pending)
+        raise

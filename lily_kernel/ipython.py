@@ -11,12 +11,13 @@ as one line (``Error: ...``) with an ``error`` reply and no traceback.
 from __future__ import annotations
 
 import os
+import time
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from . import agent, router
 from .loader import LoaderError
-from .results import CommandError, Notice, SkillRequest
+from .results import Answer, CommandError, Notice, SkillRequest
 from .session import Session
 
 _ATTR = "_lily"
@@ -79,6 +80,10 @@ class Integration:
         cell = "".join(lines)
         if router.is_command(cell):
             return [f"__import__('lily_kernel.ipython').ipython.dispatch({cell!r})\n"]
+        head, _, request = cell.strip().partition(" ")
+        if head == "%lily" and request.strip() and "\n" not in request:
+            # IPython would read a trailing "?" ("%lily what is a skill?") as a help request
+            return [f"get_ipython().run_line_magic('lily', {request.strip()!r})\n"]
         if not self.kernel_mode:
             return lines
         stripped = cell.lstrip()
@@ -111,10 +116,59 @@ class Integration:
         _display_result(result)
 
     def run_agent(self, text: str, skill: SkillRequest | None = None) -> None:
+        session = self.session
+        live = _LiveText() if hasattr(self.shell, "kernel") else None
         try:
-            agent.run(self.session, text, skill=skill)
+            reply = agent.run(session, text, skill=skill,
+                              on_text=live.write if live else None,
+                              on_event=live.event if live else None)
         except KeyboardInterrupt:
-            raise Interrupted("interrupted; the conversation is unchanged.") from None
+            raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
+        finally:
+            if live:
+                live.close()
+        _display_result(Answer(reply.text, reply.skill, tuple(reply.tools_used),
+                               session.model_config.model))
+
+
+class _LiveText:
+    """Tokens shown as they arrive, in a display that ends empty.
+
+    The final answer is a separate Markdown display. Ending the live display
+    empty keeps saved notebooks (and nbval, which ignores display updates)
+    equal to what a front end shows after the request.
+    """
+
+    INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
+
+    def __init__(self) -> None:
+        from IPython.display import display
+        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+        self.parts: list[str] = []
+        self.status = ""
+        self.last = 0.0
+
+    def write(self, piece: str) -> None:
+        self.parts.append(piece)
+        now = time.monotonic()
+        if now - self.last >= self.INTERVAL:
+            self.last = now
+            self._show()
+
+    def event(self, kind: str, data: dict) -> None:
+        if kind == "skill":
+            self.status = f"[using skill {data['name']}]"
+        elif kind == "tool":
+            self.status = f"[tool {data['name']}{'' if data['ok'] else ' refused'}]"
+        self._show()
+
+    def _show(self) -> None:
+        text = "".join(self.parts)
+        self.handle.update({"text/plain": f"{self.status}\n{text}" if self.status else text},
+                           raw=True)
+
+    def close(self) -> None:
+        self.handle.update({"text/plain": ""}, raw=True)
 
 
 def _display_result(result) -> None:

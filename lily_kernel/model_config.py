@@ -13,6 +13,29 @@ DEFAULT_MODEL = "gpt-4o-mini"
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 VERBOSITIES = ("low", "medium", "high")
 SECRET_KEYS = ("api_key", "key", "token", "openai_api_key")
+# Environment variables that set the model configuration (OPENAI_API_KEY is read per request).
+ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
+            "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
+            "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries"}
+CONFIG_FILE = "lily.toml"
+
+
+def read_config_file(workspace) -> dict:
+    """The workspace's ``lily.toml`` as a dict ({} when absent); ConfigError when unreadable."""
+    import tomllib
+    from pathlib import Path
+    path = Path(workspace) / CONFIG_FILE
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} cannot be read: {exc}") from None
+    for table in ("model", "tools"):
+        if not isinstance(data.get(table, {}), dict):
+            raise ConfigError(f"{path}: [{table}] must be a table")
+    return data
 
 
 class ConfigError(ValueError):
@@ -30,10 +53,15 @@ class ModelConfig:
     max_retries: int = 2
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "ModelConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None,
+                 file_values: Mapping[str, object] | None = None) -> "ModelConfig":
+        """Defaults < the workspace's lily.toml [model] table < the environment."""
         env = os.environ if env is None else env
-        return cls(model=env.get("LILY_MODEL") or DEFAULT_MODEL,
-                   base_url=env.get("OPENAI_BASE_URL") or None)
+        config = cls()
+        if file_values:
+            config = config.changed(**{k: str(v) for k, v in file_values.items()})
+        from_env = {key: env[var] for var, key in ENV_VARS.items() if env.get(var)}
+        return config.changed(**from_env) if from_env else config
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -44,8 +72,8 @@ class ModelConfig:
         parsed: dict = {}
         for key, raw in values.items():
             if key.lower() in SECRET_KEYS:
-                raise ConfigError("API keys are not set with /model; set OPENAI_API_KEY "
-                                  "in the kernel's environment")
+                raise ConfigError("API keys are not set with /model or lily.toml; set "
+                                  "OPENAI_API_KEY in the kernel's environment")
             if key not in known:
                 raise ConfigError(f"unknown model setting '{key}' "
                                   f"(known: {', '.join(sorted(known))})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
-from .results import AgentList, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from .results import AgentList, Answer, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from .snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -148,6 +148,16 @@ def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"),
                                     [(k, "—" if v is None else v) for k, v in r.config.items()])
+
+
+@text.register
+def _(r: Answer) -> str:
+    return f"{r.text.rstrip()}\n\n[{r.footer()}]"
+
+
+@markdown.register
+def _(r: Answer) -> str:
+    return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
 
 
 def _value(value) -> str:

@@ -69,3 +69,20 @@ class SkillRequest:
 class ModelInfo:
     config: dict
     changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The agent's final answer to one request, and what it used."""
+    text: str
+    skill: str | None = None
+    tools: tuple[str, ...] = ()
+    model: str = ""
+
+    def footer(self) -> str:
+        parts = [f"skill: {self.skill}" if self.skill else "no skill"]
+        if self.tools:
+            parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))
+        if self.model:
+            parts.append(f"model: {self.model}")
+        return " · ".join(parts)

@@ -16,7 +16,8 @@ from . import journal as journal_mod
 from . import persona as persona_mod
 from .builtin_tools import register_builtins
 from .loader import Host, build_snapshot
-from .model_config import ModelConfig
+from .model import ClientCache
+from .model_config import ConfigError, ModelConfig, read_config_file
 from .paths import skill_roots, workspace_dir
 from .snapshot import Snapshot
 from .tools import ToolPolicy, ToolRegistry
@@ -35,7 +36,13 @@ class Session:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace)
         self.tools = tools
-        self.policy = ToolPolicy.from_env(self._env)
+        self.config_error: str | None = None
+        try:
+            self._file_config = read_config_file(self.workspace)
+        except ConfigError as exc:
+            self._file_config, self.config_error = {}, str(exc)
+        self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+        self.model_clients = ClientCache()
         self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
         self._start()
 
@@ -44,7 +51,7 @@ class Session:
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
-        self.model_config = ModelConfig.from_env(self._env)
+        self.model_config = self._initial_model_config()
         self.conversation: list[dict[str, Any]] = []
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
@@ -57,6 +64,13 @@ class Session:
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),
                              **self._snapshot_record()})
+
+    def _initial_model_config(self) -> ModelConfig:
+        try:
+            return ModelConfig.from_env(self._env, self._file_config.get("model"))
+        except ConfigError as exc:
+            self.config_error = f"model configuration: {exc}"
+            return ModelConfig()
 
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)

@@ -103,10 +103,20 @@ class ToolPolicy:
     deny: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "ToolPolicy":
+    def from_env(cls, env: Mapping[str, str] | None = None,
+                 file_values: Mapping[str, Any] | None = None) -> "ToolPolicy":
+        """LILY_TOOLS_ALLOW / LILY_TOOLS_DENY, else lily.toml's [tools] allow / deny lists."""
         env = os.environ if env is None else env
-        return cls(allow=_name_set(env.get("LILY_TOOLS_ALLOW")),
-                   deny=_name_set(env.get("LILY_TOOLS_DENY")) or frozenset())
+        file_values = file_values or {}
+
+        def pick(var: str, key: str) -> frozenset[str] | None:
+            if env.get(var) is not None:
+                return _name_set(env[var])
+            value = file_values.get(key)
+            return frozenset(map(str, value)) if isinstance(value, list) else None
+
+        return cls(allow=pick("LILY_TOOLS_ALLOW", "allow"),
+                   deny=pick("LILY_TOOLS_DENY", "deny") or frozenset())
 
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
@@ -130,3 +140,29 @@ class ToolPolicy:
     def as_dict(self) -> dict:
         return {"allow": sorted(self.allow) if self.allow is not None else None,
                 "deny": sorted(self.deny)}
+
+
+_PY_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+             "array": list, "object": dict}
+
+
+def check_args(schema: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
+    """Why ``args`` do not fit the tool's JSON schema (as :func:`schema_for` builds it), or None."""
+    props = schema.get("properties", {})
+    missing = [name for name in schema.get("required", []) if name not in args]
+    if missing:
+        return f"missing required argument(s): {', '.join(missing)}"
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        return (f"unknown argument(s): {', '.join(unknown)} "
+                f"(takes: {', '.join(props) or 'no arguments'})")
+    for name, value in args.items():
+        expected = props[name].get("type")
+        py = _PY_TYPES.get(expected)
+        if py is None:
+            continue
+        ok = isinstance(value, py) and not (expected in ("integer", "number")
+                                            and isinstance(value, bool))
+        if not ok:
+            return f"argument '{name}' must be of type {expected}"
+    return None
