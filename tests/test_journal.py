@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import json
-import os
 
-import pytest
 
 from lily_kernel import router
 from lily_kernel.journal import Journal, journal_path, read
@@ -93,9 +91,7 @@ def test_unwritable_journal_does_not_break_commands(env, tmp_path):
     assert (blocked / ".lily").read_text() == "not a folder"
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="running as root: a read-only folder is still writable by root")
-def test_read_only_workspace_does_not_break_commands(env, tmp_path):
+def test_read_only_workspace_does_not_break_commands(env, tmp_path, require_permissions):
     ro = tmp_path / "ro_ws"
     ro.mkdir()
     ro.chmod(0o555)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -280,9 +279,7 @@ def test_explicit_root_that_is_a_file_is_a_loader_error(env, tmp_path):
     assert "user" in str(info.value)
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="running as root: chmod 000 does not stop root from reading")
-def test_explicit_root_unreadable_is_a_loader_error(env):
+def test_explicit_root_unreadable_is_a_loader_error(env, require_permissions):
     locked = env.bundled_skills
     env.write_skill(locked, "x", "summary: x")
     locked.chmod(0)
@@ -318,9 +315,7 @@ def test_skill_roots_from_environment_are_explicit_and_defaults_are_not(tmp_path
     assert roots[2] == Root("bundled", tmp_path / "b", True)
 
 
-def test_unreadable_skill_folder_is_a_skill_error_not_a_loader_error(env):
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        pytest.skip("running as root: chmod 000 does not stop root from reading")
+def test_unreadable_skill_folder_is_a_skill_error_not_a_loader_error(env, require_permissions):
     folder = env.write_skill(env.ws_skills, "locked", "summary: x")
     (folder / "SKILL.md").chmod(0)
     try:

@@ -1,0 +1,151 @@
+"""SPEC §5: the session model, and two sessions that share no mutable state."""
+from __future__ import annotations
+
+import time
+
+from lily_kernel import router
+from lily_kernel.journal import read as read_journal
+from lily_kernel.session import Session
+
+
+def test_session_fields(env):
+    before = time.time()
+    session = env.session()
+    state = session.state()
+    assert len(session.session_id) == 32
+    assert before <= state["created_at"] <= time.time()
+    assert state["active_agent"] == "default"
+    assert state["snapshot_version"] == 1 and state["reload_count"] == 0
+    assert state["conversation"] == [] and state["command_history"] == []
+    assert set(state["model_config"]) >= {"model", "temperature", "reasoning_effort",
+                                          "verbosity", "base_url"}
+
+
+def test_model_from_environment(env):
+    session = env.session(LILY_MODEL="local-llama", OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+                          OPENAI_API_KEY="sk-should-never-be-stored")
+    assert session.model_config.model == "local-llama"
+    assert session.model_config.base_url == "http://127.0.0.1:9/v1"
+    assert "sk-should-never-be-stored" not in repr(session.state())
+    assert "sk-should-never-be-stored" not in session.journal.path.read_text()
+
+
+def test_two_sessions_share_no_mutable_state(env):
+    env.write_skill(env.ws_skills, "alpha", "summary: a")
+    a = env.session()
+    b = env.session()
+
+    assert a.session_id != b.session_id
+    # distinct containers
+    assert a.tools is not b.tools
+    assert a.conversation is not b.conversation
+    assert a.command_history is not b.command_history
+    assert a.journal is not b.journal and a.journal.path != b.journal.path
+
+    # tools registered in one are not in the other
+    @a.tools.register(name="only_in_a")
+    def only_in_a() -> str:
+        return "a"
+
+    assert "only_in_a" in a.tools and "only_in_a" not in b.tools
+
+    # snapshot: a reload in one leaves the other alone
+    env.write_skill(env.ws_skills, "beta", "summary: b")
+    router.run(a, "/reload_skills")
+    assert a.snapshot.version == 2 and a.snapshot.get("beta") is not None
+    assert b.snapshot.version == 1 and b.snapshot.get("beta") is None
+    assert b.reload_count == 0
+
+    # conversation
+    a.add_message({"role": "user", "content": "to a"})
+    assert b.conversation == []
+
+    # model config
+    router.run(a, "/model model-a temperature=1.5")
+    assert b.model_config.model != "model-a" and b.model_config.temperature is None
+
+    # agent
+    router.run(a, "/agent reviewer")
+    assert a.active_agent == "reviewer" and b.active_agent == "default"
+    assert b.persona.agent == "default"
+
+    # command history
+    assert len(a.command_history) == 3 and b.command_history == []
+    router.run(b, "/skills")
+    assert [h["command"] for h in b.command_history] == ["/skills"]
+    assert len(a.command_history) == 3
+
+    # journal files
+    a_events = [r["event"] for r in read_journal(a.journal.path)]
+    b_events = [r["event"] for r in read_journal(b.journal.path)]
+    assert "skills_reloaded" in a_events and "skills_reloaded" not in b_events
+    assert "message" in a_events and "message" not in b_events
+    assert {r["session_id"] for r in read_journal(b.journal.path)} == {b.session_id}
+
+
+def test_two_sessions_over_different_workspaces_see_their_own_skills(tmp_path):
+    sessions = []
+    for name in ("one", "two"):
+        ws = tmp_path / name
+        (ws / "skills" / f"only_{name}").mkdir(parents=True)
+        (ws / "skills" / f"only_{name}" / "SKILL.md").write_text(f"---\nsummary: {name}\n---\n")
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        env = {"SKILLS_WORKSPACE_DIR": str(ws / "skills"),
+               "SKILLS_USER_DIR": str(tmp_path / "empty"),
+               "SKILLS_BUNDLED_DIR": str(tmp_path / "empty"), "HOME": str(tmp_path)}
+        sessions.append(Session(workspace=ws, env=env, journal=False))
+    assert sessions[0].snapshot.names() == ["only_one"]
+    assert sessions[1].snapshot.names() == ["only_two"]
+    # each session's file tools are confined to its own workspace
+    (tmp_path / "one" / "f.txt").write_text("in one")
+    assert sessions[0].tools.get("read")("f.txt") == "in one"
+    assert "cannot read" in _tool_error(sessions[1].tools.get("read"), "f.txt")
+
+
+def _tool_error(tool, *args) -> str:
+    from lily_kernel.tools import ToolError
+    try:
+        tool(*args)
+    except ToolError as exc:
+        return str(exc)
+    raise AssertionError("no ToolError")
+
+
+def test_session_does_not_touch_the_real_home(env, monkeypatch):
+    monkeypatch.setenv("HOME", str(env.base / "home"))
+    env.session()
+    assert not (env.base / "home").exists()
+
+
+def test_journal_records_the_lifecycle(env):
+    session = env.session()
+    router.run(session, "/reload_skills")
+    router.run(session, "/agent reviewer")
+    router.run(session, "/model m2")
+    session.add_message({"role": "user", "content": "hello"})
+    first_id = session.session_id
+    router.run(session, "/new")
+    events = [(r["event"], r["session_id"]) for r in read_journal(session.journal.path)]
+    # /new starts a fresh journal file named after the new session
+    old = [e for e in read_journal(env.workspace / ".lily" / "journal"
+                                   / f"session-{first_id[:12]}.jsonl")]
+    names = [r["event"] for r in old]
+    assert names[0] == "session_created"
+    assert "skills_reloaded" in names and "agent_switched" in names and "model_changed" in names
+    assert "message" in names and names[-1] == "session_ended"
+    assert events[0] == ("session_created", session.session_id)
+    assert session.journal.path.parent == env.workspace / ".lily" / "journal"
+
+
+def test_labelled_session_journal_name(env):
+    session = Session(workspace=env.workspace, env=env.session_env(), host=env.host,
+                      label="My Notebook.ipynb")
+    assert session.journal.path == env.workspace / ".lily" / "journal" / "My_Notebook.ipynb.jsonl"
+    assert session.journal.path.is_file()
+
+
+def test_journal_disabled(env):
+    session = env.session(journal=False)
+    router.run(session, "/skills")
+    assert session.journal.path is None
+    assert not (env.workspace / ".lily").exists()
