@@ -142,9 +142,8 @@ class _LiveText:
     INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
 
     def __init__(self) -> None:
-        from IPython.display import display
-        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-        self.parts: list[str] = []
+        self.handle = None  # shown on the first token or event, so a request that fails
+        self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
 
@@ -163,12 +162,16 @@ class _LiveText:
         self._show()
 
     def _show(self) -> None:
+        if self.handle is None:
+            from IPython.display import display
+            self.handle = display({"text/plain": ""}, raw=True, display_id=True)
         text = "".join(self.parts)
         self.handle.update({"text/plain": f"{self.status}\n{text}" if self.status else text},
                            raw=True)
 
     def close(self) -> None:
-        self.handle.update({"text/plain": ""}, raw=True)
+        if self.handle is not None:
+            self.handle.update({"text/plain": ""}, raw=True)
 
 
 def _display_result(result) -> None:

@@ -21,6 +21,7 @@ from .skill import Skill
 from .tools import ToolError
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
+_USERINFO_RE = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,23 @@ def is_command(cell: str) -> bool:
 
 
 def redact(line: str) -> str:
-    """A command line as it may be journaled: values of secret-looking keys hidden."""
-    return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
+    """A command line as it may be journaled: nothing that could be a secret.
+
+    ``/model`` keeps only the model name and known settings (a URL loses any
+    user:password@); every other token is masked, whatever its spelling.
+    Other commands lose the values of secret-looking ``key=value`` pairs.
+    """
+    line = _USERINFO_RE.sub(r"\1***@", line)
+    head, _, rest = line.partition(" ")
+    if head != "/model":
+        return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
+    from .model_config import ModelConfig
+    known = {f for f in ModelConfig.__dataclass_fields__}
+    kept = []
+    for i, token in enumerate(rest.split()):
+        key, eq, _ = token.partition("=")
+        kept.append(token if (eq and key in known) or (not eq and i == 0) else "***")
+    return " ".join([head, *kept])
 
 
 def run(session: Session, cell: str):
@@ -82,12 +98,13 @@ def _dispatch(session: Session, cmd: Command):
     if cmd.name in snap.alias_clashes:
         owners = snap.alias_clashes[cmd.name]
         raise CommandError(
-            f"/{cmd.name} is claimed by skills {' and '.join(owners)}, so the alias is disabled; "
-            f"use /skill {owners[0]} or /skill {owners[1]}.")
+            f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
+            f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
     if cmd.name in snap.aliases:
         return _invoke(session, snap.get(snap.aliases[cmd.name]), cmd.input)
-    shown = cmd.name if cmd.name else ""
-    raise CommandError(f"unknown command /{shown}. Run /help for the list of commands.")
+    if not cmd.name:
+        raise CommandError("a command needs a name after '/'. Run /help for the list of commands.")
+    raise CommandError(f"unknown command /{cmd.name}. Run /help for the list of commands.")
 
 
 # -- handlers ------------------------------------------------------------------

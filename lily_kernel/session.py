@@ -7,6 +7,7 @@ each field changes only through the method its command calls.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +31,8 @@ class Session:
         self._env = dict(os.environ if env is None else env)
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
         self.label = label
-        self.host = host
+        # Eligibility is checked against the environment the session was given.
+        self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
         self._journal_enabled = journal
         if tools is None:
             tools = ToolRegistry()
