@@ -1,0 +1,250 @@
+"""``%load_ext lily`` in a real IPython shell (in-process) and in a real python3 kernel.
+
+After loading, a cell whose first non-blank line starts with ``/`` goes to
+Lily's router; every other cell is Python, untouched, even with ``/`` in it.
+``%%lily`` / ``%lily`` reach the agent. ``%unload_ext lily`` restores the
+shell exactly.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world
+
+# Python that contains "/" but is not a command: it must run as Python.
+PYTHON_WITH_SLASHES = [
+    ("10 / 2", "5.0"),
+    ("lily_a = 10; lily_b = 4\nlily_a/lily_b", "2.5"),
+    ("'/usr/bin'", "'/usr/bin'"),
+    ("#/comment\n1 + 1", "2"),
+    ("(10\n/ 4)", "2.5"),
+    ("x_path = '/tmp' + '/x'\nx_path", "'/tmp/x'"),
+    ("  (8 //\n   2)", "4"),
+]
+UNKNOWN = "Error: unknown command /nope. Run /help for the list of commands."
+
+
+# -- in-process: a real IPython shell ----------------------------------------------
+
+class Shell:
+    """IPython's global test shell, with captured output per cell."""
+
+    def __init__(self, ip) -> None:
+        self.ip = ip
+
+    def run(self, code: str):
+        from IPython.utils.capture import capture_output
+        with capture_output() as captured:
+            result = self.ip.run_cell(code)
+        return result, captured
+
+    def is_loaded(self) -> bool:
+        return getattr(self.ip, "_lily", None) is not None
+
+
+@pytest.fixture(scope="module")
+def shell(tmp_path_factory):
+    """The in-process shell, in a private world (its Lily session reads os.environ and the cwd)."""
+    from IPython.testing.globalipapp import get_ipython
+    world = make_world(tmp_path_factory.mktemp("ext-inprocess"))
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "JPY_"))]:
+            mp.delenv(key)
+        mp.setenv("SKILLS_USER_DIR", world.env["SKILLS_USER_DIR"])
+        mp.setenv("SKILLS_WORKSPACE_DIR", world.env["SKILLS_WORKSPACE_DIR"])
+        mp.setenv("HOME", world.env["HOME"])
+        mp.chdir(world.workspace)
+        ip = get_ipython()
+        sh = Shell(ip)
+        if sh.is_loaded():  # left over from elsewhere: start clean
+            sh.run("%unload_ext lily")
+        yield sh
+        if "lily" in ip.extension_manager.loaded:
+            sh.run("%unload_ext lily")
+
+
+@pytest.fixture
+def loaded(shell):
+    if not shell.is_loaded():
+        result, _ = shell.run("%load_ext lily")
+        assert result.success
+    return shell
+
+
+@pytest.fixture
+def unloaded(shell):
+    if shell.is_loaded():
+        result, _ = shell.run("%unload_ext lily")
+        assert result.success
+    return shell
+
+
+def test_without_the_extension_slash_is_ipython_autocall(unloaded):
+    result, _ = unloaded.run("/skills")
+    assert isinstance(result.error_in_exec, NameError)
+    assert "skills" in str(result.error_in_exec)
+
+
+def test_slash_cells_route_to_lily(loaded):
+    result, captured = loaded.run("/skills")
+    assert result.success, result.error_in_exec
+    assert len(captured.outputs) == 1
+    data = captured.outputs[0].data
+    assert {WIDGET_MIME, "text/html", "text/plain"} <= set(data)
+    assert "plan_compiler" in data["text/html"] and "plan_compiler" in data["text/plain"]
+
+
+def test_unknown_command_is_one_line(loaded):
+    result, captured = loaded.run("/nope")
+    assert not result.success
+    assert str(result.error_in_exec) == UNKNOWN.removeprefix("Error: ")
+    assert captured.stdout.strip() == UNKNOWN
+    assert "Traceback" not in captured.stdout + captured.stderr
+
+
+@pytest.mark.parametrize("code, shown", PYTHON_WITH_SLASHES)
+def test_python_with_slashes_is_untouched(loaded, code, shown):
+    result, captured = loaded.run(code)
+    assert result.success, result.error_in_exec
+    assert repr(result.result) == shown
+    assert captured.outputs == []  # nothing from Lily
+
+
+@pytest.mark.parametrize("code", ["%lily what is a skill?", "%%lily\nwhat is a skill?",
+                                  "%%lily please\nsummarise this"])
+def test_lily_magics_reach_the_agent(loaded, code):
+    result, captured = loaded.run(code)
+    assert not result.success
+    line = captured.stdout.strip()
+    assert line.startswith(NO_MODEL_PREFIX) and "\n" not in line
+    assert "OPENAI_API_KEY" in line and "OPENAI_BASE_URL" in line
+
+
+def test_lily_magic_help_is_still_ipython_help(loaded):
+    # "%lily what is a skill?" is a question for the agent; "%lily?" asks IPython about %lily
+    result, captured = loaded.run("%lily?")
+    assert result.success and "send one line to the Lily agent" in captured.stdout
+
+
+@pytest.mark.parametrize("code", ["%lily /help", "%%lily\n/help"])
+def test_lily_magics_run_commands(loaded, code):
+    result, captured = loaded.run(code)
+    assert result.success, result.error_in_exec
+    assert [sorted(o.data) for o in captured.outputs] == [["text/markdown", "text/plain"]]
+    assert "/reload_skills" in captured.outputs[0].data["text/markdown"]
+
+
+def test_loading_twice_is_harmless(loaded):
+    import lily
+    integration = loaded.ip._lily
+    result, captured = loaded.run("%load_ext lily")
+    assert result.success and "already loaded" in captured.stdout
+    lily.load_ipython_extension(loaded.ip)  # a direct second call, bypassing IPython's guard
+    assert loaded.ip._lily is integration
+    assert loaded.ip.input_transformers_cleanup.count(integration.transform) == 1
+    result, captured = loaded.run("/help")
+    assert result.success and len(captured.outputs) == 1
+
+
+def test_unload_restores_the_shell(shell):
+    ip = shell.ip
+    if shell.is_loaded():
+        shell.run("%unload_ext lily")
+    before = (list(ip.input_transformers_cleanup), ip.custom_exceptions, ip.CustomTB,
+              set(ip.magics_manager.magics["line"]), set(ip.magics_manager.magics["cell"]))
+
+    assert shell.run("%load_ext lily")[0].success
+    assert "lily" in ip.magics_manager.magics["line"] and "lily" in ip.magics_manager.magics["cell"]
+    assert len(ip.input_transformers_cleanup) == len(before[0]) + 1
+
+    assert shell.run("%unload_ext lily")[0].success
+    after = (list(ip.input_transformers_cleanup), ip.custom_exceptions, ip.CustomTB,
+             set(ip.magics_manager.magics["line"]), set(ip.magics_manager.magics["cell"]))
+    assert after == before
+    assert not shell.is_loaded()
+    result, _ = shell.run("/skills")
+    assert isinstance(result.error_in_exec, NameError)
+    result, captured = shell.run("%lily hello")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    result, _ = shell.run("%%lily\nhello")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+
+    # and it loads again, with a new session
+    assert shell.run("%load_ext lily")[0].success
+    result, captured = shell.run("/help")
+    assert result.success and len(captured.outputs) == 1
+
+
+def test_each_load_has_its_own_session(shell):
+    import lily
+    if not shell.is_loaded():
+        shell.run("%load_ext lily")
+    first = lily.session().session_id
+    shell.run("%reload_ext lily")
+    assert shell.is_loaded()
+    assert lily.session().session_id != first
+
+
+# -- in a real python3 kernel -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def py3(tmp_path_factory, ipython_dir):
+    kernel = Kernel("python3", make_world(tmp_path_factory.mktemp("ext-py3"), ipython_dir))
+    yield kernel
+    kernel.shutdown()
+
+
+def _one_line(run) -> str:
+    line = run.error_line()
+    assert [m["msg_type"] for m in run.outputs] == ["error"]
+    return line
+
+
+def test_python3_kernel_extension(py3):
+    # without the extension: IPython's autocall
+    before = py3.run("/skills")
+    assert before.status == "error" and before.errors[0]["ename"] == "NameError"
+    assert "skills" in before.errors[0]["evalue"]
+
+    assert py3.ok("%load_ext lily").outputs == []
+    run = py3.ok("/skills")
+    data = run.displays[0]
+    assert {WIDGET_MIME, "text/html", "text/plain"} <= set(data)
+    assert data[WIDGET_MIME]["model_id"] in {m["content"]["comm_id"] for m in run.of_type("comm_open")}
+    assert "plan_compiler" in data["text/html"]
+
+    assert _one_line(py3.run("/nope")) == UNKNOWN
+    assert _one_line(py3.run("/skill")) == "Error: /skill requires a skill name."
+
+    for code, shown in PYTHON_WITH_SLASHES:
+        assert py3.ok(code).result == {"text/plain": shown}, code
+
+    for code in ("%lily what is a skill?", "%%lily\nwhat is a skill?"):
+        line = py3.run(code).error_line()
+        assert line.startswith(NO_MODEL_PREFIX) and "OPENAI_API_KEY" in line, line
+    assert "/reload_skills" in py3.ok("%lily /help").displays[0]["text/markdown"]
+
+    # plain prose is Python in a python3 kernel: the extension leaves it alone
+    prose = py3.run("Tell me about skills.")
+    assert prose.status == "error" and prose.errors[0]["ename"] == "SyntaxError"
+
+    # loading twice is harmless
+    assert "already loaded" in py3.ok("%load_ext lily").stdout
+    assert len(py3.ok("/help").displays) == 1
+
+    # a failed command stops "run all"
+    first, second = py3.kc.execute("/nope"), py3.kc.execute("6 * 7")
+    assert py3.reply(first)["content"]["status"] == "error"
+    assert py3.reply(second)["content"]["status"] == "aborted"
+
+    # unloading restores the kernel
+    py3.ok("%unload_ext lily")
+    after = py3.run("/skills")
+    assert after.status == "error" and after.errors[0]["ename"] == "NameError"
+    gone = py3.run("%lily hello")
+    assert gone.status == "error" and gone.reply["ename"] == "UsageError"
+    assert py3.ok("10 / 2").result == {"text/plain": "5.0"}
+    err = py3.run("1 / 0")  # Python errors have their usual traceback again
+    assert err.errors[0]["ename"] == "ZeroDivisionError" and len(err.errors[0]["traceback"]) > 1
