@@ -8,6 +8,8 @@ IPython's answers.
 """
 from __future__ import annotations
 
+import inspect
+
 from ipykernel.ipkernel import IPythonKernel
 
 from . import __version__, completion, render, router
@@ -49,7 +51,7 @@ class LilyKernel(IPythonKernel):
                         "metadata": {}}
             return {"status": "ok", "matches": [], "cursor_start": cursor_pos,
                     "cursor_end": cursor_pos, "metadata": {}}
-        return await super().do_complete(code, cursor_pos)
+        return await _settle(super().do_complete(code, cursor_pos))
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
@@ -58,7 +60,7 @@ class LilyKernel(IPythonKernel):
             data = ({"text/plain": render.text(page), "text/markdown": render.markdown(page)}
                     if page is not None else {})
             return {"status": "ok", "found": page is not None, "data": data, "metadata": {}}
-        return await super().do_inspect(code, cursor_pos, detail_level, omit_sections)
+        return await _settle(super().do_inspect(code, cursor_pos, detail_level, omit_sections))
 
     async def do_is_complete(self, code):
         if router.is_command(code):
@@ -66,7 +68,12 @@ class LilyKernel(IPythonKernel):
         stripped = code.lstrip()
         if stripped and stripped[0] not in "%!":
             return {"status": "complete"}  # prose for the agent: Enter runs it
-        return await super().do_is_complete(code)
+        return await _settle(super().do_is_complete(code))
+
+
+async def _settle(reply):
+    """IPythonKernel's do_complete/do_inspect/do_is_complete return a dict, not a coroutine."""
+    return await reply if inspect.isawaitable(reply) else reply
 
 
 def launch() -> None:
