@@ -39,7 +39,21 @@ READ_SKILL_FILE = {"type": "function", "function": {
                    "'references/guide.md'.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
-RESERVED = {"load_skill", "read_skill_file"}
+PROPOSE_ACTION = {"type": "function", "function": {
+    "name": "propose_action",
+    "description": "For the loaded typed skill: propose running it with these parameters "
+                   "(a JSON object, names and types as the skill declares). Lily validates them "
+                   "in code and shows the user a confirmation card; nothing happens before the "
+                   "user confirms.",
+    "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
+                   "required": ["parameters"]}}}
+READ_CONFIG = {"type": "function", "function": {
+    "name": "read_config",
+    "description": "For the loaded internal typed skill: read a setting by its dotted path "
+                   "(only paths in the skill's Config ACL).",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"]}}}
+RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
 
 
 class AgentError(CommandError):
@@ -52,6 +66,7 @@ class Reply:
     skill: str | None
     tools_used: list[str] = field(default_factory=list)
     steps: int = 0
+    proposal: object = None  # an actions.Action now waiting for the user's confirmation
 
 
 class _Request:
@@ -61,10 +76,13 @@ class _Request:
         self.session = session
         self.skill = skill
         self.tools_used: list[str] = []
+        self.proposal = None
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict]:
         specs = [LOAD_SKILL, READ_SKILL_FILE]
+        if any(s.typed is not None for s in self.session.snapshot.skills):
+            specs += [PROPOSE_ACTION, READ_CONFIG]
         for tool in self.session.tools:
             if tool.name in RESERVED or self.session.policy.model_refusal(self.session.tools, tool.name):
                 continue
@@ -81,6 +99,10 @@ class _Request:
                 return self.load_skill(args)
             if name == "read_skill_file":
                 return self.read_skill_file(args)
+            if name == "propose_action":
+                return self.propose_action(args)
+            if name == "read_config":
+                return self.read_config(args)
             return self.call_tool(name, args)
         except ToolError as exc:
             return f"Error: {exc}"
@@ -104,7 +126,47 @@ class _Request:
         if skill.invocation_mode == "tool_dispatch":
             note = (f"\n\n(This skill runs the tool '{skill.command_tool}' with the user's "
                     "input; call it if it is offered to you.)")
+        if skill.typed is not None:
+            note = ("\n\n(A typed skill: extract the parameters from the request, then call "
+                    "propose_action with them. Lily checks them in code and asks the user to "
+                    "confirm; do not claim anything was done before that.)")
         return f"# Skill: {name}\n\n{skill.body.strip()}{note}"
+
+    def _typed_skill(self):
+        if self.skill is None:
+            raise ToolError("load a typed skill with load_skill first")
+        skill = self.session.snapshot.get(self.skill)
+        if skill is None or skill.typed is None:
+            raise ToolError(f"the loaded skill '{self.skill}' is not a typed skill")
+        return skill
+
+    def propose_action(self, args: dict) -> str:
+        from . import actions
+        problem = check_args(PROPOSE_ACTION["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"propose_action: {problem}")
+        skill = self._typed_skill()
+        try:
+            action = actions.prepare(self.session, skill, args["parameters"])
+        except actions.ActionError as exc:
+            raise ToolError(str(exc)) from None
+        self.session.propose(action)
+        self.proposal = action
+        return (f"Proposed {skill.name} with {json.dumps(action.params)}. The user now sees a "
+                "confirmation card (Confirm / Cancel, or /confirm and /cancel); nothing has "
+                "happened yet. Tell the user briefly what will happen once they confirm.")
+
+    def read_config(self, args: dict) -> str:
+        problem = check_args(READ_CONFIG["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"read_config: {problem}")
+        skill = self._typed_skill()
+        spec = skill.typed
+        scoped = self.session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
+        try:
+            return json.dumps(scoped.read(args["path"]))
+        except (PermissionError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
 
     def read_skill_file(self, args: dict) -> str:
         problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
@@ -196,7 +258,8 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
             pending.append(turn.message())
             if not turn.tool_calls:
                 commit(pending)
-                return Reply(turn.content, request.skill, request.tools_used, step)
+                return Reply(turn.content, request.skill, request.tools_used, step,
+                             request.proposal)
             for call in turn.tool_calls:
                 before = request.skill
                 result = request.execute(call.name, call.parsed())

@@ -10,15 +10,57 @@ from __future__ import annotations
 import html
 
 from . import render
-from .results import SkillTable
+from .results import ActionCard, SkillTable
 from .snapshot import Snapshot
 
 
-def bundle(result) -> dict:
-    """The MIME bundle for any command result."""
+def bundle(result, confirm=None) -> dict:
+    """The MIME bundle for any command result.
+
+    ``confirm(action, ok) -> result`` makes an :class:`ActionCard` live: the
+    bundle then carries Confirm / Cancel buttons that call it.
+    """
     if isinstance(result, SkillTable):
         return skills_bundle(result, widget=True)
-    return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
+    data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
+    if isinstance(result, ActionCard) and confirm is not None:
+        view = card_widget(result, confirm)
+        if view is not None:
+            data["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
+    return data
+
+
+def card_widget(card: ActionCard, confirm):
+    """The card as Markdown with Confirm / Cancel buttons; the outcome replaces the buttons."""
+    try:
+        import ipywidgets as w
+        from IPython.display import Markdown, display
+    except ImportError:  # pragma: no cover
+        return None
+    body = w.Output()
+    with body:
+        display(Markdown(render.card_markdown(card, footer=False)))
+    yes = w.Button(description="Confirm", button_style="success", icon="check")
+    no = w.Button(description="Cancel", icon="times")
+    status = w.Output()
+
+    def click(ok: bool):
+        def handler(_button) -> None:
+            yes.disabled = no.disabled = True
+            with status:
+                try:
+                    outcome = confirm(card.action, ok)
+                except Exception as exc:  # one readable line, never a traceback
+                    yes.disabled = no.disabled = False
+                    print(getattr(exc, "line", lambda: f"Error: {exc}")())
+                    return
+                display(Markdown(render.markdown(outcome)))
+        return handler
+
+    yes.on_click(click(True))
+    no.on_click(click(False))
+    return w.VBox([body, w.HBox([yes, no]), status])
 
 
 def _html_table(headers, rows, filt: str = "") -> str:

@@ -1,7 +1,10 @@
 """``/help`` pages, built from the snapshot and the command table (no file access)."""
 from __future__ import annotations
 
+import json
+
 from . import commands
+from .render import mode_label
 from .results import HelpPage
 from .skill import Skill
 from .snapshot import Snapshot
@@ -30,7 +33,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     rows = [
         ("summary", skill.summary or "—"),
         ("source", f"{skill.source} (`{skill.path}`)"),
-        ("invocation mode", skill.invocation_mode),
+        ("invocation mode", mode_label(skill)),
         ("alias", f"`/{skill.command}`" + (" (disabled: claimed by several skills)"
                                            if skill.command in snap.alias_clashes else "")
          if skill.command else "—"),
@@ -53,12 +56,36 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         rows.append((f"metadata.{key}", value))
     lines = ["| field | value |", "| --- | --- |"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    if skill.typed is not None:
+        lines += ["", *typed_lines(skill)]
     notes = [d.reason for d in snap.for_skill(skill.name) if d.kind in ("note", "shadowed")]
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
     lines += ["", f"Run it with `{usage} [input]`."]
     return HelpPage(skill.name, "\n".join(lines))
+
+
+def typed_lines(skill: Skill) -> list[str]:
+    spec = skill.typed
+    out = [f"**Typed skill ({spec.kind})**: {' '.join(spec.purpose.split())}", ""]
+    if spec.params:
+        out += ["| parameter | type | required | constraints | description |",
+                "| --- | --- | --- | --- | --- |"]
+        out += [f"| `{p.name}` | {p.type} | {'yes' if p.required else 'no'} | "
+                f"{_cell(p.constraints()) or '—'} | {_cell(p.description) or '—'} |"
+                for p in spec.params]
+    else:
+        out.append("No parameters.")
+    if spec.kind == "internal":
+        out += ["", f"Config ACL: read {', '.join(f'`{p}`' for p in spec.acl_read) or '—'}; "
+                    f"write {', '.join(f'`{p}`' for p in spec.acl_write) or '—'}."]
+    else:
+        out += ["", f"Sends an ActivityStreams **{spec.activity}** activity."]
+    example = {p.name: "…" for p in spec.params if p.required}
+    out += ["", f"Programmatic call (no confirmation): `/skill {skill.name} "
+                f"{json.dumps(example, ensure_ascii=False)}` with every required parameter."]
+    return out
 
 
 def _eligibility(skill: Skill) -> str:

@@ -17,7 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from . import agent, router
 from .loader import LoaderError
-from .results import Answer, CommandError, Notice, SkillRequest
+from .results import ActionCard, ActionDone, Answer, CommandError, Notice, SkillRequest
 from .session import Session
 
 _ATTR = "_lily"
@@ -129,6 +129,24 @@ class Integration:
                 live.close()
         _display_result(Answer(reply.text, reply.skill, tuple(reply.tools_used),
                                session.model_config.model))
+        if reply.proposal is not None:
+            self.show_card(reply.proposal)
+
+    def show_card(self, action) -> None:
+        """The confirmation card of a proposed typed-skill action, with live buttons."""
+        from . import actions
+        session = self.session
+        skill = session.snapshot.get(action.skill)
+
+        def confirm(act, ok: bool):
+            try:
+                outcome = actions.decide(session, act, ok)
+            except actions.ActionError as exc:
+                raise CommandError(f"{exc}.") from None
+            return ActionDone(outcome.action, outcome.summary)
+
+        _display_result(ActionCard(action, skill.typed.purpose if skill and skill.typed else ""),
+                        confirm=confirm)
 
 
 class _LiveText:
@@ -174,10 +192,10 @@ class _LiveText:
             self.handle.update({"text/plain": ""}, raw=True)
 
 
-def _display_result(result) -> None:
+def _display_result(result, confirm=None) -> None:
     from IPython.display import display
     from .display import bundle
-    display(bundle(result), raw=True)
+    display(bundle(result, confirm=confirm), raw=True)
 
 
 def _show_command_error(shell, etype, value, tb, tb_offset=None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
-from .results import AgentList, Answer, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from .results import ActionCard, ActionDone, AgentList, Answer, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from .snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -17,8 +17,13 @@ EXCLUDED_COLUMNS = ("name", "source", "kind", "reason")
 
 
 def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
-    return [(s.name, s.source, s.invocation_mode, f"/{s.command}" if s.command else "",
+    return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
              s.summary) for s in snap.skills]
+
+
+def mode_label(skill) -> str:
+    """How a skill runs: its invocation mode, or 'typed (internal|external)'."""
+    return f"typed ({skill.typed.kind})" if skill.typed is not None else skill.invocation_mode
 
 
 def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
@@ -158,6 +163,43 @@ def _(r: Answer) -> str:
 @markdown.register
 def _(r: Answer) -> str:
     return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
+
+
+def card_markdown(card: ActionCard, footer: bool = True) -> str:
+    a = card.action
+    out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
+           md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
+    if a.kind == "internal":
+        out += ["", md_table(("setting", "now", "after"),
+                             [(f"`{p}`", "—" if a.old.get(p) is None else f"`{json.dumps(a.old[p])}`",
+                               f"`{json.dumps(v)}`") for p, v in a.changes.items()])]
+    else:
+        out += ["", f"Sends a **{a.activity['type']}** activity to {a.target} "
+                    f"(id `{a.activity['id']}`):", "", "```json",
+                json.dumps(a.activity, indent=2, ensure_ascii=False), "```"]
+    if footer:
+        out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
+    return "\n".join(out)
+
+
+@text.register
+def _(r: ActionCard) -> str:
+    return card_markdown(r).replace("**", "").replace("`", "")
+
+
+@markdown.register
+def _(r: ActionCard) -> str:
+    return card_markdown(r)
+
+
+@text.register
+def _(r: ActionDone) -> str:
+    return r.summary.replace("**", "").replace("`", "")
+
+
+@markdown.register
+def _(r: ActionDone) -> str:
+    return r.summary
 
 
 def _value(value) -> str:

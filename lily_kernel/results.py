@@ -86,3 +86,17 @@ class Answer:
         if self.model:
             parts.append(f"model: {self.model}")
         return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class ActionCard:
+    """A typed-skill action waiting for the user: what would happen, and how to allow it."""
+    action: Any  # actions.Action
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class ActionDone:
+    """A typed-skill action carried out (or cancelled)."""
+    action: Any
+    summary: str

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import commands
 from .model_config import SECRET_KEYS, ConfigError
 from .persona import PersonaError
-from .results import (AgentList, CommandError, HelpPage, ModelInfo, Notice, SkillRequest,
+from .results import (ActionDone, AgentList, CommandError, HelpPage, ModelInfo, Notice, SkillRequest,
                       SkillTable, ToolOutput)
 from .session import Session
 from .skill import Skill
@@ -60,7 +60,7 @@ def redact(line: str) -> str:
     """A command line as it may be journaled: nothing that could be a secret.
 
     ``/model`` keeps only the model name and known settings (a URL loses any
-    user:password@); every other token is masked, whatever its spelling.
+    user:password@); every other value is masked (``key=***``), whatever its spelling.
     Other commands lose the values of secret-looking ``key=value`` pairs.
     """
     line = _USERINFO_RE.sub(r"\1***@", line)
@@ -72,7 +72,10 @@ def redact(line: str) -> str:
     kept = []
     for i, token in enumerate(rest.split()):
         key, eq, _ = token.partition("=")
-        kept.append(token if (eq and key in known) or (not eq and i == 0) else "***")
+        if (eq and key in known) or (not eq and i == 0):
+            kept.append(token)
+        else:
+            kept.append(f"{key}=***" if eq else "***")
     return " ".join([head, *kept])
 
 
@@ -103,7 +106,8 @@ def _dispatch(session: Session, cmd: Command):
     if cmd.name in snap.aliases:
         return _invoke(session, snap.get(snap.aliases[cmd.name]), cmd.input)
     if not cmd.name:
-        raise CommandError("a command needs a name after '/'. Run /help for the list of commands.")
+        raise CommandError("unknown command /: a command needs a name right after '/'. "
+                           "Run /help for the list of commands.")
     raise CommandError(f"unknown command /{cmd.name}. Run /help for the list of commands.")
 
 
@@ -136,6 +140,18 @@ def _lookup(session: Session, name: str) -> Skill:
 
 
 def _invoke(session: Session, skill: Skill, text: str):
+    if skill.typed is not None:
+        from . import actions
+        try:
+            values = actions.parse_json_params(text)
+            if values is None:  # natural language: the model extracts, Lily confirms
+                return SkillRequest(skill, text)
+            action = actions.prepare(session, skill, values)  # every required parameter, valid
+            outcome = actions.execute(session, action)
+        except actions.ActionError as exc:
+            raise CommandError(f"{exc}.") from None
+        session.settle(action, "executed")
+        return ActionDone(action, outcome.summary)
     if skill.invocation_mode == "tool_dispatch":
         tool = session.tools.get(skill.command_tool or "")
         refusal = session.policy.unavailable_reason(session.tools, skill.command_tool or "")
@@ -234,7 +250,13 @@ def _model(session: Session, cmd: Command):
 
 
 def _confirm(session: Session, cmd: Command):
-    raise CommandError("nothing is waiting for confirmation.")
+    _no_args(cmd)
+    from . import actions
+    try:
+        outcome = actions.decide(session, None, ok=cmd.name == "confirm")
+    except actions.ActionError as exc:
+        raise CommandError(f"{exc}.") from None
+    return ActionDone(outcome.action, outcome.summary)
 
 
 def _no_args(cmd: Command) -> None:

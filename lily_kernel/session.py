@@ -45,6 +45,8 @@ class Session:
             self._file_config, self.config_error = {}, str(exc)
         self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
         self.model_clients = ClientCache()
+        self._config_registry = None
+        self._outbox = None
         self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
         self._start()
 
@@ -57,6 +59,7 @@ class Session:
         self.conversation: list[dict[str, Any]] = []
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
+        self.pending = None  # a typed-skill Action waiting for /confirm or /cancel
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
@@ -86,6 +89,39 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         return self.skill_snapshot
+
+    @property
+    def file_config(self) -> dict[str, Any]:
+        """The workspace's lily.toml, as read at session creation."""
+        return self._file_config
+
+    @property
+    def config(self):
+        """The workspace's Config Registry (typed internal skills), opened on first use."""
+        if self._config_registry is None:
+            from .config_registry import ConfigRegistry
+            self._config_registry = ConfigRegistry.for_workspace(self.workspace)
+        return self._config_registry
+
+    @property
+    def outbox(self):
+        """The workspace's ActivityPub outbox store (typed external skills), opened on first use."""
+        if self._outbox is None:
+            from .activity import Outbox
+            self._outbox = Outbox.for_workspace(self.workspace)
+        return self._outbox
+
+    def propose(self, action) -> None:
+        """Hold a typed-skill action until /confirm or /cancel; a newer proposal replaces it."""
+        self.pending = action
+        self.journal.append({"event": "action_proposed", "session_id": self.session_id,
+                             "action": action.as_dict()})
+
+    def settle(self, action, outcome: str) -> None:
+        if self.pending is not None and self.pending.id == action.id:
+            self.pending = None
+        self.journal.append({"event": "action_" + outcome, "session_id": self.session_id,
+                             "action_id": action.id, "skill": action.skill})
 
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:

@@ -8,7 +8,7 @@ collisions, alias clashes, ``command_tool`` registration, eligibility) live in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -24,7 +24,7 @@ ELIGIBILITY_KEYS = ("os", "env", "binaries")
 # Keys Lily reads. Everything else is kept in ``frontmatter`` and listed as a note.
 V0_KEYS = ("summary", "invocation_mode", "command", "command_tool", "requires_tools", "eligibility")
 AGENT_SKILLS_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
-EXTRA_KEYS = ("disable-model-invocation",)
+EXTRA_KEYS = ("disable-model-invocation", "activity")  # activity: typed external skills
 KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + EXTRA_KEYS)
 
 
@@ -64,6 +64,7 @@ class Skill:
     disable_model_invocation: bool = False
     unknown_keys: tuple[str, ...] = ()
     frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (seed 004)
 
     @property
     def skill_md(self) -> str:
@@ -100,43 +101,110 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
         meta = frontmatter.parse_yaml(raw_yaml) if raw_yaml is not None else {}
     except frontmatter.FrontmatterError as exc:
         raise SkillError(str(exc)) from None
-    return _from_mapping(name, source, path, text, body, meta)
+    skill = _from_mapping(name, source, path, text, body, meta)
+    if "Type" in body and _TYPE_HEADING.search(body) or "activity" in meta:
+        skill = _with_typed(skill, text, body, meta)
+    return skill
+
+
+_TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
+
+
+def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
+    """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
+    from dataclasses import replace
+    from . import typed
+    activity = meta.get("activity")
+    if activity is not None and not isinstance(activity, str):
+        raise SkillError(f"'activity' must be a string, not {_kind(activity)}")
+    if activity is not None and activity not in typed.ACTIVITY_TYPES:
+        raise SkillError(f"'activity' must be one of {', '.join(typed.ACTIVITY_TYPES)}, "
+                         f"not '{activity}'")
+    first_line = text[:len(text) - len(body)].count("\n") + 1
+    try:
+        spec = typed.parse(body, first_line, activity)
+    except typed.TypedError as exc:
+        raise SkillError(str(exc)) from None
+    summary = skill.summary or " ".join(spec.purpose.split())
+    return replace(skill, typed=spec, summary=summary)
 
 
 def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict) -> Skill:
+    """The :class:`Skill` a frontmatter mapping describes; ``meta`` is owned by the Skill after.
+
+    The checks run in a fixed order (the first problem found is the one reported).
+    The common case, a value of the right type, is tested inline; anything else goes
+    through the helper that names the key in its error.
+    """
     for key in meta:
-        if not isinstance(key, str):
+        if key.__class__ is not str and not isinstance(key, str):
             raise SkillError(f"frontmatter key {key!r} is not a string")
+    get = meta.get
 
-    declared_name = _opt_str(meta, "name")
-    if declared_name is not None and declared_name != name:
-        raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
+    declared_name = get("name")
+    if declared_name is not None:
+        if declared_name.__class__ is not str:
+            declared_name = _opt_str(meta, "name")
+        if declared_name != name:
+            raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
 
-    description = _opt_str(meta, "description") or ""
-    summary = _opt_str(meta, "summary")
-    mode = _opt_str(meta, "invocation_mode") or "prompt_rewrite"
-    if mode not in INVOCATION_MODES:
+    description = get("description")
+    if description.__class__ is not str:
+        description = _opt_str(meta, "description") or ""
+    summary = get("summary")
+    if summary.__class__ is not str:
+        summary = _opt_str(meta, "summary")
+    mode = get("invocation_mode")
+    if mode.__class__ is not str:
+        mode = _opt_str(meta, "invocation_mode")
+    if not mode:
+        mode = "prompt_rewrite"
+    elif mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
 
-    command = _opt_str(meta, "command")
-    if command is not None and not COMMAND_RE.match(command):
-        raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
+    command = get("command")
+    if command is not None:
+        if command.__class__ is not str:
+            command = _opt_str(meta, "command")
+        if not COMMAND_RE.match(command):
+            raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
 
-    command_tool = _opt_str(meta, "command_tool")
+    command_tool = get("command_tool")
+    if command_tool is not None and command_tool.__class__ is not str:
+        command_tool = _opt_str(meta, "command_tool")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
 
-    disable = meta.get("disable-model-invocation", False)
-    if not isinstance(disable, bool):
+    disable = get("disable-model-invocation", False)
+    if disable is not False and disable is not True:
         raise SkillError(f"'disable-model-invocation' must be true or false, not {_kind(disable)}")
 
-    metadata = meta.get("metadata", {})
+    metadata = get("metadata")
     if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict):
+        metadata = _EMPTY
+    elif isinstance(metadata, dict):
+        metadata = MappingProxyType(dict(metadata))  # a copy: frontmatter keeps the original
+    else:
         raise SkillError(f"'metadata' must be a mapping, not {_kind(metadata)}")
 
-    return Skill(
+    requires_tools = get("requires_tools")
+    requires_tools = _str_list(requires_tools, "requires_tools") if requires_tools is not None else ()
+    eligibility = get("eligibility")
+    eligibility = _eligibility(eligibility) if eligibility is not None else _ANY_ELIGIBILITY
+    license_ = get("license")
+    if license_ is not None and license_.__class__ is not str:
+        license_ = _opt_str(meta, "license")
+    compatibility = get("compatibility")
+    if compatibility is not None and compatibility.__class__ is not str:
+        compatibility = _opt_str(meta, "compatibility")
+    allowed_tools = get("allowed-tools")
+    allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
+    unknown = meta.keys() - KNOWN_KEYS
+
+    # The fields are set directly, as the dataclass __init__ would (it is the slowest
+    # part of a load otherwise); _check_fast_init below keeps the two in step.
+    skill = _new(Skill)
+    skill.__dict__.update(
         name=name,
         source=source,
         path=path,
@@ -147,16 +215,35 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
         invocation_mode=mode,
         command=command,
         command_tool=command_tool,
-        requires_tools=_str_list(meta.get("requires_tools"), "requires_tools"),
-        eligibility=_eligibility(meta.get("eligibility")),
-        license=_opt_str(meta, "license"),
-        compatibility=_opt_str(meta, "compatibility"),
-        metadata=MappingProxyType(dict(metadata)),
-        allowed_tools=_allowed_tools(meta.get("allowed-tools")),
+        requires_tools=requires_tools,
+        eligibility=eligibility,
+        license=license_,
+        compatibility=compatibility,
+        metadata=metadata,
+        allowed_tools=allowed_tools,
         disable_model_invocation=disable,
-        unknown_keys=tuple(sorted(k for k in meta if k not in KNOWN_KEYS)),
-        frontmatter=MappingProxyType(dict(meta)),
+        unknown_keys=tuple(sorted(unknown)) if unknown else (),
+        frontmatter=MappingProxyType(meta),
+        typed=None,
     )
+    return skill
+
+
+_new = object.__new__
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_ANY_ELIGIBILITY = Eligibility()
+_ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
+
+
+def _check_fast_init() -> None:
+    """Fail at import if Skill or Eligibility gains, loses or renames a field set directly."""
+    made = _from_mapping("x", "workspace", "/x", "", "", {})
+    expected = Skill(name="x", source="workspace", path="/x", text="", body="")
+    if vars(made).keys() != {f.name for f in fields(Skill)} or made != expected:
+        raise AssertionError("skill._from_mapping is out of step with the Skill dataclass")
+    elig = _eligibility({"os": [], "env": [], "binaries": []})
+    if vars(elig).keys() != {f.name for f in fields(Eligibility)} or elig != Eligibility():
+        raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
 
 
 def _opt_str(meta: dict, key: str) -> str | None:
@@ -181,11 +268,11 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
 
 def _eligibility(value: Any) -> Eligibility:
     if value is None:
-        return Eligibility()
+        return _ANY_ELIGIBILITY
     if not isinstance(value, dict):
         raise SkillError(f"'eligibility' must be a mapping, not {_kind(value)}")
-    unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
-    if unknown:
+    if value.keys() - _ELIGIBILITY_KEYS:
+        unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
         raise SkillError(f"'eligibility' has unknown key(s): {', '.join(unknown)} "
                          f"(allowed: {', '.join(ELIGIBILITY_KEYS)})")
     os_list = value.get("os")
@@ -197,11 +284,15 @@ def _eligibility(value: Any) -> Eligibility:
                              f"(allowed: {', '.join(OS_NAMES)})")
         if not os_list:  # an empty list means "no constraint", as in seed 000's example
             os_list = None
-    return Eligibility(
+    env = value.get("env")
+    binaries = value.get("binaries")
+    elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
+    elig.__dict__.update(
         os=os_list,
-        env=_str_list(value.get("env"), "eligibility.env"),
-        binaries=_str_list(value.get("binaries"), "eligibility.binaries"),
+        env=_str_list(env, "eligibility.env") if env is not None else (),
+        binaries=_str_list(binaries, "eligibility.binaries") if binaries is not None else (),
     )
+    return elig
 
 
 def _allowed_tools(value: Any) -> tuple[str, ...]:
@@ -226,3 +317,6 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+_check_fast_init()

@@ -88,6 +88,12 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict:
         "allowed_tools": list(skill.allowed_tools),
         "disable_model_invocation": skill.disable_model_invocation,
     }
+    if skill.typed is not None:
+        spec = skill.typed
+        data["typed"] = {"kind": spec.kind, "purpose": spec.purpose, "activity": spec.activity,
+                         "acl": {"read": list(spec.acl_read), "write": list(spec.acl_write)},
+                         "parameters": [{k: v for k, v in vars(p).items() if k != "line"}
+                                        for p in spec.params]}
     if include_text:
         data["text"] = skill.text
     return data

@@ -205,6 +205,8 @@ WRONG_TYPES = [
     ("allowed-tools", "allowed-tools: [Read, {x: 1}]"),
     ("disable-model-invocation", "disable-model-invocation: 'yes'"),
     ("disable-model-invocation", "disable-model-invocation: 1"),
+    ("activity", "activity: [Create]"),
+    ("activity", "activity: Teleport"),
 ]
 
 
