@@ -31,36 +31,53 @@ def bundle(result, confirm=None) -> dict:
     return data
 
 
+def card_html(card: ActionCard) -> str:
+    """The confirmation card as HTML (widgets cannot hold Markdown without an Output widget,
+    whose captured display would leak into saved notebooks)."""
+    import json
+    a = card.action
+    title = f"<p><b>Confirm {html.escape(a.skill)}</b> ({a.kind})"
+    title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
+    parts = [title, _html_table(("parameter", "value"),
+                                [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()])]
+    if a.kind == "internal":
+        parts.append(_html_table(("setting", "now", "after"),
+                                 [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
+                                   json.dumps(v)) for p, v in a.changes.items()]))
+    else:
+        parts.append(f"<p>Sends a <b>{html.escape(a.activity['type'])}</b> activity to "
+                     f"{html.escape(a.target)}:</p><pre>"
+                     f"{html.escape(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
+    return "\n".join(parts)
+
+
 def card_widget(card: ActionCard, confirm):
-    """The card as Markdown with Confirm / Cancel buttons; the outcome replaces the buttons."""
+    """The card with Confirm / Cancel buttons; the outcome appears under them."""
     try:
         import ipywidgets as w
-        from IPython.display import Markdown, display
     except ImportError:  # pragma: no cover
         return None
-    body = w.Output()
-    with body:
-        display(Markdown(render.card_markdown(card, footer=False)))
     yes = w.Button(description="Confirm", button_style="success", icon="check")
     no = w.Button(description="Cancel", icon="times")
-    status = w.Output()
+    status = w.HTML()
 
     def click(ok: bool):
         def handler(_button) -> None:
             yes.disabled = no.disabled = True
-            with status:
-                try:
-                    outcome = confirm(card.action, ok)
-                except Exception as exc:  # one readable line, never a traceback
-                    yes.disabled = no.disabled = False
-                    print(getattr(exc, "line", lambda: f"Error: {exc}")())
-                    return
-                display(Markdown(render.markdown(outcome)))
+            try:
+                outcome = confirm(card.action, ok)
+            except Exception as exc:  # one readable line, never a traceback
+                yes.disabled = no.disabled = False
+                line = exc.line() if hasattr(exc, "line") else f"Error: {exc}"
+                status.value = f"<p style='color:#b00'>{html.escape(line)}</p>"
+                return
+            status.value = ("<pre style='white-space:pre-wrap'>"
+                            f"{html.escape(render.text(outcome))}</pre>")
         return handler
 
     yes.on_click(click(True))
     no.on_click(click(False))
-    return w.VBox([body, w.HBox([yes, no]), status])
+    return w.VBox([w.HTML(card_html(card)), w.HBox([yes, no]), status])
 
 
 def _html_table(headers, rows, filt: str = "") -> str:
