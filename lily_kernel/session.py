@@ -38,12 +38,6 @@ class Session:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace)
         self.tools = tools
-        self.config_error: str | None = None
-        try:
-            self._file_config = read_config_file(self.workspace)
-        except ConfigError as exc:
-            self._file_config, self.config_error = {}, str(exc)
-        self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
         self.model_clients = ClientCache()
         self._config_registry = None
         self._outbox = None
@@ -52,6 +46,14 @@ class Session:
 
     # -- lifecycle -----------------------------------------------------------
     def _start(self) -> None:
+        # lily.toml is read at session start (and so again by /new); a broken file is
+        # reported by the agent, and commands keep working on defaults.
+        self.config_error: str | None = None
+        try:
+            self._file_config = read_config_file(self.workspace)
+        except ConfigError as exc:
+            self._file_config, self.config_error = {}, str(exc)
+        self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
