@@ -98,6 +98,7 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
     turn = Turn()
     parts: list[str] = []
     calls: dict[int, dict[str, str]] = {}
+    stream = None
     try:
         stream = client.chat.completions.create(**request_args(config, messages, tools))
         for chunk in stream:
@@ -123,6 +124,10 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
                          f"(tried {config.max_retries + 1} times): {_where(client)}") from None
     except openai.APIConnectionError as exc:
         cause = exc.__cause__ or exc
+        if stream is not None:  # the endpoint answered, then the stream broke off
+            raise ModelError(f"the model's response ended early (the connection closed "
+                             f"mid-stream: {_first_line(cause)}); nothing was done with the "
+                             "partial answer") from None
         raise ModelError(f"cannot reach the model endpoint at {_where(client)}: "
                          f"{_first_line(cause)}") from None
     except openai.RateLimitError:

@@ -95,7 +95,7 @@ def _parse(key: str, raw: str):
         return value
     if key == "timeout":
         value = _number(key, raw)
-        if value <= 0:
+        if not 0 < value < float("inf"):  # also refuses nan, which no socket accepts
             raise ConfigError(f"timeout must be a positive number of seconds, not {raw}")
         return value
     if key == "max_retries":
