@@ -1,0 +1,196 @@
+"""The agent loop in a real Lily kernel (jupyter_client) against a ScriptedServer.
+
+One kernel for the module, started with ``OPENAI_BASE_URL`` pointing at a
+ScriptedServer on 127.0.0.1 that this process runs. The server answers from a
+queue each test fills (:class:`Script`), so a failing test cannot leave turns
+behind for the next one. Prose cells must end as Markdown with the footer;
+faults and interrupts must end as one-line cell errors and leave the kernel,
+its session and its conversation usable.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import time
+
+import pytest
+
+from lily_kernel.testing import ScriptedServer
+
+from .support import Kernel, make_world
+
+
+class Script:
+    """A responder whose turns each test queues; an empty queue answers HTTP 500."""
+
+    def __init__(self) -> None:
+        self.turns: collections.deque = collections.deque()
+
+    def __call__(self, request: dict):
+        if not self.turns:
+            return {"status": 500, "error_message": "test script: no turn queued"}
+        return self.turns.popleft()
+
+
+@pytest.fixture(scope="module")
+def script():
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def server(script):
+    with ScriptedServer(script) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory, ipython_dir, server):
+    world = make_world(tmp_path_factory.mktemp("agent-kernel"), ipython_dir,
+                       OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0", LILY_TIMEOUT="5",
+                       LILY_MODEL="scripted-test-model")
+    k = Kernel("lily", world)
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture
+def turns(script, kernel):
+    """The queue of turns for this test (emptied before and checked after)."""
+    script.turns.clear()
+    yield script.turns
+    assert not script.turns, f"turns left unused: {list(script.turns)}"
+
+
+def call(name: str, args: dict, id: str) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
+
+
+def conversation(kernel: Kernel) -> list[dict]:
+    run = kernel.ok("%%python\nimport json, lily\nprint(json.dumps(lily.session().conversation))")
+    return json.loads(run.stdout)
+
+
+def assert_consistent(messages: list[dict]) -> None:
+    """Every assistant tool call is followed at once by its result; no orphan results."""
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        assert m["role"] != "tool", f"tool result without its call at {i}: {m}"
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            after = messages[i + 1:i + 1 + len(ids)]
+            assert [(r["role"], r.get("tool_call_id")) for r in after] == \
+                [("tool", cid) for cid in ids], f"tool calls {ids} not answered: {after}"
+            i += 1 + len(ids)
+            continue
+        i += 1
+
+
+def markdown_answer(run) -> str:
+    shown = [d["text/markdown"] for d in run.displays if "text/markdown" in d]
+    assert len(shown) == 1, run.messages
+    return shown[0]
+
+
+def wait_for_requests(server: ScriptedServer, count: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while len(server.chat_requests()) < count:
+        assert time.monotonic() < deadline, f"the kernel sent {len(server.chat_requests())} requests"
+        time.sleep(0.02)
+
+
+# -- prose cells ------------------------------------------------------------------------
+
+def test_prose_cell_ends_as_markdown_with_the_footer(kernel, server, turns):
+    turns.extend([call("load_skill", {"name": "plan_compiler"}, "k1"),
+                  {"content": "KERNEL-ANSWER with **bold** text", "chunks": 5}])
+    run = kernel.run("Plan my week, please")
+    assert run.status == "ok", run.messages
+    assert not run.errors
+    md = markdown_answer(run)
+    assert "KERNEL-ANSWER with **bold** text" in md
+    assert "skill: plan_compiler" in md and "model: scripted-test-model" in md
+    final = [d for d in run.displays if "text/markdown" in d][0]
+    assert "KERNEL-ANSWER" in final["text/plain"] and "skill: plan_compiler" in final["text/plain"]
+    # the live display streamed into ends empty
+    live = [m for m in run.of_type("display_data") if "text/markdown" not in m["content"]["data"]]
+    assert len(live) == 1
+    live_id = live[0]["content"]["transient"]["display_id"]
+    updates = [m["content"]["data"] for m in run.of_type("update_display_data")
+               if m["content"]["transient"]["display_id"] == live_id]
+    assert updates and updates[-1] == {"text/plain": ""}
+    sent = server.chat_requests()[-1]
+    assert sent["model"] == "scripted-test-model"
+    user = sent["messages"][-3]
+    assert (user["role"], user["content"].strip()) == ("user", "Plan my week, please")
+
+
+def test_endpoint_fault_is_one_line_and_the_next_cell_works(kernel, server, turns):
+    turns.extend([{"status": 503, "error_message": "KERNEL-FAULT-MARK"}])
+    line = kernel.run("this one fails").error_line()
+    assert line.startswith("Error: the model endpoint failed (HTTP 503)") and "KERNEL-FAULT-MARK" in line
+    turns.append("AFTER-FAULT-ANSWER")
+    assert "AFTER-FAULT-ANSWER" in markdown_answer(kernel.ok("and this one works"))
+
+
+def test_tool_dispatch_command_makes_no_model_request(kernel, server, turns):
+    (kernel.workspace / "work.py").write_text("# TODO: KERNEL-TODO-MARK\n", encoding="utf-8")
+    before = len(server.requests)
+    run = kernel.ok("/todos")
+    assert "KERNEL-TODO-MARK" in json.dumps(run.displays)
+    assert len(server.requests) == before
+
+
+# -- interrupt --------------------------------------------------------------------------
+
+def interrupt_after(kernel: Kernel, server: ScriptedServer, code: str, requests: int,
+                    settle: float = 0.4) -> dict:
+    """Run ``code``, interrupt once the server got ``requests`` more requests; the reply."""
+    start = len(server.chat_requests())
+    msg_id = kernel.kc.execute(code)
+    wait_for_requests(server, start + requests)
+    time.sleep(settle)
+    interrupted_at = time.monotonic()
+    kernel.km.interrupt_kernel()
+    reply = kernel.reply(msg_id, timeout=5)
+    elapsed = time.monotonic() - interrupted_at
+    assert elapsed < 1.0, f"the reply came {elapsed:.2f}s after the interrupt"
+    content = reply["content"]
+    assert content["status"] == "error"
+    assert len(content["traceback"]) == 1 and content["traceback"][0].startswith("Error: interrupted")
+    errors = [m["content"] for m in kernel.iopub_until_idle(msg_id) if m["msg_type"] == "error"]
+    assert [e["traceback"] for e in errors] == [content["traceback"]]
+    assert kernel.km.is_alive()
+    return content
+
+
+def test_interrupt_during_a_slow_stream(kernel, server, turns):
+    words = " ".join(f"SLOWWORD{i}" for i in range(100))
+    turns.extend([call("load_skill", {"name": "plan_compiler"}, "before-stream"),
+                  {"content": words, "chunks": 100, "chunk_delay": 0.1}])
+    interrupt_after(kernel, server, "a slow answer please", requests=2)
+
+    turns.append({"expect": {"contains": "after the interrupt"}, "content": "ANSWER-AFTER-INTERRUPT"})
+    assert "ANSWER-AFTER-INTERRUPT" in markdown_answer(kernel.ok("after the interrupt"))
+    conv = conversation(kernel)
+    assert_consistent(conv)
+    assert "SLOWWORD0" not in json.dumps(conv)  # the partial answer is not kept
+    ids = [c["id"] for m in conv for c in m.get("tool_calls") or []]
+    assert "before-stream" in ids  # the completed step is
+    assert_consistent(server.chat_requests()[-1]["messages"][1:])
+
+
+def test_interrupt_during_a_tool_leaves_no_dangling_call(kernel, server, turns):
+    kernel.ok("%%python\nimport lily, time\n@lily.tool\n"
+              "def sleepy_tool(seconds: int = 30) -> str:\n    time.sleep(seconds)\n    return 'slept'")
+    turns.append(call("sleepy_tool", {"seconds": 30}, "sleepy"))
+    interrupt_after(kernel, server, "run the sleepy tool", requests=1)
+
+    conv = conversation(kernel)
+    assert_consistent(conv)
+    result = [m for m in conv if m.get("tool_call_id") == "sleepy"]
+    assert len(result) == 1 and result[0]["content"].startswith("Error: interrupted")
+
+    turns.append("ANSWER-AFTER-TOOL-INTERRUPT")
+    assert "ANSWER-AFTER-TOOL-INTERRUPT" in markdown_answer(kernel.ok("go on"))
+    assert_consistent(server.chat_requests()[-1]["messages"][1:])

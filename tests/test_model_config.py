@@ -1,0 +1,216 @@
+"""The session's model configuration: defaults < lily.toml [model] < environment < /model.
+
+Precedence is checked on the session and on what actually reaches a
+ScriptedServer on 127.0.0.1 (the request's ``model`` and ``temperature``). Bad
+values are refused with a message naming the setting; API keys are refused by
+``/model`` and ``lily.toml`` and never reach the journal.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lily_kernel import agent, journal, router
+from lily_kernel.model_config import DEFAULT_MODEL, ConfigError, ModelConfig
+from lily_kernel.results import CommandError
+from lily_kernel.session import Session
+from lily_kernel.testing import ScriptedServer
+
+SECRET = "sk-lily-config-SECRET-55aa"
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_model(monkeypatch):
+    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
+        monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    ws = tmp_path / "ws"
+    for d in (ws / "skills", tmp_path / "user_skills", tmp_path / "home"):
+        d.mkdir(parents=True)
+    return ws
+
+
+def make_session(workspace: Path, toml: str | None = None, journal: bool = False,
+                 **env: str) -> Session:
+    if toml is not None:
+        (workspace / "lily.toml").write_text(toml, encoding="utf-8")
+    full = {"SKILLS_WORKSPACE_DIR": str(workspace / "skills"),
+            "SKILLS_USER_DIR": str(workspace.parent / "user_skills"),
+            "HOME": str(workspace.parent / "home"), **env}
+    return Session(workspace=workspace, env=full, journal=journal)
+
+
+# -- precedence -------------------------------------------------------------------------
+
+def test_defaults(workspace):
+    config = make_session(workspace).model_config
+    assert config == ModelConfig()
+    assert (config.model, config.temperature, config.base_url, config.timeout,
+            config.max_retries) == (DEFAULT_MODEL, None, None, 60.0, 2)
+
+
+def test_lily_toml_over_defaults(workspace):
+    config = make_session(workspace, "[model]\nmodel = 'file-model'\ntemperature = 0.3\n"
+                                     "reasoning_effort = 'low'\ntimeout = 7\n"
+                                     "base_url = 'http://127.0.0.1:1/v1'\n").model_config
+    assert (config.model, config.temperature, config.reasoning_effort, config.timeout,
+            config.base_url, config.max_retries) == \
+        ("file-model", 0.3, "low", 7.0, "http://127.0.0.1:1/v1", 2)
+
+
+def test_environment_over_lily_toml(workspace):
+    config = make_session(workspace, "[model]\nmodel = 'file-model'\ntemperature = 0.3\n"
+                                     "reasoning_effort = 'low'\nbase_url = 'http://127.0.0.1:1/v1'\n",
+                          LILY_MODEL="env-model", LILY_TEMPERATURE="0.9",
+                          OPENAI_BASE_URL="http://127.0.0.1:2/v1", LILY_MAX_RETRIES="0",
+                          LILY_TIMEOUT="3").model_config
+    assert (config.model, config.temperature, config.reasoning_effort, config.base_url,
+            config.max_retries, config.timeout) == \
+        ("env-model", 0.9, "low", "http://127.0.0.1:2/v1", 0, 3.0)
+
+
+def test_empty_environment_variable_does_not_override(workspace):
+    config = make_session(workspace, "[model]\nmodel = 'file-model'\n", LILY_MODEL="").model_config
+    assert config.model == "file-model"
+
+
+def test_model_command_over_environment_and_what_the_endpoint_sees(workspace):
+    with ScriptedServer() as server:
+        session = make_session(workspace, "[model]\nmodel = 'file-model'\ntemperature = 0.3\n"
+                                          "reasoning_effort = 'low'\n",
+                               LILY_MODEL="env-model", OPENAI_BASE_URL=server.url,
+                               LILY_MAX_RETRIES="0")
+        server.add("a", "b")
+        agent.run(session, "q1")
+        router.run(session, "/model cmd-model temperature=1.1")
+        agent.run(session, "q2")
+        first, second = server.chat_requests()
+        url = server.url
+    assert (first["model"], first["temperature"], first["reasoning_effort"]) == \
+        ("env-model", 0.3, "low")
+    assert (second["model"], second["temperature"], second["reasoning_effort"]) == \
+        ("cmd-model", 1.1, "low")
+    assert session.model_config.base_url == url  # untouched by /model
+
+
+def test_model_command_changes_only_what_it_names(workspace):
+    session = make_session(workspace, LILY_TEMPERATURE="0.2", LILY_TIMEOUT="9")
+    before = session.model_config
+    router.run(session, "/model verbosity=high")
+    after = session.model_config
+    assert after.verbosity == "high"
+    assert {k: v for k, v in after.as_dict().items() if k != "verbosity"} == \
+        {k: v for k, v in before.as_dict().items() if k != "verbosity"}
+    router.run(session, "/model temperature=default")
+    assert session.model_config.temperature is None
+
+
+def test_new_session_resets_model_command_changes(workspace):
+    session = make_session(workspace, "[model]\nmodel = 'file-model'\n")
+    router.run(session, "/model other")
+    assert session.model_config.model == "other"
+    router.run(session, "/new")
+    assert session.model_config.model == "file-model"
+
+
+# -- bad values -------------------------------------------------------------------------
+
+BAD = [
+    ("temperature", "abc"), ("temperature", "-0.1"), ("temperature", "2.5"), ("temperature", "nan"),
+    ("timeout", "0"), ("timeout", "-1"), ("timeout", "soon"), ("timeout", "nan"), ("timeout", "inf"),
+    ("max_retries", "-1"), ("max_retries", "1.5"), ("max_retries", "many"), ("max_retries", ""),
+    ("reasoning_effort", "extreme"), ("verbosity", "loud"),
+    ("base_url", "ftp://example.invalid"), ("base_url", "127.0.0.1:8000"),
+    ("model", ""),
+]
+
+
+@pytest.mark.parametrize("key, raw", BAD)
+def test_bad_values_are_refused_naming_the_setting(key, raw):
+    with pytest.raises(ConfigError) as info:
+        ModelConfig().changed(**{key: raw})
+    assert key in str(info.value)
+
+
+@pytest.mark.parametrize("key, raw", [b for b in BAD if b[1] and " " not in b[1]])
+def test_model_command_refuses_bad_values(workspace, key, raw):
+    session = make_session(workspace)
+    before = session.model_config
+    with pytest.raises(CommandError) as info:
+        router.run(session, f"/model {key}={raw}")
+    assert key in str(info.value) and "\n" not in str(info.value)
+    assert session.model_config == before
+
+
+def test_unknown_setting_is_refused():
+    with pytest.raises(ConfigError, match="unknown model setting 'temprature'"):
+        ModelConfig().changed(temprature="0.5")
+
+
+@pytest.mark.parametrize("var, raw, setting", [("LILY_TEMPERATURE", "hot", "temperature"),
+                                               ("LILY_TIMEOUT", "-3", "timeout"),
+                                               ("LILY_MAX_RETRIES", "x", "max_retries"),
+                                               ("LILY_REASONING_EFFORT", "max", "reasoning_effort"),
+                                               ("OPENAI_BASE_URL", "localhost", "base_url")])
+def test_bad_environment_value_fails_requests_naming_the_setting(workspace, var, raw, setting):
+    session = make_session(workspace, **{var: raw})
+    assert session.config_error and setting in session.config_error
+    with pytest.raises(agent.AgentError) as info:
+        agent.run(session, "q")
+    assert setting in str(info.value)
+
+
+@pytest.mark.parametrize("toml, setting", [("[model]\ntemperature = 5\n", "temperature"),
+                                           ("[model]\ntemperature = true\n", "temperature"),
+                                           ("[model]\nverbosity = 'shouty'\n", "verbosity"),
+                                           ("[model]\ncolour = 'red'\n", "colour")])
+def test_bad_lily_toml_values(workspace, toml, setting):
+    session = make_session(workspace, toml)
+    assert session.config_error and setting in session.config_error
+    with pytest.raises(agent.AgentError, match=setting):
+        agent.run(session, "q")
+
+
+@pytest.mark.parametrize("toml, table", [("model = 'x'\n", "[model]"), ("tools = 3\n", "[tools]")])
+def test_a_table_that_is_not_a_table_names_the_file(workspace, toml, table):
+    session = make_session(workspace, toml)
+    assert str(workspace / "lily.toml") in session.config_error and table in session.config_error
+
+
+# -- API keys ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("token", [f"api_key={SECRET}", f"key={SECRET}", f"token={SECRET}",
+                                   f"OPENAI_API_KEY={SECRET}", f"gpt-x API_KEY={SECRET}"])
+def test_model_command_refuses_api_keys_and_never_journals_them(workspace, token):
+    session = make_session(workspace, journal=True)
+    before = session.model_config
+    with pytest.raises(CommandError) as info:
+        router.run(session, f"/model {token}")
+    assert "OPENAI_API_KEY" in str(info.value)
+    assert session.model_config == before
+    assert SECRET not in session.journal.path.read_text(encoding="utf-8")
+    assert SECRET not in str(session.state())
+    commands = [r for r in journal.read(session.journal.path) if r.get("event") == "command"]
+    assert commands and not commands[-1]["ok"]
+
+
+def test_lily_toml_refuses_api_keys(workspace):
+    session = make_session(workspace, f"[model]\napi_key = '{SECRET}'\n", journal=True)
+    assert "OPENAI_API_KEY" in session.config_error
+    with pytest.raises(agent.AgentError, match="OPENAI_API_KEY"):
+        agent.run(session, "q")
+    assert SECRET not in session.journal.path.read_text(encoding="utf-8")
+    assert SECRET not in str(session.state())
+    assert SECRET not in session.config_error
+
+
+def test_config_never_holds_the_key(workspace):
+    session = make_session(workspace, OPENAI_API_KEY=SECRET, journal=True)
+    assert SECRET not in str(session.model_config.as_dict())
+    router.run(session, "/model other-model temperature=0.5")
+    assert SECRET not in session.journal.path.read_text(encoding="utf-8")
