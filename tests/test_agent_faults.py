@@ -251,9 +251,6 @@ def test_bad_lily_toml_model_value_names_the_setting(workspace, server):
     assert server.requests == []
 
 
-@pytest.mark.xfail(strict=True, reason="lily.toml is read once in Session.__init__: neither "
-                   "/new nor /model clears a configuration error, so a session that started "
-                   "with a broken lily.toml can never call the model (session.py)")
 def test_broken_lily_toml_fixed_then_new_session_answers(workspace, server):
     config = workspace / "lily.toml"
     config.write_text("[model\n", encoding="utf-8")
