@@ -29,6 +29,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py
 	$(BIN)/python bench/kernel_roundtrip.py
+	$(BIN)/python bench/agent_overhead.py
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)

@@ -228,7 +228,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[str, dict], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
-    env = os.environ
+    env = session.environ
     problem = session.config_error or model.not_configured(env, session.model_config)
     if problem:
         raise AgentError(problem)
@@ -257,6 +257,10 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
                                   tools, on_text)
             pending.append(turn.message())
             if not turn.tool_calls:
+                if turn.finish_reason == "length":
+                    turn.content += ("\n\n*(The model stopped at its length limit; the answer "
+                                     "may be cut short.)*")
+                    pending[-1] = turn.message()
                 commit(pending)
                 return Reply(turn.content, request.skill, request.tools_used, step,
                              request.proposal)

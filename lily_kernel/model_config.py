@@ -63,6 +63,21 @@ class ModelConfig:
         from_env = {key: env[var] for var, key in ENV_VARS.items() if env.get(var)}
         return config.changed(**from_env) if from_env else config
 
+    @classmethod
+    def from_sources(cls, env: Mapping[str, str], file_values: Mapping[str, object] | None
+                     ) -> tuple["ModelConfig", list[str]]:
+        """Like :meth:`from_env`, but a bad setting is skipped (and reported), not fatal:
+        the other settings, e.g. the endpoint, still apply."""
+        config, errors = cls(), []
+        sources = [(f"lily.toml [model] {k}", k, str(v)) for k, v in (file_values or {}).items()]
+        sources += [(var, key, env[var]) for var, key in ENV_VARS.items() if env.get(var)]
+        for where, key, raw in sources:
+            try:
+                config = config.changed(**{key: raw})
+            except ConfigError as exc:
+                errors.append(f"{where}: {exc}")
+        return config, errors
+
     def as_dict(self) -> dict:
         return asdict(self)
 

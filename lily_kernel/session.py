@@ -29,6 +29,7 @@ class Session:
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True) -> None:
         self._env = dict(os.environ if env is None else env)
+        self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
         self.label = label
         # Eligibility is checked against the environment the session was given.
@@ -48,11 +49,12 @@ class Session:
     def _start(self) -> None:
         # lily.toml is read at session start (and so again by /new); a broken file is
         # reported by the agent, and commands keep working on defaults.
-        self.config_error: str | None = None
+        self._file_error: str | None = None
+        self._model_error: str | None = None
         try:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
-            self._file_config, self.config_error = {}, str(exc)
+            self._file_config, self._file_error = {}, str(exc)
         self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
@@ -73,11 +75,11 @@ class Session:
                              **self._snapshot_record()})
 
     def _initial_model_config(self) -> ModelConfig:
-        try:
-            return ModelConfig.from_env(self._env, self._file_config.get("model"))
-        except ConfigError as exc:
-            self.config_error = f"model configuration: {exc}"
-            return ModelConfig()
+        config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
+        if errors:
+            self._model_error = (f"model configuration: {'; '.join(errors)}; fix it, "
+                                 "or set it with /model")
+        return config
 
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
@@ -91,6 +93,18 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         return self.skill_snapshot
+
+    @property
+    def config_error(self) -> str | None:
+        """Why the agent may not run: an unreadable lily.toml (whose tool policy would be
+        lost, so it fails closed until fixed and /new), or a bad model setting (until /model)."""
+        return self._file_error or self._model_error
+
+    @property
+    def environ(self):
+        """The environment requests read (OPENAI_API_KEY): the one the session was given, else
+        the process's, live, so %env in the notebook takes effect."""
+        return self._env if self._explicit_env else os.environ
 
     @property
     def file_config(self) -> dict[str, Any]:
@@ -154,6 +168,7 @@ class Session:
 
     def set_model(self, **values: str) -> ModelConfig:
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
+        self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
                              "model_config": self.model_config.as_dict()})
         return self.model_config
