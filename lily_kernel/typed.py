@@ -108,7 +108,16 @@ class TypedSpec:
 
 
 def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else str(v)
+    if isinstance(v, int):  # float(v) overflows for a huge int
+        return str(v)
+    return str(int(v)) if v.is_integer() else str(v)
+
+
+def _is_number(v: Any) -> bool:
+    """A JSON number: not a bool, and finite (an int always is; float() would overflow)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return isinstance(v, int) or math.isfinite(v)
 
 
 # -- parsing -------------------------------------------------------------------
@@ -166,7 +175,7 @@ def parse(body: str, first_line: int = 1, activity: str | None = None) -> TypedS
                              "this skill is external")
         acl_read, acl_write = _acl(acl_line, acl_lines)
     elif kind == "internal":
-        raise TypedError("typed skill: an internal skill needs a 'Config ACL' section")
+        raise TypedError(f"line {type_line}: an internal skill needs a 'Config ACL' section")
 
     params = _params(*secs["parameters"])
     if kind == "internal":
@@ -247,6 +256,14 @@ def _params(heading_line: int, lines: list[str]) -> tuple[Param, ...]:
     return tuple(params)
 
 
+def _unquote(text: str) -> str:
+    """The text as written, without surrounding quotes (enum values, string defaults)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
 def _scalar(text: str) -> Any:
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
@@ -271,7 +288,7 @@ def _check_param(d: dict) -> Param:
         raw = d["enum"][1]
         if not (raw.startswith("[") and raw.endswith("]")):
             fail("enum", "enum values are written as a list: [a, b, c]")
-        enum = tuple(str(_scalar(v)) for v in raw[1:-1].split(",") if v.strip())
+        enum = tuple(_unquote(v) for v in raw[1:-1].split(",") if v.strip())
         if ptype != "enum":
             fail("enum", f"enum values are only for enum parameters, not {ptype}")
         if len(set(enum)) != len(enum):
@@ -284,7 +301,7 @@ def _check_param(d: dict) -> Param:
             if ptype != "number":
                 fail(key, f"'{key}' is only for number parameters, not {ptype}")
             value = _scalar(d[key][1])
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not _is_number(value):
                 fail(key, f"'{key}' must be a number, not '{d[key][1]}'")
             bounds[key] = value
     if "min" in bounds and "max" in bounds and bounds["min"] > bounds["max"]:
@@ -307,7 +324,7 @@ def _check_param(d: dict) -> Param:
         if param.required:
             fail("default", "a required parameter cannot have a default")
         raw = d["default"][1]
-        value = _scalar(raw) if ptype in ("number", "boolean") else str(_scalar(raw))
+        value = _scalar(raw) if ptype in ("number", "boolean") else _unquote(raw)
         try:
             value = check_value(param, value)
         except ParamError as exc:
@@ -331,7 +348,10 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
 # -- values --------------------------------------------------------------------
 
 def is_https_uri(value: str) -> bool:
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. "https://[oops": not a URI at all
+        return False
     return (parts.scheme == "https" and bool(parts.hostname) and " " not in value
             and not any(c in value for c in "\n\t<>\"{}|\\^`"))
 
@@ -344,7 +364,7 @@ def check_value(param: Param, value: Any) -> Any:
             raise ParamError(f"'{name}' must be a string")
         return value
     if ptype == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _is_number(value):
             raise ParamError(f"'{name}' must be a number")
         if param.min is not None and value < param.min:
             raise ParamError(f"'{name}' must be at least {_num(param.min)}, not {_num(value)}")
@@ -388,6 +408,9 @@ def validate(spec: TypedSpec, values: Mapping[str, Any], resolve=None) -> dict[s
             continue
         value = values[p.name]
         if p.resolve and resolve is not None and isinstance(value, str) and not is_https_uri(value):
-            value = resolve(p.resolve, value)
+            try:
+                value = resolve(p.resolve, value)
+            except ParamError as exc:
+                raise ParamError(f"'{p.name}': {exc}") from None
         out[p.name] = check_value(p, value)
     return out
