@@ -1,0 +1,153 @@
+"""Typed skills in a real Lily kernel: the confirmation card, /confirm, /cancel, the buttons.
+
+One kernel for the module (through jupyter_client), in a workspace with a
+``contacts.yaml``, with ``OPENAI_BASE_URL`` pointing at a ScriptedServer this
+process runs; each test queues the turns the "model" answers with. The
+workspace's outbox file is read from this process with an Outbox of our own,
+so "nothing was sent before the user confirmed" is checked on disk.
+"""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from lily_kernel.activity import Outbox
+from lily_kernel.testing import ScriptedServer
+
+from .support import WIDGET_MIME, Kernel, make_world
+
+ALICE = "https://alice.example/users/alice"
+CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"
+
+
+class Script:
+    """A responder whose turns each test queues; an empty queue answers HTTP 500."""
+
+    def __init__(self) -> None:
+        self.turns: collections.deque = collections.deque()
+
+    def __call__(self, request: dict):
+        if not self.turns:
+            return {"status": 500, "error_message": "test script: no turn queued"}
+        return self.turns.popleft()
+
+
+@pytest.fixture(scope="module")
+def script():
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def server(script):
+    with ScriptedServer(script) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory, ipython_dir, server):
+    world = make_world(tmp_path_factory.mktemp("typed-kernel"), ipython_dir,
+                       OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0", LILY_TIMEOUT="5",
+                       LILY_MODEL="scripted-test-model")
+    (world.workspace / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
+    k = Kernel("lily", world)
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture
+def turns(script, kernel):
+    script.turns.clear()
+    yield script.turns
+    assert not script.turns, f"turns left unused: {list(script.turns)}"
+
+
+def propose(recipient: str, content: str) -> list[dict]:
+    return [{"tool_calls": [{"name": "load_skill", "arguments": {"name": "send_message"},
+                             "id": "load"}]},
+            {"tool_calls": [{"name": "propose_action", "id": "prop",
+                             "arguments": {"parameters": {"recipient": recipient,
+                                                          "content": content}}}]},
+            {"expect": {"contains": "nothing has happened yet"},
+             "content": "I will send it once you confirm."}]
+
+
+def stored(kernel: Kernel) -> list[dict]:
+    return Outbox.for_workspace(kernel.workspace).list()
+
+
+def in_kernel_count(kernel: Kernel) -> int:
+    run = kernel.ok("%%python\nimport lily\nprint(len(lily.session().outbox.list()))")
+    return int(run.stdout.strip())
+
+
+def card_of(run) -> dict:
+    cards = [d for d in run.displays if WIDGET_MIME in d]
+    assert len(cards) == 1, run.displays
+    return cards[0]
+
+
+def test_prose_cell_shows_the_answer_and_a_card_and_only_confirm_sends(kernel, turns):
+    turns.extend(propose("Alice Chen", "Lunch at noon?"))
+    run = kernel.run("Tell Alice Chen: lunch at noon?")
+    assert run.status == "ok" and not run.errors, run.messages
+
+    answers = [d for d in run.displays if "I will send it once you confirm." in d.get("text/markdown", "")]
+    assert len(answers) == 1, run.displays
+    card = card_of(run)
+    assert {"text/plain", "text/markdown", WIDGET_MIME} <= set(card)
+    assert ALICE in card["text/markdown"] and "Lunch at noon?" in card["text/markdown"]
+    assert "send_message" in card["text/markdown"] and "/confirm" in card["text/markdown"]
+    assert ALICE in card["text/plain"]
+    assert card[WIDGET_MIME]["model_id"]
+
+    assert stored(kernel) == []  # nothing in the outbox before the user confirms
+    assert in_kernel_count(kernel) == 0
+
+    done = kernel.ok("/confirm")
+    shown = [d for d in done.displays if "stored in the local outbox" in d.get("text/markdown", "")]
+    assert len(shown) == 1, done.displays
+    assert "stored in the local outbox" in shown[0]["text/plain"]
+    activities = stored(kernel)
+    assert len(activities) == 1
+    activity = activities[0]["activity"]
+    assert activity["type"] == "Create" and activity["to"] == [ALICE]
+    assert activity["object"]["content"] == "Lunch at noon?"
+    assert in_kernel_count(kernel) == 1
+
+    assert kernel.run("/cancel").error_line() == "Error: nothing is waiting for confirmation."
+    assert kernel.run("/confirm").error_line() == "Error: nothing is waiting for confirmation."
+    assert len(stored(kernel)) == 1
+
+
+def test_the_confirm_button_sends_once(kernel, turns):
+    before = len(stored(kernel))
+    turns.extend(propose("ali", "clicked"))
+    run = kernel.run("tell ali: clicked")
+    assert run.status == "ok", run.messages
+    card_of(run)
+    opened = {m["content"]["comm_id"]: m["content"]["data"]["state"]
+              for m in run.of_type("comm_open")}
+    buttons = {s.get("description"): cid for cid, s in opened.items()
+               if s.get("_model_name") == "ButtonModel"}
+    assert set(buttons) == {"Confirm", "Cancel"}, opened
+    assert len(stored(kernel)) == before
+
+    def click(comm_id: str) -> str:
+        """Click a button as a front end does; return the text the card's widgets then show."""
+        msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "custom", "content": {"event": "click"}}})
+        kernel.kc.shell_channel.send(msg)
+        updates = kernel.iopub_until_idle(msg["header"]["msg_id"])
+        return " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
+                        for m in updates if m["msg_type"] == "comm_msg")
+
+    shown = click(buttons["Confirm"])
+    assert "stored in the local outbox" in shown, shown
+    assert len(stored(kernel)) == before + 1
+    assert stored(kernel)[-1]["activity"]["object"]["content"] == "clicked"
+
+    again = click(buttons["Confirm"])  # a second click (or a stale card) sends nothing
+    assert "nothing is waiting for confirmation" in again, again
+    assert len(stored(kernel)) == before + 1
+    assert kernel.run("/confirm").error_line() == "Error: nothing is waiting for confirmation."
