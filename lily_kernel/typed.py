@@ -136,6 +136,7 @@ def sections(body: str, first_line: int = 1) -> dict[str, tuple[int, list[str]]]
         m = None if fence else _HEADING.match(line)
         if m:
             name = m.group(1).strip().strip("`*").lower()
+            name = {"behavior": "behaviour"}.get(name, name)  # either spelling
             current = []
             if name not in found:
                 found[name] = (first_line + offset, current)
@@ -350,6 +351,7 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
 def is_https_uri(value: str) -> bool:
     try:
         parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
     except ValueError:  # e.g. "https://[oops": not a URI at all
         return False
     return (parts.scheme == "https" and bool(parts.hostname) and " " not in value

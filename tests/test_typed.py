@@ -749,3 +749,26 @@ def test_typed_error_is_a_value_error_naming_the_line():
     with pytest.raises(TypedError, match=r"^line 8: parameter 'x' has unknown type 'list'"):
         typed.parse("## Purpose\np\n## Type\nexternal\n## Behaviour\nb\n## Parameters\n"
                     "- x: list (required) — no\n")
+
+
+# -- loose ends found in review ------------------------------------------------
+
+def test_type_heading_inside_a_code_fence_does_not_make_a_skill_typed(tmp_path):
+    from lily_kernel.skill import parse
+    body = ("# Writing typed skills\n\nAn example:\n\n```markdown\n## Purpose\nx\n\n## Type\n"
+            "internal\n```\n")
+    skill = parse("howto", "workspace", str(tmp_path), body.encode())
+    assert skill.typed is None
+
+
+def test_behavior_spelling_is_accepted():
+    from lily_kernel import typed
+    spec = typed.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
+                       "- content: string (required) — text\n## Behavior\n1. do it\n")
+    assert spec.behaviour == "1. do it"
+
+
+@pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
+def test_uri_with_an_invalid_port_is_refused(uri):
+    from lily_kernel import typed
+    assert not typed.is_https_uri(uri)
