@@ -168,3 +168,21 @@ def require_permissions(tmp_path_factory) -> None:
         probe.chmod(0o600)
     pytest.skip("running as root: permission bits (chmod 000, read-only folders) do not "
                 "stop this process")
+
+
+# -- the agent tests' shared fixtures ---------------------------------------------------
+
+@pytest.fixture
+def no_machine_model(monkeypatch):
+    """No model, skill-root or Lily settings from the machine: requests go to the scripted
+    server or nowhere. Modules use it with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
+        monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def server():
+    """A scripted OpenAI-compatible server on 127.0.0.1, stopped after the test."""
+    from lily_kernel.testing import ScriptedServer
+    with ScriptedServer() as s:
+        yield s

@@ -9,7 +9,6 @@ bundled skills are the repository's own.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,16 @@ from lily_kernel.results import SkillRequest, ToolOutput
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
 
+pytestmark = pytest.mark.usefixtures("no_machine_model")
+
 REPO = Path(__file__).resolve().parent.parent
 SECRET_KEY = "sk-lily-test-SECRET-7f3a9c0d1e2b"
 
 
 # -- fixtures and helpers --------------------------------------------------------------
 
-@pytest.fixture(autouse=True)
-def _no_machine_model(monkeypatch):
-    """No model settings from the machine: requests go to the scripted server or nowhere."""
-    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
-        monkeypatch.delenv(key)
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
 
 
 class World:

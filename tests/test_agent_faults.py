@@ -8,7 +8,6 @@ small so the whole file runs in a few seconds).
 """
 from __future__ import annotations
 
-import os
 import socket
 import time
 from pathlib import Path
@@ -21,17 +20,11 @@ from lily_kernel.results import CommandError
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
 
-
-@pytest.fixture(autouse=True)
-def _no_machine_model(monkeypatch):
-    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
-        monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_machine_model")
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
+
+
 
 
 @pytest.fixture

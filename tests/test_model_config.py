@@ -7,7 +7,6 @@ values are refused with a message naming the setting; API keys are refused by
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,11 @@ from lily_kernel.results import CommandError
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
 
+pytestmark = pytest.mark.usefixtures("no_machine_model")
+
 SECRET = "sk-lily-config-SECRET-55aa"
 
 
-@pytest.fixture(autouse=True)
-def _no_machine_model(monkeypatch):
-    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
-        monkeypatch.delenv(key)
 
 
 @pytest.fixture

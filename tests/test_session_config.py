@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,12 @@ import pytest
 from lily_kernel import agent, router
 from lily_kernel.model import NO_KEY
 from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("no_machine_model")
 
 
-@pytest.fixture(autouse=True)
-def _no_machine_model(monkeypatch):
-    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
-        monkeypatch.delenv(key)
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
 
 
 def session_for(ws: Path, **env: str) -> Session:

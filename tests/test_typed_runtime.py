@@ -67,19 +67,13 @@ internal
 # -- fixtures and helpers ---------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch):
+def _clean_environment(no_machine_model, monkeypatch):
     """No model, Lily or skill settings from the machine; loopback stays on loopback."""
-    for key in [k for k in os.environ if k.startswith(("OPENAI_", "LILY_", "SKILLS_"))]:
-        monkeypatch.delenv(key)
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
-@pytest.fixture
-def server():
-    with ScriptedServer() as s:
-        yield s
 
 
 class World:

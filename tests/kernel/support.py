@@ -214,3 +214,22 @@ class ConnectionRecorder:
         self._stop.set()
         self._thread.join(timeout=2)
         self.sock.close()
+
+
+class Script:
+    """A ScriptedServer responder whose turns each test queues; an empty queue answers HTTP 500."""
+
+    def __init__(self) -> None:
+        import collections
+        self.turns: collections.deque = collections.deque()
+
+    def __call__(self, request: dict):
+        if not self.turns:
+            return {"status": 500, "error_message": "test script: no turn queued"}
+        return self.turns.popleft()
+
+
+def scripted_kernel_world(base: Path, ipython_dir: Path | None, server_url: str) -> World:
+    """A kernel world whose model is the scripted server at ``server_url``."""
+    return make_world(base, ipython_dir, OPENAI_BASE_URL=server_url, LILY_MAX_RETRIES="0",
+                      LILY_TIMEOUT="5", LILY_MODEL="scripted-test-model")

@@ -9,7 +9,6 @@ its session and its conversation usable.
 """
 from __future__ import annotations
 
-import collections
 import json
 import time
 
@@ -17,19 +16,7 @@ import pytest
 
 from lily_kernel.testing import ScriptedServer
 
-from .support import Kernel, make_world
-
-
-class Script:
-    """A responder whose turns each test queues; an empty queue answers HTTP 500."""
-
-    def __init__(self) -> None:
-        self.turns: collections.deque = collections.deque()
-
-    def __call__(self, request: dict):
-        if not self.turns:
-            return {"status": 500, "error_message": "test script: no turn queued"}
-        return self.turns.popleft()
+from .support import Kernel, Script, scripted_kernel_world
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +32,7 @@ def server(script):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
-    world = make_world(tmp_path_factory.mktemp("agent-kernel"), ipython_dir,
-                       OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0", LILY_TIMEOUT="5",
-                       LILY_MODEL="scripted-test-model")
+    world = scripted_kernel_world(tmp_path_factory.mktemp("agent-kernel"), ipython_dir, server.url)
     k = Kernel("lily", world)
     yield k
     k.shutdown()

@@ -8,29 +8,16 @@ so "nothing was sent before the user confirmed" is checked on disk.
 """
 from __future__ import annotations
 
-import collections
 
 import pytest
 
 from lily_kernel.activity import Outbox
 from lily_kernel.testing import ScriptedServer
 
-from .support import WIDGET_MIME, Kernel, make_world
+from .support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
 
 ALICE = "https://alice.example/users/alice"
 CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"
-
-
-class Script:
-    """A responder whose turns each test queues; an empty queue answers HTTP 500."""
-
-    def __init__(self) -> None:
-        self.turns: collections.deque = collections.deque()
-
-    def __call__(self, request: dict):
-        if not self.turns:
-            return {"status": 500, "error_message": "test script: no turn queued"}
-        return self.turns.popleft()
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +33,7 @@ def server(script):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
-    world = make_world(tmp_path_factory.mktemp("typed-kernel"), ipython_dir,
-                       OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0", LILY_TIMEOUT="5",
-                       LILY_MODEL="scripted-test-model")
+    world = scripted_kernel_world(tmp_path_factory.mktemp("typed-kernel"), ipython_dir, server.url)
     (world.workspace / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
     k = Kernel("lily", world)
     yield k
