@@ -9,6 +9,8 @@
    kernels see the same machine noise. The first runs warm up (imports).
    `/skills` reuses the widget of its snapshot; "first /skills" is the round
    trip right after a `/reload_skills` (not counted), which builds a new one.
+   A second baseline, ipykernel displaying the very bundle `/help` displays,
+   shows what any cell with that output costs: `pass` sends no output at all.
 
 Prints medians and the ratios Lily / ipykernel. Only ratios are meant to be
 compared across runs: these machines are shared and noisy.
@@ -46,6 +48,16 @@ def round_trip(kc, code: str) -> float:
     return elapsed
 
 
+# ipykernel builds the bundle Lily's /help displays, to time the same output without Lily.
+HELP_BUNDLE = """\
+from IPython.display import display
+from lily_kernel import help, render, session
+_s = session.Session(journal=False)
+B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
+     "text/markdown": render.markdown(help.commands_page(_s.snapshot))}
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--starts", type=int, default=5)
@@ -64,7 +76,9 @@ def main() -> None:
     km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
     km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
     try:
-        cases = [("pass", kc_py, "pass"), ("/help", kc_lily, "/help"),
+        round_trip(kc_py, HELP_BUNDLE)
+        cases = [("pass", kc_py, "pass"), ("display(/help bundle)", kc_py, "display(B, raw=True)"),
+                 ("/help", kc_lily, "/help"),
                  ("/skills", kc_lily, "/skills"), ("%%python pass", kc_lily, "%%python\npass")]
         for _, kc, code in cases * 5:  # warm-up: imports, widget machinery
             round_trip(kc, code)
@@ -81,10 +95,14 @@ def main() -> None:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
     base = statistics.median(times["pass"])
-    print(f"round trip       ipykernel `pass` {base * 1000:6.2f} ms (median of {args.trips})")
+    same = statistics.median(times["display(/help bundle)"])
+    print(f"round trip       ipykernel `pass` {base * 1000:6.2f} ms, "
+          f"`display(<the /help bundle>)` {same * 1000:6.2f} ms (medians of {args.trips})")
+    print(f"{'':17}{'':22}{'vs pass':>9}{'vs same output':>16}")
     for label in ("/help", "/skills", "first /skills", "%%python pass"):
         m = statistics.median(times[label])
-        print(f"                 lily `{label}` {m * 1000:6.2f} ms   ratio {m / base:.2f}x")
+        print(f"{'':17}lily {'`' + label + '`':17} {m * 1000:6.2f} ms {m / base:5.2f}x"
+              + (f" {m / same:12.2f}x" if label == "/help" else ""))
 
 
 if __name__ == "__main__":

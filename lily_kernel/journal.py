@@ -33,7 +33,6 @@ class Journal:
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
         data = (line + "\n").encode("utf-8")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             if not self._tail_checked:
                 self._tail_checked = True
                 if _ends_torn(self.path):  # else this record would be glued to the torn line
@@ -41,7 +40,12 @@ class Journal:
             # One write(2) of a whole line to a file opened for append: once it
             # returns, the line survives a crash of this process (no fsync: that
             # guards against power loss, at milliseconds per command cell).
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            try:
+                fd = os.open(self.path, flags, 0o600)
+            except FileNotFoundError:  # first record, or the folder was removed meanwhile
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, flags, 0o600)
             try:
                 os.write(fd, data)
             finally:
