@@ -8,10 +8,17 @@ open + read), the floor any loader pays; (b) building the whole snapshot
 (discovery, precedence, parse, eligibility, index, hash). Prints the medians
 and their ratio. The machines are shared and noisy: only the ratio, measured
 in the same run, is meant to be compared.
+
+No file content is kept between builds: each one lists, reads and parses every
+SKILL.md (only the classification of scalar strings like "yes" or "read" is
+cached). Before each timed section the garbage collector is run to completion,
+outside the timer, so neither section pays for collections the other one caused;
+the collector passes a build makes over its own objects are timed with it.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -82,13 +89,16 @@ def main() -> None:
             assert len(snap.skills) == n, (len(snap.skills), snap.diagnostics[:3])
             reads, snaps = [], []
             for _ in range(args.repeat):
+                gc.collect()
                 t0 = time.perf_counter()
                 bare_read(root)
                 t1 = time.perf_counter()
-                build_snapshot(roots, tools, policy)
+                gc.collect()
                 t2 = time.perf_counter()
+                build_snapshot(roots, tools, policy)
+                t3 = time.perf_counter()
                 reads.append(t1 - t0)
-                snaps.append(t2 - t1)
+                snaps.append(t3 - t2)
             r, s = statistics.median(reads), statistics.median(snaps)
             print(f"{n:>7}  {r * 1000:>8.1f}ms  {s * 1000:>8.1f}ms  {s / r:>5.2f}x", flush=True)
 

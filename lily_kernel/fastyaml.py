@@ -14,6 +14,13 @@ Each plain scalar is classified by PyYAML's own resolver, so ``yes`` is still
 a duplicate key, a tab, an indicator character, deeper nesting, a number —
 returns :data:`FALLBACK` and the caller uses PyYAML. ``tests/test_fastyaml``
 checks the two agree on generated documents.
+
+The parser is one loop with its helpers inlined (it runs once per skill, and
+calls are most of what a Python parser of ten short lines costs); the usual
+line, a top-level ``key: value`` with a key seen before, takes the shortest
+path. The only state kept between calls is the classification of key and
+value strings (pure functions of the string, in tables of bounded size): a
+value text is checked and classified once, then looked up.
 """
 from __future__ import annotations
 
@@ -33,138 +40,251 @@ _NULL = frozenset(("~", "null", "Null", "NULL"))
 # PyYAML's own implicit-resolver table (first character -> [(tag, regexp)]),
 # consulted exactly as yaml.resolver.BaseResolver.resolve does for a plain scalar.
 _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
+# First characters of a plain scalar that is a string whatever follows (no indicator,
+# no implicit resolver): with no ": " or " #" in it and no ":" at its end, it is itself.
+_PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
+                         if c not in _INDICATORS and c not in _IMPLICIT)
 
-# Characters YAML refuses, or reads as line breaks or a byte-order mark: leave them to PyYAML.
+# Characters YAML refuses, or reads as line breaks or a byte-order mark: leave them to
+# PyYAML, with tabs and backslashes (escapes are PyYAML's business too). See _unsafe.
 _SPECIAL = re.compile("[^\x0A\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF00-\uFFFD"
                       "\U00010000-\U0010FFFF]")
 
 
-class _Fallback(Exception):
-    pass
+class _Marker:
+    """What a value text is when it is not (or not yet) a value."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<fastyaml.{self.name}>"
 
 
-_MISS = object()
-_cache: dict[str, object] = {}  # plain scalar text -> value or _MISS (outside the subset)
+_MISS = _Marker("MISS")  # not classified yet
+_OUT = _Marker("OUT")  # outside the subset: PyYAML decides
+_EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
+_FLOW = _Marker("FLOW")  # starts with "[": a flow list, where one is allowed
+
+# Value text as it follows ": " or "- ", spaces and all -> its value or a marker; key
+# text -> itself if it is a key of the subset (the mappings then share one copy of
+# each key), else False. Only the classification of a string is kept (a pure
+# function of it), never a document; each table is emptied when full.
+_values: dict[str, object] = {}
+_keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
 
 
 def parse(source: str):
-    """The mapping ``source`` denotes, or :data:`FALLBACK` when it is outside the subset."""
-    if "\\" in source or "\t" in source or _SPECIAL.search(source):
-        return FALLBACK
-    try:
-        return _parse(source.split("\n"))
-    except _Fallback:
-        return FALLBACK
+    """The mapping ``source`` denotes, or :data:`FALLBACK` when it is outside the subset.
 
-
-def _parse(lines: list[str]) -> dict | None:
+    A document without keys (blank lines and comments only) is ``None``, as in PyYAML.
+    """
+    # No character is left unchecked: keys must match _KEY, value text is checked by
+    # _remember (once per distinct text), comments below, and the rest is spaces.
+    vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
     out: dict = {}
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i].rstrip(" ")
-        i += 1
-        if not line or line[0] == "#":
+    block = None  # the key of an open "key:" line, while its indented lines are read
+    value = None  # that block's list or mapping, once its first item is seen
+    indent = 0  # the block's indentation, set by its first item
+    for line in source.split("\n"):
+        key, sep, raw = line.partition(": ")
+        if sep and block is None:
+            known = kget(key)
+            if known and known not in out:
+                # The usual line: a top-level "key: value", with a key known to be good.
+                item = vget(raw, miss)
+                if item.__class__ is marker:
+                    if item is miss:
+                        item = _remember(raw)
+                    if item is _FLOW:
+                        item = _flow(raw)
+                        if item is _OUT:
+                            return FALLBACK
+                    elif item is _EMPTY:
+                        block = known  # "key:" and spaces: a block list or mapping may follow
+                        continue
+                    elif item is _OUT:
+                        return FALLBACK
+                out[known] = item
+                continue
+        if not line:
             continue
-        key, raw = _key_value(line)
-        if key in out:
-            raise _Fallback  # duplicate keys: leave PyYAML's semantics to PyYAML
-        if raw:
-            out[key] = _flow(raw) if raw[0] == "[" else _scalar(raw)
+        first = line[0]
+        if first in " -#":
+            if first == "#":
+                if _unsafe(line):
+                    return FALLBACK
+                continue
+            # ``text`` is the line up to its first ": ", without the indentation.
+            if first == " ":
+                text = key.lstrip(" ")
+                if not text:
+                    if sep:
+                        return FALLBACK  # "  : value"
+                    continue  # a blank line
+                if text[0] == "#":
+                    if _unsafe(line):
+                        return FALLBACK
+                    continue  # a comment, at any indentation
+                ind = len(key) - len(text)
+            else:  # "-" in column 0: a block list item right under its key
+                text = key
+                ind = 0
+            if block is None:
+                return FALLBACK  # an indented line outside a block
+            if value is None:  # the first item decides: a list, or a mapping
+                indent = ind
+                if text[:2] == "- ":
+                    value = []
+                elif ind == 0:
+                    return FALLBACK
+                else:
+                    value = {}
+            elif ind != indent:
+                return FALLBACK
+            if value.__class__ is list:
+                if text[:2] != "- ":
+                    return FALLBACK
+                raw = line[ind + 2:]
+                item = vget(raw, miss)
+                if item.__class__ is marker:
+                    if item is miss:
+                        item = _remember(raw)
+                    if item.__class__ is marker:
+                        return FALLBACK  # empty, a flow list, or outside the subset
+                value.append(item)
+                continue
+            if not sep:
+                return FALLBACK  # "sub:" opens a deeper level, or no key at all
+            known = kget(text)
+            if known is None:
+                known = _key_ok(text)
+            if not known or known in value:
+                return FALLBACK
+            item = vget(raw, miss)
+            if item.__class__ is marker:
+                if item is miss:
+                    item = _remember(raw)
+                if item.__class__ is marker:
+                    if item is not _FLOW:
+                        return FALLBACK
+                    item = _flow(raw)
+                    if item is _OUT:
+                        return FALLBACK
+            value[known] = item
             continue
-        # "key:" with no value: an indented block list or mapping may follow.
-        j = i
-        while j < n:
-            nxt = lines[j]
-            if nxt and nxt[0] != " " and nxt[0] != "-" and nxt[0] != "#" and nxt.strip(" "):
-                break
-            j += 1
-        out[key] = _block(lines[i:j]) if j > i else None
-        i = j
+
+        # Any other top-level "key: value" or "key:" line; it ends any open block.
+        if block is not None:
+            out[block] = value
+            block = value = None
+        if not sep:
+            key = line.rstrip(" ")
+            if key[-1] != ":":
+                return FALLBACK
+            key = key[:-1]
+        known = kget(key)
+        if known is None:
+            known = _key_ok(key)
+        if not known or known in out:
+            return FALLBACK  # duplicate keys: leave PyYAML's semantics to PyYAML
+        key = known
+        item = vget(raw, miss)
+        if item.__class__ is marker:
+            if item is miss:
+                item = _remember(raw)
+            if item.__class__ is marker:
+                if item is _EMPTY:
+                    block = key  # an indented block list or mapping may follow
+                    continue
+                if item is _OUT:
+                    return FALLBACK
+                item = _flow(raw)
+                if item is _OUT:
+                    return FALLBACK
+        out[key] = item
+    if block is not None:
+        out[block] = value
     return out or None
 
 
-def _key_value(line: str) -> tuple[str, str]:
-    key, colon, raw = line.partition(":")
-    if not colon or not _KEY.match(key) or (raw and raw[0] != " "):
-        raise _Fallback
-    if type(_scalar(key)) is not str:  # a key must read as a plain string
-        raise _Fallback
-    return key, raw.lstrip(" ")
-
-
-def _block(lines: list[str]):
-    items = []
-    for line in lines:
-        text = line.strip(" ")
-        if text and text[0] != "#":
-            items.append((len(line) - len(line.lstrip(" ")), text))
-    if not items:
-        return None
-    indent = items[0][0]
-    if items[0][1][:2] == "- ":
-        out = []
-        for ind, text in items:
-            if ind != indent or text[:2] != "- ":
-                raise _Fallback
-            out.append(_scalar(text[2:].lstrip(" ")))
-        return out
-    if indent == 0:
-        raise _Fallback
-    mapping: dict = {}
-    for ind, text in items:
-        if ind != indent:
-            raise _Fallback
-        key, raw = _key_value(text)
-        if not raw or key in mapping:
-            raise _Fallback
-        mapping[key] = _flow(raw) if raw[0] == "[" else _scalar(raw)
-    return mapping
-
-
-def _flow(raw: str) -> list:
+def _flow(raw: str):
+    """A one-line flow list of scalars, or _OUT."""
+    raw = raw.strip(" ")
     if raw[-1] != "]":
-        raise _Fallback
-    inner = raw[1:-1].strip(" ")
-    if not inner:
-        return []
+        return _OUT
+    inner = raw[1:-1]
+    if "[" in inner or "]" in inner or "{" in inner or "}" in inner:
+        return _OUT
+    vget, marker = _values.get, _Marker
     out = []
     for part in inner.split(","):
-        part = part.strip(" ")
-        if "[" in part or "]" in part or "{" in part or "}" in part:
-            raise _Fallback
-        out.append(_scalar(part))
+        item = vget(part, _MISS)
+        if item.__class__ is marker:
+            if item is _MISS:
+                item = _remember(part)
+            if item.__class__ is marker:
+                if item is _EMPTY and not out and not inner.strip(" "):
+                    return out  # "[]" or "[ ]"
+                return _OUT  # an empty item, or one outside the subset
+        out.append(item)
     return out
 
 
-def _scalar(raw: str):
-    value = _cache.get(raw, _MISS)
-    if value is _MISS:
-        value = _classify(raw)
-        if len(_cache) >= _CACHE_MAX:
-            _cache.clear()
-        _cache[raw] = value
-    if value is _MISS:
-        raise _Fallback
+def _remember(raw: str):
+    """Classify value text (see _values) and keep the answer."""
+    text = raw.strip(" ")
+    if not text:
+        value = _EMPTY
+    elif not text.isprintable() or "\\" in text or not text.isascii() and _unsafe(text):
+        value = _OUT  # (printable ASCII is " " to "~", what _unsafe allows of ASCII)
+    elif text[0] in _PLAIN_FIRST and ": " not in text and " #" not in text and text[-1] != ":":
+        value = text  # what _classify says of it, without the call
+    elif text[0] == "[":
+        value = _FLOW
+    else:
+        value = _classify(text)
+    if len(_values) >= _CACHE_MAX:
+        _values.clear()
+    _values[raw] = value
     return value
 
 
+def _unsafe(text: str) -> bool:
+    """Whether ``text`` has a character the fast path leaves to PyYAML (see _SPECIAL)."""
+    if text.isascii():  # printable ASCII is exactly " " to "~"; text is one line
+        return not text.isprintable() or "\\" in text
+    return "\\" in text or "\t" in text or _SPECIAL.search(text) is not None
+
+
+def _key_ok(key: str) -> str | bool:
+    """``key`` if it is a key of the subset (a plain scalar that reads as a string), else False."""
+    known = key if _KEY.match(key) and type(_classify(key)) is str else False
+    if len(_keys) >= _CACHE_MAX:
+        _keys.clear()
+    _keys[key] = known
+    return known
+
+
 def _classify(raw: str):
-    """The value of one plain or simply quoted scalar, or _MISS when PyYAML should decide."""
+    """The value of one plain or simply quoted scalar, or _OUT when PyYAML should decide."""
     if not raw:
-        return _MISS
+        return _OUT
     first = raw[0]
     if first == '"' or first == "'":
         if len(raw) < 2 or raw[-1] != first or first in raw[1:-1]:
-            return _MISS
+            return _OUT
         return raw[1:-1]
     if first in _INDICATORS or ": " in raw or " #" in raw or raw[-1] == ":":
-        return _MISS
+        return _OUT
     for tag, regexp in _IMPLICIT.get(first, ()):
         if regexp.match(raw):
             if raw in _BOOL:
                 return _BOOL[raw]
             if raw in _NULL:
                 return None
-            return _MISS  # numbers, timestamps, merge keys: PyYAML decides
+            return _OUT  # numbers, timestamps, merge keys: PyYAML decides
     return raw

@@ -57,15 +57,55 @@ def split(text: str) -> tuple[str | None, str]:
     raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
 
 
+def parse_document(data: bytes) -> tuple[str, str, dict]:
+    """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
+    :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
+    if len(data) > MAX_FILE_BYTES:
+        raise FrontmatterError(f"SKILL.md is over the {MAX_FILE_BYTES // 1024} KiB limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text[:4] != "---\n":
+        if text != "---":
+            return text, text, {}
+        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
+    end = text.find("\n---\n", 3)
+    if end != -1:
+        source, body = text[4:end + 1], text[end + 5:]
+    elif text[-4:] == "\n---":
+        source, body = text[4:len(text) - 3], ""
+    else:
+        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
+    if (len(source) if source.isascii() else len(source.encode("utf-8"))) > MAX_FRONTMATTER_BYTES:
+        raise FrontmatterError(
+            f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
+        )
+    value = fastyaml.parse(source)
+    if value is fastyaml.FALLBACK:
+        return text, body, _load_yaml(source)
+    return text, body, {} if value is None else value
+
+
 def parse_yaml(source: str) -> dict:
     """Parse frontmatter YAML into a mapping, refusing what SPEC §2 refuses."""
-    if len(source.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+    size = len(source) if source.isascii() else len(source.encode("utf-8"))
+    if size > MAX_FRONTMATTER_BYTES:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
     value = fastyaml.parse(source)
     if value is not fastyaml.FALLBACK:
         return {} if value is None else value
+    return _load_yaml(source)
+
+
+def _load_yaml(source: str) -> dict:
+    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what SPEC §2 refuses."""
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:

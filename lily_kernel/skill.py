@@ -92,13 +92,10 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
 
     Raises :class:`SkillError` with a readable reason when the skill is malformed.
     """
-    problem = name_problem(name)
-    if problem:
-        raise SkillError(problem)
+    if len(name) > MAX_NAME_LEN or not _NAME_MATCH(name):
+        raise SkillError(name_problem(name))
     try:
-        text = frontmatter.decode(data)
-        raw_yaml, body = frontmatter.split(text)
-        meta = frontmatter.parse_yaml(raw_yaml) if raw_yaml is not None else {}
+        text, body, meta = _parse_document(data)
     except frontmatter.FrontmatterError as exc:
         raise SkillError(str(exc)) from None
     skill = _from_mapping(name, source, path, text, body, meta)
@@ -107,6 +104,8 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
     return skill
 
 
+_NAME_MATCH = NAME_RE.match
+_parse_document = frontmatter.parse_document  # decode, split and parse_yaml, in one call
 _TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
 
 
@@ -120,6 +119,11 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
     if activity is not None and activity not in typed.ACTIVITY_TYPES:
         raise SkillError(f"'activity' must be one of {', '.join(typed.ACTIVITY_TYPES)}, "
                          f"not '{activity}'")
+    if not typed.is_typed(body):  # e.g. a '## Type' heading only inside a code fence
+        if activity is not None:
+            raise SkillError("'activity' is for typed external skills, but the 'Type' "
+                             "section is missing")
+        return skill
     first_line = text[:len(text) - len(body)].count("\n") + 1
     try:
         spec = typed.parse(body, first_line, activity)
@@ -136,9 +140,13 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     The common case, a value of the right type, is tested inline; anything else goes
     through the helper that names the key in its error.
     """
-    for key in meta:
-        if key.__class__ is not str and not isinstance(key, str):
-            raise SkillError(f"frontmatter key {key!r} is not a string")
+    if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
+        unknown = ()
+    else:
+        for key in meta:
+            if key.__class__ is not str and not isinstance(key, str):
+                raise SkillError(f"frontmatter key {key!r} is not a string")
+        unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
     get = meta.get
 
     declared_name = get("name")
@@ -149,13 +157,15 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
             raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
 
     description = get("description")
-    if description.__class__ is not str:
+    if description is None:
+        description = ""
+    elif description.__class__ is not str:
         description = _opt_str(meta, "description") or ""
     summary = get("summary")
-    if summary.__class__ is not str:
+    if summary is not None and summary.__class__ is not str:
         summary = _opt_str(meta, "summary")
     mode = get("invocation_mode")
-    if mode.__class__ is not str:
+    if mode is not None and mode.__class__ is not str:
         mode = _opt_str(meta, "invocation_mode")
     if not mode:
         mode = "prompt_rewrite"
@@ -199,33 +209,31 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
         compatibility = _opt_str(meta, "compatibility")
     allowed_tools = get("allowed-tools")
     allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
-    unknown = meta.keys() - KNOWN_KEYS
 
     # The fields are set directly, as the dataclass __init__ would (it is the slowest
     # part of a load otherwise); _check_fast_init below keeps the two in step.
     skill = _new(Skill)
-    skill.__dict__.update(
-        name=name,
-        source=source,
-        path=path,
-        text=text,
-        body=body,
-        summary=summary if summary is not None else description,
-        description=description,
-        invocation_mode=mode,
-        command=command,
-        command_tool=command_tool,
-        requires_tools=requires_tools,
-        eligibility=eligibility,
-        license=license_,
-        compatibility=compatibility,
-        metadata=metadata,
-        allowed_tools=allowed_tools,
-        disable_model_invocation=disable,
-        unknown_keys=tuple(sorted(unknown)) if unknown else (),
-        frontmatter=MappingProxyType(meta),
-        typed=None,
-    )
+    f = skill.__dict__
+    f["name"] = name
+    f["source"] = source
+    f["path"] = path
+    f["text"] = text
+    f["body"] = body
+    f["summary"] = summary if summary is not None else description
+    f["description"] = description
+    f["invocation_mode"] = mode
+    f["command"] = command
+    f["command_tool"] = command_tool
+    f["requires_tools"] = requires_tools
+    f["eligibility"] = eligibility
+    f["license"] = license_
+    f["compatibility"] = compatibility
+    f["metadata"] = metadata
+    f["allowed_tools"] = allowed_tools
+    f["disable_model_invocation"] = disable
+    f["unknown_keys"] = unknown
+    f["frontmatter"] = MappingProxyType(meta)
+    f["typed"] = None
     return skill
 
 
@@ -233,6 +241,7 @@ _new = object.__new__
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _ANY_ELIGIBILITY = Eligibility()
 _ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
+_OS_SET = frozenset(OS_NAMES)
 
 
 def _check_fast_init() -> None:
@@ -271,27 +280,28 @@ def _eligibility(value: Any) -> Eligibility:
         return _ANY_ELIGIBILITY
     if not isinstance(value, dict):
         raise SkillError(f"'eligibility' must be a mapping, not {_kind(value)}")
-    if value.keys() - _ELIGIBILITY_KEYS:
+    if not value.keys() <= _ELIGIBILITY_KEYS:
         unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
         raise SkillError(f"'eligibility' has unknown key(s): {', '.join(unknown)} "
                          f"(allowed: {', '.join(ELIGIBILITY_KEYS)})")
     os_list = value.get("os")
     if os_list is not None:
         os_list = _str_list(os_list, "eligibility.os")
-        bad = [o for o in os_list if o not in OS_NAMES]
-        if bad:
+        if not _OS_SET.issuperset(os_list):
+            bad = [o for o in os_list if o not in OS_NAMES]
             raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
                              f"(allowed: {', '.join(OS_NAMES)})")
         if not os_list:  # an empty list means "no constraint", as in seed 000's example
             os_list = None
     env = value.get("env")
     binaries = value.get("binaries")
+    env = _str_list(env, "eligibility.env") if env is not None else ()
+    binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
     elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
-    elig.__dict__.update(
-        os=os_list,
-        env=_str_list(env, "eligibility.env") if env is not None else (),
-        binaries=_str_list(binaries, "eligibility.binaries") if binaries is not None else (),
-    )
+    f = elig.__dict__
+    f["os"] = os_list
+    f["env"] = env
+    f["binaries"] = binaries
     return elig
 
 

@@ -1,0 +1,19 @@
+"""bench/snapshot_bench.py stays runnable as bench/README.md documents it (tiny sizes)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "snapshot_bench.py"
+
+
+def test_snapshot_bench_runs_and_prints_a_ratio_per_size():
+    run = subprocess.run([sys.executable, str(BENCH), "--sizes", "5,20", "--repeat", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[0].split() == ["skills", "bare", "read", "snapshot", "ratio"]
+    rows = [re.fullmatch(r"\s*(\d+)\s+[\d.]+ms\s+[\d.]+ms\s+[\d.]+x", line) for line in lines[1:]]
+    assert all(rows) and [int(m.group(1)) for m in rows] == [5, 20]

@@ -1,0 +1,397 @@
+"""fastyaml must agree exactly with PyYAML (libyaml's CSafeLoader) wherever it answers.
+
+The property test builds frontmatter documents inside the fast path's subset
+and just outside it (YAML 1.1 traps, indicator characters, odd indentation,
+duplicate keys, tabs, comments) and checks: whenever ``fastyaml.parse`` does
+not return ``FALLBACK``, its result is what ``yaml.load(src, CSafeLoader)``
+returns — same keys in the same order, same values, same types (``True`` is
+not ``1``, ``None`` is not ``""``). ``parse`` returns ``None`` for a document
+with no keys, exactly as PyYAML does; ``frontmatter.parse_yaml`` turns that
+into ``{}``.
+"""
+from __future__ import annotations
+
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from lily_kernel import fastyaml, frontmatter
+
+FALLBACK = fastyaml.FALLBACK
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _reference(src: str):
+    """PyYAML's answer, or the exception type it raised."""
+    try:
+        return yaml.load(src, Loader=LOADER)  # noqa: S506 - a safe loader
+    except Exception as exc:  # noqa: BLE001 - any failure is an answer to compare
+        return type(exc)
+
+
+def _same(a, b) -> bool:
+    """Deep equality that also compares types and key order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _check(src: str):
+    fast = fastyaml.parse(src)
+    if fast is FALLBACK:
+        return fast
+    ref = _reference(src)
+    assert _same(fast, ref), f"fastyaml disagrees with PyYAML on {src!r}: {fast!r} != {ref!r}"
+    return fast
+
+
+# --- building blocks -------------------------------------------------------------
+
+def _weighted(*choices):
+    """One of ``(weight, strategy)`` choices, picked with those weights."""
+    total = sum(w for w, _ in choices)
+
+    @st.composite
+    def pick(draw):
+        n = draw(st.integers(0, total - 1))
+        for weight, strategy in choices:
+            if n < weight:
+                return draw(strategy)
+            n -= weight
+        raise AssertionError  # pragma: no cover
+
+    return pick()
+
+
+def _word(first: str, rest: str, max_size: int):
+    """Text whose first character is from ``first`` and the others from ``rest``."""
+    return st.builds(lambda a, b: a + b, st.sampled_from(list(first)),
+                     st.text(st.sampled_from(list(rest)), max_size=max_size))
+
+
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+ALNUM = LOWER + LOWER.upper() + "0123456789"
+
+
+TRICKY_KEYS = st.sampled_from([
+    "yes", "on", "No", "OFF", "y", "n", "1", "01", "1.0", "1e3", "0x1F", "0o17", "1_000",
+    "null", "Null", "~", "<<", "=", "2024-01-01", "1:30", ".inf", "-k", "k-", "k.", ".k",
+    "a.b", "a-b", "_x", "x_", "key with space", "é", "über", "a#b", "a'b", "[k]", "",
+])
+PLAIN_KEYS = st.one_of(
+    st.sampled_from(["name", "description", "summary", "metadata", "eligibility",
+                     "allowed-tools", "a", "b", "k1"]),
+    _word(LOWER, LOWER + "0123456789_.-", 6),
+)
+KEYS = _weighted((17, PLAIN_KEYS), (3, TRICKY_KEYS))
+
+TRAPS = [
+    "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "off", "OFF", "true", "False", "y", "n",
+    "~", "null", "Null", "NULL", "", " ", "1", "-1", "+1", "01", "0o17", "0x1F", "0b101", "1_000",
+    "1.0", "-1.5", "1e3", "1.0e+3", ".5", "._", ".", ".inf", "-.inf", ".NaN", "2024-01-01",
+    "2024-01-01 10:00:00", "1:30", "190:20:30", "=", "<<", "-", "--", "---", "...", "?", "? a",
+    "-a", "a-", "a # b", "a#b", "#a", "a: b", "a:b", "a:", ":a", "a :b", "&a", "*a", "!a",
+    "!!str a", "a &b", "a *b", "a !b", "'a'", "\"a\"", "'a''b'", "'a\"b'", "\"a'b\"", "'#'",
+    "\"a: b\"", "'", "\"", "a'b", "a\"b", "|", ">", "%a", "@a", "`a", "[a]", "[]", "{a}", "{}",
+    "a,b", "a, b", "a  b", "a ", " a", "é", "日本語", "a\u00a0b", "\u00a0", "a\u2028b", "a\x85b",
+    "a\ufeffb", "a\x7fb", "a\\b", "\"a\\nb\"", "a\tb", "%", "1.{i}", "Use when: x",
+]
+
+SCALAR_ALPHABET = st.sampled_from(list(
+    "abcxyzABC019 .-_:#&*!?,'\"[]{}|>%@`~=<+eEé中\u00a0\t\\\x85\u2028"))
+RANDOM_TEXT = st.text(SCALAR_ALPHABET, max_size=10)
+PLAIN_TEXT = _word(ALNUM[:52] + "\u00e9", ALNUM + " .,/()\u00e9-", 16)
+SCALARS = _weighted((12, PLAIN_TEXT), (6, st.sampled_from(TRAPS)), (2, RANDOM_TEXT))
+
+
+@st.composite
+def quoted(draw):
+    text = draw(_weighted((4, PLAIN_TEXT), (4, st.sampled_from(TRAPS)), (2, RANDOM_TEXT)))
+    quote = draw(st.sampled_from(["'", '"']))
+    return quote + text + quote
+
+
+SPACES = st.sampled_from(["", "", " ", "  "])
+
+
+@st.composite
+def flow_list(draw):
+    items = draw(st.lists(_weighted((3, SCALARS), (1, quoted())), max_size=4))
+    seps = [draw(st.sampled_from([", ", ", ", ", ", ",", " ,", " , ", ",  "])) for _ in items]
+    body = "".join(item + sep for item, sep in zip(items, seps))
+    if items and draw(st.integers(0, 4)):
+        body = body[: -len(seps[-1])]  # usually no trailing comma
+    return "[" + draw(SPACES) + body + draw(SPACES) + "]"
+
+
+VALUES = _weighted((6, SCALARS), (2, quoted()), (2, flow_list()))
+COMMENT = st.sampled_from([""] * 24 + [" # note", "  #x", "#x", " #"])
+TRAILING = st.sampled_from(["", "", "", "", " ", "  "])
+SEPARATOR = st.sampled_from([": "] * 16 + [":  ", ":", " : "])
+
+
+@st.composite
+def key_value(draw, indent: str = ""):
+    return indent + draw(KEYS) + draw(SEPARATOR) + draw(VALUES) + draw(COMMENT) + draw(TRAILING)
+
+
+@st.composite
+def block(draw):
+    """``key:`` and an indented block list or one-level mapping."""
+    head = draw(KEYS) + ":" + draw(st.sampled_from(["", "", "", "", "", " ", " # c"]))
+    indent = draw(st.sampled_from(["", " ", "  ", "  ", "    "]))
+    odd = st.sampled_from(["", " ", "   "])
+    lines = [head]
+    if draw(st.booleans()):  # block list
+        for _ in range(draw(st.integers(0, 3))):
+            ind = indent if draw(st.integers(0, 19)) else draw(odd)
+            dash = draw(st.sampled_from(["- "] * 12 + ["-  ", "-", "-- "]))
+            item = draw(_weighted((9, _weighted((3, SCALARS), (1, quoted()))), (1, flow_list())))
+            lines.append(ind + dash + item + draw(COMMENT) + draw(TRAILING))
+    else:  # one-level mapping
+        for _ in range(draw(st.integers(0, 3))):
+            ind = indent if draw(st.integers(0, 19)) else draw(odd)
+            if draw(st.integers(0, 19)):
+                lines.append(draw(key_value(ind)))
+            else:  # a nested or empty value
+                lines.append(ind + draw(KEYS) + ":" + draw(TRAILING))
+    if draw(st.integers(0, 4)) == 0:
+        pos = draw(st.integers(1, len(lines)))
+        lines.insert(pos, draw(st.sampled_from(["", "  ", "# c", "  # c", indent + "#"])))
+    return lines
+
+
+MISC_LINES = st.sampled_from([
+    "", " ", "# comment", "  # indented comment", "#", "- a", "  x", "...", "---",
+    "%YAML 1.1", "\tk: v", "k:\tv", "? k", "k", "k: v\\", "&a k: v", "!t k: v",
+])
+
+
+@st.composite
+def wild_documents(draw):
+    """Anything the pieces above can make: mostly outside the subset."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.integers(0, 29))
+        if kind < 17:
+            lines.append(draw(key_value()))
+        elif kind < 28:
+            lines += draw(block())
+        else:
+            lines.append(draw(MISC_LINES))
+    if lines and draw(st.integers(0, 9)) == 0:  # a duplicate key
+        lines.append(lines[draw(st.integers(0, len(lines) - 1))])
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
+
+
+# Documents squarely inside the subset, so the fast path is really exercised.
+SAFE_KEY = _word(LOWER, LOWER + "0123456789_-", 8).filter(
+    lambda k: k not in ("yes", "no", "on", "off", "true", "false", "null", "y", "n"))
+SAFE_TEXT = _word(ALNUM[:52], ALNUM + " .,/()-", 20)
+
+
+@st.composite
+def simple_lines(draw):
+    keys = draw(st.lists(SAFE_KEY, min_size=1, max_size=6, unique=True))
+    lines = []
+    for key in keys:
+        kind = draw(st.integers(0, 4))
+        if kind == 0:
+            lines.append(f"{key}: {draw(SAFE_TEXT)}")
+        elif kind == 1:
+            lines.append(f"{key}: {draw(st.sampled_from(TRAPS[:30]))}")
+        elif kind == 2:
+            items = draw(st.lists(_word(LOWER + "0123456789", LOWER + "0123456789_.-", 6),
+                                  max_size=3))
+            lines.append(f"{key}: [{', '.join(items)}]")
+        elif kind == 3:
+            lines.append(f"{key}:")
+            for item in draw(st.lists(SAFE_TEXT, max_size=3)):
+                lines.append(f"  - {item}")
+        else:
+            lines.append(f"{key}:")
+            for sub in draw(st.lists(SAFE_KEY, max_size=3, unique=True)):
+                lines.append(f"  {sub}: '{draw(SAFE_TEXT)}'")
+    return lines
+
+
+@st.composite
+def simple_documents(draw):
+    return "\n".join(draw(simple_lines())) + "\n"
+
+
+@st.composite
+def near_edge_documents(draw):
+    """Plain frontmatter with one odd piece (a trap, an indicator, a bad indent) put in."""
+    lines = draw(simple_lines())
+    kind = draw(st.integers(0, 9))
+    if kind < 5:
+        piece = [draw(key_value())]
+    elif kind < 9:
+        piece = draw(block())
+    else:
+        piece = [draw(MISC_LINES)]
+    pos = draw(st.integers(0, len(lines)))
+    while pos < len(lines) and lines[pos].startswith(" "):  # not inside a block
+        pos += 1
+    lines[pos:pos] = piece
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
+
+
+# --- properties ------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(near_edge_documents(), wild_documents()))
+@example("name: x\nyes: 1\n")
+@example("on: off\n")
+@example("a: [a :b, c:d, 'e, f']\n")
+@example("k:\n- a\n- b\nz: ~\n")
+def test_fast_path_agrees_with_pyyaml(src):
+    _check(src)
+
+
+@settings(max_examples=150, deadline=None)
+@given(simple_documents())
+def test_fast_path_agrees_on_plain_frontmatter(src):
+    _check(src)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from(list("ab: -#'\"[],\n\t~yY0.&*!")), max_size=30))
+def test_fast_path_agrees_on_noise(src):
+    _check(src)
+
+
+def test_every_trap_in_every_position():
+    """Each trap as a value, quoted, in a flow list, in a block list or mapping, and as a key."""
+    forms = ["k: {}", "k: '{}'", 'k: "{}"', "k: [{}]", "k: [a, {}, b]", "k:\n  - {}",
+             "k:\n- {}", "k:\n  a: {}", "{}: v", "k:\n  {}: v", "a: b\n{}\nc: d"]
+    for trap in TRAPS:
+        for form in forms:
+            _check(form.replace("{}", trap))
+
+
+# --- examples --------------------------------------------------------------------
+
+def test_typical_frontmatter_takes_the_fast_path():
+    src = ("name: demo\n"
+           "description: Does the thing. Use when asked, politely.\n"
+           "requires_tools: [read, write]\n"
+           "eligibility:\n"
+           "  os: [darwin, linux]\n"
+           "  env: []\n"
+           "allowed-tools:\n"
+           "  - read\n"
+           "  - 'write'\n"
+           "metadata:\n"
+           "  author: me\n"
+           '  version: "1.0"\n'
+           "# a comment\n"
+           "\n"
+           "disable-model-invocation: true\n")
+    result = _check(src)
+    assert result == {
+        "name": "demo",
+        "description": "Does the thing. Use when asked, politely.",
+        "requires_tools": ["read", "write"],
+        "eligibility": {"os": ["darwin", "linux"], "env": []},
+        "allowed-tools": ["read", "write"],
+        "metadata": {"author": "me", "version": "1.0"},
+        "disable-model-invocation": True,
+    }
+
+
+def test_yaml_11_scalars_resolve_like_pyyaml():
+    assert _check("a: yes\nb: No\nc: ~\nd: null\ne: off\nf: y\n") == {
+        "a": True, "b": False, "c": None, "d": None, "e": False, "f": "y"}
+
+
+def test_numbers_dates_and_merge_keys_are_left_to_pyyaml():
+    for src in ("a: 1\n", "a: 1.0\n", "a: 0x1F\n", "a: 2024-01-01\n", "a: 1:30\n",
+                "a: .inf\n", "a: =\n", "<<: a\n", "1: a\n", "yes: a\n", "a.b: [1]\n"):
+        assert fastyaml.parse(src) is FALLBACK, src
+
+
+def test_outside_the_subset_falls_back():
+    for src in ("a: b\na: c\n",          # duplicate key
+                "a:\tb\n",                # tab
+                "a: &x b\n",              # anchor
+                "a: *x\n",                # alias
+                "a: !t b\n",              # tag
+                'a: "b\\n"\n',            # escape
+                "a: b # c\n",             # trailing comment
+                "a:\n  b:\n    c: d\n",   # nesting
+                "a: {b: c}\n",            # flow mapping
+                "a: [b, [c]]\n",          # nested flow
+                "a: |\n  b\n",            # block scalar
+                "a: b\n  c\n",            # multi-line plain scalar
+                "  a: b\n",               # indented document
+                "- a\n"):                 # not a mapping
+        assert fastyaml.parse(src) is FALLBACK, src
+
+
+def test_empty_document_is_none_and_frontmatter_makes_it_empty():
+    assert _check("") is None
+    assert _check("# only a comment\n\n") is None
+    assert frontmatter.parse_yaml("# only a comment\n") == {}
+    assert frontmatter.parse_yaml("") == {}
+
+
+def test_empty_key_is_null_and_empty_flow_list_is_empty():
+    assert _check("a:\nb: []\nc: [ ]\nd: ''\n") == {"a": None, "b": [], "c": [], "d": ""}
+
+
+def test_warm_and_cold_caches_give_the_same_answers():
+    docs = ["a: yes\nb: [x, 'y']\nc:\n  - z\n", "name: n\nd:\n  k: v\n  l: ~\n",
+            "a: x:y\nb: 'q'\n", "a: [ ]\nb:\n", "k: v # c\n"]
+    warm = [fastyaml.parse(d) for d in docs]
+    fastyaml._values.clear()
+    fastyaml._keys.clear()
+    cold = [fastyaml.parse(d) for d in docs]
+    assert all(a is b if a is FALLBACK else _same(a, b) for a, b in zip(warm, cold))
+
+
+def test_caches_stay_bounded():
+    for i in range(fastyaml._CACHE_MAX + 10):
+        fastyaml.parse(f"k{i}: value {i}\n")
+    assert len(fastyaml._values) <= fastyaml._CACHE_MAX
+    assert len(fastyaml._keys) <= fastyaml._CACHE_MAX
+
+
+# --- frontmatter.parse_document is decode + split + parse_yaml ---------------------
+
+def _three_steps(data: bytes):
+    try:
+        text = frontmatter.decode(data)
+        raw, body = frontmatter.split(text)
+        return text, body, frontmatter.parse_yaml(raw) if raw is not None else {}
+    except frontmatter.FrontmatterError as exc:
+        return str(exc)
+
+
+def _one_step(data: bytes):
+    try:
+        return frontmatter.parse_document(data)
+    except frontmatter.FrontmatterError as exc:
+        return str(exc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([
+    b"---", b"--- ", b"---\r", b"a: b", b"a: [x]", b"k:", b"  - v", b"# c", b"", b"body",
+    b"a: &x y", b"a: 1", b"\xef\xbb\xbf---", b"\r", "caf\u00e9: x".encode(), b"\xff",
+]), max_size=6), st.sampled_from([b"\n", b"\r\n"]), st.booleans())
+def test_parse_document_matches_the_three_steps(parts, eol, bom):
+    data = (b"\xef\xbb\xbf" if bom else b"") + eol.join(parts)
+    assert _one_step(data) == _three_steps(data)
+
+
+def test_parse_document_limits_match_the_three_steps():
+    for data in (b"x" * (frontmatter.MAX_FILE_BYTES + 1), b"x" * frontmatter.MAX_FILE_BYTES,
+                 b"---\na: " + b"y" * frontmatter.MAX_FRONTMATTER_BYTES + b"\n---\n",
+                 b"---\na: b\n", b"---", b"---\n---", b"\xef\xbb\xbf---\na: b\n---\nx"):
+        assert _one_step(data) == _three_steps(data), data[:20]
