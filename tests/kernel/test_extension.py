@@ -8,6 +8,7 @@ shell exactly.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -248,3 +249,19 @@ def test_python3_kernel_extension(py3):
     assert py3.ok("10 / 2").result == {"text/plain": "5.0"}
     err = py3.run("1 / 0")  # Python errors have their usual traceback again
     assert err.errors[0]["ename"] == "ZeroDivisionError" and len(err.errors[0]["traceback"]) > 1
+
+
+def test_extension_commands_never_contact_the_model_endpoint(start_kernel, recorder):
+    """The same rule as the Lily kernel's, in the other face: under %load_ext lily in a
+    python3 kernel, no command cell opens a connection to the model endpoint."""
+    from .test_kernel import MODEL_FREE_COMMANDS
+    kernel = start_kernel("python3", OPENAI_BASE_URL=recorder.url,
+                          OPENAI_API_KEY="sk-lily-test-secret-ext")
+    kernel.ok("%load_ext lily")
+    outcomes = {code: kernel.run(code).status for code in MODEL_FREE_COMMANDS}
+    assert outcomes["/help"] == "ok" and outcomes["/skills"] == "ok" and outcomes["/nope"] == "error"
+    time.sleep(0.2)
+    assert recorder.connections == [], "a command cell opened a connection to the model endpoint"
+    kernel.ok("import socket\n"
+              f"socket.create_connection(('127.0.0.1', {recorder.port}), timeout=5).close()")
+    assert recorder.wait_for(1)
