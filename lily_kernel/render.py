@@ -116,7 +116,7 @@ def _(r: AgentList) -> str:
 
 @text.register
 def _(r: Notice) -> str:
-    return r.markdown.replace("**", "").replace("`", "")
+    return _plain(r.markdown)
 
 
 @markdown.register
@@ -184,7 +184,7 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
 
 @text.register
 def _(r: ActionCard) -> str:
-    return card_markdown(r).replace("**", "").replace("`", "")
+    return _plain(card_markdown(r))
 
 
 @markdown.register
@@ -194,12 +194,17 @@ def _(r: ActionCard) -> str:
 
 @text.register
 def _(r: ActionDone) -> str:
-    return r.summary.replace("**", "").replace("`", "")
+    return _plain(r.summary)
 
 
 @markdown.register
 def _(r: ActionDone) -> str:
     return r.summary
+
+
+def _plain(md: str) -> str:
+    """Short Markdown as plain text: bold and code marks dropped."""
+    return md.replace("**", "").replace("`", "")
 
 
 def _value(value) -> str:

@@ -17,6 +17,7 @@ from lily_kernel import agent, context, journal, router
 from lily_kernel.results import SkillRequest, ToolOutput
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
+from agent_support import World, assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -30,27 +31,6 @@ SECRET_KEY = "sk-lily-test-SECRET-7f3a9c0d1e2b"
 
 
 
-class World:
-    """A workspace with its own skill folder, an empty user root and a private HOME."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.workspace = base / "ws"
-        self.skills = self.workspace / "skills"
-        self.user = base / "user_skills"
-        for d in (self.skills, self.user, base / "home"):
-            d.mkdir(parents=True, exist_ok=True)
-
-    def env(self, server: ScriptedServer | None, **extra: str) -> dict[str, str]:
-        env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
-               "HOME": str(self.base / "home"), "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "5"}
-        if server is not None:
-            env["OPENAI_BASE_URL"] = server.url
-        env.update(extra)
-        return env
-
-    def session(self, server: ScriptedServer | None, journal: bool = False, **extra: str) -> Session:
-        return Session(workspace=self.workspace, env=self.env(server, **extra), journal=journal)
 
 
 @pytest.fixture
@@ -82,22 +62,6 @@ def results_by_id(messages: list[dict]) -> dict[str, str]:
 
 def offered(request: dict) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or []}
-
-
-def assert_consistent(messages: list[dict]) -> None:
-    """Every assistant tool call is followed at once by its result; no orphan results."""
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        assert m["role"] != "tool", f"tool result without its call at {i}: {m}"
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            ids = [c["id"] for c in m["tool_calls"]]
-            after = messages[i + 1:i + 1 + len(ids)]
-            assert [(r["role"], r.get("tool_call_id")) for r in after] == \
-                [("tool", cid) for cid in ids], f"tool calls {ids} not answered in order: {after}"
-            i += 1 + len(ids)
-            continue
-        i += 1
 
 
 def system_text(request: dict) -> str:

@@ -19,6 +19,7 @@ from lily_kernel import agent, router
 from lily_kernel.results import CommandError
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
+from agent_support import assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -67,20 +68,6 @@ def answers_next(session: Session, server: ScriptedServer, text: str = "recovere
     assert_consistent(sent[1:])
     assert session.conversation[-2:] == [{"role": "user", "content": "next question"},
                                          {"role": "assistant", "content": text}]
-
-
-def assert_consistent(messages: list[dict]) -> None:
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        assert m["role"] in ("user", "assistant"), f"orphan {m['role']} message at {i}: {m}"
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            ids = [c["id"] for c in m["tool_calls"]]
-            after = messages[i + 1:i + 1 + len(ids)]
-            assert [(r["role"], r.get("tool_call_id")) for r in after] == [("tool", c) for c in ids]
-            i += 1 + len(ids)
-            continue
-        i += 1
 
 
 def free_port() -> int:

@@ -26,6 +26,7 @@ from lily_kernel.config_registry import ConfigRegistry
 from lily_kernel.results import ActionDone, CommandError, SkillRequest
 from lily_kernel.session import Session
 from lily_kernel.testing import ScriptedServer
+from agent_support import World as AgentWorld
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -76,24 +77,15 @@ def _clean_environment(no_machine_model, monkeypatch):
 
 
 
-class World:
+class World(AgentWorld):
     """A workspace with contacts.yaml and its own skill root; the bundled skills are the repo's."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.workspace = base / "ws"
-        self.skills = self.workspace / "skills"
-        self.user = base / "user_skills"
-        for d in (self.skills, self.user, base / "home"):
-            d.mkdir(parents=True, exist_ok=True)
+        super().__init__(base)
         (self.workspace / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
 
     def session(self, server: ScriptedServer | None = None) -> Session:
-        env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
-               "HOME": str(self.base / "home"), "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "5"}
-        if server is not None:
-            env["OPENAI_BASE_URL"] = server.url
-        session = Session(workspace=self.workspace, env=env, journal=False)
+        session = super().session(server)
         for name in ("read_receipts", "send_message"):
             assert session.snapshot.get(name) is not None, session.snapshot.diagnostics
         return session

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from lily_kernel.testing import ScriptedServer
+from agent_support import assert_consistent
 
 from .support import Kernel, Script, scripted_kernel_world
 
@@ -53,22 +54,6 @@ def call(name: str, args: dict, id: str) -> dict:
 def conversation(kernel: Kernel) -> list[dict]:
     run = kernel.ok("%%python\nimport json, lily\nprint(json.dumps(lily.session().conversation))")
     return json.loads(run.stdout)
-
-
-def assert_consistent(messages: list[dict]) -> None:
-    """Every assistant tool call is followed at once by its result; no orphan results."""
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        assert m["role"] != "tool", f"tool result without its call at {i}: {m}"
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            ids = [c["id"] for c in m["tool_calls"]]
-            after = messages[i + 1:i + 1 + len(ids)]
-            assert [(r["role"], r.get("tool_call_id")) for r in after] == \
-                [("tool", cid) for cid in ids], f"tool calls {ids} not answered: {after}"
-            i += 1 + len(ids)
-            continue
-        i += 1
 
 
 def markdown_answer(run) -> str:

@@ -1,0 +1,46 @@
+"""Helpers shared by the agent-loop tests (tests/ and tests/kernel/ both import it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lily_kernel.session import Session
+from lily_kernel.testing import ScriptedServer
+
+
+class World:
+    """A workspace with its own skill folder, an empty user root and a private HOME."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.workspace = base / "ws"
+        self.skills = self.workspace / "skills"
+        self.user = base / "user_skills"
+        for d in (self.skills, self.user, base / "home"):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def env(self, server: ScriptedServer | None, **extra: str) -> dict[str, str]:
+        env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
+               "HOME": str(self.base / "home"), "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "5"}
+        if server is not None:
+            env["OPENAI_BASE_URL"] = server.url
+        env.update(extra)
+        return env
+
+    def session(self, server: ScriptedServer | None, journal: bool = False, **extra: str) -> Session:
+        return Session(workspace=self.workspace, env=self.env(server, **extra), journal=journal)
+
+
+def assert_consistent(messages: list[dict]) -> None:
+    """Every assistant tool call is followed at once by its result; no orphan results."""
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        assert m["role"] in ("user", "assistant"), f"orphan {m['role']} message at {i}: {m}"
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            ids = [c["id"] for c in m["tool_calls"]]
+            after = messages[i + 1:i + 1 + len(ids)]
+            assert [(r["role"], r.get("tool_call_id")) for r in after] == \
+                [("tool", cid) for cid in ids], f"tool calls {ids} not answered in order: {after}"
+            i += 1 + len(ids)
+            continue
+        i += 1
