@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 demo: $(STAMP)
-	$(BIN)/python -m lily_kernel.demo
+	$(BIN)/python scripts/demo.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py
@@ -33,7 +33,7 @@ bench: $(STAMP)
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)
-	$(BIN)/python notebooks/regenerate.py
+	$(BIN)/python scripts/regenerate.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -51,7 +51,9 @@ def round_trip(kc, code: str) -> float:
 # ipykernel builds the bundle Lily's /help displays, to time the same output without Lily.
 HELP_BUNDLE = """\
 from IPython.display import display
-from lily_kernel import help, render, session
+from lily_kernel.commands import help
+from lily_kernel.commands import render
+from lily_kernel.session import session
 _s = session.Session(journal=False)
 B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
      "text/markdown": render.markdown(help.commands_page(_s.snapshot))}

@@ -12,7 +12,7 @@ __all__ = ["tool", "session", "load_ipython_extension", "unload_ipython_extensio
 
 
 def load_ipython_extension(shell) -> None:
-    from lily_kernel.ipython import Integration
+    from lily_kernel.jupyter.integration import Integration
     existing = getattr(shell, "_lily", None)
     if existing is not None:
         return  # already active (the Lily kernel, or loaded twice)
@@ -27,7 +27,7 @@ def unload_ipython_extension(shell) -> None:
 
 def session():
     """This shell's Lily session."""
-    from lily_kernel.ipython import current
+    from lily_kernel.jupyter.integration import current
     return current().session
 
 

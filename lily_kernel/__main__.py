@@ -7,8 +7,8 @@ import sys
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["install"]:
-        from .cli import add_install_args
-        from .install import install
+        from lily_kernel.cli import add_install_args
+        from lily_kernel.jupyter.install import install
         p = argparse.ArgumentParser(prog="python -m lily_kernel install",
                                     description="Install the Lily kernelspec.")
         add_install_args(p)
@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
         where = install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
         print(f"Installed kernelspec 'lily' in {where}")
         return 0
-    from .kernel import launch
+    from lily_kernel.jupyter.kernel import launch
     launch()
     return 0
 

@@ -16,15 +16,15 @@ import argparse
 import json
 import sys
 
-from . import render
-from .loader import LoaderError, build_snapshot
-from .paths import skill_roots, workspace_dir
-from .results import CommandError
+from lily_kernel.commands import render
+from lily_kernel.skills.loader import LoaderError, build_snapshot
+from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.commands.results import CommandError
 
 
 def _snapshot(args: argparse.Namespace):
-    from .builtin_tools import register_builtins
-    from .tools import ToolPolicy, ToolRegistry
+    from lily_kernel.agent.builtin_tools import register_builtins
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
     return build_snapshot(skill_roots(), tools, ToolPolicy.from_env())
@@ -35,7 +35,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snap.as_dict(), indent=2, ensure_ascii=False))
     else:
-        from .results import SkillTable
+        from lily_kernel.commands.results import SkillTable
         print(render.text(SkillTable(snap, show_all=args.all)))
     return 0
 
@@ -53,7 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .help import skill_help
+    from lily_kernel.commands.help import skill_help
     snap = _snapshot(args)
     skill = snap.get(args.name)
     if skill is None:
@@ -69,7 +69,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .validator import validate
+    from lily_kernel.skills.validator import validate
     bad = 0
     for path in args.paths:
         problems = validate(path, strict=args.strict)
@@ -82,14 +82,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_kernel_install(args: argparse.Namespace) -> int:
-    from .install import install
+    from lily_kernel.jupyter.install import install
     print(f"Installed kernelspec 'lily' in {install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import router
-    from .session import Session
+    from lily_kernel.commands import router
+    from lily_kernel.session.session import Session
     session = Session(journal=False)
     try:
         result = router.run(session, args.command)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 
 
 class World:

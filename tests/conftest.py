@@ -6,8 +6,8 @@ this module: other folders under tests/ may have their own conftest.py, and
 
 Everything here builds real folders under ``tmp_path``; nothing reads the
 machine's own skill roots, persona or home folder. Snapshots are built from
-explicit :class:`~lily_kernel.paths.Root` objects and an explicit
-:class:`~lily_kernel.loader.Host`, so results never depend on the host OS,
+explicit :class:`~lily_kernel.skills.paths.Root` objects and an explicit
+:class:`~lily_kernel.skills.loader.Host`, so results never depend on the host OS,
 its environment or its PATH.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.builtin_tools import register_builtins
-from lily_kernel.loader import Host, build_snapshot
-from lily_kernel.paths import Root
-from lily_kernel.session import Session
-from lily_kernel.tools import ToolPolicy, ToolRegistry
+from lily_kernel.agent.builtin_tools import register_builtins
+from lily_kernel.skills.loader import Host, build_snapshot
+from lily_kernel.skills.paths import Root
+from lily_kernel.session.session import Session
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_SKILLS = REPO / "skills"
@@ -183,6 +183,6 @@ def no_machine_model(monkeypatch):
 @pytest.fixture
 def server():
     """A scripted OpenAI-compatible server on 127.0.0.1, stopped after the test."""
-    from lily_kernel.testing import ScriptedServer
+    from lily_kernel.testing.server import ScriptedServer
     with ScriptedServer() as s:
         yield s

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lily_kernel.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, Delivery, DispatchError,
+from lily_kernel.typed.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, Delivery, DispatchError,
                                   Outbox, build_activity, new_activity_id)
 
 ALICE = "https://alice.example/users/alice"

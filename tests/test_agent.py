@@ -1,7 +1,7 @@
 """The agent loop (SPEC §7) against a real ScriptedServer over HTTP on 127.0.0.1.
 
 Every test runs Lily's real loop (``agent.run`` with a real :class:`Session`)
-and the real ``openai`` client against :class:`lily_kernel.testing.ScriptedServer`,
+and the real ``openai`` client against :class:`lily_kernel.testing.server.ScriptedServer`,
 then reads what the server was sent. Nothing is mocked; nothing leaves
 127.0.0.1. Skill roots, persona and workspace live under ``tmp_path``; the
 bundled skills are the repository's own.
@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel import agent, context, journal, router
-from lily_kernel.results import SkillRequest, ToolOutput
-from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.agent import loop as agent
+from lily_kernel.agent import prompt as context
+from lily_kernel.session import journal
+from lily_kernel.commands import router
+from lily_kernel.commands.results import SkillRequest, ToolOutput
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 from agent_support import World, assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

@@ -15,10 +15,11 @@ from pathlib import Path
 import openai  # noqa: F401  imported up front so its import time is not counted as a timeout
 import pytest
 
-from lily_kernel import agent, router
-from lily_kernel.results import CommandError
-from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.agent import loop as agent
+from lily_kernel.commands import router
+from lily_kernel.commands.results import CommandError
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 from agent_support import assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.config_registry import (
+from lily_kernel.typed.registry import (
     PATH_RE,
     AclError,
     AuditEntry,
@@ -316,7 +316,7 @@ def test_another_process_sees_committed_writes(tmp_path):
     reg.scoped("parent", write=["p"]).write({"p.v": "from parent"})
     proc = child("""
         import sys
-        from lily_kernel.config_registry import ConfigRegistry
+        from lily_kernel.typed.registry import ConfigRegistry
         r = ConfigRegistry(sys.argv[1])
         print(r.get("p.v"))
         r.scoped("child", write=["c"]).write({"c.v": 42})
@@ -357,7 +357,7 @@ def test_concurrent_writer_processes_do_not_fail(tmp_path):
     path = tmp_path / "config.sqlite"
     code = """
         import sys
-        from lily_kernel.config_registry import ConfigRegistry
+        from lily_kernel.typed.registry import ConfigRegistry
         path, name = sys.argv[1], sys.argv[2]
         s = ConfigRegistry(path).scoped(name, write=[name])
         for i in range(1, 61):
@@ -378,7 +378,7 @@ def test_concurrent_writer_processes_do_not_fail(tmp_path):
 
 KILL_WRITER = """
     import sys
-    from lily_kernel.config_registry import ConfigRegistry
+    from lily_kernel.typed.registry import ConfigRegistry
     reg = ConfigRegistry(sys.argv[1])
     s = reg.scoped("writer", write=["a"])
     n = reg.get("a.x", 0)

@@ -15,7 +15,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lily_kernel import fastyaml, frontmatter
+from lily_kernel.skills import fastyaml
+from lily_kernel.skills import frontmatter
 
 FALLBACK = fastyaml.FALLBACK
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 
-from lily_kernel import router
-from lily_kernel.journal import Journal, journal_path, read
+from lily_kernel.commands import router
+from lily_kernel.session.journal import Journal, journal_path, read
 
 
 def test_journal_lives_under_workspace_lily_journal(env):
@@ -82,7 +82,7 @@ def test_unwritable_journal_does_not_break_commands(env, tmp_path):
     blocked = tmp_path / "blocked_ws"
     blocked.mkdir()
     (blocked / ".lily").write_text("not a folder")
-    from lily_kernel.session import Session
+    from lily_kernel.session.session import Session
     session = Session(workspace=blocked, env=env.session_env(), host=env.host)
     assert session.journal.error and "journal disabled" in session.journal.error
     assert router.run(session, "/skills").snapshot is session.snapshot
@@ -96,7 +96,7 @@ def test_read_only_workspace_does_not_break_commands(env, tmp_path, require_perm
     ro.mkdir()
     ro.chmod(0o555)
     try:
-        from lily_kernel.session import Session
+        from lily_kernel.session.session import Session
         session = Session(workspace=ro, env=env.session_env(), host=env.host)
         assert session.journal.error
         router.run(session, "/skills")

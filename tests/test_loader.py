@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from lily_kernel.loader import Host, LoaderError, build_snapshot, discover
-from lily_kernel.paths import Root, skill_roots
-from lily_kernel.snapshot import DIAGNOSTIC_KINDS
-from lily_kernel.tools import ToolPolicy, ToolRegistry
+from lily_kernel.skills.loader import Host, LoaderError, build_snapshot, discover
+from lily_kernel.skills.paths import Root, skill_roots
+from lily_kernel.skills.snapshot import DIAGNOSTIC_KINDS
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 
 # -- seed 000 §6: a skill must be excluded if ... ----------------------------------------

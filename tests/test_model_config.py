@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel import agent, journal, router
-from lily_kernel.model_config import DEFAULT_MODEL, ConfigError, ModelConfig
-from lily_kernel.results import CommandError
-from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.agent import loop as agent
+from lily_kernel.session import journal
+from lily_kernel.commands import router
+from lily_kernel.agent.config import DEFAULT_MODEL, ConfigError, ModelConfig
+from lily_kernel.commands.results import CommandError
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

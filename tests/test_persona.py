@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel import persona as persona_mod
-from lily_kernel.persona import PERSONA_FILES, PersonaError, cap, load, persona_dirs
+from lily_kernel.session import persona as persona_mod
+from lily_kernel.session.persona import PERSONA_FILES, PersonaError, cap, load, persona_dirs
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-import lily_kernel.loader
-from lily_kernel.paths import SOURCES
+import lily_kernel.skills.loader
+from lily_kernel.skills.paths import SOURCES
 
 SUBSETS = [combo for n in (1, 2, 3) for combo in itertools.combinations(SOURCES, n)]
 assert len(SUBSETS) == 7
@@ -157,8 +157,8 @@ def _fingerprint(snap):
 def test_listing_order_does_not_change_the_snapshot(env, monkeypatch, mode):
     _build_world(env)
     baseline = _fingerprint(env.snapshot())
-    fake = _shuffling_scandir(lily_kernel.loader.os.scandir, mode)
-    monkeypatch.setattr(lily_kernel.loader.os, "scandir", fake)
+    fake = _shuffling_scandir(lily_kernel.skills.loader.os.scandir, mode)
+    monkeypatch.setattr(lily_kernel.skills.loader.os, "scandir", fake)
     shuffled = _fingerprint(env.snapshot())
     monkeypatch.undo()
     assert fake.calls, "the loader did not list the roots through os.scandir"

@@ -6,9 +6,11 @@ import shutil
 
 import pytest
 
-from lily_kernel import commands, render, router
-from lily_kernel.journal import read as read_journal
-from lily_kernel.results import (AgentList, CommandError, HelpPage, ModelInfo, Notice,
+from lily_kernel.commands import table as commands
+from lily_kernel.commands import render
+from lily_kernel.commands import router
+from lily_kernel.session.journal import read as read_journal
+from lily_kernel.commands.results import (AgentList, CommandError, HelpPage, ModelInfo, Notice,
                                  SkillRequest, SkillTable, ToolOutput)
 
 
@@ -165,7 +167,7 @@ def test_tool_dispatch_tool_crash_is_a_cell_error_not_a_traceback(env):
         raise ZeroDivisionError("boom")
 
     env.write_skill(env.ws_skills, "crash", "invocation_mode: tool_dispatch\ncommand_tool: crashy")
-    from lily_kernel.session import Session
+    from lily_kernel.session.session import Session
     session = Session(workspace=env.workspace, env=env.session_env(), tools=tools,
                       host=env.host, journal=False)
     line = error_line(session, "/skill crash")
@@ -182,7 +184,7 @@ def test_tool_dispatch_returns_non_string_values(env):
         return {"got": input, "n": 2}
 
     env.write_skill(env.ws_skills, "echo", "invocation_mode: tool_dispatch\ncommand_tool: echo_json")
-    from lily_kernel.session import Session
+    from lily_kernel.session.session import Session
     session = Session(workspace=env.workspace, env=env.session_env(), tools=tools,
                       host=env.host, journal=False)
     out = run(session, "/skill echo a b\nc")

@@ -1,4 +1,4 @@
-"""lily_kernel.testing.ScriptedServer over real HTTP on 127.0.0.1, with the real openai client."""
+"""lily_kernel.testing.server.ScriptedServer over real HTTP on 127.0.0.1, with the real openai client."""
 from __future__ import annotations
 
 import http.client
@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from lily_kernel.builtin_tools import register_builtins
-from lily_kernel.testing import ScriptedServer, demo_responder
-from lily_kernel.tools import ToolRegistry
+from lily_kernel.agent.builtin_tools import register_builtins
+from lily_kernel.testing.server import ScriptedServer, demo_responder
+from lily_kernel.agent.tools import ToolRegistry
 
 USER = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": name, "description": name,

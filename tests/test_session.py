@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import time
 
-from lily_kernel import router
-from lily_kernel.journal import read as read_journal
-from lily_kernel.session import Session
+from lily_kernel.commands import router
+from lily_kernel.session.journal import read as read_journal
+from lily_kernel.session.session import Session
 
 
 def test_session_fields(env):
@@ -103,7 +103,7 @@ def test_two_sessions_over_different_workspaces_see_their_own_skills(tmp_path):
 
 
 def _tool_error(tool, *args) -> str:
-    from lily_kernel.tools import ToolError
+    from lily_kernel.agent.tools import ToolError
     try:
         tool(*args)
     except ToolError as exc:

@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from lily_kernel import render, router
-from lily_kernel.results import CommandError, HelpPage, SkillRequest, SkillTable
+from lily_kernel.commands import render
+from lily_kernel.commands import router
+from lily_kernel.commands.results import CommandError, HelpPage, SkillRequest, SkillTable
 
 
 def run(session, cell):

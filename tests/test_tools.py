@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from lily_kernel import router
-from lily_kernel.builtin_tools import confine
-from lily_kernel.results import CommandError, ToolOutput
-from lily_kernel.session import Session
-from lily_kernel.tools import ToolError, ToolPolicy, ToolRegistry, schema_for
+from lily_kernel.commands import router
+from lily_kernel.agent.builtin_tools import confine
+from lily_kernel.commands.results import CommandError, ToolOutput
+from lily_kernel.session.session import Session
+from lily_kernel.agent.tools import ToolError, ToolPolicy, ToolRegistry, schema_for
 
 
 @pytest.fixture

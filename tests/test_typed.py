@@ -18,13 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lily_kernel import contacts, router, typed
-from lily_kernel.loader import Host, build_snapshot
-from lily_kernel.paths import Root
-from lily_kernel.results import HelpPage
-from lily_kernel.session import Session
-from lily_kernel.tools import ToolPolicy, ToolRegistry
-from lily_kernel.typed import ParamError, TypedError, check_value, validate
+from lily_kernel.typed import contacts
+from lily_kernel.commands import router
+from lily_kernel.typed import declarations as typed
+from lily_kernel.skills.loader import Host, build_snapshot
+from lily_kernel.skills.paths import Root
+from lily_kernel.commands.results import HelpPage
+from lily_kernel.session.session import Session
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.typed.declarations import ParamError, TypedError, check_value, validate
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -754,7 +756,7 @@ def test_typed_error_is_a_value_error_naming_the_line():
 # -- loose ends found in review ------------------------------------------------
 
 def test_type_heading_inside_a_code_fence_does_not_make_a_skill_typed(tmp_path):
-    from lily_kernel.skill import parse
+    from lily_kernel.skills.skill import parse
     body = ("# Writing typed skills\n\nAn example:\n\n```markdown\n## Purpose\nx\n\n## Type\n"
             "internal\n```\n")
     skill = parse("howto", "workspace", str(tmp_path), body.encode())
@@ -762,7 +764,7 @@ def test_type_heading_inside_a_code_fence_does_not_make_a_skill_typed(tmp_path):
 
 
 def test_behavior_spelling_is_accepted():
-    from lily_kernel import typed
+    from lily_kernel.typed import declarations as typed
     spec = typed.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
                        "- content: string (required) — text\n## Behavior\n1. do it\n")
     assert spec.behaviour == "1. do it"
@@ -770,5 +772,5 @@ def test_behavior_spelling_is_accepted():
 
 @pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
 def test_uri_with_an_invalid_port_is_refused(uri):
-    from lily_kernel import typed
+    from lily_kernel.typed import declarations as typed
     assert not typed.is_https_uri(uri)

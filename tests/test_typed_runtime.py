@@ -3,7 +3,7 @@
 Everything is real: a :class:`Session` over a temporary workspace (its own
 ``contacts.yaml``, Config Registry and outbox SQLite files), the bundled
 ``read_receipts`` and ``send_message`` skills, the agent loop talking to
-:class:`lily_kernel.testing.ScriptedServer` over HTTP, and an ActivityPub
+:class:`lily_kernel.testing.server.ScriptedServer` over HTTP, and an ActivityPub
 receiver (``http.server``) on 127.0.0.1. Nothing is mocked; nothing leaves
 127.0.0.1. What the model *sees* is read back from the requests the scripted
 server received; what *happened* is read back from the SQLite files with
@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel import actions, agent, router
-from lily_kernel.activity import AS_CONTEXT, CONTENT_TYPE, Outbox
-from lily_kernel.config_registry import ConfigRegistry
-from lily_kernel.results import ActionDone, CommandError, SkillRequest
-from lily_kernel.session import Session
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.typed import actions
+from lily_kernel.agent import loop as agent
+from lily_kernel.commands import router
+from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE, Outbox
+from lily_kernel.typed.registry import ConfigRegistry
+from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 from agent_support import World as AgentWorld
 
 ALICE = "https://alice.example/users/alice"

@@ -58,7 +58,8 @@ def test_wheel_contains_the_kernelspec(wheel):
 
 def test_wheel_contains_the_core_package(wheel):
     names = set(wheel.namelist())
-    for module in ("__init__", "loader", "skill", "frontmatter", "router", "session", "cli"):
+    for module in ("__init__", "skills/loader", "skills/skill", "skills/frontmatter", "commands/router",
+                   "session/session", "cli"):
         assert f"lily_kernel/{module}.py" in names
 
 
@@ -78,7 +79,7 @@ def test_wheel_contains_the_lily_extension_package(wheel):
 def test_bundled_lookup_prefers_the_installed_copy(tmp_path, wheel):
     # Unpack the wheel and import from it: paths.bundled() must find _bundled/ inside it.
     wheel.extractall(tmp_path)
-    code = ("import lily_kernel.paths as p, sys; "
+    code = ("import lily_kernel.skills.paths as p, sys; "
             "print(p.bundled('skills')); print(p.bundled('persona'))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(tmp_path)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.testing.server import ScriptedServer
 from agent_support import assert_consistent
 
 from .support import Kernel, Script, scripted_kernel_world

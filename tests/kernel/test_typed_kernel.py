@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from lily_kernel.activity import Outbox
-from lily_kernel.testing import ScriptedServer
+from lily_kernel.typed.activity import Outbox
+from lily_kernel.testing.server import ScriptedServer
 
 from .support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
 

@@ -1,0 +1,1 @@
+"""The agent loop: model client and configuration, system prompt, tools."""

@@ -1,0 +1,177 @@
+"""Talking to an OpenAI-compatible Chat Completions endpoint through ``openai``.
+
+One streaming call per loop step: text deltas go to ``on_text`` as they
+arrive, tool-call deltas are assembled, and every endpoint fault becomes a
+:class:`ModelError` with one readable line. The API key is read from the
+environment at call time and never stored in the session.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from lily_kernel.agent.config import ModelConfig
+
+NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
+
+
+class ModelError(Exception):
+    """The endpoint failed or answered something unusable; ``str()`` is one line."""
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model sent it
+
+    def parsed(self) -> dict:
+        try:
+            value = json.loads(self.arguments or "{}")
+        except ValueError as exc:
+            raise ModelError(f"the model sent invalid JSON arguments for tool '{self.name}': "
+                             f"{exc.msg} (at character {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise ModelError(f"the model sent arguments for tool '{self.name}' that are not "
+                             "a JSON object")
+        return value
+
+
+@dataclass
+class Turn:
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in self.tool_calls]
+        return msg
+
+
+def not_configured(env: Mapping[str, str], config: ModelConfig) -> str | None:
+    """Why no model can be called, or None."""
+    if env.get("OPENAI_API_KEY") or config.base_url:
+        return None
+    return ("no model is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL "
+            "(for any other OpenAI-compatible endpoint) in the kernel's environment, "
+            "or run /model base_url=<url>; /commands work without a model.")
+
+
+class ClientCache:
+    """One ``openai.OpenAI`` client per (endpoint, key, timeout, retries), built lazily."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._client = None
+
+    def get(self, config: ModelConfig, env: Mapping[str, str]):
+        api_key = env.get("OPENAI_API_KEY") or NO_KEY
+        key = (config.base_url, api_key, config.timeout, config.max_retries)
+        if self._client is None or key != self._key:
+            import openai  # imported on first use: it costs ~0.3 s
+            self._client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
+                                         timeout=config.timeout, max_retries=config.max_retries)
+            self._key = key
+        return self._client
+
+
+def request_args(config: ModelConfig, messages: list[dict], tools: list[dict]) -> dict:
+    args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
+    if tools:
+        args["tools"] = tools
+    for name in ("temperature", "reasoning_effort", "verbosity"):
+        value = getattr(config, name)
+        if value is not None:
+            args[name] = value
+    return args
+
+
+def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+             on_text: Callable[[str], None] | None = None) -> Turn:
+    """One streamed completion, assembled into a :class:`Turn`."""
+    import openai
+    turn = Turn()
+    parts: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    stream = None
+    try:
+        stream = client.chat.completions.create(**request_args(config, messages, tools))
+        for chunk in stream:
+            if not getattr(chunk, "choices", None):
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if delta is not None and delta.content:
+                parts.append(delta.content)
+                if on_text is not None:
+                    on_text(delta.content)
+            for tc in (delta.tool_calls or []) if delta is not None else []:
+                slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                if tc.id:
+                    slot["id"] = tc.id
+                if tc.function is not None:
+                    slot["name"] += tc.function.name or ""
+                    slot["arguments"] += tc.function.arguments or ""
+            if choice.finish_reason:
+                turn.finish_reason = choice.finish_reason
+    except openai.APITimeoutError:
+        raise ModelError(f"the model endpoint did not answer within {config.timeout:g} s "
+                         f"(tried {config.max_retries + 1} times): {_where(client)}") from None
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        if stream is not None:  # the endpoint answered, then the stream broke off
+            raise ModelError(f"the model's response ended early (the connection closed "
+                             f"mid-stream: {_first_line(cause)}); nothing was done with the "
+                             "partial answer") from None
+        raise ModelError(f"cannot reach the model endpoint at {_where(client)}: "
+                         f"{_first_line(cause)}") from None
+    except openai.RateLimitError:
+        raise ModelError(f"the model endpoint is rate limiting (HTTP 429), still after "
+                         f"{config.max_retries} retries; try again later") from None
+    except openai.AuthenticationError:
+        raise ModelError("the model endpoint refused the API key (HTTP 401): "
+                         "check OPENAI_API_KEY") from None
+    except openai.NotFoundError as exc:
+        raise ModelError(f"the endpoint has no model '{config.model}' (HTTP 404: "
+                         f"{_api_message(exc)}); choose one with /model NAME") from None
+    except openai.APIStatusError as exc:
+        if exc.status_code >= 500:
+            raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}), still after "
+                             f"{config.max_retries} retries: {_api_message(exc)}") from None
+        raise ModelError(f"the model endpoint rejected the request (HTTP {exc.status_code}): "
+                         f"{_api_message(exc)}") from None
+    except (openai.APIError, ValueError, AttributeError, TypeError) as exc:
+        raise ModelError(f"the model endpoint sent a malformed response: {_first_line(exc)}") from None
+    turn.content = "".join(parts)
+    turn.tool_calls = [ToolCall(c["id"] or f"call_{i}", c["name"], c["arguments"])
+                       for i, c in sorted(calls.items())]
+    if turn.finish_reason is None:
+        raise ModelError("the model's response ended early (the stream was cut before it "
+                         "finished); nothing was done with the partial answer")
+    for call in turn.tool_calls:
+        if not call.name:
+            raise ModelError("the model sent a tool call without a tool name")
+    return turn
+
+
+def _where(client) -> str:
+    return str(getattr(client, "base_url", "") or "the endpoint").rstrip("/")
+
+
+def _api_message(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return _first_line(err["message"])
+    return _first_line(getattr(exc, "message", exc))
+
+
+def _first_line(value) -> str:
+    text = str(value).strip()
+    return (text.splitlines() or [""])[0][:300]

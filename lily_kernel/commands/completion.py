@@ -1,0 +1,101 @@
+"""Tab completion and inspection for command cells (pure: no Jupyter imports).
+
+Both work on the first line of a command cell only: the command word after
+``/`` (built-ins and the snapshot's aliases), and the argument of ``/skill``,
+``/help`` (skills and commands) and ``/agent`` (agents).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lily_kernel.commands import table as commands
+from lily_kernel.commands import help as help_mod
+from lily_kernel.session.session import Session
+
+
+@dataclass(frozen=True)
+class Completion:
+    start: int
+    end: int
+    matches: tuple[str, ...]
+
+
+def _first_line(code: str, cursor: int) -> tuple[int, str] | None:
+    """(offset of the command line, text of that line up to the cursor), if the cursor is on it."""
+    offset = 0
+    for line in code.splitlines(keepends=True):
+        if line.strip():
+            break
+        offset += len(line)
+    end = code.find("\n", offset)
+    end = len(code) if end == -1 else end
+    if not (offset <= cursor <= end):
+        return None
+    stripped = code[offset:cursor].lstrip()
+    if not stripped.startswith("/"):
+        return None
+    return cursor - len(stripped), stripped
+
+
+def _command_words(session: Session) -> list[str]:
+    return sorted(set(commands.BUILTIN_NAMES) | set(session.snapshot.aliases))
+
+
+def complete(session: Session, code: str, cursor: int) -> Completion | None:
+    found = _first_line(code, cursor)
+    if found is None:
+        return None
+    start, text = found
+    if " " not in text:
+        word = text[1:]
+        return Completion(start, cursor, tuple("/" + w for w in _command_words(session)
+                                               if w.startswith(word)))
+    head, _, rest = text.partition(" ")
+    if " " in rest.strip() or rest.endswith("  "):
+        return Completion(cursor, cursor, ())
+    arg = rest.lstrip()
+    arg_start = cursor - len(arg)
+    options: list[str] = []
+    if head == "/skill":
+        options = session.snapshot.names()
+    elif head == "/help":
+        options = session.snapshot.names() + ["/" + w for w in _command_words(session)]
+    elif head == "/agent":
+        options = session.agents()
+    elif head == "/skills":
+        options = ["--all"]
+    return Completion(arg_start, cursor, tuple(o for o in options if o.startswith(arg)))
+
+
+def _word_at(line: str, pos: int) -> tuple[int, str]:
+    """The whitespace-delimited word of ``line`` around ``pos`` and its index (0 = command)."""
+    words = line.split()
+    offset = 0
+    for i, w in enumerate(words):
+        begin = line.index(w, offset)
+        end = begin + len(w)
+        if begin <= pos <= end:
+            return i, w
+        offset = end
+    return -1, ""
+
+
+def inspect(session: Session, code: str, cursor: int):
+    """A HelpPage for the command, alias or skill under the cursor, or None."""
+    lines = code.lstrip("\n").split("\n", 1)
+    line = lines[0]
+    lead = len(code) - len(code.lstrip("\n"))
+    if not line.lstrip().startswith("/") or cursor > lead + len(line):
+        return None
+    index, word = _word_at(line, max(cursor - lead, 0))
+    snap = session.snapshot
+    first = line.split()[0][1:]
+    if index == 0 or (index == -1 and cursor - lead <= len(line.split()[0])):
+        if first in commands.BY_NAME:
+            return help_mod.command_help(commands.BY_NAME[first])
+        if first in snap.aliases:
+            return help_mod.skill_help(snap, snap.get(snap.aliases[first]))
+        return None
+    if index == 1 and first in ("skill", "help") and snap.get(word) is not None:
+        return help_mod.skill_help(snap, snap.get(word))
+    return None

@@ -1,0 +1,216 @@
+"""Plain-text and Markdown renderings of command results.
+
+The CLI prints :func:`text`; the Jupyter faces put :func:`text` in
+``text/plain`` and :func:`markdown` (or richer HTML and widgets of their own)
+beside it.
+"""
+from __future__ import annotations
+
+import json
+from functools import singledispatch
+
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.skills.snapshot import Snapshot
+
+SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
+EXCLUDED_COLUMNS = ("name", "source", "kind", "reason")
+
+
+def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
+             s.summary) for s in snap.skills]
+
+
+def mode_label(skill) -> str:
+    """How a skill runs: its invocation mode, or 'typed (internal|external)'."""
+    return f"typed ({skill.typed.kind})" if skill.typed is not None else skill.invocation_mode
+
+
+def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    return [(d.skill or "", d.source or "", d.kind, d.reason)
+            for d in snap.diagnostics if d.kind != "loader_error"]
+
+
+def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
+    """A fixed-width text table; long cells are shortened with '…'."""
+    def clip(v: str) -> str:
+        v = str(v).replace("\n", " ")
+        return v if len(v) <= width else v[:width - 1] + "…"
+    cells = [tuple(clip(c) for c in r) for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*headers).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
+    out += [fmt.format(*r).rstrip() for r in cells]
+    return "\n".join(out)
+
+
+def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    esc = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def skills_heading(snap: Snapshot) -> str:
+    n = len(snap.skills)
+    return (f"{n} skill{'s' if n != 1 else ''} in snapshot version {snap.version} "
+            f"({snap.hash[:12]})")
+
+
+@singledispatch
+def text(result) -> str:
+    return str(result)
+
+
+@singledispatch
+def markdown(result) -> str:
+    return text(result)
+
+
+@text.register
+def _(r: SkillTable) -> str:
+    snap = r.snapshot
+    out = [skills_heading(snap), "", table(SKILL_COLUMNS, skill_rows(snap))]
+    if r.show_all:
+        rows = excluded_rows(snap)
+        out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
+        out.append(table(EXCLUDED_COLUMNS, rows, width=100) if rows else "(none)")
+    elif snap.excluded():
+        out += ["", f"{len(snap.excluded())} skill(s) excluded; /skills --all shows why."]
+    return "\n".join(out)
+
+
+@markdown.register
+def _(r: SkillTable) -> str:
+    snap = r.snapshot
+    out = [f"**{skills_heading(snap)}**", "", md_table(SKILL_COLUMNS, skill_rows(snap))]
+    if r.show_all:
+        rows = excluded_rows(snap)
+        out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
+        out.append(md_table(EXCLUDED_COLUMNS, rows) if rows else "(none)")
+    return "\n".join(out)
+
+
+@text.register
+def _(r: HelpPage) -> str:
+    return f"{r.title}\n\n{r.markdown}"
+
+
+@markdown.register
+def _(r: HelpPage) -> str:
+    return f"### {r.title}\n\n{r.markdown}"
+
+
+@text.register
+def _(r: AgentList) -> str:
+    head = f"Switched to agent {r.active}." if r.switched else "Agents:"
+    return head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+
+
+@markdown.register
+def _(r: AgentList) -> str:
+    head = f"Switched to agent **{r.active}**." if r.switched else "**Agents**"
+    return head + "\n\n" + "\n".join(
+        f"- **{a}** (active)" if a == r.active else f"- {a}" for a in r.agents)
+
+
+@text.register
+def _(r: Notice) -> str:
+    return _plain(r.markdown)
+
+
+@markdown.register
+def _(r: Notice) -> str:
+    return r.markdown
+
+
+@text.register
+def _(r: ToolOutput) -> str:
+    return _value(r.value)
+
+
+@markdown.register
+def _(r: ToolOutput) -> str:
+    value = r.value
+    if isinstance(value, str):
+        return value
+    return "```json\n" + _value(value) + "\n```"
+
+
+@text.register
+def _(r: SkillRequest) -> str:
+    return f"[skill {r.skill.name}: prompt_rewrite request for the agent]\n\n{r.prompt}"
+
+
+@text.register
+def _(r: ModelInfo) -> str:
+    head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items())
+
+
+@markdown.register
+def _(r: ModelInfo) -> str:
+    head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    return head + "\n\n" + md_table(("setting", "value"),
+                                    [(k, "—" if v is None else v) for k, v in r.config.items()])
+
+
+@text.register
+def _(r: Answer) -> str:
+    return f"{r.text.rstrip()}\n\n[{r.footer()}]"
+
+
+@markdown.register
+def _(r: Answer) -> str:
+    return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
+
+
+def card_markdown(card: ActionCard, footer: bool = True) -> str:
+    a = card.action
+    out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
+           md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
+    if a.kind == "internal":
+        out += ["", md_table(("setting", "now", "after"),
+                             [(f"`{p}`", "—" if a.old.get(p) is None else f"`{json.dumps(a.old[p])}`",
+                               f"`{json.dumps(v)}`") for p, v in a.changes.items()])]
+    else:
+        out += ["", f"Sends a **{a.activity['type']}** activity to {a.target} "
+                    f"(id `{a.activity['id']}`):", "", "```json",
+                json.dumps(a.activity, indent=2, ensure_ascii=False), "```"]
+    if footer:
+        out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
+    return "\n".join(out)
+
+
+@text.register
+def _(r: ActionCard) -> str:
+    return _plain(card_markdown(r))
+
+
+@markdown.register
+def _(r: ActionCard) -> str:
+    return card_markdown(r)
+
+
+@text.register
+def _(r: ActionDone) -> str:
+    return _plain(r.summary)
+
+
+@markdown.register
+def _(r: ActionDone) -> str:
+    return r.summary
+
+
+def _plain(md: str) -> str:
+    """Short Markdown as plain text: bold and code marks dropped."""
+    return md.replace("**", "").replace("`", "")
+
+
+def _value(value) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,102 @@
+"""What a command returns. Pure data: each face renders it its own way."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lily_kernel.skills.skill import Skill
+from lily_kernel.skills.snapshot import Snapshot
+
+
+class CommandError(Exception):
+    """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix."""
+
+    def line(self) -> str:
+        return f"Error: {self}"
+
+
+@dataclass(frozen=True)
+class SkillTable:
+    """``/skills``: the snapshot's skills (and, with ``show_all``, what was left out and why)."""
+    snapshot: Snapshot
+    show_all: bool = False
+
+
+@dataclass(frozen=True)
+class HelpPage:
+    """``/help``: Markdown built from the snapshot and the built-in command table."""
+    title: str
+    markdown: str
+
+
+@dataclass(frozen=True)
+class AgentList:
+    agents: tuple[str, ...]
+    active: str
+    switched: bool = False
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A short confirmation, in Markdown."""
+    markdown: str
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A ``tool_dispatch`` skill ran its tool; the model was not involved."""
+    skill: str
+    tool: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class SkillRequest:
+    """A ``prompt_rewrite`` skill forced by ``/skill`` or an alias: the request for the agent loop."""
+    skill: Skill
+    input: str
+
+    @property
+    def prompt(self) -> str:
+        """The skill's instructions followed by the user's input."""
+        body = self.skill.body.strip()
+        request = self.input.strip() or "(no further input: apply the skill to the conversation so far)"
+        return (f"Use the skill '{self.skill.name}' for this request.\n\n"
+                f"<skill name=\"{self.skill.name}\">\n{body}\n</skill>\n\n{request}")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    config: dict
+    changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The agent's final answer to one request, and what it used."""
+    text: str
+    skill: str | None = None
+    tools: tuple[str, ...] = ()
+    model: str = ""
+
+    def footer(self) -> str:
+        parts = [f"skill: {self.skill}" if self.skill else "no skill"]
+        if self.tools:
+            parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))
+        if self.model:
+            parts.append(f"model: {self.model}")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class ActionCard:
+    """A typed-skill action waiting for the user: what would happen, and how to allow it."""
+    action: Any  # actions.Action
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class ActionDone:
+    """A typed-skill action carried out (or cancelled)."""
+    action: Any
+    summary: str

@@ -1,0 +1,279 @@
+"""The deterministic command router (SPEC §4).
+
+A cell whose first non-blank line starts with ``/`` is a command. The name
+must match a built-in or a snapshot alias exactly; the rest of the first line
+is the arguments and the following lines are the body. Results are data
+(:mod:`lily_kernel.commands.results`); failures raise :class:`CommandError` with one
+readable line. Nothing here calls a model.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lily_kernel.commands import table as commands
+from lily_kernel.agent.config import SECRET_KEYS, ConfigError
+from lily_kernel.session.persona import PersonaError
+from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, HelpPage, ModelInfo, Notice, SkillRequest,
+                      SkillTable, ToolOutput)
+from lily_kernel.session.session import Session
+from lily_kernel.skills.skill import Skill
+from lily_kernel.agent.tools import ToolError
+
+_SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
+_USERINFO_RE = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+    body: str
+    line: str  # the first line, as typed (stripped)
+
+    @property
+    def input(self) -> str:
+        """Arguments and body together: the input of a skill."""
+        return "\n".join(part for part in (self.args, self.body) if part.strip())
+
+
+def parse(cell: str) -> Command | None:
+    """The command in ``cell``, or None when the cell is not a command."""
+    lines = cell.split("\n")
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith("/"):
+            return None
+        head, _, args = line[1:].partition(" ")
+        body = "\n".join(lines[i + 1:]).strip("\n")
+        return Command(head.strip(), args.strip(), body, line)
+    return None
+
+
+def is_command(cell: str) -> bool:
+    return parse(cell) is not None
+
+
+def redact(line: str) -> str:
+    """A command line as it may be journaled: nothing that could be a secret.
+
+    ``/model`` keeps only the model name and known settings (a URL loses any
+    user:password@); every other value is masked (``key=***``), whatever its spelling.
+    Other commands lose the values of secret-looking ``key=value`` pairs.
+    """
+    line = _USERINFO_RE.sub(r"\1***@", line)
+    head, _, rest = line.partition(" ")
+    if head != "/model":
+        return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
+    from lily_kernel.agent.config import ModelConfig
+    known = {f for f in ModelConfig.__dataclass_fields__}
+    kept = []
+    for i, token in enumerate(rest.split()):
+        key, eq, _ = token.partition("=")
+        if (eq and key in known) or (not eq and i == 0):
+            kept.append(token)
+        else:
+            kept.append(f"{key}=***" if eq else "***")
+    return " ".join([head, *kept])
+
+
+def run(session: Session, cell: str):
+    """Run the command in ``cell`` against ``session`` and return its result."""
+    cmd = parse(cell)
+    if cmd is None:
+        raise CommandError("not a command: a command cell starts with '/'.")
+    try:
+        result = _dispatch(session, cmd)
+    except CommandError:
+        session.record_command(redact(cmd.line), ok=False)
+        raise
+    session.record_command(redact(cmd.line), ok=True)
+    return result
+
+
+def _dispatch(session: Session, cmd: Command):
+    handler = _HANDLERS.get(cmd.name)
+    if handler is not None:
+        return handler(session, cmd)
+    snap = session.snapshot
+    if cmd.name in snap.alias_clashes:
+        owners = snap.alias_clashes[cmd.name]
+        raise CommandError(
+            f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
+            f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
+    if cmd.name in snap.aliases:
+        return _invoke(session, snap.get(snap.aliases[cmd.name]), cmd.input)
+    if not cmd.name:
+        raise CommandError("unknown command /: a command needs a name right after '/'. "
+                           "Run /help for the list of commands.")
+    raise CommandError(f"unknown command /{cmd.name}. Run /help for the list of commands.")
+
+
+# -- handlers ------------------------------------------------------------------
+
+def _skills(session: Session, cmd: Command):
+    if cmd.args not in ("", "--all"):
+        raise CommandError(f"/skills takes no arguments but --all, not '{cmd.args}'.")
+    return SkillTable(session.snapshot, show_all=cmd.args == "--all")
+
+
+def _skill(session: Session, cmd: Command):
+    name, _, rest = cmd.args.partition(" ")
+    if not name:
+        raise CommandError("/skill requires a skill name.")
+    skill = _lookup(session, name)
+    return _invoke(session, skill, "\n".join(p for p in (rest.strip(), cmd.body) if p.strip()))
+
+
+def _lookup(session: Session, name: str) -> Skill:
+    snap = session.snapshot
+    skill = snap.get(name)
+    if skill is not None:
+        return skill
+    excluded = snap.exclusion(name)
+    if excluded is not None:
+        raise CommandError(f"skill '{name}' is excluded from this session's snapshot "
+                           f"(version {snap.version}): {excluded.reason}.")
+    raise CommandError(f"no skill named '{name}' in this session's snapshot (version {snap.version}).")
+
+
+def _invoke(session: Session, skill: Skill, text: str):
+    if skill.typed is not None:
+        from lily_kernel.typed import actions
+        try:
+            values = actions.parse_json_params(text)
+            if values is None:  # natural language: the model extracts, Lily confirms
+                return SkillRequest(skill, text)
+            action = actions.prepare(session, skill, values)  # every required parameter, valid
+            outcome = actions.execute(session, action)
+        except actions.ActionError as exc:
+            raise CommandError(f"{exc}.") from None
+        session.settle(action, "executed")
+        return ActionDone(action, outcome.summary)
+    if skill.invocation_mode == "tool_dispatch":
+        tool = session.tools.get(skill.command_tool or "")
+        refusal = session.policy.unavailable_reason(session.tools, skill.command_tool or "")
+        if tool is None or refusal:
+            raise CommandError(f"skill '{skill.name}' cannot run: {refusal}.")
+        try:
+            value = tool(text) if tool.parameters.get("properties") else tool()
+        except ToolError as exc:
+            raise CommandError(f"{skill.command_tool}: {exc}") from None
+        except Exception as exc:  # a tool's own bug fails the cell, not the kernel
+            raise CommandError(f"tool '{skill.command_tool}' failed: "
+                               f"{type(exc).__name__}: {exc}") from None
+        return ToolOutput(skill.name, skill.command_tool or "", value)
+    return SkillRequest(skill, text)
+
+
+def _help(session: Session, cmd: Command):
+    from lily_kernel.commands.help import command_help, skill_help, commands_page
+    topic = cmd.args
+    if not topic:
+        return commands_page(session.snapshot)
+    snap = session.snapshot
+    if topic.startswith("/"):
+        name = topic[1:]
+        if name in commands.BY_NAME:
+            return command_help(commands.BY_NAME[name])
+        if name in snap.aliases:
+            return skill_help(snap, snap.get(snap.aliases[name]))
+        raise CommandError(f"unknown command {topic}. Run /help for the list of commands.")
+    skill = snap.get(topic)
+    if skill is not None:
+        return skill_help(snap, skill)
+    if topic in commands.BY_NAME:
+        return command_help(commands.BY_NAME[topic])
+    if topic in snap.aliases:
+        return skill_help(snap, snap.get(snap.aliases[topic]))
+    _lookup(session, topic)  # raises the right "excluded" / "no skill" error
+    raise AssertionError("unreachable")
+
+
+def _agent(session: Session, cmd: Command):
+    if not cmd.args:
+        return AgentList(tuple(session.agents()), session.active_agent)
+    try:
+        session.switch_agent(cmd.args)
+    except PersonaError:
+        raise CommandError(f"no agent named '{cmd.args}'. Run /agent for the list of agents.") from None
+    return AgentList(tuple(session.agents()), session.active_agent, switched=True)
+
+
+def _reload_skills(session: Session, cmd: Command):
+    _no_args(cmd)
+    from lily_kernel.skills.loader import LoaderError
+    try:
+        snap = session.reload_skills()
+    except LoaderError as exc:
+        raise CommandError(f"{exc}; the previous snapshot (version "
+                           f"{session.snapshot.version}) stays in use.") from None
+    excluded = len(snap.excluded())
+    return Notice(f"Reloaded skills: snapshot version {snap.version}, "
+                  f"{len(snap.skills)} skill{'s' if len(snap.skills) != 1 else ''}"
+                  + (f", {excluded} excluded (see /skills --all)." if excluded else "."))
+
+
+def _reload_persona(session: Session, cmd: Command):
+    _no_args(cmd)
+    persona = session.reload_persona()
+    names = ", ".join(f.name + (" (truncated)" if f.truncated else "") for f in persona.files)
+    return Notice(f"Reloaded the persona of agent **{persona.agent}**: {names or 'no files'}.")
+
+
+def _new(session: Session, cmd: Command):
+    _no_args(cmd)
+    session.renew()
+    return Notice(f"New session `{session.session_id[:12]}`: snapshot version "
+                  f"{session.snapshot.version}, empty conversation.")
+
+
+def _model(session: Session, cmd: Command):
+    if not cmd.args:
+        return ModelInfo(session.model_config.as_dict())
+    values: dict[str, str] = {}
+    for token in cmd.args.split():
+        if "=" in token:
+            key, _, value = token.partition("=")
+            values[key] = value
+        elif "model" in values:
+            raise CommandError(f"/model takes one model name; '{token}' is a second one.")
+        else:
+            values["model"] = token
+    try:
+        session.set_model(**values)
+    except ConfigError as exc:
+        raise CommandError(f"{exc}.") from None
+    return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
+
+
+def _confirm(session: Session, cmd: Command):
+    _no_args(cmd)
+    from lily_kernel.typed import actions
+    try:
+        outcome = actions.decide(session, None, ok=cmd.name == "confirm")
+    except actions.ActionError as exc:
+        raise CommandError(f"{exc}.") from None
+    return ActionDone(outcome.action, outcome.summary)
+
+
+def _no_args(cmd: Command) -> None:
+    if cmd.args:
+        raise CommandError(f"/{cmd.name} takes no arguments.")
+
+
+_HANDLERS = {
+    "skills": _skills,
+    "skill": _skill,
+    "help": _help,
+    "agent": _agent,
+    "reload_skills": _reload_skills,
+    "reload_persona": _reload_persona,
+    "new": _new,
+    "model": _model,
+    "confirm": _confirm,
+    "cancel": _confirm,
+}
+assert set(_HANDLERS) == commands.BUILTIN_NAMES

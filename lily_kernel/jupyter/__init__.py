@@ -1,0 +1,1 @@
+"""The Jupyter face: kernel, kernelspec install, IPython integration, widgets and display."""

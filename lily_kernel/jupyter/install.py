@@ -1,0 +1,35 @@
+"""Install the ``lily`` kernelspec (kept apart from the kernel, as bash_kernel does)."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from lily_kernel.skills.paths import bundled
+
+KERNEL_NAME = "lily"
+
+
+def install(user: bool = False, sys_prefix: bool = False, prefix: str | None = None) -> str:
+    """Install the kernelspec and return the folder it went to.
+
+    At most one of ``user``, ``sys_prefix`` and ``prefix`` may be given; with
+    none, the system-wide Jupyter data folder is used. The spec runs this
+    Python, so a kernel installed from a virtual environment uses it.
+    """
+    if sum((bool(user), bool(sys_prefix), prefix is not None)) > 1:
+        raise ValueError("choose at most one of --user, --sys-prefix and --prefix")
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    source = bundled("kernelspec")
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = json.loads((source / "kernel.json").read_text())
+        spec["argv"][0] = sys.executable
+        (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=2))
+        for extra in source.iterdir():
+            if extra.name != "kernel.json" and extra.is_file():
+                shutil.copy(extra, tmp)
+        return KernelSpecManager().install_kernel_spec(
+            tmp, KERNEL_NAME, user=user, prefix=sys.prefix if sys_prefix else prefix)

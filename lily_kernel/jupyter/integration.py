@@ -1,0 +1,250 @@
+"""Lily inside an IPython shell: the part the kernel and ``%load_ext lily`` share.
+
+A cleanup input transformer sees each cell before IPython's own rewriting
+(which would turn ``/skills`` into ``skills()``). A command cell becomes a
+call to :func:`dispatch`; in the Lily kernel, a prose cell becomes a call to
+:func:`ask`. Because the cell still runs through ``run_cell``, execution
+counts, history, events and "stop on error" stay IPython's own. A failed
+command raises :class:`CommandError`, which a custom exception handler shows
+as one line (``Error: ...``) with an ``error`` reply and no traceback.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+from lily_kernel.agent import loop as agent
+from lily_kernel.commands import router
+from lily_kernel.skills.loader import LoaderError
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CommandError, Notice, SkillRequest
+from lily_kernel.session.session import Session
+
+_ATTR = "_lily"
+
+
+class Interrupted(CommandError):
+    pass
+
+
+class Integration:
+    """Lily's state in one shell: its session and what it installed."""
+
+    def __init__(self, shell, kernel_mode: bool) -> None:
+        self.shell = shell
+        self.kernel_mode = kernel_mode
+        self.session_error: str | None = None
+        self._session: Session | None = None
+        self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
+        self.new_session()
+
+    # -- session ---------------------------------------------------------------
+    def new_session(self) -> None:
+        label = os.environ.get("JPY_SESSION_NAME") or None
+        try:
+            self._session = Session(label=label)
+            self.session_error = None
+        except LoaderError as exc:
+            self._session = None
+            self.session_error = str(exc)
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise CommandError(f"Lily could not load its skills: {self.session_error}. "
+                               "Fix it, then run /reload_skills.")
+        return self._session
+
+    # -- install / uninstall ---------------------------------------------------
+    def install(self) -> None:
+        setattr(self.shell, _ATTR, self)
+        cleanup = self.shell.input_transformers_cleanup
+        if self.transform not in cleanup:
+            cleanup.insert(0, self.transform)
+        self.shell.set_custom_exc((CommandError,), _show_command_error)
+        self.shell.register_magics(LilyMagics(self.shell, self))
+
+    def uninstall(self) -> None:
+        cleanup = self.shell.input_transformers_cleanup
+        if self.transform in cleanup:
+            cleanup.remove(self.transform)
+        exc, handler = self._saved_custom_exc
+        self.shell.custom_exceptions, self.shell.CustomTB = exc, handler
+        for kind in ("line", "cell"):
+            self.shell.magics_manager.magics[kind].pop("lily", None)
+        if getattr(self.shell, _ATTR, None) is self:
+            delattr(self.shell, _ATTR)
+
+    # -- routing ---------------------------------------------------------------
+    def transform(self, lines: list[str]) -> list[str]:
+        cell = "".join(lines)
+        if router.is_command(cell):
+            return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.dispatch({cell!r})\n"]
+        head, _, request = cell.strip().partition(" ")
+        if head == "%lily" and request.strip() and "\n" not in request:
+            # IPython would read a trailing "?" ("%lily what is a skill?") as a help request
+            return [f"get_ipython().run_line_magic('lily', {request.strip()!r})\n"]
+        if not self.kernel_mode:
+            return lines
+        stripped = cell.lstrip()
+        if not stripped:
+            return lines
+        if stripped.startswith("%%python"):
+            first = cell.index("%%python")
+            newline = cell.find("\n", first)
+            return [] if newline == -1 else cell[newline + 1:].splitlines(keepends=True)
+        if stripped[0] in "%!":
+            return lines
+        return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
+
+    def run_command(self, cell: str) -> None:
+        name = (router.parse(cell) or router.Command("", "", "", "")).name
+        if self._session is None and name in ("reload_skills", "new"):
+            self.new_session()
+            if self._session is not None:
+                _display_result(Notice(
+                    f"Skills loaded: snapshot version 1, {len(self._session.snapshot.skills)} skills."))
+                return
+        session = self.session
+        try:
+            result = router.run(session, cell)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted.") from None
+        if isinstance(result, SkillRequest):
+            self.run_agent(result.input, skill=result)
+            return
+        _display_result(result)
+
+    def run_agent(self, text: str, skill: SkillRequest | None = None) -> None:
+        session = self.session
+        live = _LiveText() if hasattr(self.shell, "kernel") else None
+        try:
+            reply = agent.run(session, text, skill=skill,
+                              on_text=live.write if live else None,
+                              on_event=live.event if live else None)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
+        finally:
+            if live:
+                live.close()
+        _display_result(Answer(reply.text, reply.skill, tuple(reply.tools_used),
+                               session.model_config.model))
+        if reply.proposal is not None:
+            self.show_card(reply.proposal)
+
+    def show_card(self, action) -> None:
+        """The confirmation card of a proposed typed-skill action, with live buttons."""
+        from lily_kernel.typed import actions
+        session = self.session
+        skill = session.snapshot.get(action.skill)
+
+        def confirm(act, ok: bool):
+            try:
+                outcome = actions.decide(session, act, ok)
+            except actions.ActionError as exc:
+                raise CommandError(f"{exc}.") from None
+            return ActionDone(outcome.action, outcome.summary)
+
+        _display_result(ActionCard(action, skill.typed.purpose if skill and skill.typed else ""),
+                        confirm=confirm)
+
+
+class _LiveText:
+    """Tokens shown as they arrive, in a display that ends empty.
+
+    The final answer is a separate Markdown display. Ending the live display
+    empty keeps saved notebooks (and nbval, which ignores display updates)
+    equal to what a front end shows after the request.
+    """
+
+    INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
+
+    def __init__(self) -> None:
+        self.handle = None  # shown on the first token or event, so a request that fails
+        self.parts: list[str] = []  # before reaching the model leaves no empty output
+        self.status = ""
+        self.last = 0.0
+
+    def write(self, piece: str) -> None:
+        self.parts.append(piece)
+        now = time.monotonic()
+        if now - self.last >= self.INTERVAL:
+            self.last = now
+            self._show()
+
+    def event(self, kind: str, data: dict) -> None:
+        if kind == "skill":
+            self.status = f"[using skill {data['name']}]"
+        elif kind == "tool":
+            self.status = f"[tool {data['name']}{'' if data['ok'] else ' refused'}]"
+        self._show()
+
+    def _show(self) -> None:
+        if self.handle is None:
+            from IPython.display import display
+            self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+        text = "".join(self.parts)
+        self.handle.update({"text/plain": f"{self.status}\n{text}" if self.status else text},
+                           raw=True)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.update({"text/plain": ""}, raw=True)
+
+
+def _display_result(result, confirm=None) -> None:
+    from IPython.display import display
+    from lily_kernel.jupyter.display import bundle
+    display(bundle(result, confirm=confirm), raw=True)
+
+
+def _show_command_error(shell, etype, value, tb, tb_offset=None):
+    stb = [value.line() if isinstance(value, CommandError) else f"Error: {value}"]
+    shell._showtraceback(etype, value, stb)
+    return stb
+
+
+def current(shell=None) -> Integration:
+    if shell is None:
+        from IPython import get_ipython
+        shell = get_ipython()
+    integration = getattr(shell, _ATTR, None) if shell is not None else None
+    if integration is None:
+        raise RuntimeError("Lily is not active in this shell: run %load_ext lily "
+                           "or use the Lily kernel.")
+    return integration
+
+
+def dispatch(cell: str) -> None:
+    """Run a command cell (called by the code the transformer writes)."""
+    current().run_command(cell)
+
+
+def ask(cell: str) -> None:
+    """Send a prose cell to the agent (called by the code the transformer writes)."""
+    current().run_agent(cell)
+
+
+@magics_class
+class LilyMagics(Magics):
+    def __init__(self, shell, integration: Integration) -> None:
+        super().__init__(shell)
+        self.integration = integration
+
+    @line_magic("lily")
+    def lily_line(self, line: str) -> None:
+        """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
+        if router.is_command(line):
+            self.integration.run_command(line)
+        else:
+            self.integration.run_agent(line)
+
+    @cell_magic("lily")
+    def lily_cell(self, line: str, cell: str) -> None:
+        """%%lily: send the cell to the Lily agent."""
+        text = "\n".join(part for part in (line.strip(), cell) if part.strip())
+        if router.is_command(text):
+            self.integration.run_command(text)
+        else:
+            self.integration.run_agent(text)

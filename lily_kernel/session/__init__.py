@@ -1,0 +1,1 @@
+"""The session: its state, persona files and journal."""

@@ -1,0 +1,98 @@
+"""Persona: the agent's Markdown files, read explicitly and capped (SPEC §6).
+
+Files are looked up one by one, first hit wins:
+
+1. ``<persona>/agents/<agent>/FILE`` in the workspace persona folder, then in the bundled one
+   (only for an agent other than ``default``);
+2. ``<persona>/FILE`` in the workspace persona folder, then in the bundled one.
+
+So a workspace ``persona/`` replaces the shipped persona file by file, and a
+named agent inherits whatever file it does not define from the default agent.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from lily_kernel.skills.paths import bundled
+
+PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")
+DEFAULT_AGENT = "default"
+MAX_FILE_CHARS = 16_000
+
+
+class PersonaError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class PersonaFile:
+    name: str
+    path: str
+    text: str
+    original_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.text) != self.original_chars
+
+
+@dataclass(frozen=True)
+class Persona:
+    agent: str
+    files: tuple[PersonaFile, ...]
+
+    def system_text(self) -> str:
+        """The persona part of the system context, files in the fixed order."""
+        return "\n\n".join(f"<!-- {f.name} -->\n{f.text.strip()}" for f in self.files)
+
+
+def persona_dirs(workspace: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Persona folders, highest priority first: workspace (or LILY_PERSONA_DIR), bundled."""
+    env = os.environ if env is None else env
+    override = env.get("LILY_PERSONA_DIR")
+    first = Path(override).expanduser() if override else workspace / "persona"
+    shipped = bundled("persona")
+    return (first, shipped) if first.resolve() != shipped.resolve() else (shipped,)
+
+
+def list_agents(dirs: tuple[Path, ...]) -> list[str]:
+    names = {DEFAULT_AGENT}
+    for d in dirs:
+        agents = d / "agents"
+        try:
+            names.update(p.name for p in agents.iterdir()
+                         if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def cap(text: str, limit: int = MAX_FILE_CHARS, name: str = "file") -> str:
+    """Keep the head and tail of ``text`` around a visible marker when it is too long."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n\n[… {name}: {len(text) - limit} characters cut here to fit the {limit}-character cap …]\n\n"
+    keep = max(limit - len(marker), 0)
+    head = keep * 2 // 3
+    tail = keep - head
+    return text[:head] + marker + (text[-tail:] if tail else "")
+
+
+def load(agent: str, dirs: tuple[Path, ...], limit: int = MAX_FILE_CHARS) -> Persona:
+    if agent != DEFAULT_AGENT and agent not in list_agents(dirs):
+        raise PersonaError(f"no agent named '{agent}'")
+    layers = ([d / "agents" / agent for d in dirs] if agent != DEFAULT_AGENT else []) + list(dirs)
+    files = []
+    for fname in PERSONA_FILES:
+        for layer in layers:
+            path = layer / fname
+            try:
+                text = path.read_text(encoding="utf-8-sig", errors="replace")
+            except OSError:
+                continue
+            files.append(PersonaFile(fname, str(path), cap(text, limit, fname), len(text)))
+            break
+    return Persona(agent, tuple(files))

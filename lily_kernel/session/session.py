@@ -1,0 +1,205 @@
+"""One session = one notebook (SPEC §5).
+
+The session owns everything mutable: its snapshot, tools, persona, model
+configuration and conversation. Nothing is shared between two sessions, and
+each field changes only through the method its command calls.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from lily_kernel.session import journal as journal_mod
+from lily_kernel.session import persona as persona_mod
+from lily_kernel.agent.builtin_tools import register_builtins
+from lily_kernel.skills.loader import Host, build_snapshot
+from lily_kernel.agent.client import ClientCache
+from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
+from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+
+
+class Session:
+    def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
+                 env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
+                 host: Host | None = None, journal: bool = True) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self._explicit_env = env is not None
+        self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
+        self.label = label
+        # Eligibility is checked against the environment the session was given.
+        self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
+        self._journal_enabled = journal
+        if tools is None:
+            tools = ToolRegistry()
+            register_builtins(tools, self.workspace)
+        self.tools = tools
+        self.model_clients = ClientCache()
+        self._config_registry = None
+        self._outbox = None
+        self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
+        self._start()
+
+    # -- lifecycle -----------------------------------------------------------
+    def _start(self) -> None:
+        # lily.toml is read at session start (and so again by /new); a broken file is
+        # reported by the agent, and commands keep working on defaults.
+        self._file_error: str | None = None
+        self._model_error: str | None = None
+        try:
+            self._file_config = read_config_file(self.workspace)
+        except ConfigError as exc:
+            self._file_config, self._file_error = {}, str(exc)
+        self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+        self.session_id = uuid.uuid4().hex
+        self.created_at = time.time()
+        self.active_agent = persona_mod.DEFAULT_AGENT
+        self.model_config = self._initial_model_config()
+        self.conversation: list[dict[str, Any]] = []
+        self.reload_count = 0
+        self.command_history: list[dict[str, Any]] = []
+        self.pending = None  # a typed-skill Action waiting for /confirm or /cancel
+        self.skill_snapshot = self._build_snapshot(version=1)
+        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        label = self.label or f"session-{self.session_id[:12]}"
+        path = journal_mod.journal_path(self.workspace, label) if self._journal_enabled else None
+        self.journal = journal_mod.Journal(path)
+        self.journal.append({"event": "session_created", "session_id": self.session_id,
+                             "label": self.label, "workspace": str(self.workspace),
+                             "agent": self.active_agent, "model_config": self.model_config.as_dict(),
+                             **self._snapshot_record()})
+
+    def _initial_model_config(self) -> ModelConfig:
+        config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
+        if errors:
+            self._model_error = (f"model configuration: {'; '.join(errors)}; fix it, "
+                                 "or set it with /model")
+        return config
+
+    def _build_snapshot(self, version: int) -> Snapshot:
+        roots = skill_roots(self._env, self.workspace)
+        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host)
+
+    def _snapshot_record(self) -> dict[str, Any]:
+        return {"snapshot_version": self.skill_snapshot.version,
+                "snapshot_hash": self.skill_snapshot.hash,
+                "skills": self.skill_snapshot.names()}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.skill_snapshot
+
+    @property
+    def config_error(self) -> str | None:
+        """Why the agent may not run: an unreadable lily.toml (whose tool policy would be
+        lost, so it fails closed until fixed and /new), or a bad model setting (until /model)."""
+        return self._file_error or self._model_error
+
+    @property
+    def environ(self):
+        """The environment requests read (OPENAI_API_KEY): the one the session was given, else
+        the process's, live, so %env in the notebook takes effect."""
+        return self._env if self._explicit_env else os.environ
+
+    @property
+    def file_config(self) -> dict[str, Any]:
+        """The workspace's lily.toml, as read at session creation."""
+        return self._file_config
+
+    @property
+    def config(self):
+        """The workspace's Config Registry (typed internal skills), opened on first use."""
+        if self._config_registry is None:
+            from lily_kernel.typed.registry import ConfigRegistry
+            self._config_registry = ConfigRegistry.for_workspace(self.workspace)
+        return self._config_registry
+
+    @property
+    def outbox(self):
+        """The workspace's ActivityPub outbox store (typed external skills), opened on first use."""
+        if self._outbox is None:
+            from lily_kernel.typed.activity import Outbox
+            self._outbox = Outbox.for_workspace(self.workspace)
+        return self._outbox
+
+    def propose(self, action) -> None:
+        """Hold a typed-skill action until /confirm or /cancel; a newer proposal replaces it."""
+        self.pending = action
+        self.journal.append({"event": "action_proposed", "session_id": self.session_id,
+                             "action": action.as_dict()})
+
+    def settle(self, action, outcome: str) -> None:
+        if self.pending is not None and self.pending.id == action.id:
+            self.pending = None
+        self.journal.append({"event": "action_" + outcome, "session_id": self.session_id,
+                             "action_id": action.id, "skill": action.skill})
+
+    # -- explicit changes, one per command -----------------------------------
+    def reload_skills(self) -> Snapshot:
+        snap = self._build_snapshot(self.skill_snapshot.version + 1)
+        self.skill_snapshot = snap
+        self.reload_count += 1
+        self.journal.append({"event": "skills_reloaded", "session_id": self.session_id,
+                             **self._snapshot_record()})
+        return snap
+
+    def reload_persona(self) -> persona_mod.Persona:
+        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
+                             "agent": self.active_agent,
+                             "files": [f.path for f in self.persona.files]})
+        return self.persona
+
+    def agents(self) -> list[str]:
+        return persona_mod.list_agents(self.persona_dirs)
+
+    def switch_agent(self, name: str) -> persona_mod.Persona:
+        persona = persona_mod.load(name, self.persona_dirs)  # raises PersonaError
+        self.persona = persona
+        self.active_agent = name
+        self.journal.append({"event": "agent_switched", "session_id": self.session_id,
+                             "agent": name})
+        return persona
+
+    def set_model(self, **values: str) -> ModelConfig:
+        self.model_config = self.model_config.changed(**values)  # raises ConfigError
+        self._model_error = None  # an explicit, valid configuration replaces a broken one
+        self.journal.append({"event": "model_changed", "session_id": self.session_id,
+                             "model_config": self.model_config.as_dict()})
+        return self.model_config
+
+    def renew(self) -> None:
+        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""
+        old = self.session_id
+        self.journal.append({"event": "session_ended", "session_id": old, "reason": "/new"})
+        self._start()
+
+    def record_command(self, line: str, ok: bool) -> None:
+        entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
+        self.command_history.append(entry)
+        self.journal.append({"event": "command", "session_id": self.session_id,
+                             "command": line, "ok": ok})
+
+    def add_message(self, message: dict[str, Any]) -> None:
+        self.conversation.append(message)
+        self.journal.append({"event": "message", "session_id": self.session_id,
+                             "message": message})
+
+    def state(self) -> dict[str, Any]:
+        """The session's fields as plain data (for inspection and tests)."""
+        return {
+            "session_id": self.session_id,
+            "created_at": self.created_at,
+            "active_agent": self.active_agent,
+            "snapshot_version": self.skill_snapshot.version,
+            "snapshot_hash": self.skill_snapshot.hash,
+            "model_config": self.model_config.as_dict(),
+            "conversation": list(self.conversation),
+            "reload_count": self.reload_count,
+            "command_history": list(self.command_history),
+        }

@@ -1,0 +1,1 @@
+"""Skills: the SKILL.md format, the loader and the snapshot."""

@@ -1,0 +1,150 @@
+"""Split a SKILL.md into YAML frontmatter and body, and parse the YAML safely.
+
+Rules (SPEC §2): a UTF-8 BOM is stripped, CRLF is accepted, frontmatter exists
+only when the first line is exactly ``---`` and ends at the next line that is
+exactly ``---``. The YAML must be a mapping; anchors, aliases and explicit tags
+are refused; frontmatter over 64 KiB and files over 256 KiB are errors.
+"""
+from __future__ import annotations
+
+import yaml
+
+from lily_kernel.skills import fastyaml
+
+MAX_FILE_BYTES = 256 * 1024
+MAX_FRONTMATTER_BYTES = 64 * 1024
+
+try:  # libyaml is an order of magnitude faster; PyYAML's wheels ship it.
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - only on a PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+_FORBIDDEN_TOKENS = {
+    yaml.AnchorToken: "anchors (&name) are not allowed",
+    yaml.AliasToken: "aliases (*name) are not allowed",
+    yaml.TagToken: "explicit tags (!tag) are not allowed",
+}
+
+
+class FrontmatterError(ValueError):
+    """The frontmatter cannot be read; the message says why."""
+
+
+def decode(data: bytes) -> str:
+    """Decode SKILL.md bytes: UTF-8, BOM stripped, line endings normalised."""
+    if len(data) > MAX_FILE_BYTES:
+        raise FrontmatterError(f"SKILL.md is over the {MAX_FILE_BYTES // 1024} KiB limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def split(text: str) -> tuple[str | None, str]:
+    """Return ``(frontmatter_yaml or None, body)`` for decoded text."""
+    if not text.startswith("---\n") and text != "---":
+        return None, text
+    end = text.find("\n---\n", 3)
+    if end != -1:
+        return text[4:end + 1], text[end + 5:]
+    if text.endswith("\n---"):
+        return text[4:len(text) - 3], ""
+    raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
+
+
+def parse_document(data: bytes) -> tuple[str, str, dict]:
+    """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
+    :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
+    if len(data) > MAX_FILE_BYTES:
+        raise FrontmatterError(f"SKILL.md is over the {MAX_FILE_BYTES // 1024} KiB limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text[:4] != "---\n":
+        if text != "---":
+            return text, text, {}
+        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
+    end = text.find("\n---\n", 3)
+    if end != -1:
+        source, body = text[4:end + 1], text[end + 5:]
+    elif text[-4:] == "\n---":
+        source, body = text[4:len(text) - 3], ""
+    else:
+        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
+    if (len(source) if source.isascii() else len(source.encode("utf-8"))) > MAX_FRONTMATTER_BYTES:
+        raise FrontmatterError(
+            f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
+        )
+    value = fastyaml.parse(source)
+    if value is fastyaml.FALLBACK:
+        return text, body, _load_yaml(source)
+    return text, body, {} if value is None else value
+
+
+def parse_yaml(source: str) -> dict:
+    """Parse frontmatter YAML into a mapping, refusing what SPEC §2 refuses."""
+    size = len(source) if source.isascii() else len(source.encode("utf-8"))
+    if size > MAX_FRONTMATTER_BYTES:
+        raise FrontmatterError(
+            f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
+        )
+    value = fastyaml.parse(source)
+    if value is not fastyaml.FALLBACK:
+        return {} if value is None else value
+    return _load_yaml(source)
+
+
+def _load_yaml(source: str) -> dict:
+    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what SPEC §2 refuses."""
+    if "&" in source or "*" in source or "!" in source:
+        _refuse_anchors_aliases_tags(source)
+    try:
+        value = yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise FrontmatterError(f"invalid YAML frontmatter: {_yaml_reason(exc)}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise FrontmatterError(f"invalid YAML frontmatter: {exc}") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FrontmatterError(
+            f"frontmatter must be a YAML mapping, not {_yaml_type(value)}"
+        )
+    return value
+
+
+def _refuse_anchors_aliases_tags(source: str) -> None:
+    try:
+        for token in yaml.scan(source, Loader=_Loader):
+            reason = _FORBIDDEN_TOKENS.get(type(token))
+            if reason:
+                line = token.start_mark.line + 2  # +1 for 1-based, +1 for the '---' line
+                raise FrontmatterError(f"invalid YAML frontmatter: {reason} (line {line})")
+    except yaml.YAMLError as exc:
+        raise FrontmatterError(f"invalid YAML frontmatter: {_yaml_reason(exc)}") from None
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        return f"{problem} (line {mark.line + 2}, column {mark.column + 1})"
+    return str(problem)
+
+
+def _yaml_type(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"

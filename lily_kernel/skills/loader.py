@@ -1,0 +1,406 @@
+"""Discover skills in the roots and build a snapshot (SPEC §3, seed 002).
+
+discovery (immediate children, sorted) → precedence (workspace > user >
+bundled) → parse the winner → exclusion rules → eligibility → index. A bad
+skill becomes a diagnostic; only a root that cannot be read raises.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from stat import S_ISLNK, S_ISREG
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+from lily_kernel.skills import skill as skill_mod
+from lily_kernel.commands.table import BUILTIN_NAMES
+from lily_kernel.skills.paths import Root
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, Skill, SkillError
+from lily_kernel.skills.snapshot import Diagnostic, Snapshot
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+
+
+class LoaderError(RuntimeError):
+    """A skill root that must be read cannot be; loading stops."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    root: Root
+    path: Path
+    error: str | None = None  # why it cannot be a skill; it still takes part in precedence
+
+
+@dataclass(frozen=True)
+class Host:
+    """What eligibility is checked against (the real machine by default)."""
+
+    platform: str
+    env: Mapping[str, str]
+    path: str | None
+
+    @classmethod
+    def current(cls) -> "Host":
+        return cls(sys.platform, dict(os.environ), os.environ.get("PATH"))
+
+
+def discover(root: Root, diagnostics: list[Diagnostic]) -> list[Candidate]:
+    """Skill candidates among the immediate children of ``root``, sorted by name."""
+    return [Candidate(name, root, Path(path), error)
+            for name, path, _, error in sorted(_scan(root))]
+
+
+def _scan(root: Root) -> list[tuple[str, str, int, str | None]]:
+    """:func:`discover`'s candidates as ``(name, path, size, error)``, in listing order.
+
+    ``path`` is the skill folder as ``str(Path(...))`` would spell it. One
+    ``lstat`` of SKILL.md per skill tells a regular file (``size`` is its size)
+    from a symlink (``size`` is -1; its target must be a file, and is checked
+    against the skill folder when the skill is read). A folder that cannot be a
+    skill carries its ``error``: it still takes part in precedence.
+    """
+    path = root.path
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        if root.explicit:
+            raise LoaderError(f"{root.source} skill root {path} does not exist") from None
+        return []
+    except NotADirectoryError:
+        raise LoaderError(f"{root.source} skill root {path} is not a directory") from None
+    except OSError as exc:
+        raise LoaderError(f"{root.source} skill root {path} cannot be read: "
+                          f"{exc.strerror or exc}") from None
+
+    # str(Path(entry.path)) for every entry: pathlib normalises the root part once.
+    prefix = str(Path(path, "x"))[:-1]
+    real_root = None
+    found: list[tuple[str, str, int, str | None]] = []
+    for entry in entries:
+        name = entry.name
+        if name[0] == ".":
+            continue
+        cand_path = prefix + name
+        try:
+            if not entry.is_dir():
+                continue
+            if entry.is_symlink():
+                real_root = real_root or os.path.realpath(path)
+                target = os.path.realpath(entry.path)
+                if os.path.commonpath([real_root, target]) != real_root or target == real_root:
+                    found.append((name, cand_path, -1,
+                                  f"symlink points outside its root ({target}); not followed"))
+                    continue
+            skill_md = cand_path + _SKILL_MD
+            try:
+                st = os.lstat(skill_md)
+            except (OSError, ValueError):
+                st = None
+            if st is not None and S_ISREG(st.st_mode):
+                size = st.st_size
+            elif st is not None and S_ISLNK(st.st_mode) and os.path.isfile(skill_md):
+                size = -1
+            else:
+                found.append((name, cand_path, -1, "SKILL.md is missing"))
+                continue
+        except OSError as exc:
+            found.append((name, cand_path, -1, f"cannot be read: {exc.strerror or exc}"))
+            continue
+        found.append((name, cand_path, size, None))
+    return found
+
+
+_SKILL_MD = os.sep + "SKILL.md"
+
+
+def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
+                   version: int = 1, host: Host | None = None) -> Snapshot:
+    """Run the whole load and return an immutable :class:`Snapshot`."""
+    if not gc.isenabled():
+        return _build(tuple(roots), tools, policy, version, host, False)
+    gc.disable()
+    try:
+        return _build(tuple(roots), tools, policy, version, host, True)
+    finally:
+        gc.enable()
+
+
+# A load makes about a dozen long-lived container objects per skill and frees almost
+# nothing. Left to itself the collector walks them in young-generation passes, and
+# also in full passes over every object in the process, more of them the bigger the
+# load; those find nothing and, at 10,000 skills, cost more than the parsing. So the
+# automatic collector is paused during a load, which runs the young passes itself
+# every _GC_EVERY skills, while the new objects are still in the CPU caches. They end
+# up in the oldest generation, as they would have, and the load pays for the passes
+# rather than leaving them to whatever its caller allocates next.
+_GC_EVERY = 128
+
+
+def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
+           version: int, host: Host | None, collect: bool) -> Snapshot:
+    host = host or Host.current()
+    diagnostics: list[Diagnostic] = []
+
+    # name -> (root, path, size, error) of the highest-precedence copy; the rest are shadowed.
+    winners: dict[str, tuple[Root, str, int, str | None]] = {}
+    shadowed: dict[str, list[tuple[Root, str]]] = {}
+    reals = [os.path.realpath(r.path) for r in roots]
+    for i, root in enumerate(roots):
+        same = next((later for later, real in zip(roots[i + 1:], reals[i + 1:])
+                     if real == reals[i]), None)
+        if same is not None and os.path.isdir(reals[i]):
+            diagnostics.append(Diagnostic(
+                "note", None, root.source, str(root.path),
+                f"the {root.source} root is the same folder as the {same.source} root; "
+                f"its skills are read once, as {same.source} skills"))
+            continue
+        for name, path, size, error in _scan(root):  # (sorted below, by name)
+            if name in winners:
+                shadowed.setdefault(name, []).append((root, path))
+            else:
+                winners[name] = (root, path, size, error)
+
+    # Every winner's SKILL.md is read first and parsed after: run back to back, the
+    # system calls and the parsing each keep the CPU caches the other would evict.
+    order = sorted(winners)
+    contents = [_read(w[1], w[2]) if w[3] is None else None
+                for w in map(winners.__getitem__, order)]
+
+    included: list[Skill] = []
+    append = included.append
+    parse = skill_mod.parse
+    which = _WhichCache(host.path)
+    tool_reasons = _ToolReasons(tools, policy)
+    countdown = _GC_EVERY
+    for name, data in zip(order, contents):
+        if collect:
+            countdown -= 1
+            if not countdown:
+                gc.collect(1)
+                countdown = _GC_EVERY
+        root, path, _, error = winners[name]
+        source = root.source
+        if shadowed:
+            for loser, loser_path in shadowed.get(name, ()):
+                diagnostics.append(Diagnostic(
+                    "shadowed", name, loser.source, loser_path,
+                    f"shadowed by the {source} copy at {path}"))
+        if error:  # a malformed winner is excluded; no fallback to a shadowed copy
+            diagnostics.append(Diagnostic("skill_error", name, source, path, error))
+            continue
+        if data.__class__ is str:  # it could not be read
+            diagnostics.append(Diagnostic("skill_error", name, source, path, data))
+            continue
+        try:
+            skill = parse(name, source, path, data)
+        except SkillError as exc:
+            diagnostics.append(Diagnostic("skill_error", name, source, path, str(exc)))
+            continue
+        if skill.command or skill.command_tool:
+            reason = _exclusion(skill, tools, policy)
+            if reason:
+                diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
+                continue
+        if skill.requires_tools or skill.command_tool or skill.eligibility is not _ANY_ELIGIBILITY:
+            reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
+            if reason:
+                diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
+                continue
+        if skill.unknown_keys:
+            diagnostics.append(Diagnostic(
+                "note", name, source, path,
+                f"unknown frontmatter key(s) ignored: {', '.join(skill.unknown_keys)}"))
+        append(skill)
+
+    aliases, clashes = _aliases(included, diagnostics)
+    snapshot = Snapshot(
+        version=version,
+        hash=_content_hash(included),
+        skills=tuple(included),
+        diagnostics=tuple(diagnostics),
+        roots=roots,
+        aliases=MappingProxyType(aliases),
+        alias_clashes=MappingProxyType(clashes),
+    )
+    if collect:
+        gc.collect(1)
+    return snapshot
+
+
+def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
+    """Read and parse one candidate (as :func:`build_snapshot` does each winner)."""
+    source, path = cand.root.source, str(cand.path)
+    if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
+        return None
+    data = _read(path, -1 if os.path.islink(path + _SKILL_MD) else None)
+    if data.__class__ is str:
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data))
+        return None
+    try:
+        return skill_mod.parse(cand.name, source, path, data)
+    except SkillError as exc:
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, str(exc)))
+    return None
+
+
+# A regular SKILL.md is opened without following links: if it was swapped for a
+# symlink since discovery, the read fails rather than escaping the skill folder.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+_OPEN_LINK_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+_MAX_READ = skill_mod.frontmatter.MAX_FILE_BYTES + 1  # one byte more tells "too big"
+_CHUNK = 64 * 1024
+_TOO_BIG: bytes | None = None
+
+
+def _read(path: str, size: int | None) -> bytes | str:
+    """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
+
+    ``size`` is the file's size when discovery found a regular file, -1 when it
+    found a symlink, None when unknown. A read that returns exactly the size
+    discovery saw is taken as the whole file; any other outcome reads on to the
+    end, as when the size is not known.
+    """
+    skill_md = path + _SKILL_MD
+    link = size is not None and size < 0
+    try:
+        if link:
+            real_dir = os.path.realpath(path)
+            target = os.path.realpath(skill_md)
+            if os.path.commonpath([real_dir, target]) != real_dir:
+                return f"SKILL.md is a symlink to {target}, outside the skill folder"
+        fd = os.open(skill_md, _OPEN_LINK_FLAGS if link else _OPEN_FLAGS)
+        try:  # read up to _MAX_READ bytes, to the end of the file
+            if size is not None and 0 <= size < _MAX_READ:
+                data = os.read(fd, size + 1)
+                if len(data) != size:
+                    data += _read_on(fd, len(data))
+            else:
+                data = _read_on(fd, 0)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"SKILL.md cannot be read: {exc.strerror or exc}"
+    if len(data) == _MAX_READ:
+        return _too_big()
+    return data
+
+
+def _too_big() -> bytes:
+    """A stand-in for any SKILL.md over the limit (parsing rejects it for its length
+    alone), so that the reads waiting to be parsed hold one such block, not many."""
+    global _TOO_BIG
+    if _TOO_BIG is None:
+        _TOO_BIG = bytes(_MAX_READ)
+    return _TOO_BIG
+
+
+def _read_on(fd: int, have: int) -> bytes:
+    """What follows in ``fd``, up to _MAX_READ bytes in all with the ``have`` already read."""
+    chunks = []
+    while have < _MAX_READ:
+        chunk = os.read(fd, min(_CHUNK, _MAX_READ - have))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        have += len(chunk)
+    return b"".join(chunks)
+
+
+def _exclusion(skill: Skill, tools: ToolRegistry, policy: ToolPolicy) -> str | None:
+    """Malformed-by-context rules: built-in collision, unknown command_tool."""
+    if skill.command and skill.command in BUILTIN_NAMES:
+        return (f"'command' /{skill.command} collides with the built-in command "
+                f"/{skill.command}; built-ins win")
+    if skill.command_tool and skill.command_tool not in tools:
+        return f"'command_tool' names '{skill.command_tool}', which is not a registered tool"
+    return None
+
+
+def _ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
+                   host: Host, which: "_WhichCache",
+                   tool_reasons: "_ToolReasons | None" = None) -> str | None:
+    if tool_reasons is None:
+        tool_reasons = _ToolReasons(tools, policy)
+    problems: list[str] = []
+    elig = skill.eligibility
+    if elig.os is not None and host.platform not in elig.os:
+        problems.append(f"requires OS {' or '.join(elig.os)}; this is {host.platform}")
+    if elig.env:
+        missing_env = [v for v in elig.env if not host.env.get(v)]
+        if missing_env:
+            problems.append(f"requires environment variable(s) {', '.join(missing_env)} "
+                            "(unset or empty)")
+    if elig.binaries:
+        missing_bin = [b for b in elig.binaries if not which(b)]
+        if missing_bin:
+            problems.append(f"requires binar{'y' if len(missing_bin) == 1 else 'ies'} "
+                            f"{', '.join(missing_bin)} on PATH (not found)")
+    if skill.command_tool:
+        reason = tool_reasons[skill.command_tool]
+        if reason:
+            problems.append(f"its command_tool is unavailable: {reason}")
+    for tool in skill.requires_tools:
+        reason = tool_reasons[tool]
+        if reason:
+            problems.append(f"requires tool '{tool}': {reason}")
+    return "; ".join(problems) or None
+
+
+class _ToolReasons(dict):
+    """``policy.unavailable_reason(tools, name)`` per tool name, asked once per load."""
+
+    def __init__(self, tools: ToolRegistry, policy: ToolPolicy) -> None:
+        super().__init__()
+        self._tools, self._policy = tools, policy
+
+    def __missing__(self, name: str) -> str | None:
+        reason = self[name] = self._policy.unavailable_reason(self._tools, name)
+        return reason
+
+
+def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict, dict]:
+    claims: dict[str, list[str]] = {}
+    for s in skills:
+        if s.command:
+            claims.setdefault(s.command, []).append(s.name)
+    aliases, clashes = {}, {}
+    for alias in sorted(claims):
+        owners = claims[alias]
+        if len(owners) == 1:
+            aliases[alias] = owners[0]
+            continue
+        clashes[alias] = tuple(owners)
+        for owner in owners:
+            s = next(x for x in skills if x.name == owner)
+            others = ", ".join(o for o in owners if o != owner)
+            diagnostics.append(Diagnostic(
+                "note", owner, s.source, s.path,
+                f"alias /{alias} is also claimed by {others}; the alias is disabled "
+                f"(use /skill {owner})"))
+    return aliases, clashes
+
+
+def _content_hash(skills: list[Skill]) -> str:
+    # The same bytes as hashing name, NUL, source, NUL, text, NUL NUL per skill.
+    h = hashlib.sha256()
+    for s in skills:
+        h.update(f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+class _WhichCache:
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, binary: str) -> bool:
+        if binary not in self._seen:
+            self._seen[binary] = shutil.which(binary, path=self._path) is not None
+        return self._seen[binary]

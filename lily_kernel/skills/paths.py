@@ -1,0 +1,57 @@
+"""Where things live: the bundled data, the skill roots, the workspace.
+
+The bundled skills and default persona sit at the top of the repository and
+are copied into ``lily_kernel/_bundled/`` in the wheel; a source checkout or
+editable install reads them in place.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+_PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
+
+SOURCES = ("workspace", "user", "bundled")  # highest precedence first
+
+
+def bundled(name: str) -> Path:
+    """The bundled folder ``name`` (skills, persona, kernelspec)."""
+    installed = _PACKAGE / "_bundled" / name
+    if installed.is_dir():
+        return installed
+    return _PACKAGE.parent / name
+
+
+@dataclass(frozen=True)
+class Root:
+    source: str  # workspace | user | bundled
+    path: Path
+    explicit: bool  # configured by an environment variable: a missing root is an error
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "path": str(self.path), "explicit": self.explicit}
+
+
+def workspace_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("LILY_WORKSPACE") or os.getcwd())
+
+
+def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:
+    """The three roots, highest precedence first, from the environment."""
+    env = os.environ if env is None else env
+    workspace = workspace if workspace is not None else workspace_dir(env)
+
+    def root(source: str, var: str, default: Path) -> Root:
+        value = env.get(var)
+        if value:
+            return Root(source, Path(value).expanduser(), True)
+        return Root(source, default, False)
+
+    return (
+        root("workspace", "SKILLS_WORKSPACE_DIR", workspace / "skills"),
+        root("user", "SKILLS_USER_DIR", Path("~/.lily/skills").expanduser()),
+        root("bundled", "SKILLS_BUNDLED_DIR", bundled("skills")),
+    )

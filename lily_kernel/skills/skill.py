@@ -1,0 +1,332 @@
+"""Parse one skill directory's SKILL.md into an immutable :class:`Skill`.
+
+Every rule of SPEC §2 that can be checked from the file alone lives here; the
+rules that need the other skills or the tool registry (built-in command
+collisions, alias clashes, ``command_tool`` registration, eligibility) live in
+:mod:`lily_kernel.skills.loader`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from lily_kernel.skills import frontmatter
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
+COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
+MAX_NAME_LEN = 64
+INVOCATION_MODES = ("prompt_rewrite", "tool_dispatch")
+OS_NAMES = ("darwin", "linux", "win32")
+ELIGIBILITY_KEYS = ("os", "env", "binaries")
+
+# Keys Lily reads. Everything else is kept in ``frontmatter`` and listed as a note.
+V0_KEYS = ("summary", "invocation_mode", "command", "command_tool", "requires_tools", "eligibility")
+AGENT_SKILLS_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+EXTRA_KEYS = ("disable-model-invocation", "activity")  # activity: typed external skills
+KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + EXTRA_KEYS)
+
+
+class SkillError(ValueError):
+    """A skill is malformed; the message names the cause (and the key, if any)."""
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    os: tuple[str, ...] | None = None  # None: any OS
+    env: tuple[str, ...] = ()
+    binaries: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"os": list(self.os) if self.os is not None else None,
+                "env": list(self.env), "binaries": list(self.binaries)}
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    source: str  # workspace | user | bundled
+    path: str  # the skill directory
+    text: str  # the whole SKILL.md, decoded
+    body: str
+    summary: str = ""
+    description: str = ""
+    invocation_mode: str = "prompt_rewrite"
+    command: str | None = None
+    command_tool: str | None = None
+    requires_tools: tuple[str, ...] = ()
+    eligibility: Eligibility = Eligibility()
+    license: str | None = None
+    compatibility: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    allowed_tools: tuple[str, ...] = ()
+    disable_model_invocation: bool = False
+    unknown_keys: tuple[str, ...] = ()
+    frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (seed 004)
+
+    @property
+    def skill_md(self) -> str:
+        return self.path.rstrip("/\\") + "/SKILL.md"
+
+    @property
+    def model_invocable(self) -> bool:
+        return not self.disable_model_invocation
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid skill name, or None when it is."""
+    if not name:
+        return "skill name is empty"
+    if len(name) > MAX_NAME_LEN:
+        return f"skill name '{name}' is {len(name)} characters; the limit is {MAX_NAME_LEN}"
+    if not NAME_RE.match(name):
+        return (f"skill name '{name}' is invalid: use lowercase letters and digits, "
+                "separated by single '-' or '_'")
+    return None
+
+
+def parse(name: str, source: str, path: str, data: bytes) -> Skill:
+    """Parse SKILL.md bytes of the skill directory ``path`` named ``name``.
+
+    Raises :class:`SkillError` with a readable reason when the skill is malformed.
+    """
+    if len(name) > MAX_NAME_LEN or not _NAME_MATCH(name):
+        raise SkillError(name_problem(name))
+    try:
+        text, body, meta = _parse_document(data)
+    except frontmatter.FrontmatterError as exc:
+        raise SkillError(str(exc)) from None
+    skill = _from_mapping(name, source, path, text, body, meta)
+    if "Type" in body and _TYPE_HEADING.search(body) or "activity" in meta:
+        skill = _with_typed(skill, text, body, meta)
+    return skill
+
+
+_NAME_MATCH = NAME_RE.match
+_parse_document = frontmatter.parse_document  # decode, split and parse_yaml, in one call
+_TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
+
+
+def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
+    """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
+    from dataclasses import replace
+    from lily_kernel.typed import declarations as typed
+    activity = meta.get("activity")
+    if activity is not None and not isinstance(activity, str):
+        raise SkillError(f"'activity' must be a string, not {_kind(activity)}")
+    if activity is not None and activity not in typed.ACTIVITY_TYPES:
+        raise SkillError(f"'activity' must be one of {', '.join(typed.ACTIVITY_TYPES)}, "
+                         f"not '{activity}'")
+    if not typed.is_typed(body):  # e.g. a '## Type' heading only inside a code fence
+        if activity is not None:
+            raise SkillError("'activity' is for typed external skills, but the 'Type' "
+                             "section is missing")
+        return skill
+    first_line = text[:len(text) - len(body)].count("\n") + 1
+    try:
+        spec = typed.parse(body, first_line, activity)
+    except typed.TypedError as exc:
+        raise SkillError(str(exc)) from None
+    summary = skill.summary or " ".join(spec.purpose.split())
+    return replace(skill, typed=spec, summary=summary)
+
+
+def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict) -> Skill:
+    """The :class:`Skill` a frontmatter mapping describes; ``meta`` is owned by the Skill after.
+
+    The checks run in a fixed order (the first problem found is the one reported).
+    The common case, a value of the right type, is tested inline; anything else goes
+    through the helper that names the key in its error.
+    """
+    if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
+        unknown = ()
+    else:
+        for key in meta:
+            if key.__class__ is not str and not isinstance(key, str):
+                raise SkillError(f"frontmatter key {key!r} is not a string")
+        unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
+    get = meta.get
+
+    declared_name = get("name")
+    if declared_name is not None:
+        if declared_name.__class__ is not str:
+            declared_name = _opt_str(meta, "name")
+        if declared_name != name:
+            raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
+
+    description = get("description")
+    if description is None:
+        description = ""
+    elif description.__class__ is not str:
+        description = _opt_str(meta, "description") or ""
+    summary = get("summary")
+    if summary is not None and summary.__class__ is not str:
+        summary = _opt_str(meta, "summary")
+    mode = get("invocation_mode")
+    if mode is not None and mode.__class__ is not str:
+        mode = _opt_str(meta, "invocation_mode")
+    if not mode:
+        mode = "prompt_rewrite"
+    elif mode not in INVOCATION_MODES:
+        raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
+
+    command = get("command")
+    if command is not None:
+        if command.__class__ is not str:
+            command = _opt_str(meta, "command")
+        if not COMMAND_RE.match(command):
+            raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
+
+    command_tool = get("command_tool")
+    if command_tool is not None and command_tool.__class__ is not str:
+        command_tool = _opt_str(meta, "command_tool")
+    if mode == "tool_dispatch" and not command_tool:
+        raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
+
+    disable = get("disable-model-invocation", False)
+    if disable is not False and disable is not True:
+        raise SkillError(f"'disable-model-invocation' must be true or false, not {_kind(disable)}")
+
+    metadata = get("metadata")
+    if metadata is None:
+        metadata = _EMPTY
+    elif isinstance(metadata, dict):
+        metadata = MappingProxyType(dict(metadata))  # a copy: frontmatter keeps the original
+    else:
+        raise SkillError(f"'metadata' must be a mapping, not {_kind(metadata)}")
+
+    requires_tools = get("requires_tools")
+    requires_tools = _str_list(requires_tools, "requires_tools") if requires_tools is not None else ()
+    eligibility = get("eligibility")
+    eligibility = _eligibility(eligibility) if eligibility is not None else _ANY_ELIGIBILITY
+    license_ = get("license")
+    if license_ is not None and license_.__class__ is not str:
+        license_ = _opt_str(meta, "license")
+    compatibility = get("compatibility")
+    if compatibility is not None and compatibility.__class__ is not str:
+        compatibility = _opt_str(meta, "compatibility")
+    allowed_tools = get("allowed-tools")
+    allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
+
+    # The fields are set directly, as the dataclass __init__ would (it is the slowest
+    # part of a load otherwise); _check_fast_init below keeps the two in step.
+    skill = _new(Skill)
+    f = skill.__dict__
+    f["name"] = name
+    f["source"] = source
+    f["path"] = path
+    f["text"] = text
+    f["body"] = body
+    f["summary"] = summary if summary is not None else description
+    f["description"] = description
+    f["invocation_mode"] = mode
+    f["command"] = command
+    f["command_tool"] = command_tool
+    f["requires_tools"] = requires_tools
+    f["eligibility"] = eligibility
+    f["license"] = license_
+    f["compatibility"] = compatibility
+    f["metadata"] = metadata
+    f["allowed_tools"] = allowed_tools
+    f["disable_model_invocation"] = disable
+    f["unknown_keys"] = unknown
+    f["frontmatter"] = MappingProxyType(meta)
+    f["typed"] = None
+    return skill
+
+
+_new = object.__new__
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_ANY_ELIGIBILITY = Eligibility()
+_ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
+_OS_SET = frozenset(OS_NAMES)
+
+
+def _check_fast_init() -> None:
+    """Fail at import if Skill or Eligibility gains, loses or renames a field set directly."""
+    made = _from_mapping("x", "workspace", "/x", "", "", {})
+    expected = Skill(name="x", source="workspace", path="/x", text="", body="")
+    if vars(made).keys() != {f.name for f in fields(Skill)} or made != expected:
+        raise AssertionError("skill._from_mapping is out of step with the Skill dataclass")
+    elig = _eligibility({"os": [], "env": [], "binaries": []})
+    if vars(elig).keys() != {f.name for f in fields(Eligibility)} or elig != Eligibility():
+        raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
+
+
+def _opt_str(meta: dict, key: str) -> str | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SkillError(f"'{key}' must be a string, not {_kind(value)}")
+    return value
+
+
+def _str_list(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SkillError(f"'{key}' must be a list of strings, not {_kind(value)}")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise SkillError(f"'{key}' must be a list of non-empty strings; found {_kind(item)}")
+    return tuple(value)
+
+
+def _eligibility(value: Any) -> Eligibility:
+    if value is None:
+        return _ANY_ELIGIBILITY
+    if not isinstance(value, dict):
+        raise SkillError(f"'eligibility' must be a mapping, not {_kind(value)}")
+    if not value.keys() <= _ELIGIBILITY_KEYS:
+        unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
+        raise SkillError(f"'eligibility' has unknown key(s): {', '.join(unknown)} "
+                         f"(allowed: {', '.join(ELIGIBILITY_KEYS)})")
+    os_list = value.get("os")
+    if os_list is not None:
+        os_list = _str_list(os_list, "eligibility.os")
+        if not _OS_SET.issuperset(os_list):
+            bad = [o for o in os_list if o not in OS_NAMES]
+            raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
+                             f"(allowed: {', '.join(OS_NAMES)})")
+        if not os_list:  # an empty list means "no constraint", as in seed 000's example
+            os_list = None
+    env = value.get("env")
+    binaries = value.get("binaries")
+    env = _str_list(env, "eligibility.env") if env is not None else ()
+    binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
+    elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
+    f = elig.__dict__
+    f["os"] = os_list
+    f["env"] = env
+    f["binaries"] = binaries
+    return elig
+
+
+def _allowed_tools(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(value.split())
+    return _str_list(value, "allowed-tools")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+_check_fast_init()

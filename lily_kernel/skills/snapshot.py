@@ -1,0 +1,110 @@
+"""The immutable skill snapshot a session answers from, and its diagnostics."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from lily_kernel.skills.paths import Root
+from lily_kernel.skills.skill import Skill
+
+DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note")
+EXCLUDING_KINDS = ("skill_error", "ineligible", "shadowed")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    kind: str  # one of DIAGNOSTIC_KINDS
+    skill: str | None
+    source: str | None
+    path: str | None
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"skill": self.skill, "source": self.source, "path": self.path,
+                "kind": self.kind, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    hash: str
+    skills: tuple[Skill, ...]  # included skills, sorted by name
+    diagnostics: tuple[Diagnostic, ...]
+    roots: tuple[Root, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # alias -> the skills that all claim it (the alias is disabled)
+    alias_clashes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {s.name: s for s in self.skills})
+
+    def get(self, name: str) -> Skill | None:
+        return self._by_name.get(name)  # type: ignore[attr-defined]
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.skills]
+
+    def excluded(self) -> tuple[Diagnostic, ...]:
+        """Diagnostics of skills that are not in the snapshot (the winner's, not shadowed copies)."""
+        return tuple(d for d in self.diagnostics if d.kind in ("skill_error", "ineligible"))
+
+    def exclusion(self, name: str) -> Diagnostic | None:
+        for diag in self.excluded():
+            if diag.skill == name:
+                return diag
+        return None
+
+    def for_skill(self, name: str) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.skill == name)
+
+    def as_dict(self, include_text: bool = False) -> dict:
+        return {
+            "snapshot_version": self.version,
+            "snapshot_hash": self.hash,
+            "roots": [r.as_dict() for r in self.roots],
+            "skills": [skill_dict(s, include_text) for s in self.skills],
+            "aliases": dict(self.aliases),
+            "alias_clashes": {k: list(v) for k, v in self.alias_clashes.items()},
+            "diagnostics": [d.as_dict() for d in self.diagnostics],
+        }
+
+
+def skill_dict(skill: Skill, include_text: bool = False) -> dict:
+    data = {
+        "name": skill.name,
+        "source": skill.source,
+        "path": skill.path,
+        "summary": skill.summary,
+        "description": skill.description,
+        "invocation_mode": skill.invocation_mode,
+        "command": skill.command,
+        "command_tool": skill.command_tool,
+        "requires_tools": list(skill.requires_tools),
+        "eligibility": skill.eligibility.as_dict(),
+        "license": skill.license,
+        "compatibility": skill.compatibility,
+        "metadata": _plain(skill.metadata),
+        "allowed_tools": list(skill.allowed_tools),
+        "disable_model_invocation": skill.disable_model_invocation,
+    }
+    if skill.typed is not None:
+        spec = skill.typed
+        data["typed"] = {"kind": spec.kind, "purpose": spec.purpose, "activity": spec.activity,
+                         "acl": {"read": list(spec.acl_read), "write": list(spec.acl_write)},
+                         "parameters": [{k: v for k, v in vars(p).items() if k != "line"}
+                                        for p in spec.params]}
+    if include_text:
+        data["text"] = skill.text
+    return data
+
+
+def _plain(value):
+    """YAML values as JSON-friendly data (dates and the like become strings)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,1 @@
+"""Typed skills: declarations, the action flow, the Config Registry, activities, contacts."""

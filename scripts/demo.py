@@ -1,0 +1,70 @@
+"""``make demo``: run a notebook headless on the Lily kernel and print a transcript.
+
+    python scripts/demo.py [NOTEBOOK]   (default: notebooks/quickstart.ipynb)
+
+The notebook is executed fresh with nbclient (nothing is written back); each
+cell's source and its text outputs are printed, so a newcomer can read what
+Lily does without opening Jupyter. Cells tagged ``raises-exception`` are
+expected to fail; any other failure makes the demo exit 1.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def transcript(nb) -> tuple[str, int]:
+    """The readable text of an executed notebook and the number of unexpected errors."""
+    out: list[str] = []
+    unexpected = 0
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            out.append(textwrap.indent(cell.source, "  # ") + "\n")
+            continue
+        n = cell.get("execution_count") or " "
+        out.append(f"In [{n}]: " + cell.source.replace("\n", "\n        "))
+        expected = "raises-exception" in cell.get("metadata", {}).get("tags", [])
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "stream":
+                out.append(textwrap.indent(output["text"].rstrip(), "    "))
+            elif kind in ("display_data", "execute_result"):
+                data = output.get("data", {})
+                text = data.get("text/markdown") or data.get("text/plain", "")
+                out.append(textwrap.indent(text.rstrip(), "    "))
+            elif kind == "error":
+                out.append(textwrap.indent("\n".join(output.get("traceback", [])), "    ")
+                           + ("" if expected else "   <-- unexpected error"))
+                unexpected += not expected
+        out.append("")
+    return "\n".join(out), unexpected
+
+
+def main(argv: list[str]) -> int:
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = Path(argv[0]) if argv else ROOT / "notebooks" / "quickstart.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    kernel = nb.metadata.get("kernelspec", {}).get("name", "lily")
+    print(f"Lily demo: executing {path.name} headless on the '{kernel}' kernel "
+          "(no API key needed for commands).\n")
+    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name=kernel,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    text, unexpected = transcript(nb)
+    print(text)
+    if unexpected:
+        print(f"{unexpected} cell(s) failed unexpectedly.", file=sys.stderr)
+        return 1
+    print("Demo finished: every cell behaved as expected.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
