@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .support import ANSI, NO_MODEL_PREFIX, WIDGET_MIME, Kernel, Run, write_skill
+from kernel_support import ANSI, NO_MODEL_PREFIX, WIDGET_MIME, Kernel, Run, write_skill
 
 
 def snapshot_names(kernel: Kernel) -> list[str]:

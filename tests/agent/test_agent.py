@@ -24,7 +24,7 @@ from agent_support import World, assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SECRET_KEY = "sk-lily-test-SECRET-7f3a9c0d1e2b"
 
 

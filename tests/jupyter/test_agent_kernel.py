@@ -17,7 +17,7 @@ import pytest
 from lily_kernel.testing.server import ScriptedServer
 from agent_support import assert_consistent
 
-from .support import Kernel, Script, scripted_kernel_world
+from kernel_support import Kernel, Script, scripted_kernel_world
 
 
 @pytest.fixture(scope="module")

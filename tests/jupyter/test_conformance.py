@@ -13,7 +13,7 @@ from pathlib import Path
 import jupyter_kernel_test
 from jupyter_client.manager import start_new_kernel
 
-from .support import STARTUP_TIMEOUT, make_world
+from kernel_support import STARTUP_TIMEOUT, make_world
 
 
 class LilyKernelConformance(jupyter_kernel_test.KernelTests):

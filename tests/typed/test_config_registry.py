@@ -27,7 +27,7 @@ from lily_kernel.typed.registry import (
     covers,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

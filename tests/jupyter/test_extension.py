@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from .support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world
+from kernel_support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world
 
 # Python that contains "/" but is not a command: it must run as Python.
 PYTHON_WITH_SLASHES = [
@@ -254,7 +254,7 @@ def test_python3_kernel_extension(py3):
 def test_extension_commands_never_contact_the_model_endpoint(start_kernel, recorder):
     """The same rule as the Lily kernel's, in the other face: under %load_ext lily in a
     python3 kernel, no command cell opens a connection to the model endpoint."""
-    from .test_kernel import MODEL_FREE_COMMANDS
+    from test_kernel import MODEL_FREE_COMMANDS
     kernel = start_kernel("python3", OPENAI_BASE_URL=recorder.url,
                           OPENAI_API_KEY="sk-lily-test-secret-ext")
     kernel.ok("%load_ext lily")

@@ -14,7 +14,7 @@ import pytest
 from lily_kernel.typed.activity import Outbox
 from lily_kernel.testing.server import ScriptedServer
 
-from .support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
+from kernel_support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
 
 ALICE = "https://alice.example/users/alice"
 CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .support import ConnectionRecorder, Kernel, World, make_world
+from kernel_support import ConnectionRecorder, Kernel, World, make_world
 
 
 @pytest.fixture(scope="session")
