@@ -32,7 +32,7 @@ def read_config_file(workspace) -> dict:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path} cannot be read: {exc}") from None
-    for table in ("model", "tools"):
+    for table in ("model", "tools", "limits"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
     return data

@@ -21,6 +21,7 @@ from lily_kernel.agent.client import ClientCache
 from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
 from lily_kernel.skills.paths import skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 
@@ -55,6 +56,10 @@ class Session:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
             self._file_config, self._file_error = {}, str(exc)
+        try:
+            self.limits = Limits.from_table(self._file_config.get("limits"))
+        except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
+            self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
         self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()

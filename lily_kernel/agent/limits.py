@@ -1,0 +1,32 @@
+"""Caps on what the model can move through Lily: bytes read and written, characters kept.
+
+Set in ``lily.toml``'s ``[limits]`` table; the defaults below hold otherwise. A bad
+value is a configuration error naming the key (the session fails closed, like any
+unreadable lily.toml), never a silent fallback to "no limit". See docs/trust-boundary.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Limits:
+    read_bytes: int = 256 * 1024          # bytes one `read` returns (it reads at most this + 1)
+    write_bytes: int = 1024 * 1024        # bytes one `write` accepts
+    answer_chars: int = 100_000           # characters of one model answer kept in the conversation
+    tool_result_chars: int = 50_000       # characters of one tool result kept in the conversation
+    journal_record_bytes: int = 1024 * 1024  # bytes of one journal record
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, object] | None) -> "Limits":
+        """The ``[limits]`` table of lily.toml; ValueError naming the key when a value is bad."""
+        values: dict[str, int] = {}
+        known = {f.name for f in fields(cls)}
+        for key, raw in (table or {}).items():
+            if key not in known:
+                raise ValueError(f"[limits] {key}: unknown limit (known: {', '.join(sorted(known))})")
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+                raise ValueError(f"[limits] {key} must be a positive whole number, not {raw!r}")
+            values[key] = raw
+        return cls(**values)
