@@ -3,17 +3,20 @@
     lily skills list [--all] [--json]   the snapshot the kernel would take here
     lily skills check                   every diagnostic; exit 1 on errors
     lily skills info NAME               one skill, as /help shows it
-    lily skills validate [--strict] PATH...
+    lily skills validate [--strict | --lily] PATH...
     lily kernel install [--user | --sys-prefix | --prefix P]
     lily run "/command ..."             run one command through the router
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
-as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error.
+as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
+on a closed pipe (``lily skills list --json | head``) it stops quietly, with
+141 as a shell reports a command ended by SIGPIPE.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from lily_kernel.commands import render
@@ -69,15 +72,28 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lily_kernel.skills.validator import validate
+    from lily_kernel.skills.validator import validate, validate_lily
+    if args.lily:
+        from lily_kernel.agent.builtin_tools import register_builtins
+        from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+        tools = ToolRegistry()
+        register_builtins(tools, workspace_dir())
+        policy = ToolPolicy.from_env()
     bad = 0
     for path in args.paths:
+        if args.lily:  # what a load here would say: errors and ineligibility fail, notes do not
+            found = validate_lily(path, tools, policy)
+            bad += any(kind != "note" for kind, _ in found)
+            for kind, reason in found:
+                print(f"{path}: {kind}: {reason}")
+            continue
         problems = validate(path, strict=args.strict)
         bad += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
-    print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid"
-          + (" (strict Agent Skills rules)" if args.strict else "") + ".", file=sys.stderr)
+    rules = (" (strict Agent Skills rules)" if args.strict else
+             " (what Lily would load here)" if args.lily else "")
+    print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}.", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -115,7 +131,11 @@ def parser() -> argparse.ArgumentParser:
     info.add_argument("name")
     info.set_defaults(func=cmd_info)
     val = ssub.add_parser("validate", help="validate skill folders")
-    val.add_argument("--strict", action="store_true", help="apply the Agent Skills rules exactly")
+    rules = val.add_mutually_exclusive_group()
+    rules.add_argument("--strict", action="store_true",
+                       help="the Agent Skills specification exactly (only its six fields)")
+    rules.add_argument("--lily", action="store_true",
+                       help="what Lily would load here: the loader's reasons, eligibility, notes")
     val.add_argument("paths", nargs="+", metavar="PATH")
     val.set_defaults(func=cmd_validate)
 
@@ -141,10 +161,17 @@ def add_install_args(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except LoaderError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`lily skills list --json | head`): stop quietly, as Unix
+        # tools do. stdout is pointed at devnull so the flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

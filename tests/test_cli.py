@@ -226,24 +226,27 @@ def test_validate_strict(env):
 
 
 def test_validate_strict_reports_each_violation_separately(env):
-    folder = env.write_skill(env.base / "v", "x_y", "summary: no name, no description")
+    folder = env.write_skill(env.base / "v", "x_y", "summary: no name, no description\n"
+                                                   "argument-hint: '[file]'")
     lines = _lines(env.cli("skills", "validate", "--strict", str(folder), check_rc=1))
-    assert any("'_'" in line for line in lines)
-    assert any("missing required field 'name'" in line for line in lines)
-    assert any("missing required field 'description'" in line for line in lines)
-    assert len(lines) == 3
+    assert lines == [
+        f"{folder}: 'summary' is not part of the Agent Skills format (a Lily key)",
+        f"{folder}: 'argument-hint' is not part of the Agent Skills format (a Claude Code key)",
+        f"{folder}: missing required field 'name'",
+        f"{folder}: missing required field 'description'",
+    ]
 
 
-def test_validate_strict_compares_names_after_nfkc(env):
-    # U+FB01 (the 'fi' ligature) is NFKC-equal to 'fi': fine for Agent Skills, but Lily
-    # cannot load that directory name, so strict validation must not call it valid either.
+def test_validate_strict_names_are_compared_exactly(env):
+    # U+FB01 (the 'fi' ligature) is NFKC-equal to 'fi': skills-ref compares after NFKC,
+    # but Lily cannot load that directory name, so strict validation must not pass it.
     folder = env.write_skill(env.base / "v", "\ufb01le-tool", "name: file-tool\ndescription: x")
     proc = env.cli("skills", "validate", "--strict", str(folder), check_rc=1)
-    assert "skill name" in proc.stdout
-    # and the unicode-letter name the Agent Skills rules accept is refused as well
+    assert "does not match the directory name" in proc.stdout and "NFKC" in proc.stdout
+    # and the unicode-letter name skills-ref accepts is refused: names are ASCII
     cafe = env.write_skill(env.base / "v", "caf\u00e9", "name: caf\u00e9\ndescription: x")
     proc = env.cli("skills", "validate", "--strict", str(cafe), check_rc=1)
-    assert "skill name" in proc.stdout
+    assert "only lowercase ASCII letters, digits and hyphens" in proc.stdout
 
 
 def test_validate_a_folder_that_is_not_a_skill(env, tmp_path):

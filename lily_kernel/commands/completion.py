@@ -98,4 +98,12 @@ def inspect(session: Session, code: str, cursor: int):
         return None
     if index == 1 and first in ("skill", "help") and snap.get(word) is not None:
         return help_mod.skill_help(snap, snap.get(word))
+    # In the input of a skill (after an alias, or after `/skill NAME`): that skill's page,
+    # which shows its argument-hint (docs/skills-compat.md#claude-code-conventions).
+    words = line.split()
+    if first in snap.aliases and cursor - lead > len(words[0]):
+        return help_mod.skill_help(snap, snap.get(snap.aliases[first]))
+    if first == "skill" and len(words) > 1 and snap.get(words[1]) is not None \
+            and cursor - lead > line.index(words[1]) + len(words[1]):
+        return help_mod.skill_help(snap, snap.get(words[1]))
     return None

@@ -40,6 +40,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         ("command tool", f"`{skill.command_tool}`" if skill.command_tool else "—"),
         ("required tools", ", ".join(f"`{t}`" for t in skill.requires_tools) or "—"),
         ("eligibility", _eligibility(skill)),
+        *([("arguments", f"`{skill.argument_hint}` (argument-hint)")] if skill.argument_hint else []),
         ("model may select it", "no (disable-model-invocation)" if skill.disable_model_invocation
          else "yes"),
     ]
@@ -49,9 +50,10 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         rows.append(("license", skill.license))
     if skill.compatibility:
         rows.append(("compatibility", skill.compatibility))
-    if skill.allowed_tools:
-        rows.append(("allowed-tools", " ".join(f"`{t}`" for t in skill.allowed_tools)
-                     + " (informational: grants nothing)"))
+    declared = skill.declared_not_enforced()
+    if declared:  # docs/skills-compat.md#claude-code-conventions
+        rows.append(("declared, not enforced by Lily", "; ".join(
+            f"{k}: {_declared(skill, k, v)}" for k, v in declared)))
     for key, value in skill.metadata.items():
         rows.append((f"metadata.{key}", value))
     lines = ["| field | value |", "| --- | --- |"]
@@ -62,7 +64,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
-    lines += ["", f"Run it with `{usage} [input]`."]
+    lines += ["", f"Run it with `{usage} {skill.argument_hint or '[input]'}`."]
     return HelpPage(skill.name, "\n".join(lines))
 
 
@@ -89,6 +91,7 @@ def typed_lines(skill: Skill) -> list[str]:
 
 
 def _eligibility(skill: Skill) -> str:
+    """The effective requirements: Lily's ``eligibility`` and OpenClaw's gates (all apply)."""
     e = skill.eligibility
     parts = []
     if e.os is not None:
@@ -97,4 +100,16 @@ def _eligibility(skill: Skill) -> str:
         parts.append("env: " + ", ".join(e.env))
     if e.binaries:
         parts.append("binaries: " + ", ".join(e.binaries))
+    if e.any_binaries:
+        parts.append("any of the binaries: " + ", ".join(e.any_binaries))
+    if skill.openclaw is not None:
+        parts += skill.openclaw.parts()
     return "; ".join(parts) or "any host"
+
+
+def _declared(skill: Skill, key: str, value) -> str:
+    if key == "allowed-tools":
+        return " ".join(f"`{t}`" for t in skill.allowed_tools) + " (grants nothing)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"`{value}`"

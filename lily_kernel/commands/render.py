@@ -13,10 +13,23 @@ from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answ
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
+HINT_COLUMNS = ("name", "source", "mode", "alias", "arguments", "summary")
 EXCLUDED_COLUMNS = ("name", "source", "kind", "reason")
 
 
+def _has_hints(snap: Snapshot) -> bool:
+    return any(s.argument_hint for s in snap.skills)
+
+
+def skill_columns(snap: Snapshot) -> tuple[str, ...]:
+    """The /skills columns: an 'arguments' column (argument-hint) when any skill declares one."""
+    return HINT_COLUMNS if _has_hints(snap) else SKILL_COLUMNS
+
+
 def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    if _has_hints(snap):
+        return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
+                 s.argument_hint or "", s.summary) for s in snap.skills]
     return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
              s.summary) for s in snap.skills]
 
@@ -70,7 +83,7 @@ def markdown(result) -> str:
 @text.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
-    out = [skills_heading(snap), "", table(SKILL_COLUMNS, skill_rows(snap))]
+    out = [skills_heading(snap), "", table(skill_columns(snap), skill_rows(snap))]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
@@ -83,7 +96,7 @@ def _(r: SkillTable) -> str:
 @markdown.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
-    out = [f"**{skills_heading(snap)}**", "", md_table(SKILL_COLUMNS, skill_rows(snap))]
+    out = [f"**{skills_heading(snap)}**", "", md_table(skill_columns(snap), skill_rows(snap))]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]

@@ -1,6 +1,8 @@
 """What a command returns. Pure data: each face renders it its own way."""
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,11 +60,36 @@ class SkillRequest:
 
     @property
     def prompt(self) -> str:
-        """The skill's instructions followed by the user's input."""
+        """The skill's instructions followed by the user's input; a body with Claude Code's
+        ``$ARGUMENTS`` placeholders gets the input in their place instead
+        (docs/skills-compat.md#claude-code-conventions)."""
         body = self.skill.body.strip()
+        head = (f"Use the skill '{self.skill.name}' for this request.\n\n"
+                f"<skill name=\"{self.skill.name}\">\n")
+        if "$" in body and _PLACEHOLDER.search(body):
+            return f"{head}{substitute_arguments(body, self.input.strip())}\n</skill>"
         request = self.input.strip() or "(no further input: apply the skill to the conversation so far)"
-        return (f"Use the skill '{self.skill.name}' for this request.\n\n"
-                f"<skill name=\"{self.skill.name}\">\n{body}\n</skill>\n\n{request}")
+        return f"{head}{body}\n</skill>\n\n{request}"
+
+
+_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS\b|\$(\d+)")
+
+
+def substitute_arguments(body: str, arguments: str) -> str:
+    """``$ARGUMENTS`` → the whole input; ``$ARGUMENTS[N]`` and ``$N`` → its word N (from 0,
+    shell-style quoting; empty past the last word). One pass: the input is not rescanned."""
+    try:
+        words = shlex.split(arguments)
+    except ValueError:  # an unbalanced quote: plain words
+        words = arguments.split()
+
+    def value(m: re.Match) -> str:
+        index = m.group(1) or m.group(2)
+        if index is None:
+            return arguments
+        i = int(index)
+        return words[i] if i < len(words) else ""
+    return _PLACEHOLDER.sub(value, body)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def _html_table(headers, rows, filt: str = "") -> str:
 
 def skills_html(snap: Snapshot, show_all: bool, filt: str = "") -> str:
     parts = [f"<p><b>{html.escape(render.skills_heading(snap))}</b></p>",
-             _html_table(render.SKILL_COLUMNS, render.skill_rows(snap), filt)]
+             _html_table(render.skill_columns(snap), render.skill_rows(snap), filt)]
     if show_all:
         rows = render.excluded_rows(snap)
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,9 @@ from typing import Iterable, Mapping
 from lily_kernel.skills import skill as skill_mod
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, Skill, SkillError
+from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons, WhichCache as _WhichCache
+from lily_kernel.skills.eligibility import ineligibility as _ineligibility, notes as _notes
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, SkillError
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
@@ -207,15 +208,15 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             if reason:
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
-        if skill.requires_tools or skill.command_tool or skill.eligibility is not _ANY_ELIGIBILITY:
+        if (skill.requires_tools or skill.command_tool or skill.openclaw is not None
+                or skill.eligibility is not _ANY_ELIGIBILITY):
             reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
             if reason:
                 diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
                 continue
-        if skill.unknown_keys:
-            diagnostics.append(Diagnostic(
-                "note", name, source, path,
-                f"unknown frontmatter key(s) ignored: {', '.join(skill.unknown_keys)}"))
+        if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
+            for note in _notes(skill):
+                diagnostics.append(Diagnostic("note", name, source, path, note))
         append(skill)
 
     aliases, clashes = _aliases(included, diagnostics)
@@ -231,6 +232,26 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     if collect:
         gc.collect(1)
     return snapshot
+
+
+def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
+              host: Host | None = None) -> tuple[Skill | None, list[Diagnostic]]:
+    """What a load would make of ``cand`` alone: the skill (None if excluded) and its
+    diagnostics, with the loader's own reasons (``lily skills validate --lily``)."""
+    host = host or Host.current()
+    diagnostics: list[Diagnostic] = []
+    skill = _load_one(cand, diagnostics)
+    if skill is None:
+        return None, diagnostics
+    where = (cand.name, skill.source, skill.path)
+    reason = _exclusion(skill, tools, policy) if skill.command or skill.command_tool else None
+    kind = "skill_error"
+    if not reason:
+        kind = "ineligible"
+        reason = _ineligibility(skill, tools, policy, host, _WhichCache(host.path))
+    if reason:
+        return None, diagnostics + [Diagnostic(kind, *where, reason)]
+    return skill, diagnostics + [Diagnostic("note", *where, n) for n in _notes(skill)]
 
 
 def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
@@ -323,48 +344,6 @@ def _exclusion(skill: Skill, tools: ToolRegistry, policy: ToolPolicy) -> str | N
     return None
 
 
-def _ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
-                   host: Host, which: "_WhichCache",
-                   tool_reasons: "_ToolReasons | None" = None) -> str | None:
-    if tool_reasons is None:
-        tool_reasons = _ToolReasons(tools, policy)
-    problems: list[str] = []
-    elig = skill.eligibility
-    if elig.os is not None and host.platform not in elig.os:
-        problems.append(f"requires OS {' or '.join(elig.os)}; this is {host.platform}")
-    if elig.env:
-        missing_env = [v for v in elig.env if not host.env.get(v)]
-        if missing_env:
-            problems.append(f"requires environment variable(s) {', '.join(missing_env)} "
-                            "(unset or empty)")
-    if elig.binaries:
-        missing_bin = [b for b in elig.binaries if not which(b)]
-        if missing_bin:
-            problems.append(f"requires binar{'y' if len(missing_bin) == 1 else 'ies'} "
-                            f"{', '.join(missing_bin)} on PATH (not found)")
-    if skill.command_tool:
-        reason = tool_reasons[skill.command_tool]
-        if reason:
-            problems.append(f"its command_tool is unavailable: {reason}")
-    for tool in skill.requires_tools:
-        reason = tool_reasons[tool]
-        if reason:
-            problems.append(f"requires tool '{tool}': {reason}")
-    return "; ".join(problems) or None
-
-
-class _ToolReasons(dict):
-    """``policy.unavailable_reason(tools, name)`` per tool name, asked once per load."""
-
-    def __init__(self, tools: ToolRegistry, policy: ToolPolicy) -> None:
-        super().__init__()
-        self._tools, self._policy = tools, policy
-
-    def __missing__(self, name: str) -> str | None:
-        reason = self[name] = self._policy.unavailable_reason(self._tools, name)
-        return reason
-
-
 def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict, dict]:
     claims: dict[str, list[str]] = {}
     for s in skills:
@@ -393,14 +372,3 @@ def _content_hash(skills: list[Skill]) -> str:
     for s in skills:
         h.update(f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
-
-
-class _WhichCache:
-    def __init__(self, path: str | None) -> None:
-        self._path = path
-        self._seen: dict[str, bool] = {}
-
-    def __call__(self, binary: str) -> bool:
-        if binary not in self._seen:
-            self._seen[binary] = shutil.which(binary, path=self._path) is not None
-        return self._seen[binary]

@@ -12,20 +12,26 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from lily_kernel.skills import frontmatter
+from lily_kernel.skills import frontmatter, openclaw
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
 MAX_NAME_LEN = 64
 INVOCATION_MODES = ("prompt_rewrite", "tool_dispatch")
 OS_NAMES = ("darwin", "linux", "win32")
-ELIGIBILITY_KEYS = ("os", "env", "binaries")
+ELIGIBILITY_KEYS = ("os", "env", "binaries", "any_binaries")
 
 # Keys Lily reads. Everything else is kept in ``frontmatter`` and listed as a note.
 V0_KEYS = ("summary", "invocation_mode", "command", "command_tool", "requires_tools", "eligibility")
 AGENT_SKILLS_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
-EXTRA_KEYS = ("disable-model-invocation", "activity")  # activity: typed external skills
-KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + EXTRA_KEYS)
+# Claude Code's keys (docs/skills-compat.md#claude-code-conventions); Lily acts on the
+# first two and shows the others in /help as declared, not enforced.
+CLAUDE_CODE_KEYS = ("argument-hint", "disable-model-invocation", "user-invocable", "model",
+                    "context")
+NOT_ENFORCED_KEYS = ("allowed-tools", "user-invocable", "model", "context")
+EXTRA_KEYS = ("activity",)  # typed external skills
+KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + CLAUDE_CODE_KEYS + EXTRA_KEYS)
+MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a note
 
 
 class SkillError(ValueError):
@@ -37,10 +43,12 @@ class Eligibility:
     os: tuple[str, ...] | None = None  # None: any OS
     env: tuple[str, ...] = ()
     binaries: tuple[str, ...] = ()
+    any_binaries: tuple[str, ...] = ()  # at least one on PATH
 
     def as_dict(self) -> dict:
         return {"os": list(self.os) if self.os is not None else None,
-                "env": list(self.env), "binaries": list(self.binaries)}
+                "env": list(self.env), "binaries": list(self.binaries),
+                "any_binaries": list(self.any_binaries)}
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class Skill:
     unknown_keys: tuple[str, ...] = ()
     frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (seed 004)
+    openclaw: Any = None  # an openclaw.OpenClawGate when metadata.openclaw (or older) gates it
 
     @property
     def skill_md(self) -> str:
@@ -73,6 +82,39 @@ class Skill:
     @property
     def model_invocable(self) -> bool:
         return not self.disable_model_invocation
+
+    @property
+    def argument_hint(self) -> str | None:
+        """Claude Code's ``argument-hint`` as text (``[a, b]`` in YAML reads back as ``[a] [b]``)."""
+        hint = self.frontmatter.get("argument-hint")
+        if hint is None or hint == "":
+            return None
+        if isinstance(hint, list):
+            return " ".join(f"[{h}]" for h in hint)
+        return str(hint)
+
+    def declared_not_enforced(self) -> list[tuple[str, Any]]:
+        """Keys the skill declares that Lily shows but does not act on (for /help)."""
+        fm = self.frontmatter
+        return [(k, fm[k]) for k in NOT_ENFORCED_KEYS if k in fm]
+
+
+def body_summary(body: str, limit: int = 200) -> str:
+    """The first paragraph of ``body`` that is prose (not a heading, fence or comment),
+    on one line and at most ``limit`` characters; the index's stand-in for a missing
+    description (docs/skills-compat.md#notes)."""
+    fallback = ""
+    for para in body.split("\n\n"):
+        text = para.strip()
+        if not text or text.startswith(("```", "~~~", "<!--", "---")):
+            continue
+        if text.startswith("#"):
+            fallback = fallback or text.lstrip("#").strip().split("\n")[0]
+            continue
+        fallback = text
+        break
+    text = " ".join(fallback.split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def name_problem(name: str) -> str | None:
@@ -189,10 +231,19 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     if disable is not False and disable is not True:
         raise SkillError(f"'disable-model-invocation' must be true or false, not {_kind(disable)}")
 
+    if "argument-hint" in meta or "user-invocable" in meta or "model" in meta or "context" in meta:
+        _claude_code_keys(meta)
+
     metadata = get("metadata")
+    gate = None
     if metadata is None:
         metadata = _EMPTY
     elif isinstance(metadata, dict):
+        if "openclaw" in metadata or "clawdbot" in metadata or "moltbot" in metadata:
+            try:
+                gate = _openclaw_gate(metadata)
+            except ValueError as exc:
+                raise SkillError(str(exc)) from None
         metadata = MappingProxyType(dict(metadata))  # a copy: frontmatter keeps the original
     else:
         raise SkillError(f"'metadata' must be a mapping, not {_kind(metadata)}")
@@ -234,10 +285,12 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     f["unknown_keys"] = unknown
     f["frontmatter"] = MappingProxyType(meta)
     f["typed"] = None
+    f["openclaw"] = gate
     return skill
 
 
 _new = object.__new__
+_openclaw_gate = openclaw.gate
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _ANY_ELIGIBILITY = Eligibility()
 _ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
@@ -250,9 +303,22 @@ def _check_fast_init() -> None:
     expected = Skill(name="x", source="workspace", path="/x", text="", body="")
     if vars(made).keys() != {f.name for f in fields(Skill)} or made != expected:
         raise AssertionError("skill._from_mapping is out of step with the Skill dataclass")
-    elig = _eligibility({"os": [], "env": [], "binaries": []})
+    elig = _eligibility({"os": [], "env": [], "binaries": [], "any_binaries": []})
     if vars(elig).keys() != {f.name for f in fields(Eligibility)} or elig != Eligibility():
         raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
+
+
+def _claude_code_keys(meta: dict) -> None:
+    """Type checks of the Claude Code keys Lily recognises but does not set fields for."""
+    hint = meta.get("argument-hint")
+    if hint is not None and not isinstance(hint, str):  # `[file]` in YAML is a list
+        if not isinstance(hint, list) or not all(isinstance(h, str) for h in hint):
+            raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
+    invocable = meta.get("user-invocable", True)
+    if invocable is not True and invocable is not False:
+        raise SkillError(f"'user-invocable' must be true or false, not {_kind(invocable)}")
+    _opt_str(meta, "model")
+    _opt_str(meta, "context")
 
 
 def _opt_str(meta: dict, key: str) -> str | None:
@@ -295,13 +361,19 @@ def _eligibility(value: Any) -> Eligibility:
             os_list = None
     env = value.get("env")
     binaries = value.get("binaries")
+    any_binaries = value.get("any_binaries")
     env = _str_list(env, "eligibility.env") if env is not None else ()
     binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
+    if any_binaries is not None:
+        any_binaries = _str_list(any_binaries, "eligibility.any_binaries")
+    else:
+        any_binaries = ()
     elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
     f = elig.__dict__
     f["os"] = os_list
     f["env"] = env
     f["binaries"] = binaries
+    f["any_binaries"] = any_binaries
     return elig
 
 

@@ -87,6 +87,8 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict:
         "metadata": _plain(skill.metadata),
         "allowed_tools": list(skill.allowed_tools),
         "disable_model_invocation": skill.disable_model_invocation,
+        "argument_hint": skill.argument_hint,
+        "openclaw": _gate_dict(skill.openclaw),
     }
     if skill.typed is not None:
         spec = skill.typed
@@ -97,6 +99,16 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict:
     if include_text:
         data["text"] = skill.text
     return data
+
+
+def _gate_dict(gate) -> dict | None:
+    """An OpenClaw gate (skills/openclaw.py) as JSON data, in OpenClaw's own key names."""
+    if gate is None:
+        return None
+    return {"origin": gate.origin, "os": list(gate.os) if gate.os is not None else None,
+            "requires": {"bins": list(gate.bins), "anyBins": list(gate.any_bins),
+                         "env": list(gate.env), "config": list(gate.config)},
+            "always": gate.always}
 
 
 def _plain(value):

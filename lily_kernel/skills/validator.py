@@ -1,9 +1,13 @@
 """``lily skills validate``: check skill folders one by one, without loading a snapshot.
 
-The default rules are Lily's (SPEC §2). ``strict`` adds the public Agent
-Skills rules exactly: hyphen-only names, NFKC name comparison, a required
-``description`` of at most 1024 characters, ``compatibility`` of at most 500,
-and no frontmatter fields outside the Agent Skills set and Lily's own keys.
+Three rule sets (docs/skills-compat.md#validation):
+
+- default: Lily's format rules, from the file alone (the same parser as the loader);
+- ``lily``: what a load here would make of the skill: the loader's own reasons,
+  including the tools, eligibility on this host and the notes;
+- ``strict``: the Agent Skills specification exactly (only its six fields, its
+  name rules and length limits, ``metadata`` mapping strings to strings), with
+  the deliberate differences from ``skills-ref`` the docs list.
 """
 from __future__ import annotations
 
@@ -12,87 +16,144 @@ import unicodedata
 from pathlib import Path
 
 from lily_kernel.commands.table import BUILTIN_NAMES
-from lily_kernel.skills.skill import AGENT_SKILLS_KEYS, KNOWN_KEYS, MAX_NAME_LEN, SkillError, parse
+from lily_kernel.skills import frontmatter
+from lily_kernel.skills.skill import (AGENT_SKILLS_KEYS, CLAUDE_CODE_KEYS, MAX_DESCRIPTION,
+                                      MAX_NAME_LEN, V0_KEYS, SkillError, parse)
 
-MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
     """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid."""
+    folder, data = _read(path)
+    if folder is None:
+        return [data]
+    name = folder.resolve().name
+    if strict:
+        return strict_problems(name, data)
+    try:
+        skill = parse(name, "workspace", str(folder), data)
+    except SkillError as exc:
+        return [str(exc)]
+    if skill.command and skill.command in BUILTIN_NAMES:
+        return [f"'command' /{skill.command} collides with the built-in command "
+                f"/{skill.command}"]
+    return []
+
+
+def validate_lily(path: str | os.PathLike, tools, policy, host=None) -> list[tuple[str, str]]:
+    """``(kind, reason)`` of every diagnostic a load here would give the skill at ``path``:
+    ``skill_error`` and ``ineligible`` exclude it, ``note`` does not."""
+    from lily_kernel.skills.loader import Candidate, check_one
+    from lily_kernel.skills.paths import Root
+    folder, problem = _read(path)
+    if folder is None:
+        return [("skill_error", problem)]
+    folder = Path(os.path.abspath(folder))
+    cand = Candidate(folder.name, Root("workspace", folder.parent, True), folder)
+    _, diagnostics = check_one(cand, tools, policy, host)
+    return [(d.kind, d.reason) for d in diagnostics]
+
+
+def _read(path: str | os.PathLike) -> tuple[Path | None, bytes | str]:
+    """(the skill folder, SKILL.md's bytes), or (None, why not)."""
     path = Path(path)
     if path.name == "SKILL.md" and path.is_file():
         path = path.parent
     if not path.is_dir():
-        return [f"{path} is not a skill folder"]
+        return None, f"{path} is not a skill folder"
     skill_md = path / "SKILL.md"
+    # Spelled exactly: on a case-insensitive file system 'skill.md' opens as SKILL.md too.
+    if "SKILL.md" not in os.listdir(path):
+        others = [n for n in os.listdir(path) if n.lower() == "skill.md"]
+        return None, ("SKILL.md is missing" + (f"; found '{others[0]}': the file must be "
+                                               "named SKILL.md exactly" if others else ""))
     try:
-        data = skill_md.read_bytes()
-    except FileNotFoundError:
-        return ["SKILL.md is missing"]
+        return path, skill_md.read_bytes()
     except OSError as exc:
-        return [f"SKILL.md cannot be read: {exc.strerror or exc}"]
+        return None, f"SKILL.md cannot be read: {exc.strerror or exc}"
 
-    name = path.resolve().name
-    problems: list[str] = []
-    if strict:
-        problems += _strict_name(name)
+
+def strict_problems(dir_name: str, data: bytes) -> list[str]:
+    """The Agent Skills rules, one message per problem, each naming its field."""
     try:
-        skill = parse(name, "workspace", str(path), data)
-    except SkillError as exc:
-        # Skip Lily's name message only when the strict rules already reported the name:
-        # they accept some names Lily cannot load (e.g. 'café'), which must not pass.
-        if not (problems and "skill name" in str(exc)):
-            problems.append(str(exc))
-        return problems
-    if skill.command and skill.command in BUILTIN_NAMES:
-        problems.append(f"'command' /{skill.command} collides with the built-in command "
-                        f"/{skill.command}")
-    if strict:
-        problems += _strict_fields(dict(skill.frontmatter), name)
-    return problems
+        text = frontmatter.decode(data)
+        source, _ = frontmatter.split(text)
+        if source is None:
+            return ["SKILL.md must start with YAML frontmatter (a first line '---')"]
+        meta = frontmatter.parse_yaml(source)
+    except frontmatter.FrontmatterError as exc:
+        return [str(exc)]
+    out = [_not_in_format(key) for key in meta if key not in AGENT_SKILLS_KEYS]
+    out += _name(meta, dir_name)
+    description = meta.get("description")
+    if "description" not in meta:
+        out.append("missing required field 'description'")
+    elif not isinstance(description, str) or not description.strip():
+        out.append("'description' must be a non-empty string")
+    elif len(description) > MAX_DESCRIPTION:
+        out.append(f"description exceeds {MAX_DESCRIPTION} characters ({len(description)})")
+    if "compatibility" in meta:
+        compat = meta["compatibility"]
+        if not isinstance(compat, str) or not compat:
+            out.append(f"'compatibility' must be a string of 1 to {MAX_COMPATIBILITY} characters")
+        elif len(compat) > MAX_COMPATIBILITY:
+            out.append(f"compatibility exceeds {MAX_COMPATIBILITY} characters ({len(compat)})")
+    if "license" in meta and not isinstance(meta["license"], str):
+        out.append("'license' must be a string")
+    if "allowed-tools" in meta and not isinstance(meta["allowed-tools"], str):
+        out.append("'allowed-tools' must be a string (tool names separated by spaces)")
+    if "metadata" in meta:
+        out += _metadata(meta["metadata"])
+    return out
 
 
-def _strict_name(name: str) -> list[str]:
-    name = unicodedata.normalize("NFKC", name)
+def _not_in_format(key) -> str:
+    whose = (" (a Lily key)" if key in V0_KEYS or key == "activity" else
+             " (a Claude Code key)" if key in CLAUDE_CODE_KEYS else "")
+    return f"'{key}' is not part of the Agent Skills format{whose}"
+
+
+def _name(meta: dict, dir_name: str) -> list[str]:
+    if "name" not in meta:
+        return ["missing required field 'name'"]
+    name = meta["name"]
+    if not isinstance(name, str) or not name.strip():
+        return ["'name' must be a non-empty string"]
     out = []
-    if not name:
-        out.append("name must not be empty")
     if len(name) > MAX_NAME_LEN:
         out.append(f"name '{name}' exceeds {MAX_NAME_LEN} characters ({len(name)})")
     if name != name.lower():
         out.append(f"name '{name}' must be lowercase")
-    if "_" in name:
-        out.append(f"name '{name}' contains '_'; the Agent Skills format allows only "
-                   "letters, digits and hyphens")
+    bad = sorted({c for c in name.lower() if c not in _NAME_CHARS})
+    if bad:
+        out.append(f"name '{name}' contains {' '.join(map(repr, bad))}: only lowercase ASCII "
+                   "letters, digits and hyphens are allowed")
     if name.startswith("-") or name.endswith("-"):
         out.append(f"name '{name}' cannot start or end with a hyphen")
     if "--" in name:
         out.append(f"name '{name}' cannot contain consecutive hyphens")
-    bad = sorted({c for c in name if not (c.isalnum() or c in "-_")})
-    if bad:
-        out.append(f"name '{name}' contains invalid characters: {' '.join(map(repr, bad))}")
+    if name != dir_name:
+        out.append(f"name '{name}' does not match the directory name '{dir_name}'"
+                   + (" (the same after NFKC normalisation, but Lily compares names exactly)"
+                      if unicodedata.normalize("NFKC", name) ==
+                      unicodedata.normalize("NFKC", dir_name) else ""))
     return out
 
 
-def _strict_fields(meta: dict, dir_name: str) -> list[str]:
+def _metadata(value) -> list[str]:
+    if not isinstance(value, dict):
+        return ["'metadata' must be a mapping of strings to strings"]
     out = []
-    declared = meta.get("name")
-    if declared is None:
-        out.append("missing required field 'name'")
-    elif unicodedata.normalize("NFKC", declared) != unicodedata.normalize("NFKC", dir_name):
-        out.append(f"name '{declared}' does not match the directory name '{dir_name}'")
-    desc = meta.get("description")
-    if not isinstance(desc, str) or not desc.strip():
-        out.append("missing required field 'description'")
-    elif len(desc) > MAX_DESCRIPTION:
-        out.append(f"description exceeds {MAX_DESCRIPTION} characters ({len(desc)})")
-    compat = meta.get("compatibility")
-    if isinstance(compat, str) and len(compat) > MAX_COMPATIBILITY:
-        out.append(f"compatibility exceeds {MAX_COMPATIBILITY} characters ({len(compat)})")
-    extra = sorted(k for k in meta if k not in KNOWN_KEYS)
-    if extra:
-        out.append(f"unexpected field(s) in frontmatter: {', '.join(extra)} "
-                   f"(Agent Skills allows: {', '.join(sorted(AGENT_SKILLS_KEYS))})")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            out.append(f"'metadata' key {key!r} must be a string")
+        elif not isinstance(item, str):
+            out.append(f"'metadata.{key}' must be a string, not {_kind(item)}")
     return out
 
+
+def _kind(value) -> str:
+    from lily_kernel.skills.skill import _kind as kind
+    return kind(value)

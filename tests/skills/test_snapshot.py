@@ -55,7 +55,8 @@ def test_snapshot_contents(env):
     for key in ("name", "source", "path", "summary", "invocation_mode", "command",
                 "requires_tools", "eligibility"):
         assert key in first
-    assert first["eligibility"] == {"os": None, "env": ["PRESENT_VAR"], "binaries": []}
+    assert first["eligibility"] == {"os": None, "env": ["PRESENT_VAR"], "binaries": [],
+                                   "any_binaries": []}
     assert {tuple(sorted(d)) for d in data["diagnostics"]} == {
         ("kind", "path", "reason", "skill", "source")}
 

@@ -1,0 +1,182 @@
+"""``lily skills validate --strict``: the Agent Skills specification exactly
+(docs/skills-compat.md#strict), checked rule by rule and against the reference
+validator ``skills-ref`` over the same folders.
+
+Each case is a skill folder generated under tmp_path: the folder name, the file
+name, its text, the one message --strict must print, and, where Lily and
+skills-ref deliberately disagree, which documented difference explains it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lily_kernel.skills.validator import validate
+
+LONG = "x" * 1025
+
+# The deliberate differences from skills-ref, as the README and docs/skills-compat.md list them.
+ASCII = "names are ASCII"
+SPELLING = "SKILL.md spelled exactly"
+FLOW = "flow-style YAML is valid"
+TYPES = "value types as the specification states them"
+
+FM = "---\n{}\n---\n# Body\n\nInstructions.\n"
+
+# (case id, folder, file name, SKILL.md text, expected --strict messages, difference)
+CASES = [
+    ("valid", "good-skill", "SKILL.md",
+     FM.format("name: good-skill\ndescription: Does good things. Use when testing."), [], None),
+    ("valid-all-six-fields", "full-skill", "SKILL.md", FM.format(
+        "name: full-skill\ndescription: Every field.\nlicense: Apache-2.0\n"
+        "compatibility: Requires python3\nallowed-tools: Bash(git:*) Read\n"
+        "metadata:\n  author: example-org\n  version: \"1.0\""), [], None),
+    ("lily-key", "lily-key", "SKILL.md",
+     FM.format("name: lily-key\ndescription: d\nsummary: Short."),
+     ["'summary' is not part of the Agent Skills format (a Lily key)"], None),
+    ("lily-eligibility", "lily-elig", "SKILL.md",
+     FM.format("name: lily-elig\ndescription: d\neligibility:\n  env:\n    - HOME"),
+     ["'eligibility' is not part of the Agent Skills format (a Lily key)"], None),
+    ("claude-code-key", "cc-key", "SKILL.md",
+     FM.format("name: cc-key\ndescription: d\ndisable-model-invocation: true"),
+     ["'disable-model-invocation' is not part of the Agent Skills format (a Claude Code key)"],
+     None),
+    ("argument-hint", "cc-hint", "SKILL.md",
+     FM.format("name: cc-hint\ndescription: d\nargument-hint: \"<file>\""),
+     ["'argument-hint' is not part of the Agent Skills format (a Claude Code key)"], None),
+    ("unknown-key", "odd-key", "SKILL.md",
+     FM.format("name: odd-key\ndescription: d\nhomepage: https://example.org"),
+     ["'homepage' is not part of the Agent Skills format"], None),
+    ("no-frontmatter", "bare", "SKILL.md", "# Bare\n\nNo frontmatter.\n",
+     ["SKILL.md must start with YAML frontmatter (a first line '---')"], None),
+    ("missing-name", "no-name", "SKILL.md", FM.format("description: d"),
+     ["missing required field 'name'"], None),
+    ("empty-name", "empty-name", "SKILL.md", FM.format("name: \"\"\ndescription: d"),
+     ["'name' must be a non-empty string"], None),
+    ("name-too-long", "a" * 65, "SKILL.md", FM.format(f"name: {'a' * 65}\ndescription: d"),
+     [f"name '{'a' * 65}' exceeds 64 characters (65)"], None),
+    ("name-64-is-fine", "b" * 64, "SKILL.md", FM.format(f"name: {'b' * 64}\ndescription: d"),
+     [], None),
+    ("uppercase", "Pdf-Tool", "SKILL.md", FM.format("name: Pdf-Tool\ndescription: d"),
+     ["name 'Pdf-Tool' must be lowercase"], None),
+    ("underscore", "pdf_tool", "SKILL.md", FM.format("name: pdf_tool\ndescription: d"),
+     ["name 'pdf_tool' contains '_': only lowercase ASCII letters, digits and hyphens "
+      "are allowed"], None),
+    ("leading-hyphen", "-pdf", "SKILL.md", FM.format("name: \"-pdf\"\ndescription: d"),
+     ["name '-pdf' cannot start or end with a hyphen"], None),
+    ("trailing-hyphen", "pdf-", "SKILL.md", FM.format("name: pdf-\ndescription: d"),
+     ["name 'pdf-' cannot start or end with a hyphen"], None),
+    ("consecutive-hyphens", "pdf--tool", "SKILL.md",
+     FM.format("name: pdf--tool\ndescription: d"),
+     ["name 'pdf--tool' cannot contain consecutive hyphens"], None),
+    ("name-mismatch", "pdf-tools", "SKILL.md", FM.format("name: pdf-tool\ndescription: d"),
+     ["name 'pdf-tool' does not match the directory name 'pdf-tools'"], None),
+    ("missing-description", "no-desc", "SKILL.md", FM.format("name: no-desc"),
+     ["missing required field 'description'"], None),
+    ("empty-description", "empty-desc", "SKILL.md",
+     FM.format("name: empty-desc\ndescription: \"\""),
+     ["'description' must be a non-empty string"], None),
+    ("description-too-long", "long-desc", "SKILL.md",
+     FM.format(f"name: long-desc\ndescription: {LONG}"),
+     ["description exceeds 1024 characters (1025)"], None),
+    ("description-1024-is-fine", "desc-1024", "SKILL.md",
+     FM.format(f"name: desc-1024\ndescription: {LONG[:1024]}"), [], None),
+    ("compatibility-too-long", "long-compat", "SKILL.md",
+     FM.format(f"name: long-compat\ndescription: d\ncompatibility: {'c' * 501}"),
+     ["compatibility exceeds 500 characters (501)"], None),
+    ("invalid-yaml", "bad-yaml", "SKILL.md",
+     FM.format("name: bad-yaml\ndescription: \"unclosed"), ["invalid YAML"], None),
+    # -- the documented differences from skills-ref ------------------------------------
+    ("unicode-name", "café", "SKILL.md", FM.format("name: café\ndescription: d"),
+     ["name 'café' contains 'é': only lowercase ASCII letters, digits and hyphens "
+      "are allowed"], ASCII),
+    ("lowercase-file-name", "lower-md", "skill.md",
+     FM.format("name: lower-md\ndescription: d"),
+     ["SKILL.md is missing; found 'skill.md': the file must be named SKILL.md exactly"],
+     SPELLING),
+    ("flow-style-metadata", "flow-meta", "SKILL.md",
+     FM.format("name: flow-meta\ndescription: d\nmetadata: {author: example-org}"), [], FLOW),
+    ("nested-metadata", "nested-meta", "SKILL.md",
+     FM.format("name: nested-meta\ndescription: d\nmetadata:\n  openclaw:\n    emoji: x"),
+     ["'metadata.openclaw' must be a string, not a mapping"], TYPES),
+    ("number-in-metadata", "number-meta", "SKILL.md",
+     FM.format("name: number-meta\ndescription: d\nmetadata:\n  version: 1.0"),
+     ["'metadata.version' must be a string, not a number"], TYPES),
+    ("metadata-not-a-mapping", "text-meta", "SKILL.md",
+     FM.format("name: text-meta\ndescription: d\nmetadata: just text"),
+     ["'metadata' must be a mapping of strings to strings"], TYPES),
+    ("license-list", "list-license", "SKILL.md",
+     FM.format("name: list-license\ndescription: d\nlicense:\n  - MIT"),
+     ["'license' must be a string"], TYPES),
+    ("allowed-tools-list", "list-tools", "SKILL.md",
+     FM.format("name: list-tools\ndescription: d\nallowed-tools:\n  - Read"),
+     ["'allowed-tools' must be a string (tool names separated by spaces)"], TYPES),
+    ("empty-compatibility", "empty-compat", "SKILL.md",
+     FM.format("name: empty-compat\ndescription: d\ncompatibility: \"\""),
+     ["'compatibility' must be a string of 1 to 500 characters"], TYPES),
+]
+
+
+def make(base: Path, folder: str, file_name: str, text: str) -> Path:
+    skill = base / folder
+    skill.mkdir(parents=True)
+    (skill / file_name).write_text(text, encoding="utf-8")
+    return skill
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_each_rule_has_its_own_message(tmp_path, case):
+    _, folder, file_name, text, expected, _ = case
+    problems = validate(make(tmp_path, folder, file_name, text), strict=True)
+    assert len(problems) == len(expected), problems
+    for got, want in zip(problems, expected):
+        assert want in got, (got, want)
+
+
+def test_several_problems_are_each_reported(tmp_path):
+    skill = make(tmp_path, "Many_Bad", "SKILL.md",
+                 FM.format("summary: s\ncommand: go\nname: Many_Bad\nmetadata:\n  n: 2"))
+    assert validate(skill, strict=True) == [
+        "'summary' is not part of the Agent Skills format (a Lily key)",
+        "'command' is not part of the Agent Skills format (a Lily key)",
+        "name 'Many_Bad' must be lowercase",
+        "name 'Many_Bad' contains '_': only lowercase ASCII letters, digits and hyphens "
+        "are allowed",
+        "missing required field 'description'",
+        "'metadata.n' must be a string, not a number",
+    ]
+
+
+def test_lily_only_rules_do_not_decide_strict(tmp_path):
+    # invocation_mode 'fast' is a Lily error; for --strict it is just a key outside the format
+    skill = make(tmp_path, "mode", "SKILL.md",
+                 FM.format("name: mode\ndescription: d\ninvocation_mode: fast"))
+    assert validate(skill, strict=True) == [
+        "'invocation_mode' is not part of the Agent Skills format (a Lily key)"]
+    assert "invocation_mode" in validate(skill)[0]  # the default rules still refuse it
+
+
+def test_skills_ref_agrees_except_on_the_documented_differences(tmp_path):
+    skills_ref = pytest.importorskip("skills_ref.validator")
+    disagreements = {}
+    for case_id, folder, file_name, text, expected, difference in CASES:
+        skill = make(tmp_path / case_id, folder, file_name, text)
+        lily_ok = validate(skill, strict=True) == []
+        ref_problems = skills_ref.validate(skill)
+        assert lily_ok == (expected == []), case_id
+        if difference is None:
+            assert lily_ok == (ref_problems == []), (case_id, ref_problems)
+        else:  # the difference is real: the two validators do disagree here
+            disagreements[case_id] = difference
+            assert lily_ok != (ref_problems == []), (case_id, difference, ref_problems)
+    assert set(disagreements.values()) == {ASCII, SPELLING, FLOW, TYPES}
+
+
+def test_documented_differences_are_in_the_readme_and_docs():
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    docs = (repo / "docs" / "skills-compat.md").read_text(encoding="utf-8")
+    for difference in (ASCII, SPELLING, FLOW, TYPES):
+        assert difference in readme, difference
+        assert difference in docs, difference
