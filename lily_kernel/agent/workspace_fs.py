@@ -15,12 +15,11 @@ import os
 import re
 import secrets
 import stat
-import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
 from lily_kernel.agent.limits import Limits
+from lily_kernel.agent.protected import Protected, fold, protected_set
 from lily_kernel.agent.tools import ToolError
 
 _SEP = re.compile(r"[/\\]")
@@ -30,12 +29,6 @@ _FILE_FLAGS = (os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 MAX_DEPTH = 64  # scan() goes no deeper (each level holds one open descriptor)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def fold(name: str) -> str:
-    """A component as protected paths are compared: NFC, case-folded
-    (docs/trust-boundary.md#protected-paths: safe on case-insensitive disks too)."""
-    return unicodedata.normalize("NFC", name).casefold()
 
 
 def split(relpath: object) -> tuple[str, ...]:
@@ -54,20 +47,6 @@ def split(relpath: object) -> tuple[str, ...]:
     if ".." in parts:
         raise ToolError(f"path '{relpath}' contains '..'; paths must stay inside the workspace")
     return parts
-
-
-@dataclass(frozen=True)
-class Protected:
-    """One protected path: its folded components under the root, and what it is."""
-
-    parts: tuple[str, ...]
-    shown: str  # e.g. "lily.toml", ".lily/"
-    what: str   # e.g. "Lily's configuration"
-
-    def refusal(self, path: str, verb: str) -> str:
-        if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
-            return f"{self.shown} is {self.what}; tools cannot {verb} it"
-        return f"'{path}' is inside {self.shown}, {self.what}; tools cannot {verb} it"
 
 
 class _Fd:
@@ -260,6 +239,10 @@ class WorkspaceFS:
         if not parts:
             raise ToolError(f"cannot write to the {self.name} folder itself")
         self._check(parts, "write")
+        if len(content) > self.write_bytes:  # UTF-8 has at least a byte per character
+            raise ToolError(f"content is {len(content)} characters, more than the "
+                            f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
+                            "in lily.toml)")
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
@@ -271,7 +254,7 @@ class WorkspaceFS:
         shown = "/".join(parts)
         with _Fd(self._open_dir(parts[:-1], "write", ids, create=True)) as dfd:
             name = parts[-1]
-            mode = 0o666
+            mode = None  # a new file: 0o666 less the umask, as open(2) makes it
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -288,8 +271,8 @@ class WorkspaceFS:
             # at `name` meanwhile (a symlink, a hard link) is replaced, never written through.
             tmp = f".lily-write-{secrets.token_hex(8)}.tmp"
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600,
-                             dir_fd=dfd)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS,
+                             0o666 if mode is None else 0o600, dir_fd=dfd)
             except OSError as exc:
                 raise ToolError(f"cannot write '{shown}': {exc.strerror or exc}") from None
             try:
@@ -297,7 +280,8 @@ class WorkspaceFS:
                     view = memoryview(data)
                     while view:
                         view = view[os.write(fd, view):]
-                    os.fchmod(fd, mode & ~_umask() if st is None else mode)
+                    if mode is not None:  # a replaced file keeps its permissions
+                        os.fchmod(fd, mode)
                 os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except OSError as exc:
                 try:
@@ -393,12 +377,6 @@ def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _read_upto(fd: int, n: int) -> bytes:
     chunks, left = [], n
     while left > 0:
@@ -420,50 +398,6 @@ def decode_capped(data: bytes, cap: int, size: int) -> str:
     text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data[:cap])
     return text + (f"\n[… cut here: the file is {size} bytes and a read returns at most {cap} "
                    "([limits] read_bytes in lily.toml); the rest was not read …]")
-
-
-# -- the protected set of a session ------------------------------------------------------
-
-def _inside(root: Path, path: Path) -> tuple[str, ...] | None:
-    """``path``'s components under ``root``: () when root lies inside path, None if apart."""
-    try:
-        return path.relative_to(root).parts
-    except ValueError:
-        pass
-    try:
-        root.relative_to(path)
-        return ()
-    except ValueError:
-        return None
-
-
-def protected_set(workspace: Path, persona_dirs: Iterable[Path],
-                  skill_roots: Iterable[Path]) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
-    """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
-    absolute paths whose inodes are guarded as well."""
-    from lily_kernel.agent.config import CONFIG_FILE
-    from lily_kernel.typed.contacts import CONTACTS_FILE
-    items: list[tuple[Path, str, bool]] = [
-        (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),
-        (workspace / CONFIG_FILE, "Lily's configuration", False),
-        (workspace / CONTACTS_FILE, "Lily's contact list", False),
-    ]
-    items += [(Path(d), "a persona folder of Lily's", True) for d in persona_dirs]
-    items += [(Path(r), "a skill root of Lily's", True) for r in skill_roots]
-    lexical_ws, real_ws = Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))
-    found: dict[tuple[str, ...], Protected] = {}
-    guard: list[Path] = []
-    for path, what, is_dir in items:
-        lexical, real = Path(os.path.abspath(path)), Path(os.path.realpath(path))
-        for base, p in ((lexical_ws, lexical), (real_ws, real)):
-            parts = _inside(base, p)
-            if parts is None:
-                continue
-            guard.append(p)
-            key = tuple(fold(c) for c in parts)
-            shown = "/".join(parts) + ("/" if is_dir and parts else "") or f"the {base.name} folder"
-            found.setdefault(key, Protected(key, shown, what))
-    return tuple(found.values()), tuple(dict.fromkeys(guard))
 
 
 def for_session(workspace: Path, limits: Limits, persona_dirs: Iterable[Path],
