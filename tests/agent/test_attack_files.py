@@ -135,6 +135,18 @@ def test_a_model_cannot_write_read_or_list_a_protected_path(world, server, path)
         assert original not in shown, (original, results)
 
 
+def test_protected_paths_that_do_not_exist_yet_cannot_be_created(world, server):
+    """A fresh workspace: no lily.toml, no .lily/, no persona/ -- the names alone protect."""
+    session = world.session(server)  # no journal: nothing under .lily/ yet
+    world.skills.rmdir()
+    paths = ["lily.toml", "contacts.yaml", ".lily/config.sqlite", ".LILY/journal/x.jsonl",
+             "persona/SOUL.md", "skills/new/SKILL.md", "Contacts.yaml"]
+    results = attack(server, session, *[call("write", {"path": p, "content": FORGED}, p)
+                                        for p in paths])
+    assert all(r.startswith("Error:") and "tools cannot write" in r for r in results.values())
+    assert list(world.workspace.iterdir()) == []
+
+
 def test_the_refusal_names_the_rule(world, server):
     session = _protected_world(world, server)
     results = attack(server, session,
