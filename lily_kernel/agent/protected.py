@@ -34,17 +34,16 @@ class Protected:
         return f"'{path}' is inside {self.shown}, {self.what}; tools cannot {verb} it"
 
 
-def _inside(root: Path, path: Path) -> tuple[str, ...] | None:
-    """``path``'s components under ``root``: () when root lies inside path, None if apart."""
-    try:
-        return path.relative_to(root).parts
-    except ValueError:
-        pass
-    try:
-        root.relative_to(path)
+def _inside(root: str, path: str) -> tuple[str, ...] | None:
+    """``path``'s components under ``root``: () when root lies inside path, None if apart.
+    Both are absolute and normalised (plain strings: this runs at every session start)."""
+    if path == root:
         return ()
-    except ValueError:
-        return None
+    if path.startswith(root.rstrip(os.sep) + os.sep):
+        return tuple(path[len(root.rstrip(os.sep)) + 1:].split(os.sep))
+    if root.startswith(path.rstrip(os.sep) + os.sep):
+        return ()
+    return None
 
 
 def protected_set(workspace: Path, persona_dirs: Iterable[Path],
@@ -64,18 +63,19 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
               for d in (workspace / "persona", *persona_dirs)]
     items += [(Path(r), "a skill root of Lily's", True)
               for r in (workspace / "skills", *skill_roots)]
-    lexical_ws, real_ws = Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))
+    lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
     found: dict[tuple[str, ...], Protected] = {}
-    guard: list[Path] = []
+    guard: list[str] = []
     for path, what, is_dir in items:
-        lexical, real = Path(os.path.abspath(path)), Path(os.path.realpath(path))
+        lexical, real = os.path.abspath(path), os.path.realpath(path)
         for base, p in ((lexical_ws, lexical), (real_ws, real)):
             parts = _inside(base, p)
             if parts is None:
                 continue
             guard.append(p)
             key = tuple(fold(c) for c in parts)
-            shown = "/".join(parts) + ("/" if is_dir and parts else "") or f"the {base.name} folder"
+            shown = ("/".join(parts) + ("/" if is_dir else "") if parts
+                     else f"the {os.path.basename(base)} folder")
             found.setdefault(key, Protected(key, shown, what))
-    return tuple(found.values()), tuple(dict.fromkeys(guard))
+    return tuple(found.values()), tuple(Path(p) for p in dict.fromkeys(guard))
 

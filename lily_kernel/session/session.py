@@ -62,9 +62,7 @@ class Session:
         except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
             self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
         self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
-        # What the file tools may reach, with this lily.toml's caps (docs/trust-boundary.md).
-        self.files = workspace_fs.for_session(self.workspace, self.limits, self.persona_dirs,
-                                              self._env)
+        self._files = None  # the file boundary, built on first use with these caps
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -102,6 +100,15 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         return self.skill_snapshot
+
+    @property
+    def files(self) -> workspace_fs.WorkspaceFS:
+        """What the file tools may reach, with this lily.toml's caps (docs/trust-boundary.md);
+        built once per session (and again after /new)."""
+        if self._files is None:
+            self._files = workspace_fs.for_session(self.workspace, self.limits,
+                                                   self.persona_dirs, self._env)
+        return self._files
 
     @property
     def config_error(self) -> str | None:
