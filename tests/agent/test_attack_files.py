@@ -328,6 +328,8 @@ def test_fifo_device_socket_and_hard_link_are_refused_without_blocking(world, se
     session = world.session(server)
     calls = [call("read", {"path": "pipe"}, "fifo"),
              call("write", {"path": "pipe", "content": FORGED}, "fifo-w"),
+             call("list", {"path": "pipe"}, "fifo-l"),
+             call("write", {"path": "pipe/x.txt", "content": FORGED}, "fifo-dir"),
              call("read", {"path": "sock"}, "sock"),
              call("write", {"path": "sock", "content": FORGED}, "sock-w"),
              call("read", {"path": "null"}, "null"),
@@ -339,6 +341,8 @@ def test_fifo_device_socket_and_hard_link_are_refused_without_blocking(world, se
         sock.close()
     for key in ("fifo", "fifo-w"):
         assert "FIFO" in results[key] and results[key].startswith("Error:")
+    for key in ("fifo-l", "fifo-dir"):
+        assert "not a folder" in results[key] and results[key].startswith("Error:")
     assert "socket" in results["sock"] and "socket" in results["sock-w"]
     assert "symlink" in results["null"]
     assert "hard links" in results["hl"] and "hard links" in results["hl-w"]
