@@ -23,9 +23,11 @@ from lily_kernel.agent.protected import Protected, fold, protected_set
 from lily_kernel.agent.tools import ToolError
 
 _SEP = re.compile(r"[/\\]")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_FILE_FLAGS = (os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-               | getattr(os, "O_NOCTTY", 0))
+# getattr: the module must import everywhere; _root_fd refuses where dir_fd is missing.
+_DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+_FILE_FLAGS = (getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
 MAX_DEPTH = 64  # scan() goes no deeper (each level holds one open descriptor)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -115,11 +117,11 @@ class WorkspaceFS:
 
     # -- walking -----------------------------------------------------------------
     def _root_fd(self) -> int:
-        if os.open not in os.supports_dir_fd:
+        if os.open not in os.supports_dir_fd or not getattr(os, "O_NOFOLLOW", 0):
             raise ToolError("the file tools need a system that opens files relative to a "
                             "folder (Linux, macOS)")
         try:
-            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            return os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the root may be a link
         except OSError as exc:
             raise ToolError(f"cannot open the {self.name} folder: {exc.strerror or exc}") from None
 
@@ -179,7 +181,8 @@ class WorkspaceFS:
                                  "files with more than one, which could be outside the workspace")
             return None
         if stat.S_ISDIR(st.st_mode):
-            return ToolError(f"'{shown}' is a folder; use the list tool")
+            return ToolError(f"'{shown}' is a folder; " + ("use the list tool" if verb == "read"
+                                                          else f"tools {verb} files only"))
         if stat.S_ISLNK(st.st_mode):
             return ToolError(f"'{shown}' is a symlink; tools do not follow symlinks, which "
                              "could lead outside the workspace")
@@ -266,7 +269,7 @@ class WorkspaceFS:
                 if refusal:
                     raise refusal
                 self._check_identity(st, parts, "write", ids)
-                mode = stat.S_IMODE(st.st_mode)
+                mode = stat.S_IMODE(st.st_mode) & 0o777  # never keep setuid/setgid
             # A new file under a fresh name, then rename(2) within the folder: whatever sits
             # at `name` meanwhile (a symlink, a hard link) is replaced, never written through.
             tmp = f".lily-write-{secrets.token_hex(8)}.tmp"
