@@ -224,19 +224,21 @@ class Swapper:
                 tmp.write_text("INSIDE\n")
             os.replace(tmp, ws / "t.txt")  # the name always exists: reads never just miss
             # a folder component: the real folder <-> a symlink to the outside folder
-            d, real = ws / "d", ws / "real"
-            try:
-                if d.is_symlink():
-                    d.unlink()
-                    os.rename(real, d)
-                else:
-                    os.rename(d, real)
+            d, fresh = ws / "d", ws / f".dir{i}"
+            try:  # a folder component: a real folder <-> a symlink to the outside folder
+                if kind == "symlink":
+                    if d.is_dir() and not d.is_symlink():
+                        os.rename(d, fresh)
+                        shutil.rmtree(fresh)
                     os.symlink(out, d, target_is_directory=True)
-            except OSError:  # a write made a fresh "d" while it was missing: tidy up
-                if d.is_dir() and not d.is_symlink() and real.is_dir():
-                    shutil.rmtree(d, ignore_errors=True)
-                if not os.path.lexists(d) and real.is_dir():
-                    os.rename(real, d)
+                else:
+                    fresh.mkdir()
+                    (fresh / "f.txt").write_text("INSIDE\n")
+                    if d.is_symlink():
+                        d.unlink()
+                    os.rename(fresh, d)  # fails if a write made a non-empty "d" meanwhile
+            except OSError:
+                shutil.rmtree(fresh, ignore_errors=True)
             self.swaps += 1
 
     def __enter__(self) -> "Swapper":
