@@ -136,6 +136,18 @@ def test_configured_roots_inside_the_workspace_are_protected(ws):
     fs.write("mine-not/x.txt", "fine")
 
 
+def test_a_workspace_inside_a_skill_root_is_protected_whole(tmp_path):
+    root = tmp_path / "my_skills"
+    inner = root / "project"
+    inner.mkdir(parents=True)
+    fs = workspace_fs.for_session(inner, Limits(), (), {"SKILLS_USER_DIR": str(root)})
+    with pytest.raises(ToolError, match="skill root"):
+        fs.write("notes.md", "x")
+    with pytest.raises(ToolError, match="skill root"):
+        fs.list(".")
+    assert list(inner.iterdir()) == []
+
+
 def test_a_skill_root_that_is_a_symlink_is_protected_by_both_names(ws, tmp_path):
     real = ws / "real_skills"
     real.mkdir()
