@@ -3,100 +3,90 @@
 ``read``, ``write`` and ``list`` are the workspace file tools; ``scan_todos``
 backs the ``todo_scan`` skill (``/todos``) and ``compile_plan`` turns notes into
 the plan format of seed 000 without a model; both serve deterministic
-``tool_dispatch`` skills. Paths are relative to the workspace; ``..``, absolute paths and
-symlinks that lead outside it are refused.
+``tool_dispatch`` skills. Every file operation goes through the session's
+:class:`~lily_kernel.agent.workspace_fs.WorkspaceFS` (docs/trust-boundary.md):
+no symlink followed, regular files only, protected paths refused, reads and
+writes capped.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
+from typing import Callable
 
+from lily_kernel.agent import workspace_fs
+from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.tools import ToolError, ToolRegistry
 
-MAX_READ_CHARS = 100_000
+# Folders /todos never enters (docs/trust-boundary.md#scan_todos); any folder whose name
+# starts with "." and any virtual environment (pyvenv.cfg, conda-meta) is skipped too.
 SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__",
              ".ipynb_checkpoints", ".lily", ".mypy_cache", ".pytest_cache", ".tox",
              "build", "dist"}
 TODO_RE = re.compile(r"\b(TODO|FIXME|XXX|HACK)\b(?:\([^)]*\))?(?::|\s|$)\s*(.*)")
 MAX_SCAN_BYTES = 1_000_000
+MAX_NOTEBOOK_BYTES = 16_000_000  # saved outputs (images) make notebooks large; only sources count
 
 
-def confine(workspace: Path, relpath: str) -> Path:
-    """Resolve ``relpath`` inside ``workspace`` or raise :class:`ToolError`."""
-    if not isinstance(relpath, str):
-        raise ToolError("path must be a string")
-    rel = relpath.strip() or "."
-    if os.path.isabs(rel) or rel.startswith("~"):
-        raise ToolError(f"path '{relpath}' is absolute; use a path relative to the workspace")
-    if ".." in Path(rel).parts:
-        raise ToolError(f"path '{relpath}' contains '..'; paths must stay inside the workspace")
-    root = workspace.resolve()
-    target = (root / rel).resolve()
-    if target != root and root not in target.parents:
-        raise ToolError(f"path '{relpath}' leads outside the workspace (through a symlink)")
-    return target
+def default_files(workspace: Path) -> Callable[[], workspace_fs.WorkspaceFS]:
+    """The boundary of a registry built outside a session: protected set from the process
+    environment, default caps; computed once, on first use."""
+    box: list[workspace_fs.WorkspaceFS] = []
+
+    def files() -> workspace_fs.WorkspaceFS:
+        if not box:
+            from lily_kernel.session.persona import persona_dirs
+            box.append(workspace_fs.for_session(workspace, Limits(), persona_dirs(workspace),
+                                                os.environ))
+        return box[0]
+    return files
 
 
-def register_builtins(registry: ToolRegistry, workspace: Path) -> None:
-    """Add the built-in tools, bound to ``workspace``, to ``registry``."""
+def register_builtins(registry: ToolRegistry, workspace: Path,
+                      files: Callable[[], workspace_fs.WorkspaceFS] | None = None) -> None:
+    """Add the built-in tools, bound to ``workspace``, to ``registry``.
+
+    ``files`` gives the current boundary (a session passes its own, so its ``[limits]`` and
+    protected set apply, and a ``/new`` that re-reads lily.toml takes effect).
+    """
+    fs = files or default_files(Path(workspace))
 
     @registry.register(name="read")
     def read_file(path: str) -> str:
         """Read a UTF-8 text file in the workspace. `path` is relative to the workspace."""
-        target = confine(workspace, path)
-        try:
-            text = target.read_text(encoding="utf-8", errors="replace")
-        except IsADirectoryError:
-            raise ToolError(f"'{path}' is a folder; use the list tool") from None
-        except OSError as exc:
-            raise ToolError(f"cannot read '{path}': {exc.strerror or exc}") from None
-        if len(text) > MAX_READ_CHARS:
-            text = text[:MAX_READ_CHARS] + f"\n[… truncated at {MAX_READ_CHARS} characters …]"
-        return text
+        return fs().read(path)
 
     @registry.register(name="write")
     def write_file(path: str, content: str) -> str:
         """Write a UTF-8 text file in the workspace, creating folders as needed."""
-        target = confine(workspace, path)
-        if target == workspace.resolve():
-            raise ToolError("cannot write to the workspace folder itself")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
-        except OSError as exc:
-            raise ToolError(f"cannot write '{path}': {exc.strerror or exc}") from None
+        fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
     @registry.register(name="list")
     def list_files(path: str = ".") -> str:
         """List a folder in the workspace (folders end with '/')."""
-        target = confine(workspace, path)
-        try:
-            entries = sorted(os.scandir(target), key=lambda e: e.name)
-        except OSError as exc:
-            raise ToolError(f"cannot list '{path}': {exc.strerror or exc}") from None
-        return "\n".join(e.name + ("/" if e.is_dir() else "") for e in entries)
+        return "\n".join(name + ("/" if is_dir else "") for name, is_dir in fs().list(path))
 
     @registry.register(name="scan_todos")
     def scan_todos(input: str = "") -> str:
-        """Find TODO, FIXME, XXX and HACK markers in the workspace's text files.
+        """Find TODO, FIXME, XXX and HACK markers in the workspace's text files and notebooks.
 
         `input` is an optional folder or file relative to the workspace. Returns
         a Markdown table of file, line and note, in path order.
         """
-        start = confine(workspace, input.strip().splitlines()[0] if input.strip() else ".")
-        root = workspace.resolve()
-        hits = list(_scan(start))
-        where = os.path.relpath(start, root)
+        where = input.strip().splitlines()[0] if input.strip() else "."
+        where = "/".join(workspace_fs.split(where)) or "."
+        hits = [hit for path, data in fs().scan(where, _scan_limit, _skip_dir)
+                for hit in _markers(path, data)]
         if not hits:
             return f"No TODO, FIXME, XXX or HACK markers under `{where}`."
         lines = [f"**{len(hits)} marker{'s' if len(hits) != 1 else ''}** under `{where}`:", "",
                  "| file | line | marker | note |", "| --- | ---: | --- | --- |"]
-        for path, lineno, tag, note in hits:
-            rel = os.path.relpath(path, root)
+        for shown, lineno, tag, note in hits:
             note = note.strip().replace("|", "\\|")[:120]
-            lines.append(f"| `{rel}` | {lineno} | {tag} | {note} |")
+            lines.append(f"| {shown} | {lineno} | {tag} | {note} |")
         return "\n".join(lines)
 
     registry.register(compile_plan)
@@ -147,27 +137,57 @@ def compile_plan(input: str = "") -> str:
     return "\n".join(out)
 
 
-def _scan(start: Path):
-    if start.is_file():
-        yield from _scan_file(start)
-        return
-    for dirpath, dirnames, filenames in os.walk(start):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            yield from _scan_file(Path(dirpath) / name)
+def _scan_limit(name: str) -> int:
+    return MAX_NOTEBOOK_BYTES if name.endswith(".ipynb") else MAX_SCAN_BYTES
 
 
-def _scan_file(path: Path):
-    try:
-        if path.is_symlink() or path.stat().st_size > MAX_SCAN_BYTES:
-            return
-        data = path.read_bytes()
-    except OSError:
+def _skip_dir(fd: int, name: str) -> bool:
+    """Version control, caches, Lily's state and virtual environments are not the user's work."""
+    if name in SKIP_DIRS or name.startswith("."):
+        return True
+    for marker in ("pyvenv.cfg", "conda-meta"):
+        try:
+            os.stat(marker, dir_fd=fd, follow_symlinks=False)
+            return True
+        except OSError:
+            pass
+    return False
+
+
+def _markers(path: str, data: bytes):
+    """(file cell, line, marker, note) of each marker in one file's bytes."""
+    if path.endswith(".ipynb"):
+        for number, source in _notebook_sources(data):
+            for lineno, tag, note in _line_markers(source):
+                yield f"`{path}` cell {number}", lineno, tag, note
         return
     if b"\0" in data[:4096]:
         return
-    text = data.decode("utf-8", errors="replace")
+    for lineno, tag, note in _line_markers(data.decode("utf-8", errors="replace")):
+        yield f"`{path}`", lineno, tag, note
+
+
+def _line_markers(text: str):
     for lineno, line in enumerate(text.splitlines(), 1):
         m = TODO_RE.search(line)
         if m:
-            yield path, lineno, m.group(1), m.group(2)
+            yield lineno, m.group(1), m.group(2)
+
+
+def _notebook_sources(data: bytes):
+    """(cell number, source) of a notebook's code and Markdown cells; never their outputs."""
+    try:
+        nb = json.loads(data.decode("utf-8", errors="replace"))
+        cells = nb.get("cells") if isinstance(nb, dict) else None
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(cells, list):
+        return
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown"):
+            continue
+        source = cell.get("source")
+        if isinstance(source, list):
+            source = "".join(s for s in source if isinstance(s, str))
+        if isinstance(source, str):
+            yield number, source

@@ -20,7 +20,7 @@ from typing import Callable
 
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
-from lily_kernel.agent.builtin_tools import confine
+from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
 from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolError, check_args
@@ -176,18 +176,12 @@ class _Request:
         if self.skill is None:
             raise ToolError("load a skill with load_skill before reading its files")
         skill = self.session.snapshot.get(self.skill)
-        rel = args["path"]
-        refs = os.path.join(skill.path, "references")
-        if not rel.replace("\\", "/").startswith("references/"):
-            rel = "references/" + rel
-        target = confine(Path(skill.path), rel)
-        real_refs = os.path.realpath(refs)
-        if os.path.commonpath([real_refs, str(target)]) != real_refs:
-            raise ToolError(f"'{args['path']}' is not under the skill's references/ folder")
-        try:
-            return target.read_text(encoding="utf-8", errors="replace")[:MAX_RESULT_CHARS]
-        except OSError as exc:
-            raise ToolError(f"cannot read '{args['path']}': {exc.strerror or exc}") from None
+        parts = split(args["path"])  # the file boundary, rooted at the skill's references/
+        if parts[:1] == ("references",):
+            parts = parts[1:]
+        refs = WorkspaceFS(Path(skill.path) / "references", name="references",
+                           read_bytes=self.session.limits.read_bytes)
+        return refs.read("/".join(parts))
 
     def call_tool(self, name: str, args: dict) -> str:
         session = self.session

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from lily_kernel.session import journal as journal_mod
 from lily_kernel.session import persona as persona_mod
+from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
@@ -38,7 +39,7 @@ class Session:
         self._journal_enabled = journal
         if tools is None:
             tools = ToolRegistry()
-            register_builtins(tools, self.workspace)
+            register_builtins(tools, self.workspace, files=lambda: self.files)
         self.tools = tools
         self.model_clients = ClientCache()
         self._config_registry = None
@@ -61,6 +62,7 @@ class Session:
         except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
             self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
         self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+        self._files = None  # the file boundary, built on first use with these caps
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -98,6 +100,15 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         return self.skill_snapshot
+
+    @property
+    def files(self) -> workspace_fs.WorkspaceFS:
+        """What the file tools may reach, with this lily.toml's caps (docs/trust-boundary.md);
+        built once per session (and again after /new)."""
+        if self._files is None:
+            self._files = workspace_fs.for_session(self.workspace, self.limits,
+                                                   self.persona_dirs, self._env)
+        return self._files
 
     @property
     def config_error(self) -> str | None:

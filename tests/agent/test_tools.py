@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lily_kernel.commands import router
-from lily_kernel.agent.builtin_tools import confine
+from lily_kernel.agent.workspace_fs import split
 from lily_kernel.commands.results import CommandError, ToolOutput
 from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolError, ToolPolicy, ToolRegistry, schema_for
@@ -176,7 +176,8 @@ def ws_tools(env):
 def test_file_tools_work_inside_the_workspace(env, ws_tools):
     assert ws_tools.get("read")("docs/a.txt") == "inside"
     assert ws_tools.get("read")("./docs/a.txt") == "inside"
-    assert ws_tools.get("read")("inner_link/a.txt") == "inside"  # symlink staying inside
+    with pytest.raises(ToolError, match="symlink"):  # no symlink is followed, even inside
+        ws_tools.get("read")("inner_link/a.txt")
     assert "wrote" in ws_tools.get("write")("new/dir/b.txt", "hello")
     assert (env.workspace / "new" / "dir" / "b.txt").read_text() == "hello"
     listing = ws_tools.get("list")("docs").splitlines()
@@ -234,13 +235,12 @@ def test_scan_todos_does_not_follow_symlinked_files_out(env, ws_tools):
     assert "outside marker" not in out
 
 
-def test_confine_returns_a_resolved_path_inside(tmp_path):
-    ws = tmp_path / "w"
-    ws.mkdir()
-    assert confine(ws, "a/b.txt") == (ws / "a" / "b.txt").resolve()
-    assert confine(ws, "") == ws.resolve()
+def test_split_gives_the_components_inside():
+    assert split("a/b.txt") == ("a", "b.txt")
+    assert split("./a//b.txt/") == ("a", "b.txt")
+    assert split("") == () and split(".") == ()
     with pytest.raises(ToolError):
-        confine(ws, 3)  # type: ignore[arg-type]
+        split(3)  # type: ignore[arg-type]
 
 
 def test_write_refuses_the_workspace_itself(ws_tools):

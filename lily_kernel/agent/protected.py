@@ -1,0 +1,81 @@
+"""Protected paths: what no model-callable tool may list, read or write.
+
+``.lily/`` (journal, Config Registry, outbox store), ``lily.toml``, ``contacts.yaml``, the
+persona folders and every skill root, wherever they lie inside the workspace -- compared on
+NFC, case-folded components, lexically and after resolving symlinks, and guarded by inode
+as well. Contract: docs/trust-boundary.md#protected-paths.
+"""
+from __future__ import annotations
+
+import os
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+
+def fold(name: str) -> str:
+    """A component as protected paths are compared: NFC, case-folded
+    (docs/trust-boundary.md#protected-paths: safe on case-insensitive disks too)."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+@dataclass(frozen=True)
+class Protected:
+    """One protected path: its folded components under the root, and what it is."""
+
+    parts: tuple[str, ...]
+    shown: str  # e.g. "lily.toml", ".lily/"
+    what: str   # e.g. "Lily's configuration"
+
+    def refusal(self, path: str, verb: str) -> str:
+        if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
+            return f"{self.shown} is {self.what}; tools cannot {verb} it"
+        return f"'{path}' is inside {self.shown}, {self.what}; tools cannot {verb} it"
+
+
+def _inside(root: str, path: str) -> tuple[str, ...] | None:
+    """``path``'s components under ``root``: () when root lies inside path, None if apart.
+    Both are absolute and normalised (plain strings: this runs at every session start)."""
+    if path == root:
+        return ()
+    if path.startswith(root.rstrip(os.sep) + os.sep):
+        return tuple(path[len(root.rstrip(os.sep)) + 1:].split(os.sep))
+    if root.startswith(path.rstrip(os.sep) + os.sep):
+        return ()
+    return None
+
+
+def protected_set(workspace: Path, persona_dirs: Iterable[Path],
+                  skill_roots: Iterable[Path]) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
+    """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
+    absolute paths whose inodes are guarded as well."""
+    from lily_kernel.agent.config import CONFIG_FILE
+    from lily_kernel.typed.contacts import CONTACTS_FILE
+    items: list[tuple[Path, str, bool]] = [
+        (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),
+        (workspace / CONFIG_FILE, "Lily's configuration", False),
+        (workspace / CONTACTS_FILE, "Lily's contact list", False),
+    ]
+    # The default folders stay protected when a variable points elsewhere: another session
+    # (a kernel started without the variable) would load them.
+    items += [(Path(d), "a persona folder of Lily's", True)
+              for d in (workspace / "persona", *persona_dirs)]
+    items += [(Path(r), "a skill root of Lily's", True)
+              for r in (workspace / "skills", *skill_roots)]
+    lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
+    found: dict[tuple[str, ...], Protected] = {}
+    guard: list[str] = []
+    for path, what, is_dir in items:
+        lexical, real = os.path.abspath(path), os.path.realpath(path)
+        for base, p in ((lexical_ws, lexical), (real_ws, real)):
+            parts = _inside(base, p)
+            if parts is None:
+                continue
+            guard.append(p)
+            key = tuple(fold(c) for c in parts)
+            shown = ("/".join(parts) + ("/" if is_dir else "") if parts
+                     else f"the {os.path.basename(base)} folder")
+            found.setdefault(key, Protected(key, shown, what))
+    return tuple(found.values()), tuple(Path(p) for p in dict.fromkeys(guard))
+
