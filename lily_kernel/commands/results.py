@@ -12,7 +12,9 @@ class CommandError(Exception):
     """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix."""
 
     def line(self) -> str:
-        return f"Error: {self}"
+        """The line shown: URL userinfo and live secret values masked (docs/limits-and-secrets.md)."""
+        from lily_kernel.agent.secrets import redact
+        return redact(f"Error: {self}")
 
 
 @dataclass(frozen=True)
