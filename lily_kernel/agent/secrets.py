@@ -1,9 +1,10 @@
 """Redaction: the one place that keeps secrets off the screen and off the disk.
 
-Two kinds of secret are removed from any text Lily shows or records (errors, the journal,
+Three kinds of secret are removed from any text Lily shows or records (errors, the journal,
 ``/model`` output, the kernel's input history): the ``user:password@`` part of every URL,
-and the live values of the secret environment variables (``OPENAI_API_KEY``,
-``LILY_OUTBOX_TOKEN``), both replaced by ``***``. Every pass is linear in the length of the
+the credentials after an HTTP auth scheme (``Bearer …``, ``Basic …``), and the live values
+of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
+replaced by ``***``. Every pass is linear in the length of the
 text, whatever it holds. See docs/limits-and-secrets.md#secrets.
 """
 from __future__ import annotations
@@ -22,6 +23,9 @@ MASK = "***"
 # regions scanned for two matches never overlap: one linear pass (no scheme prefix like
 # \w+:// that would be retried from every letter of a long word).
 _USERINFO = re.compile(r"://([^/?#\s\"'<>\\]*)@")
+# Credentials after an HTTP auth scheme (an endpoint echoing "Authorization: Basic ..." holds
+# the base64 of a URL's user:password). Starts at a literal word, one pass.
+_AUTH = re.compile(r"\b(Basic|Bearer|Token)\s+[A-Za-z0-9+/=._~-]{8,}", re.IGNORECASE)
 
 
 def redact_urls(text: str) -> str:
@@ -47,6 +51,8 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     if not isinstance(text, str):
         text = str(text)
     text = redact_urls(text)
+    if "asic" in text or "earer" in text or "oken" in text.lower():
+        text = _AUTH.sub(lambda m: f"{m.group(1)} {MASK}", text)
     for value in live_secrets(env):
         if value in text:
             text = text.replace(value, MASK)

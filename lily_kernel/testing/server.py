@@ -77,8 +77,8 @@ A turn is a dict; every key is optional (a plain ``str`` is short for
     The server-side bound of an ``endless``/``drip`` answer (default 20): then it hangs
     up, so a test whose client never gives up still ends by itself.
 ``echo_headers`` (bool)
-    With ``status``: the error message echoes every request header verbatim
-    (Authorization included), like a careless endpoint.
+    With ``status``: the error message echoes every request header verbatim,
+    Authorization first, like a careless endpoint.
 ``expect`` (dict)
     ``{"contains": str}``: the text of the request's *last* message (whatever
     its role; text parts joined) must contain this string, or the server
@@ -521,7 +521,8 @@ class ScriptedServer:
                                         "application/json", extra, bool(turn.get("truncate")))
             message = turn.get("error_message")
             if turn.get("echo_headers"):
-                echoed = "; ".join(f"{k}: {v}" for k, v in h.headers.items())
+                items = sorted(h.headers.items(), key=lambda kv: kv[0].lower() != "authorization")
+                echoed = "; ".join(f"{k}: {v}" for k, v in items)
                 message = f"{message or 'bad request'} (request headers: {echoed})"
             return self._send_error(h, turn["status"], message, extra,
                                     truncate=bool(turn.get("truncate")))
