@@ -27,11 +27,12 @@ class ToolCall:
     arguments: str  # JSON text, as the model sent it
 
     def parsed(self) -> dict:
-        try:
-            value = json.loads(self.arguments or "{}")
-        except ValueError as exc:
+        from lily_kernel.agent import safejson
+        try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
+            value = safejson.loads(self.arguments or "{}")
+        except safejson.JSONInputError as exc:
             raise ModelError(f"the model sent invalid JSON arguments for tool '{self.name}': "
-                             f"{exc.msg} (at character {exc.pos})") from None
+                             f"{exc}") from None
         if not isinstance(value, dict):
             raise ModelError(f"the model sent arguments for tool '{self.name}' that are not "
                              "a JSON object")

@@ -40,7 +40,7 @@ class Journal:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
         line = secrets.redact(line, self.env)
-        data = (line + "\n").encode("utf-8")
+        data = (line + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate stays visible
         if len(data) > self.max_bytes:
             data = (_cut_record(record, line, len(data), self.max_bytes) + "\n").encode("utf-8")
         try:

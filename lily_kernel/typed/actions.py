@@ -59,13 +59,14 @@ def spec_of(skill: Skill) -> TypedSpec:
 
 def parse_json_params(text: str) -> dict | None:
     """The JSON object of a programmatic call, or None when ``text`` is not one."""
+    from lily_kernel.agent import safejson
     text = text.strip()
     if not text.startswith("{"):
         return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ActionError(f"the parameters are not valid JSON: {exc.msg} (at character {exc.pos})") from None
+    try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
+        value = safejson.loads(text)
+    except safejson.JSONInputError as exc:
+        raise ActionError(f"the parameters are not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ActionError("the parameters must be a JSON object")
     return value
@@ -90,7 +91,10 @@ def prepare(session, skill: Skill, values: dict) -> Action:
             if not scoped.can_write(path):
                 raise ActionError(f"{skill.name}: writing {path} is outside the skill's Config ACL "
                                   f"(write: {', '.join(spec.acl_write) or 'none'})")
-        old = {path: session.config.get(path) for path in changes}
+        try:
+            old = {path: session.config.get(path) for path in changes}
+        except ValueError as exc:  # registry.ConfigError: e.g. a damaged config.sqlite
+            raise ActionError(str(exc)) from None
         return Action(uuid.uuid4().hex, skill.name, "internal", params, changes, old)
     return Action(uuid.uuid4().hex, skill.name, "external", params,
                   activity=_activity(session, spec, params), target=_target(session))
@@ -146,7 +150,7 @@ def execute(session, action: Action) -> Outcome:
         scoped = session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
         try:
             entries = scoped.write(action.changes)
-        except PermissionError as exc:  # AclError
+        except (PermissionError, ValueError) as exc:  # AclError, registry.ConfigError
             raise ActionError(str(exc)) from None
         if not entries:
             return Outcome(action, "Nothing to change: every setting already had that value.")
