@@ -147,7 +147,7 @@ def _invoke(session: Session, skill: Skill, text: str):
             if values is None:  # natural language: the model extracts, Lily confirms
                 return SkillRequest(skill, text)
             action = actions.prepare(session, skill, values)  # every required parameter, valid
-            outcome = actions.execute(session, action)
+            outcome = actions.execute_now(session, action)  # uncertain: held pending
         except actions.ActionError as exc:
             raise CommandError(f"{exc}.") from None
         session.settle(action, "executed")

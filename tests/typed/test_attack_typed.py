@@ -7,6 +7,7 @@ them run, refused at load time naming the line (docs/limits-and-secrets.md#bad-i
 """
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -170,3 +171,140 @@ def test_an_empty_acl_list_is_still_allowed(world):
         knobs("['app.knobs']").replace("- read: ['app']", "- read: []"), encoding="utf-8")
     session = world.session(None)
     assert session.snapshot.get("knobs") is not None
+
+
+# -- exactly-once dispatch across an uncertain outcome -------------------------------------
+
+BOB = "https://bob.example/users/bob"
+ME = "https://me.example/users/me"
+
+
+class SlowReceiver:
+    """An ActivityPub outbox on 127.0.0.1 that accepts every POST but answers the first ones
+    ``slow`` seconds late (after the client gave up), accepting once per Idempotency-Key."""
+
+    def __init__(self, slow_answers: int = 1, slow: float = 1.0) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.posts: list[dict] = []
+        self.accepted: dict[str, bytes] = {}
+        lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with lock:
+                    n = len(owner.posts)
+                    owner.posts.append({"key": self.headers.get("Idempotency-Key"), "body": body})
+                    owner.accepted.setdefault(self.headers.get("Idempotency-Key"), body)
+                if n < slow_answers:
+                    time.sleep(slow)  # received and acted on; the answer comes too late
+                try:
+                    self.send_response(201)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/users/me/outbox"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_receiver(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    r = SlowReceiver()
+    yield r
+    r.close()
+
+
+def outbox_settings(world: World, url: str, timeout: float = 0.3, retries: int = 0) -> None:
+    (world.workspace / "lily.toml").write_text(
+        f'[activitypub]\nactor = "{ME}"\noutbox = "{url}"\ntimeout = {timeout}\n'
+        f"retries = {retries}\n", encoding="utf-8")
+
+
+SEND = '/skill send_message {"recipient": "' + BOB + '", "content": "exactly once"}'
+
+
+def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_once(
+        world, slow_receiver):
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None, journal=True)
+    started = time.monotonic()
+    line = error_line(session, SEND)
+    assert time.monotonic() - started < 0.3 + 0.6  # [activitypub] timeout = 0.3, no retries
+    assert "may have been delivered" in line and "/confirm" in line and "/cancel" in line
+    held = session.pending
+    assert held is not None and held.uncertain and held.skill == "send_message"
+    activity_id = held.activity["id"]
+
+    again = error_line(session, SEND)  # the same call again: refused, nothing sent
+    assert "/confirm" in again and "/cancel" in again and activity_id in again
+    assert len(slow_receiver.posts) == 1
+
+    done = router.run(session, "/confirm")
+    assert isinstance(done, ActionDone) and "delivered" in done.summary
+    assert session.pending is None
+    posts = slow_receiver.posts
+    assert len(posts) == 2
+    assert {p["key"] for p in posts} == {activity_id}  # one Idempotency-Key across the retry
+    assert {json.loads(p["body"])["id"] for p in posts} == {activity_id}  # one activity
+    assert list(slow_receiver.accepted) == [activity_id]
+    assert world_outbox_status(world, activity_id) == "delivered"
+
+
+def test_an_uncertain_send_can_be_cancelled_and_a_new_one_then_goes(world, slow_receiver):
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None)
+    error_line(session, SEND)
+    first = session.pending.activity["id"]
+    cancelled = router.run(session, "/cancel")
+    assert isinstance(cancelled, ActionDone) and session.pending is None
+    done = router.run(session, SEND)  # a new activity, with a new id
+    assert "delivered" in done.summary
+    assert [json.loads(p["body"])["id"] == first for p in slow_receiver.posts] == [True, False]
+
+
+@pytest.mark.parametrize("table, words", [
+    ("timeout = -1", "[activitypub] timeout"), ("timeout = 'soon'", "[activitypub] timeout"),
+    ("retries = 1.5", "[activitypub] retries"), ("retries = -2", "[activitypub] retries"),
+])
+def test_bad_outbox_settings_are_one_error_line(world, table, words):
+    (world.workspace / "lily.toml").write_text(
+        f'[activitypub]\nactor = "{ME}"\noutbox = "http://127.0.0.1:9/x"\n{table}\n',
+        encoding="utf-8")
+    assert words in error_line(world.session(None), SEND)
+
+
+def world_outbox_status(world: World, activity_id: str) -> str:
+    from lily_kernel.typed.activity import Outbox
+    return Outbox.for_workspace(world.workspace).get(activity_id)["status"]
+
+
+def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiver):
+    from lily_kernel.typed import actions
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None)
+    action = actions.prepare(session, session.snapshot.get("send_message"),
+                             {"recipient": BOB, "content": "card"})
+    session.propose(action)  # what the model's propose_action does
+    line = error_line(session, "/confirm")
+    assert "may have been delivered" in line and session.pending.id == action.id
+    assert session.pending.uncertain
+    assert "delivered" in router.run(session, "/confirm").summary
+    assert {p["key"] for p in slow_receiver.posts} == {action.activity["id"]}
+    assert len(slow_receiver.accepted) == 1
