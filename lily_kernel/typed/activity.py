@@ -62,7 +62,9 @@ Dedup guarantees, and their limits
   under the same Idempotency-Key.
 * **The limit**: when a request times out or the connection drops after the
   server received it, the client cannot know whether it was accepted, so it
-  retries. A receiver that honours ``Idempotency-Key`` (or de-duplicates by
+  retries; once the attempts are spent the :class:`DispatchError` says
+  ``uncertain`` and the caller keeps the activity pending for an explicit retry
+  (docs/limits-and-secrets.md#dispatch). A receiver that honours ``Idempotency-Key`` (or de-duplicates by
   activity id) then accepts the activity once; **a receiver that ignores
   Idempotency-Key may see — and act on — a second POST of the same activity
   after a timeout.** The same holds when the process dies between the
