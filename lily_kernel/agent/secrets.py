@@ -2,7 +2,7 @@
 
 Three kinds of secret are removed from any text Lily shows or records (errors, the journal,
 ``/model`` output, the kernel's input history): the ``user:password@`` part of every URL,
-the credentials after an HTTP auth scheme (``Bearer …``, ``Basic …``), and the live values
+the credentials of an ``Authorization`` header or after ``Bearer``, and the live values
 of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
 replaced by ``***``. Every pass is linear in the length of the
 text, whatever it holds. See docs/limits-and-secrets.md#secrets.
@@ -25,7 +25,9 @@ MASK = "***"
 _USERINFO = re.compile(r"://([^/?#\s\"'<>\\]*)@")
 # Credentials after an HTTP auth scheme (an endpoint echoing "Authorization: Basic ..." holds
 # the base64 of a URL's user:password). Starts at a literal word, one pass.
-_AUTH = re.compile(r"\b(Basic|Bearer|Token)\s+[A-Za-z0-9+/=._~-]{8,}", re.IGNORECASE)
+# Only in an Authorization header, or after "Bearer": "Basic understanding" stays as it is.
+_AUTH = re.compile(r"\b(Authorization\W{0,4}(?:Basic|Bearer|Token|Digest)\s+|Bearer\s+)"
+                   r"[A-Za-z0-9+/=._~-]{8,}", re.IGNORECASE)
 
 
 def redact_urls(text: str) -> str:
@@ -51,8 +53,8 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     if not isinstance(text, str):
         text = str(text)
     text = redact_urls(text)
-    if "asic" in text or "earer" in text or "oken" in text.lower():
-        text = _AUTH.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    if "uthorization" in text or "earer" in text or "EARER" in text:
+        text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
     for value in live_secrets(env):
         if value in text:
             text = text.replace(value, MASK)

@@ -188,7 +188,9 @@ def test_a_command_error_never_shows_a_live_secret(world, monkeypatch):
     "/x " + "://" + "@" * 80_000,
     "/x " + "key=" * 20_000,
     "/model " + "base_url=http://" + "a" * 80_000,
-], ids=["word", "schemes", "userinfos", "ats", "keys", "model"])
+    "/x " + "Authorization: Basic " * 4_000,
+    "/x Bearer " + "Bearer" * 13_000,
+], ids=["word", "schemes", "userinfos", "ats", "keys", "model", "auth", "bearers"])
 def test_redaction_of_80_kb_takes_under_50_ms(line, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     router.redact(line)  # warm the regex cache
@@ -205,3 +207,8 @@ def test_redaction_masks_what_it_must():
     assert secrets.redact("mail me: a@b.c, see https://h/p@x", env) == \
         "mail me: a@b.c, see https://h/p@x"
     assert secrets.redact("short", {"OPENAI_API_KEY": "abc"}) == "short"
+    assert secrets.redact("Authorization: Basic bGlseTpwdy1rZXJuZWw=; Bearer sk-abcdefgh1234") \
+        == "Authorization: Basic ***; Bearer ***"
+    assert secrets.redact('{"authorization": "Bearer abcdefghijkl"}') == '{"authorization": "Bearer ***"}'
+    prose = "Basic understanding: a Token exchange, Authorization is granted."
+    assert secrets.redact(prose) == prose
