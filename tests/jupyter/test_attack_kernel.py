@@ -63,3 +63,23 @@ def test_no_secret_on_disk_after_a_kernel_session_that_used_them(tmp_path):
     assert any("/model base_url=http://***@" in raw for _, raw in rows), rows
     for secret in (KEY, PASSWORD, TOKEN):
         assert files_holding(tmp_path, secret) == [], secret
+
+
+def test_load_ext_keeps_secrets_out_of_history_and_unload_restores_it(tmp_path):
+    world = make_world(tmp_path, OPENAI_API_KEY=KEY)
+    kernel = Kernel("python3", world)
+    try:
+        kernel.ok("%load_ext lily")
+        kernel.ok(f"/model base_url=http://lily:{PASSWORD}@127.0.0.1:9/v1")
+        kernel.ok(f'k = "{KEY}"')
+        kernel.ok("%unload_ext lily")
+        restored = kernel.ok("print('store_inputs' in get_ipython().history_manager.__dict__)")
+        assert restored.stdout.strip() == "False"  # IPython's own method again
+    finally:
+        kernel.shutdown()
+    (database,) = Path(world.env["IPYTHONDIR"]).rglob("history.sqlite")
+    with sqlite3.connect(database) as db:
+        raws = [raw for (raw,) in db.execute("SELECT source_raw FROM history")]
+    assert "/model base_url=http://***@127.0.0.1:9/v1" in raws
+    assert 'k = "***"' in raws
+    assert files_holding(tmp_path, PASSWORD) == [] and files_holding(tmp_path, KEY) == []
