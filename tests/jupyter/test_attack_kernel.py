@@ -49,8 +49,9 @@ def test_no_secret_on_disk_after_a_kernel_session_that_used_them(tmp_path):
             server.add({"status": 400, "echo_headers": True, "error_message": "denied"})
             line = kernel.run("please answer").error_line()  # now "Basic <base64 user:pw>"
             assert PASSWORD not in line and "Basic ***" in line
-            line = kernel.run(f"/skill nothing-{KEY}").error_line()
-            assert KEY not in line
+            failed = kernel.run(f"/skill nothing-{KEY}")
+            assert KEY not in failed.error_line()
+            assert KEY not in str(failed.reply) and KEY not in str(failed.errors)  # evalue too
             kernel.ok(f'%%python\nk = "{KEY}"')  # a Python cell: the live key is masked too
             history = kernel.ok("%%python\nprint(repr(In[-6:]))").stdout
             assert PASSWORD not in history and KEY not in history
