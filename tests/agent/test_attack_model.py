@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -54,9 +55,12 @@ def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
     session = world.session(server, journal=True)
     server.add({"content": "head ", "stream_chars": 126_000_000})
     shown: list[str] = []
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     started = time.monotonic()
     reply = agent.run(session, "say a lot", on_text=shown.append)
     assert time.monotonic() - started < 5  # Lily stopped reading; 126 MB would take longer
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown < 64 * 1024, f"peak memory grew by {grown} KiB"
     kept = session.conversation[-1]["content"]
     assert kept.startswith("head x") and "[limits] answer_chars" in kept
     assert len(kept) < 5000 + 200 and reply.text == kept
