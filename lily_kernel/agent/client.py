@@ -27,11 +27,12 @@ class ToolCall:
     arguments: str  # JSON text, as the model sent it
 
     def parsed(self) -> dict:
-        try:
-            value = json.loads(self.arguments or "{}")
-        except ValueError as exc:
+        from lily_kernel.agent import safejson
+        try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
+            value = safejson.loads(self.arguments or "{}")
+        except safejson.JSONInputError as exc:
             raise ModelError(f"the model sent invalid JSON arguments for tool '{self.name}': "
-                             f"{exc.msg} (at character {exc.pos})") from None
+                             f"{exc}") from None
         if not isinstance(value, dict):
             raise ModelError(f"the model sent arguments for tool '{self.name}' that are not "
                              "a JSON object")
@@ -74,8 +75,12 @@ class ClientCache:
         key = (config.base_url, api_key, config.timeout, config.max_retries)
         if self._client is None or key != self._key:
             import openai  # imported on first use: it costs ~0.3 s
+            from lily_kernel.agent.deadline import DeadlineTransport
+            transport = DeadlineTransport()  # enforces the whole request's deadline
             self._client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
-                                         timeout=config.timeout, max_retries=config.max_retries)
+                                         timeout=config.timeout, max_retries=config.max_retries,
+                                         http_client=openai.DefaultHttpxClient(transport=transport))
+            self._client._lily_deadline = transport
             self._key = key
         return self._client
 
@@ -91,12 +96,45 @@ def request_args(config: ModelConfig, messages: list[dict], tools: list[dict]) -
     return args
 
 
+def cut_marker(cap: int) -> str:
+    """The visible end of an answer cut at the ``[limits] answer_chars`` cap."""
+    return (f"\n\n*[… cut: Lily kept the first {cap:,} characters of this answer "
+            "(lily.toml [limits] answer_chars); the rest was not kept …]*")
+
+
 def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
-             on_text: Callable[[str], None] | None = None) -> Turn:
-    """One streamed completion, assembled into a :class:`Turn`."""
+             on_text: Callable[[str], None] | None = None, max_chars: int | None = None) -> Turn:
+    """One streamed completion, assembled into a :class:`Turn`.
+
+    ``config.timeout`` is the whole request's deadline, retries included; past it the
+    request ends with a :class:`ModelError` (docs/limits-and-secrets.md#deadline). An answer
+    longer than ``max_chars`` is cut there: Lily stops reading the stream and keeps the head
+    with a visible marker (tool calls of a cut answer are dropped).
+    """
+    from lily_kernel.agent.deadline import deadline
+    transport = getattr(client, "_lily_deadline", None)
+    try:
+        with deadline(transport, config.timeout):
+            return _complete(client, config, messages, tools, on_text, max_chars)
+    except Exception:
+        if transport is not None and transport.expired:
+            raise ModelError(_late(config, client)) from None
+        raise
+
+
+def _late(config: ModelConfig, client) -> str:
+    return (f"the model endpoint did not answer within {config.timeout:g} s (the whole "
+            f"request's deadline, [model] timeout): {_where(client)}; nothing was done with "
+            "a partial answer")
+
+
+def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+              on_text: Callable[[str], None] | None, max_chars: int | None) -> Turn:
     import openai
     turn = Turn()
     parts: list[str] = []
+    size = 0  # characters kept so far (text and tool-call arguments)
+    cap = max_chars if max_chars is not None else float("inf")
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
@@ -107,9 +145,20 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
             choice = chunk.choices[0]
             delta = choice.delta
             if delta is not None and delta.content:
-                parts.append(delta.content)
+                piece = delta.content
+                if size + len(piece) > cap:  # keep the head, stop reading the rest
+                    piece = piece[:int(cap - size)]
+                    parts.append(piece)
+                    if on_text is not None and piece:
+                        on_text(piece)
+                    stream.close()
+                    turn.content = "".join(parts) + cut_marker(int(cap))
+                    turn.finish_reason = "cut"
+                    return turn
+                parts.append(piece)
+                size += len(piece)
                 if on_text is not None:
-                    on_text(delta.content)
+                    on_text(piece)
             for tc in (delta.tool_calls or []) if delta is not None else []:
                 slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
                 if tc.id:
@@ -117,11 +166,16 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
                 if tc.function is not None:
                     slot["name"] += tc.function.name or ""
                     slot["arguments"] += tc.function.arguments or ""
+                    size += len(tc.function.name or "") + len(tc.function.arguments or "")
+                    if size > cap:
+                        stream.close()
+                        raise ModelError(f"the model's tool call was longer than {int(cap):,} "
+                                         "characters (lily.toml [limits] answer_chars); nothing "
+                                         "was done with it")
             if choice.finish_reason:
                 turn.finish_reason = choice.finish_reason
     except openai.APITimeoutError:
-        raise ModelError(f"the model endpoint did not answer within {config.timeout:g} s "
-                         f"(tried {config.max_retries + 1} times): {_where(client)}") from None
+        raise ModelError(_late(config, client)) from None
     except openai.APIConnectionError as exc:
         cause = exc.__cause__ or exc
         if stream is not None:  # the endpoint answered, then the stream broke off

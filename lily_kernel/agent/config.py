@@ -79,7 +79,12 @@ class ModelConfig:
         return config, errors
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The settings as shown and journaled: a base_url loses any user:password@."""
+        from lily_kernel.agent.secrets import redact_urls
+        data = asdict(self)
+        if data["base_url"]:
+            data["base_url"] = redact_urls(data["base_url"])
+        return data
 
     def changed(self, **values: str) -> "ModelConfig":
         """A copy with ``values`` (strings, as typed after /model) parsed and checked."""

@@ -20,6 +20,7 @@ from typing import Callable
 
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
+from lily_kernel.agent import secrets
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
 from lily_kernel.session.session import Session
@@ -78,6 +79,7 @@ class _Request:
         self.skill = skill
         self.tools_used: list[str] = []
         self.proposal = None
+        self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict]:
@@ -94,19 +96,32 @@ class _Request:
 
     # -- executing one call ----------------------------------------------------
     def execute(self, name: str, args: dict) -> str:
-        """The tool result text; refusals and tool failures start with 'Error:'."""
+        """The tool result text, capped; refusals and tool failures start with 'Error:'."""
         try:
-            if name == "load_skill":
-                return self.load_skill(args)
-            if name == "read_skill_file":
-                return self.read_skill_file(args)
-            if name == "propose_action":
-                return self.propose_action(args)
-            if name == "read_config":
-                return self.read_config(args)
-            return self.call_tool(name, args)
+            return self._cap(self._execute(name, args))
         except ToolError as exc:
             return f"Error: {exc}"
+
+    def _execute(self, name: str, args: dict) -> str:
+        if name == "load_skill":
+            return self.load_skill(args)
+        if name == "read_skill_file":
+            return self.read_skill_file(args)
+        if name == "propose_action":
+            return self.propose_action(args)
+        if name == "read_config":
+            return self.read_config(args)
+        return self.call_tool(name, args)
+
+    def _cap(self, text: str) -> str:
+        """Every tool result, built-in or registered, kept to [limits] tool_result_chars
+        (docs/limits-and-secrets.md#caps)."""
+        cap = self.session.limits.tool_result_chars
+        if len(text) <= cap:
+            return text
+        self.cut_results += 1
+        return (text[:cap] + f"\n[… cut: Lily kept the first {cap:,} characters of this "
+                "tool result (lily.toml [limits] tool_result_chars) …]")
 
     def load_skill(self, args: dict) -> str:
         problem = check_args(LOAD_SKILL["function"]["parameters"], args)
@@ -201,10 +216,7 @@ class _Request:
             raise
         except Exception as exc:  # the tool's own failure is information for the model
             raise ToolError(f"tool '{name}' raised {type(exc).__name__}: {exc}") from None
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-        if len(text) > MAX_RESULT_CHARS:
-            text = text[:MAX_RESULT_CHARS] + f"\n[… cut at {MAX_RESULT_CHARS} characters …]"
-        return text
+        return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _consistent(messages: list[dict]) -> list[dict]:
@@ -249,7 +261,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         for step in range(1, MAX_STEPS + 1):
             turn_start = len(pending)
             turn = model.complete(client, config, [system, *session.conversation, *pending],
-                                  tools, on_text)
+                                  tools, on_text, max_chars=session.limits.answer_chars)
             pending.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
@@ -257,7 +269,13 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
                                      "may be cut short.)*")
                     pending[-1] = turn.message()
                 commit(pending)
-                return Reply(turn.content, request.skill, request.tools_used, step,
+                shown = turn.content
+                if request.cut_results:  # the user is told; the model saw the marker
+                    n = request.cut_results
+                    shown += (f"\n\n*({n} tool result{'s were' if n != 1 else ' was'} cut at "
+                              f"{session.limits.tool_result_chars:,} characters: lily.toml "
+                              "[limits] tool_result_chars.)*")
+                return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal)
             for call in turn.tool_calls:
                 before = request.skill
@@ -273,7 +291,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
-        raise AgentError(str(exc)) from None
+        raise AgentError(secrets.redact(str(exc), env)) from None
     except KeyboardInterrupt:
         if len(pending) > 1:
             commit(pending)

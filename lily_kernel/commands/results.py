@@ -11,10 +11,19 @@ from lily_kernel.skills.snapshot import Snapshot
 
 
 class CommandError(Exception):
-    """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix."""
+    """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix.
+
+    Its text is redacted when it is made (docs/limits-and-secrets.md#secrets): Jupyter sends
+    and notebooks save ``str(exc)`` as the error's ``evalue``, not only the line shown."""
+
+    def __init__(self, *args) -> None:
+        from lily_kernel.agent.secrets import redact
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def line(self) -> str:
-        return f"Error: {self}"
+        """The line shown: URL userinfo and live secret values masked (docs/limits-and-secrets.md)."""
+        from lily_kernel.agent.secrets import redact
+        return redact(f"Error: {self}")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from lily_kernel.commands import table as commands
+from lily_kernel.agent import secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
 from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, HelpPage, ModelInfo, Notice, SkillRequest,
@@ -21,7 +22,6 @@ from lily_kernel.skills.skill import Skill
 from lily_kernel.agent.tools import ToolError
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
-_USERINFO_RE = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def redact(line: str) -> str:
     user:password@); every other value is masked (``key=***``), whatever its spelling.
     Other commands lose the values of secret-looking ``key=value`` pairs.
     """
-    line = _USERINFO_RE.sub(r"\1***@", line)
+    line = secrets.redact(line)  # URL userinfo and live secret values, in linear time
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
@@ -147,7 +147,7 @@ def _invoke(session: Session, skill: Skill, text: str):
             if values is None:  # natural language: the model extracts, Lily confirms
                 return SkillRequest(skill, text)
             action = actions.prepare(session, skill, values)  # every required parameter, valid
-            outcome = actions.execute(session, action)
+            outcome = actions.execute_now(session, action)  # uncertain: held pending
         except actions.ActionError as exc:
             raise CommandError(f"{exc}.") from None
         session.settle(action, "executed")

@@ -64,6 +64,7 @@ class Integration:
             cleanup.insert(0, self.transform)
         self.shell.set_custom_exc((CommandError,), _show_command_error)
         self.shell.register_magics(LilyMagics(self.shell, self))
+        _redact_history(self.shell, install=True)
 
     def uninstall(self) -> None:
         cleanup = self.shell.input_transformers_cleanup
@@ -73,6 +74,7 @@ class Integration:
         self.shell.custom_exceptions, self.shell.CustomTB = exc, handler
         for kind in ("line", "cell"):
             self.shell.magics_manager.magics[kind].pop("lily", None)
+        _redact_history(self.shell, install=False)
         if getattr(self.shell, _ATTR, None) is self:
             delattr(self.shell, _ATTR)
 
@@ -191,6 +193,39 @@ class _LiveText:
     def close(self) -> None:
         if self.handle is not None:
             self.handle.update({"text/plain": ""}, raw=True)
+
+
+def _redact_history(shell, install: bool) -> None:
+    """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
+    while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
+    userinfo masked, and any cell with the live secret values masked
+    (docs/limits-and-secrets.md#secrets). The cell itself runs unchanged."""
+    history = getattr(shell, "history_manager", None)
+    if history is None:
+        return
+    current = history.__dict__.get("store_inputs")
+    if not install:
+        if getattr(current, "_lily", False):
+            del history.store_inputs
+        return
+    if getattr(current, "_lily", False):
+        return
+    from lily_kernel.agent import secrets
+    store = history.store_inputs
+
+    def clean(text):
+        if not isinstance(text, str):
+            return text
+        if "lily_kernel.jupyter.integration" in text or text.lstrip().startswith(("/", "%lily", "%%lily")):
+            return secrets.redact(text)
+        for value in secrets.live_secrets():
+            text = text.replace(value, secrets.MASK)
+        return text
+
+    def store_inputs(line_num, source, source_raw=None):
+        return store(line_num, clean(source), clean(source_raw))
+    store_inputs._lily = True
+    history.store_inputs = store_inputs
 
 
 def _display_result(result, confirm=None) -> None:

@@ -2,7 +2,10 @@
 
 A crash of the process can at most leave the last line incomplete; :func:`read` skips such a
 line, so the journal is always readable. Secrets are never passed in: callers
-journal the model configuration without its API key.
+journal the model configuration without its API key, and every line is redacted
+(URL userinfo, live secret values) before it is written. A record larger than the
+``[limits] journal_record_bytes`` cap is replaced by a marker record holding its
+head (docs/limits-and-secrets.md#caps).
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
+
+from lily_kernel.agent import secrets
 
 
 def journal_path(workspace: Path, label: str) -> Path:
@@ -22,8 +27,11 @@ def journal_path(workspace: Path, label: str) -> Path:
 class Journal:
     """Appends records; if the workspace cannot be written, it says so once and goes on."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, max_bytes: int = 1024 * 1024,
+                 env: Mapping[str, str] | None = None) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+        self.env = env  # whose secret values are masked (None: the process's, live)
         self.error: str | None = None
         self._tail_checked = False  # a torn line left by a crash is closed before the first write
 
@@ -31,7 +39,10 @@ class Journal:
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
-        data = (line + "\n").encode("utf-8")
+        line = secrets.redact(line, self.env)
+        data = (line + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate stays visible
+        if len(data) > self.max_bytes:
+            data = (_cut_record(record, line, len(data), self.max_bytes) + "\n").encode("utf-8")
         try:
             if not self._tail_checked:
                 self._tail_checked = True
@@ -52,6 +63,18 @@ class Journal:
                 os.close(fd)
         except OSError as exc:
             self.error = f"journal disabled: cannot write {self.path}: {exc.strerror or exc}"
+
+
+def _cut_record(record: dict[str, Any], line: str, size: int, cap: int) -> str:
+    """A record that fits ``cap`` bytes in place of an oversized one: its event, session and
+    the head of its JSON text, so the journal stays readable and says what was cut."""
+    head: dict[str, Any] = {"t": round(time.time(), 3), "event": record.get("event"),
+                            "session_id": record.get("session_id"), "cut": True,
+                            "bytes": size, "cap": cap}
+    room = max(0, cap - len(json.dumps(head).encode("utf-8")) - 64)
+    # ensure_ascii keeps the byte count of the head predictable (at most 6 bytes a char)
+    head["head"] = line[: room // 6]
+    return json.dumps(head, ensure_ascii=True)
 
 
 def _ends_torn(path: Path) -> bool:

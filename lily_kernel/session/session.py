@@ -75,7 +75,8 @@ class Session:
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
         path = journal_mod.journal_path(self.workspace, label) if self._journal_enabled else None
-        self.journal = journal_mod.Journal(path)
+        self.journal = journal_mod.Journal(path, self.limits.journal_record_bytes,
+                                           self._env if self._explicit_env else None)
         self.journal.append({"event": "session_created", "session_id": self.session_id,
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),

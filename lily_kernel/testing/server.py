@@ -65,6 +65,20 @@ A turn is a dict; every key is optional (a plain ``str`` is short for
     connection mid-body (no ``data: [DONE]``, no finish chunk; the client sees
     an incomplete chunked body). Non-streaming: declare the full
     ``Content-Length``, send half the body and close.
+``endless`` (bool), ``stream_chars`` (int)
+    Streaming: after ``content``, keep sending content deltas (64 KiB of ``x`` each)
+    forever (``endless``), or until this many characters were sent in all
+    (``stream_chars``, then a normal finish), without building the body in memory;
+    ``chunk_delay`` is the pause between those deltas.
+``drip`` (float seconds)
+    Streaming: write the response body one byte at a time, with this pause between
+    bytes (with ``endless``: one byte every ``drip`` seconds, forever).
+``max_duration`` (float seconds)
+    The server-side bound of an ``endless``/``drip`` answer (default 20): then it hangs
+    up, so a test whose client never gives up still ends by itself.
+``echo_headers`` (bool)
+    With ``status``: the error message echoes every request header verbatim,
+    Authorization first, like a careless endpoint.
 ``expect`` (dict)
     ``{"contains": str}``: the text of the request's *last* message (whatever
     its role; text parts joined) must contain this string, or the server
@@ -107,7 +121,9 @@ Responder = Callable[[dict], Turn]
 TURN_KEYS = frozenset({
     "content", "tool_calls", "finish_reason", "usage", "chunks", "chunk_delay", "delay",
     "status", "retry_after", "error_message", "raw", "truncate", "expect",
+    "endless", "stream_chars", "drip", "max_duration", "echo_headers",
 })
+_BIG_PIECE = "x" * 65536  # one content delta of an endless or huge stream
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "id"})
 _EXPECT_KEYS = frozenset({"contains"})
 
@@ -174,7 +190,10 @@ def _validate_turn(turn: Any, where: str) -> dict:
         raise ValueError(f"{where}: 'raw' must be a str")
     if "chunks" in turn and not (isinstance(turn["chunks"], int) and turn["chunks"] >= 1):
         raise ValueError(f"{where}: 'chunks' must be an int >= 1")
-    for key in ("delay", "chunk_delay", "retry_after"):
+    if "stream_chars" in turn and not (isinstance(turn["stream_chars"], int)
+                                       and turn["stream_chars"] >= 0):
+        raise ValueError(f"{where}: 'stream_chars' must be an int >= 0")
+    for key in ("delay", "chunk_delay", "retry_after", "drip", "max_duration"):
         if key in turn and not (isinstance(turn[key], (int, float)) and turn[key] >= 0):
             raise ValueError(f"{where}: '{key}' must be a number of seconds >= 0")
     return turn
@@ -500,7 +519,12 @@ class ScriptedServer:
             if "raw" in turn:
                 return self._send_bytes(h, turn["status"], turn["raw"].encode("utf-8"),
                                         "application/json", extra, bool(turn.get("truncate")))
-            return self._send_error(h, turn["status"], turn.get("error_message"), extra,
+            message = turn.get("error_message")
+            if turn.get("echo_headers"):
+                items = sorted(h.headers.items(), key=lambda kv: kv[0].lower() != "authorization")
+                echoed = "; ".join(f"{k}: {v}" for k, v in items)
+                message = f"{message or 'bad request'} (request headers: {echoed})"
+            return self._send_error(h, turn["status"], message, extra,
                                     truncate=bool(turn.get("truncate")))
         if stream:
             return self._stream(h, request, turn)
@@ -610,10 +634,19 @@ class ScriptedServer:
         h.send_header("Connection", "close")
         h.end_headers()
         delay = float(turn.get("chunk_delay", 0))
+        drip = float(turn.get("drip", 0))
+        until = time.monotonic() + float(turn.get("max_duration", 20))
 
         def send(data: bytes) -> None:
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            h.wfile.flush()
+            if not drip:
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                h.wfile.flush()
+                return
+            for i in range(len(data)):  # one byte per chunk, a pause between them
+                if time.monotonic() > until or not self._wait(drip):
+                    raise ConnectionAbortedError("drip: max_duration reached")
+                h.wfile.write(b"1\r\n%s\r\n" % data[i:i + 1])
+                h.wfile.flush()
 
         if "raw" in turn:
             payload = turn["raw"].encode("utf-8")
@@ -625,6 +658,8 @@ class ScriptedServer:
             h.wfile.write(b"0\r\n\r\n")
             return
         body, closing = self._stream_events(request, turn)
+        if turn.get("endless") or "stream_chars" in turn:
+            return self._stream_big(h, turn, body, closing, send, until)
         events = [b"data: " + json.dumps(e).encode("utf-8") + b"\n\n" for e in body]
         if turn.get("truncate"):
             events = events[: max(1, math.ceil(len(events) / 2))]
@@ -638,6 +673,31 @@ class ScriptedServer:
         if not turn.get("truncate"):
             h.wfile.write(b"0\r\n\r\n")
             h.wfile.flush()
+
+    def _stream_big(self, h: _Handler, turn: dict, body: list[dict], closing: list[dict],
+                    send: Callable[[bytes], None], until: float) -> None:
+        """An endless stream, or one of ``stream_chars`` characters, made as it is sent."""
+        def event(obj: dict) -> bytes:
+            return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
+
+        for obj in body:
+            send(event(obj))
+        template = dict(body[0])
+        left = None if turn.get("endless") else int(turn["stream_chars"])
+        while left is None or left > 0:
+            if time.monotonic() > until or not self._wait(float(turn.get("chunk_delay", 0))):
+                return  # max_duration (or stopping): hang up
+            piece = _BIG_PIECE if left is None else _BIG_PIECE[:left]
+            if left is not None:
+                left -= len(piece)
+            template["choices"] = [{"index": 0, "delta": {"content": piece},
+                                    "logprobs": None, "finish_reason": None}]
+            send(event(template))
+        for obj in closing:
+            send(event(obj))
+        send(b"data: [DONE]\n\n")
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
 
     def _send_bytes(self, h: _Handler, status: int, data: bytes, content_type: str,
                     extra: dict | None = None, truncate: bool = False) -> None:

@@ -11,9 +11,10 @@ call that carries every required parameter.
 from __future__ import annotations
 
 import json
+import math
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lily_kernel.typed import contacts
@@ -28,6 +29,10 @@ class ActionError(ValueError):
     """An action cannot be prepared or carried out; one readable line."""
 
 
+class Uncertain(ActionError):
+    """The delivery may have happened (sent whole, no answer): the action stays pending."""
+
+
 @dataclass(frozen=True)
 class Action:
     id: str
@@ -38,11 +43,12 @@ class Action:
     old: dict[str, Any] = field(default_factory=dict)  # internal: path -> value now
     activity: dict[str, Any] | None = None  # external
     target: str = ""  # external: "local outbox" or the outbox URL
+    uncertain: bool = False  # a delivery may have happened; only /confirm or /cancel end it
 
     def as_dict(self) -> dict:
         return {"id": self.id, "skill": self.skill, "kind": self.kind, "params": self.params,
                 "changes": self.changes, "old": self.old, "activity": self.activity,
-                "target": self.target}
+                "target": self.target, "uncertain": self.uncertain}
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,14 @@ def spec_of(skill: Skill) -> TypedSpec:
 
 def parse_json_params(text: str) -> dict | None:
     """The JSON object of a programmatic call, or None when ``text`` is not one."""
+    from lily_kernel.agent import safejson
     text = text.strip()
     if not text.startswith("{"):
         return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ActionError(f"the parameters are not valid JSON: {exc.msg} (at character {exc.pos})") from None
+    try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
+        value = safejson.loads(text)
+    except safejson.JSONInputError as exc:
+        raise ActionError(f"the parameters are not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ActionError("the parameters must be a JSON object")
     return value
@@ -74,6 +81,11 @@ def parse_json_params(text: str) -> dict | None:
 def prepare(session, skill: Skill, values: dict) -> Action:
     """Validate ``values`` for ``skill`` and compute its effect, changing nothing."""
     spec = spec_of(skill)
+    held = getattr(session, "pending", None)
+    if held is not None and held.uncertain:  # docs/limits-and-secrets.md#dispatch
+        raise ActionError(f"{held.skill}: activity {_activity_id(held)} may already have been "
+                          "delivered and is still pending; run /confirm to retry it (same id "
+                          "and Idempotency-Key) or /cancel to drop it, before a new action")
     try:
         params = validate(spec, values,
                           resolve=lambda resolver, name: contacts.resolve(session.workspace, name))
@@ -90,7 +102,10 @@ def prepare(session, skill: Skill, values: dict) -> Action:
             if not scoped.can_write(path):
                 raise ActionError(f"{skill.name}: writing {path} is outside the skill's Config ACL "
                                   f"(write: {', '.join(spec.acl_write) or 'none'})")
-        old = {path: session.config.get(path) for path in changes}
+        try:
+            old = {path: session.config.get(path) for path in changes}
+        except ValueError as exc:  # registry.ConfigError: e.g. a damaged config.sqlite
+            raise ActionError(str(exc)) from None
         return Action(uuid.uuid4().hex, skill.name, "internal", params, changes, old)
     return Action(uuid.uuid4().hex, skill.name, "external", params,
                   activity=_activity(session, spec, params), target=_target(session))
@@ -146,7 +161,7 @@ def execute(session, action: Action) -> Outcome:
         scoped = session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
         try:
             entries = scoped.write(action.changes)
-        except PermissionError as exc:  # AclError
+        except (PermissionError, ValueError) as exc:  # AclError, registry.ConfigError
             raise ActionError(str(exc)) from None
         if not entries:
             return Outcome(action, "Nothing to change: every setting already had that value.")
@@ -156,15 +171,52 @@ def execute(session, action: Action) -> Outcome:
                                f"| --- | --- | --- |\n{rows}")
     from lily_kernel.typed.activity import DispatchError
     url = _activity_settings(session).get("outbox")
+    timeout, retries = _delivery_settings(session)
     try:
         delivery = session.outbox.deliver(action.activity, url=url,
-                                          token=os.environ.get(TOKEN_VAR) if url else None)
+                                          token=os.environ.get(TOKEN_VAR) if url else None,
+                                          timeout=timeout, retries=retries)
     except DispatchError as exc:
+        if exc.uncertain:
+            raise Uncertain(str(exc)) from None
         raise ActionError(str(exc)) from None
     verb = {"stored": "stored in the local outbox", "delivered": f"delivered to {delivery.target}",
             "duplicate": "already sent earlier; not sent again"}.get(delivery.status, delivery.status)
     return Outcome(action, f"**{skill.name}**: {action.activity['type']} `{delivery.activity_id}` "
                            f"{verb}.")
+
+
+def _delivery_settings(session) -> tuple[float, int]:
+    """``[activitypub] timeout`` (seconds per attempt, default 10) and ``retries`` (default 2)."""
+    table = _activity_settings(session)
+    timeout, retries = table.get("timeout", 10.0), table.get("retries", 2)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 < timeout < math.inf:
+        raise ActionError(f"lily.toml [activitypub] timeout must be a positive number of "
+                          f"seconds, not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+        raise ActionError(f"lily.toml [activitypub] retries must be a whole number from 0 to "
+                          f"10, not {retries!r}")
+    return float(timeout), retries
+
+
+def _activity_id(action: Action) -> str:
+    return (action.activity or {}).get("id") or action.id
+
+
+def _held(session, action: Action, exc: Exception) -> ActionError:
+    """Keep ``action`` pending as uncertain; the one line that says so."""
+    session.propose(replace(action, uncertain=True))
+    return ActionError(f"{exc}; it may have been delivered, so it stays pending: /confirm "
+                       "retries it with the same id and Idempotency-Key, /cancel drops it")
+
+
+def execute_now(session, action: Action) -> Outcome:
+    """A programmatic call: run ``action`` at once; an uncertain delivery stays pending."""
+    try:
+        return execute(session, action)
+    except Uncertain as exc:
+        raise _held(session, action, exc) from None
 
 
 def decide(session, action: Action | None, ok: bool) -> Outcome:
@@ -184,6 +236,8 @@ def decide(session, action: Action | None, ok: bool) -> Outcome:
         return Outcome(pending, f"Cancelled: **{pending.skill}** did nothing.")
     try:
         outcome = execute(session, pending)
+    except Uncertain as exc:
+        raise _held(session, pending, exc) from None
     except ActionError as exc:
         raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "
                           "/cancel to drop it)") from None

@@ -62,7 +62,9 @@ Dedup guarantees, and their limits
   under the same Idempotency-Key.
 * **The limit**: when a request times out or the connection drops after the
   server received it, the client cannot know whether it was accepted, so it
-  retries. A receiver that honours ``Idempotency-Key`` (or de-duplicates by
+  retries; once the attempts are spent the :class:`DispatchError` says
+  ``uncertain`` and the caller keeps the activity pending for an explicit retry
+  (docs/limits-and-secrets.md#dispatch). A receiver that honours ``Idempotency-Key`` (or de-duplicates by
   activity id) then accepts the activity once; **a receiver that ignores
   Idempotency-Key may see — and act on — a second POST of the same activity
   after a timeout.** The same holds when the process dies between the
@@ -120,10 +122,15 @@ _USER_AGENT = "lily-kernel (ActivityPub C2S client)"
 
 
 class DispatchError(RuntimeError):
-    """A dispatch problem, described in one readable line (never containing the token)."""
+    """A dispatch problem, described in one readable line (never containing the token).
 
-    def __init__(self, message: str):
+    ``uncertain`` is True when the activity may have been delivered anyway: an attempt sent
+    the whole request and then timed out or lost the connection before the answer.
+    """
+
+    def __init__(self, message: str, uncertain: bool = False):
         super().__init__(_one_line(message, 500))
+        self.uncertain = uncertain
 
 
 # --------------------------------------------------------------------------- building
@@ -294,10 +301,11 @@ class _Attempt(Exception):
     """Internal: one failed attempt. ``retry_after`` is the server's wish, if any."""
 
     def __init__(self, reason: str, *, retryable: bool, http_status: int | None = None,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, uncertain: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
+        self.uncertain = uncertain  # the request was sent whole; the server may have acted
         self.http_status = http_status
         self.retry_after = retry_after
 
@@ -560,6 +568,7 @@ class Outbox:
         opener = urllib.request.build_opener(_NoRedirect())
         total = retries + 1
         last: _Attempt | None = None
+        maybe = False  # an attempt sent the whole request and got no answer
         for n in range(1, total + 1):
             with self._connect() as conn:
                 conn.execute("UPDATE activities SET attempts = attempts + 1, updated = ? WHERE id = ?",
@@ -568,12 +577,13 @@ class Outbox:
                 status, location = self._attempt(opener, url, body, headers, timeout, token)
             except _Attempt as failure:
                 last = failure
+                maybe = maybe or failure.uncertain
                 self._update(activity_id, http_status=failure.http_status,
                              last_error=_redact(failure.reason, token))
                 if not failure.retryable:
                     self._update(activity_id, status="failed", lease_until=None)
                     raise DispatchError(_redact(f"{target} refused activity {activity_id}: "
-                                                f"{failure.reason}", token)) from None
+                                                f"{failure.reason}", token), maybe) from None
                 if n == total:
                     break
                 delay = backoff * (2 ** (n - 1))
@@ -583,7 +593,8 @@ class Outbox:
                         raise DispatchError(_redact(
                             f"could not deliver {activity_id} to {target} after {n} attempt"
                             f"{'s' if n != 1 else ''}: {failure.reason}; the server asks to retry "
-                            f"after {failure.retry_after:.0f} s, try again later", token)) from None
+                            f"after {failure.retry_after:.0f} s, try again later", token),
+                            maybe) from None
                     delay = max(delay, failure.retry_after)
                 time.sleep(delay)
                 continue
@@ -596,7 +607,7 @@ class Outbox:
         self._update(activity_id, status="failed", lease_until=None)
         reason = last.reason if last else "unknown error"
         raise DispatchError(_redact(f"could not deliver {activity_id} to {target} after {total} "
-                                    f"attempt{'s' if total != 1 else ''}: {reason}", token))
+                                    f"attempt{'s' if total != 1 else ''}: {reason}", token), maybe)
 
     @staticmethod
     def _attempt(opener: urllib.request.OpenerDirector, url: str, body: bytes,
@@ -626,9 +637,14 @@ class Outbox:
                 raise _Attempt(reason, retryable=True, http_status=code,
                                retry_after=retry_after) from None
             raise _Attempt(reason, retryable=False, http_status=code) from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except (urllib.error.URLError, ValueError) as exc:  # before or while sending
             reason, retryable = _describe_oserror(exc, timeout)
             raise _Attempt(_redact(reason, token), retryable=retryable) from None
+        except (OSError, http.client.HTTPException) as exc:
+            # urllib wraps failures of sending in URLError; this one came after the whole
+            # request was sent (no answer in time, connection dropped): it may have been acted on
+            reason, retryable = _describe_oserror(exc, timeout)
+            raise _Attempt(_redact(reason, token), retryable=retryable, uncertain=True) from None
         with response:
             status = response.status
             location = response.headers.get("Location")

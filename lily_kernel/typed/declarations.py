@@ -61,6 +61,7 @@ class Param:
     max: float | None = None
     config: str | None = None  # internal skills: the config path this parameter sets
     line: int = 0
+    config_line: int = 0  # the line of its 'config:' constraint, if any
 
     def constraints(self) -> str:
         parts = []
@@ -181,6 +182,7 @@ def parse(body: str, first_line: int = 1, activity: str | None = None) -> TypedS
     params = _params(*secs["parameters"])
     if kind == "internal":
         params = tuple(_with_config_path(p, acl_write) for p in params)
+        _check_config_paths(params, acl_write)
     if activity is not None and activity not in ACTIVITY_TYPES:
         raise TypedError(f"'activity' must be one of {', '.join(ACTIVITY_TYPES)}, not '{activity}'")
     if activity is not None and kind == "internal":
@@ -203,9 +205,12 @@ def _acl(heading_line: int, lines: list[str]) -> tuple[tuple[str, ...], tuple[st
         if not m:
             raise TypedError(f"line {i}: Config ACL lines look like \"- write: ['a.b.c']\"; "
                              f"got '{line}'")
-        for item in (x.strip().strip("'\"") for x in m.group(2).split(",")):
-            if not item:
-                continue
+        if not m.group(2).strip():  # "- write: []": no paths
+            continue
+        for item in (x.strip().strip("'\"").strip() for x in m.group(2).split(",")):
+            if not item:  # [''] or a stray comma: an entry that names nothing
+                raise TypedError(f"line {i}: the Config ACL has an empty entry; list dotted "
+                                 "config paths, e.g. ['messaging.rcs'], or [] for none")
             if not _PATH.match(item):
                 raise TypedError(f"line {i}: '{item}' is not a config path "
                                  "(dotted lowercase segments, e.g. messaging.rcs)")
@@ -320,7 +325,8 @@ def _check_param(d: dict) -> Param:
         if not _PATH.match(config):
             fail("config", f"'{config}' is not a config path")
     param = Param(name, ptype, d["required"], d["description"], resolve, None, False, enum,
-                  bounds.get("min"), bounds.get("max"), config, d["line"])
+                  bounds.get("min"), bounds.get("max"), config, d["line"],
+                  d["config"][0] if "config" in d else 0)
     if "default" in d:
         if param.required:
             fail("default", "a required parameter cannot have a default")
@@ -331,8 +337,19 @@ def _check_param(d: dict) -> Param:
         except ParamError as exc:
             fail("default", f"default {raw} does not fit: {exc}")
         param = Param(name, ptype, False, d["description"], resolve, value, True, enum,
-                      bounds.get("min"), bounds.get("max"), config, d["line"])
+                      bounds.get("min"), bounds.get("max"), config, d["line"],
+                  d["config"][0] if "config" in d else 0)
     return param
+
+
+def _check_config_paths(params: tuple[Param, ...], acl_write: tuple[str, ...]) -> None:
+    """A parameter whose config path its own write ACL does not cover could never run: refuse
+    the skill at load time, naming the line, instead of refusing every call."""
+    for p in params:  # a write path covers itself and whole segments under it
+        if p.config and not any(p.config == w or p.config.startswith(w + ".") for w in acl_write):
+            raise TypedError(f"line {p.config_line or p.line}: parameter '{p.name}' sets "
+                             f"{p.config}, outside the skill's write ACL "
+                             f"({', '.join(acl_write) or 'empty'})")
 
 
 def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
@@ -409,6 +426,11 @@ def validate(spec: TypedSpec, values: Mapping[str, Any], resolve=None) -> dict[s
                 out[p.name] = p.default
             continue
         value = values[p.name]
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # no file, database or socket can hold it
+                raise ParamError(f"'{p.name}' is not valid text (it holds a lone surrogate)") from None
         if p.resolve and resolve is not None and isinstance(value, str) and not is_https_uri(value):
             try:
                 value = resolve(p.resolve, value)

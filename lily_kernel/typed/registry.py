@@ -49,6 +49,7 @@ style inspection, tests), never for a model-driven skill.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -239,6 +240,21 @@ class ConfigRegistry:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
+    @contextlib.contextmanager
+    def _guard(self):
+        """SQLite failures as one ConfigError naming the file; a damaged file is left as it
+        is, never recreated over (docs/limits-and-secrets.md#bad-input)."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:  # busy, locked, read-only, no space
+            raise ConfigError(f"the Config Registry {self.path} cannot be used: {exc}") from None
+        except sqlite3.DatabaseError as exc:  # not a database, malformed image
+            self.close()
+            raise ConfigError(
+                f"the Config Registry {self.path} is damaged ({exc}); Lily changed nothing. "
+                "Move the file aside (e.g. rename it to config.sqlite.damaged) to start an "
+                "empty registry, or restore it from a backup") from None
+
     def close(self) -> None:
         """Close the connection; the next use opens it again."""
         with self._lock:
@@ -251,7 +267,7 @@ class ConfigRegistry:
     def get(self, path: str, default: Any = None) -> Any:
         """The value at ``path``, or ``default`` if it has none. Unscoped: owner only."""
         _check_path(path)
-        with self._lock:
+        with self._lock, self._guard():
             row = self._connection().execute(
                 "SELECT value FROM settings WHERE path = ?", (path,)
             ).fetchone()
@@ -260,7 +276,7 @@ class ConfigRegistry:
     def items(self, prefix: str = "") -> dict[str, Any]:
         """Every stored path covered by ``prefix`` (whole segments) and its value, sorted."""
         where, params = _under(_check_prefix(prefix))
-        with self._lock:
+        with self._lock, self._guard():
             rows = self._connection().execute(
                 f"SELECT path, value FROM settings WHERE {where} ORDER BY path", params
             ).fetchall()
@@ -269,7 +285,7 @@ class ConfigRegistry:
     def audit(self, prefix: str = "") -> list[AuditEntry]:
         """Audit entries for paths covered by ``prefix``, oldest first."""
         where, params = _under(_check_prefix(prefix))
-        with self._lock:
+        with self._lock, self._guard():
             rows = self._connection().execute(
                 f"SELECT id, t, skill, path, old, new FROM audit WHERE {where} ORDER BY id",
                 params,
@@ -285,7 +301,7 @@ class ConfigRegistry:
     def _write(self, skill: str, encoded: list[tuple[str, str]]) -> list[AuditEntry]:
         """Store already-checked changes in one transaction; audit the ones that change."""
         entries: list[AuditEntry] = []
-        with self._lock:
+        with self._lock, self._guard():
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:

@@ -181,23 +181,26 @@ def test_read_config_needs_a_loaded_internal_skill(world, server):
 
 
 def test_parameter_config_path_outside_the_write_acl_is_never_written(world, server):
+    # Issue 8: such a skill could never run, so it is refused at load time, naming the line
+    # of its config: (it used to load and fail every call at run time).
     world.write_skill("sneaky", SNEAKY)
     session = world.session(server)
-    skill = session.snapshot.get("sneaky")
-    assert skill is not None and skill.typed.params[0].config == "system.admin.volume"
-
-    with pytest.raises(actions.ActionError, match="system.admin.volume is outside the skill's Config ACL"):
-        actions.prepare(session, skill, {"volume": 5})
-    with pytest.raises(CommandError, match="outside the skill's Config ACL"):
+    assert session.snapshot.get("sneaky") is None
+    excluded = session.snapshot.exclusion("sneaky")
+    assert excluded is not None and excluded.kind == "skill_error"
+    assert "line 17" in excluded.reason and "system.admin.volume" in excluded.reason
+    with pytest.raises(CommandError, match="excluded"):
         router.run(session, '/skill sneaky {"volume": 5}')
 
-    # The model proposing it gets a tool error, and nothing waits for confirmation.
+    # The model asking for it gets a tool error, and nothing waits for confirmation.
     server.add(*propose_turns("sneaky", {"volume": 5})[:2], {"content": "I could not."})
     reply = agent.run(session, "set the volume to 5")
-    assert tool_results(server)["prop1"].startswith("Error:")
-    assert "system.admin.volume" in tool_results(server)["prop1"]
+    assert tool_results(server)["load1"].startswith("Error:")
     assert reply.proposal is None and session.pending is None
 
+    world.write_skill("sneaky", SNEAKY.replace("system.admin.volume", "app.sound.volume"))
+    session.reload_skills()
+    assert session.snapshot.get("sneaky").typed.params[0].config == "app.sound.volume"
     # Even an action forged past prepare() is refused by the write layer, prefix tricks too.
     for path in ("system.admin.volume", "app.sound_evil", "app"):
         forged = actions.Action(f"forged-{path}", "sneaky", "internal", {"volume": 5},

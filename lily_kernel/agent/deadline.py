@@ -1,0 +1,142 @@
+"""The total deadline of one model request, enforced under the openai client.
+
+The ``openai`` client's ``timeout`` applies to each socket operation, so an endpoint that
+drips one byte at a time, or streams forever, is never timed out. :class:`DeadlineTransport`
+is the HTTP transport Lily gives that client: while a :func:`Deadline` is running, every
+attempt (including the client's own retries) gets only the time left as its timeouts, an
+attempt that could only be retried after the deadline (its backoff is longer than the time
+left) or starts after it is answered at once with a synthetic ``408`` that the client does
+not retry, every received chunk checks the clock, and a timer shuts the socket
+of a stream still open at the deadline (which wakes a blocked read). See
+docs/limits-and-secrets.md#deadline.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import httpx2
+
+EXPIRED_HEADER = "x-lily-deadline"
+
+
+class DeadlineExceeded(httpx2.ReadTimeout):
+    """Raised inside the transport when the request's deadline has passed."""
+
+
+class DeadlineTransport(httpx2.HTTPTransport):
+    """An ``httpx2`` transport that knows the current request's deadline (monotonic)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.deadline: float | None = None
+        self.expired = False
+        self.attempts = 0  # attempts under the current deadline (the client's backoff grows)
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _expired(self, request: httpx2.Request) -> httpx2.Response:
+        """The answer to an attempt that cannot finish in time: a 408 the client won't retry."""
+        self.expired = True
+        return httpx2.Response(408, headers={"x-should-retry": "false", EXPIRED_HEADER: "1"},
+                               content=b'{"error": {"message": "deadline"}}', request=request)
+
+    def _backoff(self, response: httpx2.Response | None) -> float:
+        """The longest the openai client may sleep before its next attempt."""
+        if response is not None:
+            for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+                try:
+                    value = float(response.headers.get(name, "")) * scale
+                except ValueError:
+                    continue
+                if 0 < value <= 60:
+                    return value
+        return min(0.5 * 2 ** self.attempts, 8.0)
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        left = self.remaining()
+        if left is None:
+            return super().handle_request(request)
+        if left <= 0:
+            return self._expired(request)
+        request.extensions = {**request.extensions, "timeout": {
+            "connect": left, "read": left, "write": left, "pool": left}}
+        try:
+            response = super().handle_request(request)
+        except httpx2.TransportError:
+            # A retry would only start after a backoff sleep past the deadline: end now.
+            if self._backoff(None) >= (self.remaining() or 0):
+                return self._expired(request)
+            raise
+        finally:
+            self.attempts += 1
+        retryable = response.status_code in (408, 409, 429) or response.status_code >= 500
+        if retryable and self._backoff(response) >= (self.remaining() or 0):
+            response.close()
+            return self._expired(request)
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            with self._lock:
+                self._sockets.add(sock)
+        response.stream = _Bounded(response.stream, self, sock)
+        return response
+
+    def forget(self, sock) -> None:
+        with self._lock:
+            self._sockets.discard(sock)
+
+    def cut(self) -> None:
+        """At the deadline: end every stream still open (a blocked read returns at once)."""
+        self.expired = True
+        with self._lock:
+            socks, self._sockets = list(self._sockets), set()
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Bounded(httpx2.SyncByteStream):
+    """A response body that stops at the deadline, chunk by chunk."""
+
+    def __init__(self, inner, owner: DeadlineTransport, sock) -> None:
+        self.inner, self.owner, self.sock = inner, owner, sock
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.inner:
+            left = self.owner.remaining()
+            if left is not None and left <= 0:
+                self.owner.expired = True
+                raise DeadlineExceeded("the request's deadline passed")
+            yield chunk
+
+    def close(self) -> None:
+        self.owner.forget(self.sock)
+        self.inner.close()
+
+
+@contextmanager
+def deadline(transport: DeadlineTransport | None, seconds: float) -> Iterator[None]:
+    """Run one model request under a total deadline of ``seconds``."""
+    if transport is None:
+        yield
+        return
+    transport.deadline = time.monotonic() + seconds
+    transport.expired = False
+    transport.attempts = 0
+    timer = threading.Timer(seconds, transport.cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        transport.deadline = None

@@ -1,0 +1,61 @@
+"""Redaction: the one place that keeps secrets off the screen and off the disk.
+
+Three kinds of secret are removed from any text Lily shows or records (errors, the journal,
+``/model`` output, the kernel's input history): the ``user:password@`` part of every URL,
+the credentials of an ``Authorization`` header or after ``Bearer``, and the live values
+of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
+replaced by ``***``. Every pass is linear in the length of the
+text, whatever it holds. See docs/limits-and-secrets.md#secrets.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Mapping
+
+SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
+#: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
+MIN_SECRET_LEN = 8
+MASK = "***"
+
+# After "://", the authority's userinfo runs to its last "@" before a path, query, fragment,
+# blank or quote. The match starts at a literal "://" and the class excludes "/", so the
+# regions scanned for two matches never overlap: one linear pass (no scheme prefix like
+# \w+:// that would be retried from every letter of a long word).
+_USERINFO = re.compile(r"://([^/?#\s\"'<>\\]*)@")
+# Credentials after an HTTP auth scheme (an endpoint echoing "Authorization: Basic ..." holds
+# the base64 of a URL's user:password). Starts at a literal word, one pass.
+# Only in an Authorization header, or after "Bearer": "Basic understanding" stays as it is.
+_AUTH = re.compile(r"\b(Authorization\W{0,4}(?:Basic|Bearer|Token|Digest)\s+|Bearer\s+)"
+                   r"[A-Za-z0-9+/=._~-]{8,}", re.IGNORECASE)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the userinfo of every URL replaced by ``***``."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _USERINFO.sub("://" + MASK + "@", text)
+
+
+def live_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """The current values of the secret environment variables (long enough to be secrets)."""
+    env = os.environ if env is None else env
+    values = []
+    for name in SECRET_ENV:
+        value = env.get(name) or ""
+        if len(value) >= MIN_SECRET_LEN:
+            values.append(value)
+    return values
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """``text`` without URL userinfo or the live values of the secret variables."""
+    if not isinstance(text, str):
+        text = str(text)
+    text = redact_urls(text)
+    if "uthorization" in text or "earer" in text or "EARER" in text:
+        text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
+    for value in live_secrets(env):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text

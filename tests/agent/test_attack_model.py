@@ -1,0 +1,218 @@
+"""A hostile model endpoint against a real session: caps, the total deadline, secrets.
+
+Every test drives the real agent loop and the real ``openai`` client over HTTP to a
+:class:`ScriptedServer` on 127.0.0.1 that misbehaves on purpose (an endless or
+dripping stream, a 126 MB answer, an error body echoing the request headers). See
+docs/limits-and-secrets.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+import openai  # noqa: F401  imported up front so its import time is not counted in a deadline
+import pytest
+
+from lily_kernel.agent import loop as agent
+from lily_kernel.agent import secrets
+from lily_kernel.commands import render, router
+from lily_kernel.commands.results import CommandError
+from lily_kernel.session import journal as journal_mod
+from lily_kernel.testing.server import ScriptedServer
+from agent_support import World, assert_consistent
+
+pytestmark = pytest.mark.usefixtures("no_machine_model")
+
+KEY = "sk-attack-0123456789abcdefSECRET"
+URL_PASSWORD = "pw-IN-URL-7f3a9c"
+
+
+@pytest.fixture
+def world(tmp_path) -> World:
+    return World(tmp_path)
+
+
+def limits(world: World, **values: int) -> None:
+    rows = "\n".join(f"{k} = {v}" for k, v in values.items())
+    (world.workspace / "lily.toml").write_text(f"[limits]\n{rows}\n", encoding="utf-8")
+
+
+def one_line_failure(session, text: str = "the question") -> str:
+    with pytest.raises(agent.AgentError) as info:
+        agent.run(session, text)
+    line = info.value.line()
+    assert line.startswith("Error: ") and "\n" not in line and "Traceback" not in line, line
+    return line
+
+
+# -- caps ---------------------------------------------------------------------------------
+
+def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
+    limits(world, answer_chars=5000)
+    session = world.session(server, journal=True)
+    server.add({"content": "head ", "stream_chars": 126_000_000})
+    shown: list[str] = []
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    started = time.monotonic()
+    reply = agent.run(session, "say a lot", on_text=shown.append)
+    assert time.monotonic() - started < 5  # Lily stopped reading; 126 MB would take longer
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown < 64 * 1024, f"peak memory grew by {grown} KiB"
+    kept = session.conversation[-1]["content"]
+    assert kept.startswith("head x") and "[limits] answer_chars" in kept
+    assert len(kept) < 5000 + 200 and reply.text == kept
+    assert sum(map(len, shown)) == 5000  # the live display is bounded too
+    journal = session.journal.path.read_bytes()
+    assert len(journal) < 100_000
+    assert_consistent(session.conversation)
+    server.add("recovered")
+    assert agent.run(session, "next").text == "recovered"
+
+
+def test_a_tool_result_is_cut_and_the_user_is_told(world, server):
+    limits(world, tool_result_chars=1000)
+    session = world.session(server)
+    session.tools.register(lambda: "y" * 1_000_000, name="flood", description="a big result")
+    server.add({"tool_calls": [{"name": "flood", "arguments": {}}]}, "done")
+    reply = agent.run(session, "flood me")
+    result = next(m for m in session.conversation if m["role"] == "tool")["content"]
+    assert result.startswith("y" * 1000) and "y" * 1001 not in result
+    assert "[limits] tool_result_chars" in result  # the model sees the marker
+    sent = server.chat_requests()[-1]["messages"]
+    assert max(len(m["content"]) for m in sent if m["role"] == "tool") < 2000
+    assert reply.text.startswith("done") and "1 tool result was cut at 1,000" in reply.text
+    assert session.conversation[-1]["content"] == "done"  # the note is for the user only
+
+
+def test_a_journal_record_over_the_cap_is_replaced_by_a_readable_marker(world, server):
+    limits(world, journal_record_bytes=4096, answer_chars=50_000)
+    session = world.session(server, journal=True)
+    server.add("z" * 40_000)
+    agent.run(session, "long")
+    raw = session.journal.path.read_bytes().splitlines()
+    assert max(map(len, raw)) <= 4096
+    records = list(journal_mod.read(session.journal.path))
+    cut = [r for r in records if r.get("cut")]
+    assert len(cut) == 1 and cut[0]["event"] == "message" and cut[0]["bytes"] > 40_000
+    assert cut[0]["session_id"] == session.session_id and cut[0]["head"].startswith("{")
+
+
+# -- the total deadline ------------------------------------------------------------------
+
+@pytest.mark.parametrize("turn", [
+    {"content": "forever ", "endless": True, "chunk_delay": 0.1, "max_duration": 15},
+    {"content": "drip ", "endless": True, "drip": 0.2, "max_duration": 15},
+    {"content": "slow start", "drip": 0.2, "max_duration": 15},
+], ids=["endless", "drip-endless", "drip"])
+def test_a_stream_that_never_ends_stops_at_the_deadline(world, server, turn):
+    limits(world, answer_chars=10_000_000)  # so the deadline, not the answer cap, ends it
+    session = world.session(server, LILY_TIMEOUT="1.5", LILY_MAX_RETRIES="2")
+    server.add(turn)
+    started = time.monotonic()
+    line = one_line_failure(session)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5 + 1.0, elapsed
+    assert "did not answer within 1.5 s" in line and "deadline" in line
+    assert session.conversation == []  # nothing of the partial answer was kept
+    server.add("after")
+    assert agent.run(session, "again").text == "after"
+    assert_consistent(session.conversation)
+
+
+def test_the_deadline_covers_the_retries(world, server):
+    session = world.session(server, LILY_TIMEOUT="1.5", LILY_MAX_RETRIES="5")
+    server.add(*[{"delay": 1.0, "status": 503}] * 6)
+    started = time.monotonic()
+    line = one_line_failure(session)
+    assert time.monotonic() - started < 1.5 + 1.0
+    assert "did not answer within 1.5 s" in line
+
+
+# -- secrets -------------------------------------------------------------------------------
+
+def test_an_error_body_echoing_the_key_is_masked(world, server):
+    session = world.session(server, journal=True, OPENAI_API_KEY=KEY)
+    server.add({"status": 400, "echo_headers": True, "error_message": "nope"})
+    line = one_line_failure(session)
+    assert "Bearer ***" in line or "***" in line
+    assert KEY not in line
+    assert KEY not in session.journal.path.read_text(encoding="utf-8")
+
+
+def test_userinfo_in_a_model_url_is_never_shown_nor_journaled(world, server):
+    session = world.session(server, journal=True, OPENAI_API_KEY=KEY)
+    secret_url = server.url.replace("http://", f"http://lily:{URL_PASSWORD}@")
+    result = router.run(session, f"/model base_url={secret_url}")
+    assert URL_PASSWORD not in render.text(result)
+    assert URL_PASSWORD not in render.text(router.run(session, "/model"))
+    server.add({"status": 500})
+    line = one_line_failure(session)
+    assert URL_PASSWORD not in line
+    records = list(journal_mod.read(session.journal.path))
+    changed = [r for r in records if r["event"] == "model_changed"]
+    assert changed and "http://***@127.0.0.1" in json.dumps(changed)
+    no_secret_on_disk(world.base, URL_PASSWORD, KEY)
+
+
+def no_secret_on_disk(root: Path, *needles: str) -> None:
+    """No file under ``root`` (workspace, HOME, journal, history) holds any needle."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            data = (Path(folder) / name).read_bytes()
+            for needle in needles:
+                assert needle.encode() not in data, f"{needle!r} found in {folder}/{name}"
+
+
+def test_a_tool_error_carrying_the_key_is_masked_in_the_journal(world, server):
+    session = world.session(server, journal=True, OPENAI_API_KEY=KEY)
+
+    def leak():
+        raise RuntimeError(f"auth failed for {KEY} at http://u:{URL_PASSWORD}@h/x")
+    session.tools.register(leak, name="leak", description="fails")
+    server.add({"tool_calls": [{"name": "leak", "arguments": {}}]}, "ok")
+    agent.run(session, "go")
+    no_secret_on_disk(world.base, URL_PASSWORD, KEY)
+
+
+def test_a_command_error_never_shows_a_live_secret(world, monkeypatch):
+    monkeypatch.setenv("LILY_OUTBOX_TOKEN", "tok-live-9876543210")
+    assert CommandError("refused tok-live-9876543210 at https://a:b@h/").line() == \
+        "Error: refused *** at https://***@h/"
+
+
+# -- redaction is linear -------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "/x " + "a" * 80_000,
+    "/x " + "a://" * 20_000,
+    "/x " + "http://u:p@" * 7_300,
+    "/x " + "://" + "@" * 80_000,
+    "/x " + "key=" * 20_000,
+    "/model " + "base_url=http://" + "a" * 80_000,
+    "/x " + "Authorization: Basic " * 4_000,
+    "/x Bearer " + "Bearer" * 13_000,
+], ids=["word", "schemes", "userinfos", "ats", "keys", "model", "auth", "bearers"])
+def test_redaction_of_80_kb_takes_under_50_ms(line, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    router.redact(line)  # warm the regex cache
+    started = time.perf_counter()
+    router.redact(line)
+    secrets.redact(line)
+    assert time.perf_counter() - started < 0.05
+
+
+def test_redaction_masks_what_it_must():
+    env = {"OPENAI_API_KEY": KEY}
+    assert secrets.redact(f"x {KEY} http://u:p@ss@h:1/v1?q=a@b", env) == \
+        "x *** http://***@h:1/v1?q=a@b"
+    assert secrets.redact("mail me: a@b.c, see https://h/p@x", env) == \
+        "mail me: a@b.c, see https://h/p@x"
+    assert secrets.redact("short", {"OPENAI_API_KEY": "abc"}) == "short"
+    assert secrets.redact("Authorization: Basic bGlseTpwdy1rZXJuZWw=; Bearer sk-abcdefgh1234") \
+        == "Authorization: Basic ***; Bearer ***"
+    assert secrets.redact('{"authorization": "Bearer abcdefghijkl"}') == '{"authorization": "Bearer ***"}'
+    prose = "Basic understanding: a Token exchange, Authorization is granted."
+    assert secrets.redact(prose) == prose

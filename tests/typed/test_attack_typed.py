@@ -1,0 +1,310 @@
+"""Hostile input to typed skills: one ``Error:`` line each, nothing lost, nothing recreated.
+
+Programmatic ``/skill <id> {json}`` calls with a 5,000-digit number, JSON nested 100,000
+deep, a lone surrogate for an internal string setting; a model sending the same as tool
+arguments; a damaged ``.lily/config.sqlite``; and skills whose Config ACL could never let
+them run, refused at load time naming the line (docs/limits-and-secrets.md#bad-input).
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from lily_kernel.agent import loop as agent
+from lily_kernel.agent import safejson
+from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionDone, CommandError
+from agent_support import World, assert_consistent
+
+pytestmark = pytest.mark.usefixtures("no_machine_model")
+
+KNOBS = """\
+---
+name: knobs
+description: Sets the app's knobs.
+---
+## 1. Purpose
+Set the app's knobs.
+
+## 2. Type
+internal
+
+## 3. Config ACL
+- write: {write}
+- read: ['app']
+
+## 4. Parameters
+- level: number (optional) — how much
+    config: app.knobs.level
+- label: string (optional) — a name for it
+    config: {label_path}
+
+## 5. Behaviour
+1. Propose the knobs.
+"""
+
+
+def knobs(write: str = "['app.knobs']", label_path: str = "app.knobs.label") -> str:
+    return KNOBS.format(write=write, label_path=label_path)
+
+
+@pytest.fixture
+def world(tmp_path) -> World:
+    w = World(tmp_path)
+    (w.skills / "knobs").mkdir()
+    (w.skills / "knobs" / "SKILL.md").write_text(knobs(), encoding="utf-8")
+    return w
+
+
+def error_line(session, cell: str) -> str:
+    with pytest.raises(CommandError) as info:
+        router.run(session, cell)
+    line = info.value.line()
+    assert line.startswith("Error: ") and "\n" not in line and "Traceback" not in line, line
+    return line
+
+
+ODD = {
+    "huge number": '{"level": ' + "9" * 5000 + "}",
+    "deep arrays": '{"level": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "deep objects": '{"level": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "}",
+    "lone surrogate": '{"label": "\\ud800"}',
+    "NaN": '{"level": NaN}',
+    "huge float": '{"level": 1' + "0" * 5000 + ".5}",
+}
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_odd_json_in_a_programmatic_call_is_one_error_line(world, name):
+    session = world.session(None, journal=True)
+    started = time.monotonic()
+    line = error_line(session, f"/skill knobs {ODD[name]}")
+    assert time.monotonic() - started < 2
+    assert "not valid JSON" in line or "must be" in line, line
+    assert session.config.items() == {}  # nothing was written
+    assert isinstance(router.run(session, '/skill knobs {"level": 3, "label": "ok"}'), ActionDone)
+    assert session.config.items() == {"app.knobs.label": "ok", "app.knobs.level": 3}
+
+
+def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversation(world, server):
+    session = world.session(server)
+    deep = '{"name": ' + "[" * 20_000 + "]" * 20_000 + "}"  # under the answer cap
+    for text in (deep, ODD["huge number"], ODD["lone surrogate"]):
+        server.add({"tool_calls": [{"name": "load_skill", "arguments": text}]})
+        with pytest.raises(agent.AgentError) as info:
+            agent.run(session, "set the knobs")
+        assert "invalid JSON arguments" in info.value.line()
+        assert "\n" not in info.value.line()
+    server.add("fine")
+    assert agent.run(session, "hello").text == "fine"
+    assert_consistent(session.conversation)
+
+
+def test_safejson_depth_check_is_linear_and_exact():
+    assert safejson.depth('{"a": "[[[[", "b": [[1]]}') == 3
+    assert safejson.loads("[" * 64 + "]" * 64) is not None
+    with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
+        safejson.loads("[" * 65 + "]" * 65)
+    started = time.perf_counter()
+    with pytest.raises(safejson.JSONInputError):
+        safejson.loads("[" * 500_000)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_damaged_config_registry_is_named_and_left_alone(world):
+    session = world.session(None, journal=True)
+    router.run(session, '/skill knobs {"level": 1}')
+    session.config.close()
+    path = world.workspace / ".lily" / "config.sqlite"
+    for extra in path.parent.glob("config.sqlite-*"):
+        extra.unlink()
+    garbage = b"this is not a database, the model wrote it " * 200
+    path.write_bytes(garbage)
+    fresh = world.session(None)
+    line = error_line(fresh, '/skill knobs {"level": 2}')
+    assert str(path) in line and "damaged" in line and "Move the file aside" in line
+    assert path.read_bytes() == garbage  # nothing recreated over it
+    line = error_line(fresh, '/skill knobs {"level": 2}')  # and again, the same way
+    assert path.read_bytes() == garbage
+    path.rename(path.with_name("config.sqlite.damaged"))  # the recovery the message names
+    assert isinstance(router.run(fresh, '/skill knobs {"level": 2}'), ActionDone)
+
+
+def test_a_damaged_config_registry_is_a_tool_error_for_the_model(world, server):
+    path = world.workspace / ".lily" / "config.sqlite"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x00garbage" * 500)
+    session = world.session(server)
+    server.add({"tool_calls": [{"name": "load_skill", "arguments": {"name": "knobs"}, "id": "l"}]},
+               {"tool_calls": [{"name": "read_config", "arguments": {"path": "app.knobs.level"},
+                                "id": "r"}]},
+               "It is damaged.")
+    agent.run(session, "what level?")
+    result = [m for m in server.chat_requests()[-1]["messages"] if m.get("tool_call_id") == "r"]
+    assert result[0]["content"].startswith("Error:") and "damaged" in result[0]["content"]
+    assert path.read_bytes() == b"\x00garbage" * 500
+
+
+# -- load-time check of typed skills -----------------------------------------------------
+
+@pytest.mark.parametrize("write, label_path, line, words", [
+    ("['app.knobs']", "system.admin.label", 19, "system.admin.label, outside the skill's write ACL"),
+    ("['app.knobs']", "app.knobs_evil.label", 19, "outside the skill's write ACL"),
+    ("['']", "app.knobs.label", 12, "empty entry"),
+    ("['app.knobs', '']", "app.knobs.label", 12, "empty entry"),
+    ("[' ']", "app.knobs.label", 12, "empty entry"),
+])
+def test_a_typed_skill_whose_acl_cannot_let_it_run_is_a_load_error(world, write, label_path,
+                                                                   line, words):
+    (world.skills / "knobs" / "SKILL.md").write_text(knobs(write, label_path), encoding="utf-8")
+    session = world.session(None)
+    assert session.snapshot.get("knobs") is None
+    diag = session.snapshot.exclusion("knobs")
+    assert diag.kind == "skill_error" and f"line {line}:" in diag.reason and words in diag.reason
+    assert "knobs" in error_line(session, '/skill knobs {"level": 1}')
+
+
+def test_an_empty_acl_list_is_still_allowed(world):
+    (world.skills / "knobs" / "SKILL.md").write_text(
+        knobs("['app.knobs']").replace("- read: ['app']", "- read: []"), encoding="utf-8")
+    session = world.session(None)
+    assert session.snapshot.get("knobs") is not None
+
+
+# -- exactly-once dispatch across an uncertain outcome -------------------------------------
+
+BOB = "https://bob.example/users/bob"
+ME = "https://me.example/users/me"
+
+
+class SlowReceiver:
+    """An ActivityPub outbox on 127.0.0.1 that accepts every POST but answers the first ones
+    ``slow`` seconds late (after the client gave up), accepting once per Idempotency-Key."""
+
+    def __init__(self, slow_answers: int = 1, slow: float = 1.0) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.posts: list[dict] = []
+        self.accepted: dict[str, bytes] = {}
+        lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with lock:
+                    n = len(owner.posts)
+                    owner.posts.append({"key": self.headers.get("Idempotency-Key"), "body": body})
+                    owner.accepted.setdefault(self.headers.get("Idempotency-Key"), body)
+                if n < slow_answers:
+                    time.sleep(slow)  # received and acted on; the answer comes too late
+                try:
+                    self.send_response(201)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/users/me/outbox"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_receiver(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    r = SlowReceiver()
+    yield r
+    r.close()
+
+
+def outbox_settings(world: World, url: str, timeout: float = 0.3, retries: int = 0) -> None:
+    (world.workspace / "lily.toml").write_text(
+        f'[activitypub]\nactor = "{ME}"\noutbox = "{url}"\ntimeout = {timeout}\n'
+        f"retries = {retries}\n", encoding="utf-8")
+
+
+SEND = '/skill send_message {"recipient": "' + BOB + '", "content": "exactly once"}'
+
+
+def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_once(
+        world, slow_receiver):
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None, journal=True)
+    started = time.monotonic()
+    line = error_line(session, SEND)
+    assert time.monotonic() - started < 0.3 + 0.6  # [activitypub] timeout = 0.3, no retries
+    assert "may have been delivered" in line and "/confirm" in line and "/cancel" in line
+    held = session.pending
+    assert held is not None and held.uncertain and held.skill == "send_message"
+    activity_id = held.activity["id"]
+
+    again = error_line(session, SEND)  # the same call again: refused, nothing sent
+    assert "/confirm" in again and "/cancel" in again and activity_id in again
+    assert len(slow_receiver.posts) == 1
+
+    done = router.run(session, "/confirm")
+    assert isinstance(done, ActionDone) and "delivered" in done.summary
+    assert session.pending is None
+    posts = slow_receiver.posts
+    assert len(posts) == 2
+    assert {p["key"] for p in posts} == {activity_id}  # one Idempotency-Key across the retry
+    assert {json.loads(p["body"])["id"] for p in posts} == {activity_id}  # one activity
+    assert list(slow_receiver.accepted) == [activity_id]
+    assert world_outbox_status(world, activity_id) == "delivered"
+
+
+def test_an_uncertain_send_can_be_cancelled_and_a_new_one_then_goes(world, slow_receiver):
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None)
+    error_line(session, SEND)
+    first = session.pending.activity["id"]
+    cancelled = router.run(session, "/cancel")
+    assert isinstance(cancelled, ActionDone) and session.pending is None
+    done = router.run(session, SEND)  # a new activity, with a new id
+    assert "delivered" in done.summary
+    assert [json.loads(p["body"])["id"] == first for p in slow_receiver.posts] == [True, False]
+
+
+@pytest.mark.parametrize("table, words", [
+    ("timeout = -1", "[activitypub] timeout"), ("timeout = 'soon'", "[activitypub] timeout"),
+    ("retries = 1.5", "[activitypub] retries"), ("retries = -2", "[activitypub] retries"),
+])
+def test_bad_outbox_settings_are_one_error_line(world, table, words):
+    (world.workspace / "lily.toml").write_text(
+        f'[activitypub]\nactor = "{ME}"\noutbox = "http://127.0.0.1:9/x"\n{table}\n',
+        encoding="utf-8")
+    assert words in error_line(world.session(None), SEND)
+
+
+def world_outbox_status(world: World, activity_id: str) -> str:
+    from lily_kernel.typed.activity import Outbox
+    return Outbox.for_workspace(world.workspace).get(activity_id)["status"]
+
+
+def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiver):
+    from lily_kernel.typed import actions
+    outbox_settings(world, slow_receiver.url)
+    session = world.session(None)
+    action = actions.prepare(session, session.snapshot.get("send_message"),
+                             {"recipient": BOB, "content": "card"})
+    session.propose(action)  # what the model's propose_action does
+    line = error_line(session, "/confirm")
+    assert "may have been delivered" in line and session.pending.id == action.id
+    assert session.pending.uncertain
+    assert "delivered" in router.run(session, "/confirm").summary
+    assert {p["key"] for p in slow_receiver.posts} == {action.activity["id"]}
+    assert len(slow_receiver.accepted) == 1
