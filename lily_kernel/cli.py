@@ -19,6 +19,7 @@ import sys
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.errors import error_line
 from lily_kernel.commands.results import CommandError
 
 
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except LoaderError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
 
 

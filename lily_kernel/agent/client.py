@@ -12,12 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from lily_kernel.agent.config import ModelConfig
+from lily_kernel.errors import ModelError  # re-exported: callers import it from here
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
-
-
-class ModelError(Exception):
-    """The endpoint failed or answered something unusable; ``str()`` is one line."""
 
 
 @dataclass

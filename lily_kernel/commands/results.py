@@ -6,13 +6,7 @@ from typing import Any
 
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
-
-
-class CommandError(Exception):
-    """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix."""
-
-    def line(self) -> str:
-        return f"Error: {self}"
+from lily_kernel.errors import CommandError  # re-exported: callers import it from here
 
 
 @dataclass(frozen=True)

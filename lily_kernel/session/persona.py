@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Mapping
 
 from lily_kernel.skills.paths import bundled
+from lily_kernel.errors import ConfigError
 
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")
 DEFAULT_AGENT = "default"
 MAX_FILE_CHARS = 16_000
 
 
-class PersonaError(ValueError):
+class PersonaError(ConfigError):
     pass
 
 

@@ -23,10 +23,7 @@ from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import _ANY_ELIGIBILITY, Skill, SkillError
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-
-
-class LoaderError(RuntimeError):
-    """A skill root that must be read cannot be; loading stops."""
+from lily_kernel.errors import LoaderError  # re-exported: callers import it from here
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from lily_kernel.skills import frontmatter
+from lily_kernel.errors import SkillError  # re-exported: callers import it from here
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -26,10 +27,6 @@ V0_KEYS = ("summary", "invocation_mode", "command", "command_tool", "requires_to
 AGENT_SKILLS_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 EXTRA_KEYS = ("disable-model-invocation", "activity")  # activity: typed external skills
 KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + EXTRA_KEYS)
-
-
-class SkillError(ValueError):
-    """A skill is malformed; the message names the cause (and the key, if any)."""
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,10 @@ from typing import Any
 from lily_kernel.typed import contacts
 from lily_kernel.skills.skill import Skill
 from lily_kernel.typed.declarations import ParamError, TypedSpec, validate
+from lily_kernel.errors import ActionError  # re-exported: callers import it from here
 
 DEFAULT_ACTOR = "https://localhost/users/lily"
 TOKEN_VAR = "LILY_OUTBOX_TOKEN"
-
-
-class ActionError(ValueError):
-    """An action cannot be prepared or carried out; one readable line."""
 
 
 @dataclass(frozen=True)
