@@ -218,7 +218,7 @@ class ScriptedServer:
 
     ``script`` is a list of turn dicts (one per chat-completions request, in
     order), a callable ``responder(request_json) -> turn``, or None (an empty
-    list). See the module docstring for the turn keys. Use as a context
+    list). The turn keys: docs/testing.md#turns. Use as a context
     manager, or call :meth:`start` and :meth:`stop`.
 
     Attributes:
