@@ -1,9 +1,10 @@
 """Lily: a local, skill-driven AI agent that lives inside Jupyter.
 
-The pure-Python core (no Jupyter imports): :mod:`.skill` parses a SKILL.md,
-:mod:`.loader` builds a :class:`~.snapshot.Snapshot`, :mod:`.router` runs
-``/commands`` against a :class:`~.session.Session`. The faces sit on top:
-:mod:`.kernel` (the Jupyter kernel), :mod:`lily` (``%load_ext lily``) and
-:mod:`.cli` (the ``lily`` command).
+Rooms by concern (docs/architecture.md): ``skills/`` (SKILL.md format, loader,
+snapshot), ``typed/`` (typed skills and their actions), ``agent/`` (the agent
+loop, model client, tools), ``session/``, ``commands/`` (router, results, text
+rendering), and ``errors.py`` under them all: the core, with no Jupyter import.
+The faces sit on top: ``jupyter/`` (kernel, ``%load_ext lily``), ``cli.py``.
+``testing/`` is the scripted model server tests and skill authors use.
 """
 __version__ = "0.1.0"

@@ -22,6 +22,7 @@ import sys
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.errors import error_line
 from lily_kernel.commands.results import CommandError
 
 
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except LoaderError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (`lily skills list --json | head`): stop quietly, as Unix

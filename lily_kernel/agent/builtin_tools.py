@@ -37,7 +37,7 @@ def default_files(workspace: Path) -> Callable[[], workspace_fs.WorkspaceFS]:
 
     def files() -> workspace_fs.WorkspaceFS:
         if not box:
-            from lily_kernel.session.persona import persona_dirs
+            from lily_kernel.skills.paths import persona_dirs
             box.append(workspace_fs.for_session(workspace, Limits(), persona_dirs(workspace),
                                                 os.environ))
         return box[0]

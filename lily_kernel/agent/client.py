@@ -7,17 +7,13 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from lily_kernel.agent.config import ModelConfig
+from lily_kernel.errors import ModelError  # re-exported: callers import it from here
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
-
-
-class ModelError(Exception):
-    """The endpoint failed or answered something unusable; ``str()`` is one line."""
 
 
 @dataclass
@@ -27,7 +23,7 @@ class ToolCall:
     arguments: str  # JSON text, as the model sent it
 
     def parsed(self) -> dict:
-        from lily_kernel.agent import safejson
+        from lily_kernel import safejson
         try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
             value = safejson.loads(self.arguments or "{}")
         except safejson.JSONInputError as exc:

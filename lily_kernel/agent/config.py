@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Mapping
 
+from lily_kernel.errors import ConfigError  # re-exported; one ConfigError for lily.toml, /model and the registry
+
 DEFAULT_MODEL = "gpt-4o-mini"
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 VERBOSITIES = ("low", "medium", "high")
@@ -36,10 +38,6 @@ def read_config_file(workspace) -> dict:
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
     return data
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ class ModelConfig:
 
     def as_dict(self) -> dict:
         """The settings as shown and journaled: a base_url loses any user:password@."""
-        from lily_kernel.agent.secrets import redact_urls
+        from lily_kernel.redaction import redact_urls
         data = asdict(self)
         if data["base_url"]:
             data["base_url"] = redact_urls(data["base_url"])

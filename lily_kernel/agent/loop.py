@@ -13,14 +13,13 @@ consistent state: every assistant tool call has its result.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
-from lily_kernel.agent import secrets
+from lily_kernel import redaction as secrets
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
 from lily_kernel.session.session import Session

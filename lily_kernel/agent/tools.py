@@ -1,24 +1,39 @@
 """Tool registry and tool policy.
 
-A tool is a named Python callable with a description and a JSON schema built
-from its signature. The policy decides, in code, which registered tools may be
-used at all (allow/deny, deny wins) and which the model may call (never an
-owner-only tool). Each session owns its own registry, so two notebooks never
-share tools.
+A tool is a named Python callable with a description and a JSON schema derived
+from its signature (``typing.get_type_hints`` and pydantic; parameter
+descriptions from the docstring's ``Args:`` / ``Parameters`` / ``:param:``
+lines). The model's arguments are validated with the same pydantic model,
+strictly: ``"1"`` is not an integer. pydantic is imported on first use only, so
+a session start or a command never pays for it (docs/agent.md#tool-schemas).
+The policy decides, in code, which registered tools may be used at all
+(allow/deny, deny wins) and which the model may call (never an owner-only
+tool). Each session owns its own registry, so two notebooks never share tools.
 """
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import re
+import typing
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Mapping
 
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean",
-               list: "array", dict: "object"}
+from lily_kernel.errors import LilyError
 
 
-class ToolError(Exception):
+class ToolError(LilyError):
     """A tool could not run or refused its input; the message is for the reader."""
+
+
+class Schema(dict):
+    """A tool's JSON schema (a plain dict to JSON) that also knows how to check arguments."""
+
+    def __init__(self, schema: dict, check: Callable[[Mapping[str, Any]], str | None]) -> None:
+        super().__init__(schema)
+        self.check = check
 
 
 @dataclass(frozen=True)
@@ -26,33 +41,40 @@ class Tool:
     name: str
     func: Callable[..., Any]
     description: str
-    parameters: Mapping[str, Any]
     owner_only: bool = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
+    @cached_property
+    def parameters(self) -> Schema:
+        """The JSON schema of the arguments; built (and pydantic imported) on first use."""
+        return _derive(self.func)
+
+    @property
+    def takes_arguments(self) -> bool:
+        """Whether the tool has any parameter, from the signature alone (no pydantic)."""
+        return any(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   for p in inspect.signature(self.func).parameters.values())
+
 
 def schema_for(func: Callable[..., Any]) -> dict:
-    """A JSON schema of ``func``'s parameters, from its signature."""
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for param in inspect.signature(func).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        ann = param.annotation
-        if isinstance(ann, str):  # from __future__ import annotations
-            ann = {"str": str, "int": int, "float": float, "bool": bool,
-                   "list": list, "dict": dict}.get(ann.split("|")[0].strip(), None)
-        prop: dict[str, Any] = {}
-        if ann in _JSON_TYPES:
-            prop["type"] = _JSON_TYPES[ann]
-        props[param.name] = prop
-        if param.default is param.empty:
-            required.append(param.name)
-        else:
-            prop["default"] = param.default
-    return {"type": "object", "properties": props, "required": required}
+    """The JSON schema of ``func``'s parameters (see :class:`Schema`)."""
+    return _derive(func)
+
+
+def check_args(schema: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
+    """Why ``args`` do not fit ``schema``, or None.
+
+    ``schema`` is a tool's :attr:`Tool.parameters` (checked with its own pydantic
+    model) or a flat JSON schema written by hand (``{"type": "object",
+    "properties": {"name": {"type": "string"}}, "required": [...]}``), turned into
+    a pydantic model once.
+    """
+    check = getattr(schema, "check", None)
+    if check is None:
+        check = _flat_schema_check(json.dumps(schema, sort_keys=True))
+    return check(args)
 
 
 class ToolRegistry:
@@ -66,8 +88,8 @@ class ToolRegistry:
         """Register ``func`` (usable as a decorator, with or without arguments)."""
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or f.__name__
-            doc = description if description is not None else inspect.getdoc(f) or ""
-            self._tools[tool_name] = Tool(tool_name, f, doc, schema_for(f), owner_only)
+            doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
+            self._tools[tool_name] = Tool(tool_name, f, doc, owner_only)
             return f
         return add(func) if func is not None else add
 
@@ -142,27 +164,189 @@ class ToolPolicy:
                 "deny": sorted(self.deny)}
 
 
-_PY_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
-             "array": list, "object": dict}
+# -- deriving schemas (pydantic, imported here on first use) -------------------------
+
+_JSON_PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
+            "array": "list", "object": "dict"}
+_CONFIG = dict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 
-def check_args(schema: Mapping[str, Any], args: Mapping[str, Any]) -> str | None:
-    """Why ``args`` do not fit the tool's JSON schema (as :func:`schema_for` builds it), or None."""
-    props = schema.get("properties", {})
-    missing = [name for name in schema.get("required", []) if name not in args]
+def _derive(func: Callable[..., Any]) -> Schema:
+    from pydantic import Field, create_model
+    hints = typing.get_type_hints(func, include_extras=True)
+    docs = param_docs(inspect.getdoc(func) or "")
+    fields: dict[str, Any] = {}
+    for i, param in enumerate(inspect.signature(func).parameters.values()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = ... if param.default is param.empty else param.default
+        # Field names p0, p1... with the parameter name as alias: a parameter may be
+        # called 'json' or 'copy' without shadowing pydantic's own attributes.
+        fields[f"p{i}"] = (hints.get(param.name, Any),
+                           Field(default, alias=param.name, description=docs.get(param.name)))
+    model = create_model(f"{getattr(func, '__name__', 'tool')}_arguments",
+                         __config__=_config(), **fields)
+    schema = _clean(model.model_json_schema())
+    schema.pop("additionalProperties", None)  # unknown arguments are refused by the check
+    return Schema(schema, _checker(model))
+
+
+def _config():
+    from pydantic import ConfigDict
+    return ConfigDict(**_CONFIG)
+
+
+@lru_cache(maxsize=64)
+def _flat_schema_check(schema_json: str) -> Callable[[Mapping[str, Any]], str | None]:
+    from pydantic import create_model
+    schema = json.loads(schema_json)
+    required = set(schema.get("required", []))
+    py = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
+    fields = {}
+    for i, (name, prop) in enumerate(schema.get("properties", {}).items()):
+        ann = py.get(_JSON_PY.get(prop.get("type", ""), ""), Any)
+        fields[f"p{i}"] = (ann, _field(... if name in required else None, name))
+    return _checker(create_model("arguments", __config__=_config(), **fields))
+
+
+def _field(default: Any, alias: str):
+    from pydantic import Field
+    return Field(default, alias=alias)
+
+
+def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
+    from pydantic import ValidationError
+    props = _clean(model.model_json_schema()).get("properties", {})
+
+    def check(args: Mapping[str, Any]) -> str | None:
+        if not isinstance(args, Mapping):
+            return "the arguments must be a JSON object"
+        try:  # in JSON mode, as the model sent them: "1" is not an integer, a list is a tuple
+            model.model_validate_json(json.dumps(dict(args), default=repr))
+        except ValidationError as exc:
+            return _explain(exc.errors(include_url=False), props)
+        return None
+    return check
+
+
+def _explain(errors: list[dict], props: Mapping[str, Any]) -> str:
+    """One line for the model, the most basic problem first: missing, unknown, then types."""
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
     if missing:
         return f"missing required argument(s): {', '.join(missing)}"
-    unknown = sorted(set(args) - set(props))
+    unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
     if unknown:
         return (f"unknown argument(s): {', '.join(unknown)} "
                 f"(takes: {', '.join(props) or 'no arguments'})")
-    for name, value in args.items():
-        expected = props[name].get("type")
-        py = _PY_TYPES.get(expected)
-        if py is None:
+    e = errors[0]
+    name, rest = str(e["loc"][0]), e["loc"][1:]
+    expected = props.get(name, {}).get("type")
+    if not rest and isinstance(expected, str) and e["type"].endswith("_type"):
+        return f"argument '{name}' must be of type {expected}"
+    where = "".join(f"[{part!r}]" for part in rest)
+    return f"argument '{name}{where}': {e['msg']}"
+
+
+def _clean(schema: Any, names: bool = False) -> Any:
+    """pydantic's schema without its generated titles, with 'required' always present."""
+    if isinstance(schema, list):
+        return [_clean(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if names:  # the keys of 'properties' / '$defs' are names, not keywords
+        return {key: _clean(value) for key, value in schema.items()}
+    out = {key: _clean(value, names=key in ("properties", "$defs"))
+           for key, value in schema.items() if key != "title"}
+    if out.get("type") == "object" and "properties" in out:
+        out.setdefault("required", [])
+        out = {"type": "object", "properties": out.pop("properties"),
+               "required": out.pop("required"), **{k: v for k, v in out.items() if k != "type"}}
+    return out
+
+
+# -- parameter descriptions from docstrings ---------------------------------------------
+
+_SECTION_RE = re.compile(r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)"
+                         r"\s*:?\s*$")
+_UNDERLINE_RE = re.compile(r"^-{3,}\s*$")
+_GOOGLE_RE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NUMPY_RE = re.compile(r"^(\w+)\s*(?::.*)?$")
+_SPHINX_RE = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+_OTHER_FIELD_RE = re.compile(r"^:\w+")
+
+
+def param_docs(doc: str) -> dict[str, str]:
+    """Parameter descriptions in a docstring: Google ``Args:``, NumPy ``Parameters``, ``:param x:``."""
+    lines = doc.expandtabs().splitlines()
+    out: dict[str, list[str]] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        sphinx = _SPHINX_RE.match(line)
+        if sphinx:
+            name, parts = sphinx.group(1), [sphinx.group(2)]
+            i += 1
+            while i < len(lines) and lines[i].strip() and not _OTHER_FIELD_RE.match(lines[i].strip()):
+                parts.append(lines[i].strip())
+                i += 1
+            out[name] = parts
             continue
-        ok = isinstance(value, py) and not (expected in ("integer", "number")
-                                            and isinstance(value, bool))
-        if not ok:
-            return f"argument '{name}' must be of type {expected}"
-    return None
+        if _SECTION_RE.match(line):
+            numpy = i + 1 < len(lines) and _UNDERLINE_RE.match(lines[i + 1].strip())
+            i += 2 if numpy else 1
+            i = _section(lines, i, out, numpy=bool(numpy))
+            continue
+        i += 1
+    return {name: " ".join(p for p in parts if p).strip() for name, parts in out.items()}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _section(lines: list[str], i: int, out: dict[str, list[str]], numpy: bool) -> int:
+    """Read one Args / Parameters section from line ``i``; return the line after it."""
+    base = None
+    current: list[str] | None = None
+    while i < len(lines):
+        raw = lines[i]
+        if not raw.strip():
+            i += 1
+            continue
+        indent = _indent(raw)
+        if base is None:
+            base = indent
+        if indent < base or (numpy and i + 1 < len(lines) and _UNDERLINE_RE.match(lines[i + 1].strip())):
+            return i
+        if indent == base:
+            match = (_NUMPY_RE if numpy else _GOOGLE_RE).match(raw.strip())
+            if not match:
+                return i
+            current = out.setdefault(match.group(1).lstrip("*"), [])
+            if not numpy:
+                current.append(match.group(2))
+        elif current is not None:
+            current.append(raw.strip())
+        i += 1
+    return i
+
+
+def summary_of(doc: str) -> str:
+    """The docstring without its parameter section (those lines go into the schema)."""
+    lines = doc.splitlines()
+    kept: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if _SECTION_RE.match(line):
+            numpy = i + 1 < len(lines) and _UNDERLINE_RE.match(lines[i + 1].strip())
+            i = _section(lines, i + (2 if numpy else 1), {}, numpy=bool(numpy))
+            continue
+        if _SPHINX_RE.match(line):
+            i += 1
+            while i < len(lines) and lines[i].strip() and not _OTHER_FIELD_RE.match(lines[i].strip()):
+                i += 1
+            continue
+        kept.append(lines[i])
+        i += 1
+    return "\n".join(kept).strip()

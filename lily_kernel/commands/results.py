@@ -8,22 +8,7 @@ from typing import Any
 
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
-
-
-class CommandError(Exception):
-    """A command failed. ``str(exc)`` is one readable line, without the 'Error: ' prefix.
-
-    Its text is redacted when it is made (docs/limits-and-secrets.md#secrets): Jupyter sends
-    and notebooks save ``str(exc)`` as the error's ``evalue``, not only the line shown."""
-
-    def __init__(self, *args) -> None:
-        from lily_kernel.agent.secrets import redact
-        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
-
-    def line(self) -> str:
-        """The line shown: URL userinfo and live secret values masked (docs/limits-and-secrets.md)."""
-        from lily_kernel.agent.secrets import redact
-        return redact(f"Error: {self}")
+from lily_kernel.errors import CommandError  # re-exported: callers import it from here
 
 
 @dataclass(frozen=True)

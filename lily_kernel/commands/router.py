@@ -12,14 +12,15 @@ import re
 from dataclasses import dataclass
 
 from lily_kernel.commands import table as commands
-from lily_kernel.agent import secrets
+from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, HelpPage, ModelInfo, Notice, SkillRequest,
+from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, ModelInfo, Notice, SkillRequest,
                       SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent.tools import ToolError
+from lily_kernel.errors import command_error
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
 
@@ -149,7 +150,7 @@ def _invoke(session: Session, skill: Skill, text: str):
             action = actions.prepare(session, skill, values)  # every required parameter, valid
             outcome = actions.execute_now(session, action)  # uncertain: held pending
         except actions.ActionError as exc:
-            raise CommandError(f"{exc}.") from None
+            raise command_error(exc) from None
         session.settle(action, "executed")
         return ActionDone(action, outcome.summary)
     if skill.invocation_mode == "tool_dispatch":
@@ -158,7 +159,7 @@ def _invoke(session: Session, skill: Skill, text: str):
         if tool is None or refusal:
             raise CommandError(f"skill '{skill.name}' cannot run: {refusal}.")
         try:
-            value = tool(text) if tool.parameters.get("properties") else tool()
+            value = tool(text) if tool.takes_arguments else tool()  # no schema, no pydantic
         except ToolError as exc:
             raise CommandError(f"{skill.command_tool}: {exc}") from None
         except Exception as exc:  # a tool's own bug fails the cell, not the kernel
@@ -245,7 +246,7 @@ def _model(session: Session, cmd: Command):
     try:
         session.set_model(**values)
     except ConfigError as exc:
-        raise CommandError(f"{exc}.") from None
+        raise command_error(exc) from None
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
@@ -255,7 +256,7 @@ def _confirm(session: Session, cmd: Command):
     try:
         outcome = actions.decide(session, None, ok=cmd.name == "confirm")
     except actions.ActionError as exc:
-        raise CommandError(f"{exc}.") from None
+        raise command_error(exc) from None
     return ActionDone(outcome.action, outcome.summary)
 
 

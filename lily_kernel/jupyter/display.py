@@ -12,6 +12,7 @@ import html
 from lily_kernel.commands import render
 from lily_kernel.commands.results import ActionCard, SkillTable
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.errors import error_line
 
 
 def bundle(result, confirm=None) -> dict:
@@ -68,7 +69,7 @@ def card_widget(card: ActionCard, confirm):
                 outcome = confirm(card.action, ok)
             except Exception as exc:  # one readable line, never a traceback
                 yes.disabled = no.disabled = False
-                line = exc.line() if hasattr(exc, "line") else f"Error: {exc}"
+                line = error_line(exc)
                 status.value = f"<p style='color:#b00'>{html.escape(line)}</p>"
                 return
             status.value = ("<pre style='white-space:pre-wrap'>"

@@ -20,6 +20,7 @@ from lily_kernel.commands import router
 from lily_kernel.skills.loader import LoaderError
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CommandError, Notice, SkillRequest
 from lily_kernel.session.session import Session
+from lily_kernel.errors import command_error, error_line
 
 _ATTR = "_lily"
 
@@ -145,7 +146,7 @@ class Integration:
             try:
                 outcome = actions.decide(session, act, ok)
             except actions.ActionError as exc:
-                raise CommandError(f"{exc}.") from None
+                raise command_error(exc) from None
             return ActionDone(outcome.action, outcome.summary)
 
         _display_result(ActionCard(action, skill.typed.purpose if skill and skill.typed else ""),
@@ -210,7 +211,7 @@ def _redact_history(shell, install: bool) -> None:
         return
     if getattr(current, "_lily", False):
         return
-    from lily_kernel.agent import secrets
+    from lily_kernel import redaction as secrets
     store = history.store_inputs
 
     def clean(text):
@@ -235,7 +236,7 @@ def _display_result(result, confirm=None) -> None:
 
 
 def _show_command_error(shell, etype, value, tb, tb_offset=None):
-    stb = [value.line() if isinstance(value, CommandError) else f"Error: {value}"]
+    stb = [error_line(value)]
     shell._showtraceback(etype, value, stb)
     return stb
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from lily_kernel.agent import secrets
+from lily_kernel import redaction as secrets
 
 
 def journal_path(workspace: Path, label: str) -> Path:

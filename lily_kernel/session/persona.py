@@ -11,19 +11,18 @@ named agent inherits whatever file it does not define from the default agent.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
-from lily_kernel.skills.paths import bundled
+from lily_kernel.skills.paths import persona_dirs  # noqa: F401  (re-exported: where the folders are)
+from lily_kernel.errors import ConfigError
 
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")
 DEFAULT_AGENT = "default"
 MAX_FILE_CHARS = 16_000
 
 
-class PersonaError(ValueError):
+class PersonaError(ConfigError):
     pass
 
 
@@ -47,15 +46,6 @@ class Persona:
     def system_text(self) -> str:
         """The persona part of the system context, files in the fixed order."""
         return "\n\n".join(f"<!-- {f.name} -->\n{f.text.strip()}" for f in self.files)
-
-
-def persona_dirs(workspace: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
-    """Persona folders, highest priority first: workspace (or LILY_PERSONA_DIR), bundled."""
-    env = os.environ if env is None else env
-    override = env.get("LILY_PERSONA_DIR")
-    first = Path(override).expanduser() if override else workspace / "persona"
-    shipped = bundled("persona")
-    return (first, shipped) if first.resolve() != shipped.resolve() else (shipped,)
 
 
 def list_agents(dirs: tuple[Path, ...]) -> list[str]:

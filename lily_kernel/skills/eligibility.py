@@ -8,19 +8,33 @@ limit) never exclude a skill (docs/skills-compat.md#notes).
 """
 from __future__ import annotations
 
+import os
 import shutil
-from typing import TYPE_CHECKING
+import sys
+from dataclasses import dataclass
+from typing import Mapping
 
 from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lily_kernel.skills.loader import Host
+
+@dataclass(frozen=True)
+class Host:
+    """What eligibility is checked against (the real machine by default)."""
+
+    platform: str
+    env: Mapping[str, str]
+    path: str | None
+
+    @classmethod
+    def current(cls) -> Host:
+        return cls(sys.platform, dict(os.environ), os.environ.get("PATH"))
+
 
 
 def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
-                  host: "Host", which: "WhichCache",
+                  host: Host, which: "WhichCache",
                   tool_reasons: "ToolReasons | None" = None) -> str | None:
     """Why ``skill`` cannot run on ``host`` (every failed rule, '; '-joined), or None."""
     if tool_reasons is None:

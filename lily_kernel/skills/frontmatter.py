@@ -10,6 +10,7 @@ from __future__ import annotations
 import yaml
 
 from lily_kernel.skills import fastyaml
+from lily_kernel.errors import SkillError
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
@@ -26,7 +27,7 @@ _FORBIDDEN_TOKENS = {
 }
 
 
-class FrontmatterError(ValueError):
+class FrontmatterError(SkillError):
     """The frontmatter cannot be read; the message says why."""
 
 

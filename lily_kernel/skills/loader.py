@@ -9,25 +9,22 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from lily_kernel.skills import skill as skill_mod
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.skills.paths import Root
+from lily_kernel.skills.eligibility import Host  # noqa: F401  (re-exported)
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons, WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility, notes as _notes
 from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, SkillError
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-
-
-class LoaderError(RuntimeError):
-    """A skill root that must be read cannot be; loading stops."""
+from lily_kernel.errors import LoaderError  # re-exported: callers import it from here
 
 
 @dataclass(frozen=True)
@@ -36,19 +33,6 @@ class Candidate:
     root: Root
     path: Path
     error: str | None = None  # why it cannot be a skill; it still takes part in precedence
-
-
-@dataclass(frozen=True)
-class Host:
-    """What eligibility is checked against (the real machine by default)."""
-
-    platform: str
-    env: Mapping[str, str]
-    path: str | None
-
-    @classmethod
-    def current(cls) -> "Host":
-        return cls(sys.platform, dict(os.environ), os.environ.get("PATH"))
 
 
 def discover(root: Root, diagnostics: list[Diagnostic]) -> list[Candidate]:

@@ -55,3 +55,12 @@ def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = N
         root("user", "SKILLS_USER_DIR", Path("~/.lily/skills").expanduser()),
         root("bundled", "SKILLS_BUNDLED_DIR", bundled("skills")),
     )
+
+
+def persona_dirs(workspace: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Persona folders, highest priority first: workspace (or LILY_PERSONA_DIR), bundled."""
+    env = os.environ if env is None else env
+    override = env.get("LILY_PERSONA_DIR")
+    first = Path(override).expanduser() if override else workspace / "persona"
+    shipped = bundled("persona")
+    return (first, shipped) if first.resolve() != shipped.resolve() else (shipped,)

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from lily_kernel.skills import frontmatter, openclaw
+from lily_kernel.errors import SkillError  # re-exported: callers import it from here
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -32,10 +33,6 @@ NOT_ENFORCED_KEYS = ("allowed-tools", "user-invocable", "model", "context")
 EXTRA_KEYS = ("activity",)  # typed external skills
 KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + CLAUDE_CODE_KEYS + EXTRA_KEYS)
 MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a note
-
-
-class SkillError(ValueError):
-    """A skill is malformed; the message names the cause (and the key, if any)."""
 
 
 @dataclass(frozen=True)

@@ -1,105 +1,11 @@
 """A scripted, OpenAI-compatible Chat Completions server for tests and demos.
 
 :class:`ScriptedServer` listens on ``127.0.0.1`` (a free port by default) and
-answers ``POST /v1/chat/completions`` from a *script* instead of a model, over
-real HTTP, so Lily's agent loop, the real ``openai`` client and its retries,
-timeouts and streaming are all exercised exactly as with a hosted model. It
-uses the standard library only and never touches the network beyond the
-address it listens on.
-
-Usage::
-
-    import openai
-    from lily_kernel.testing.server import ScriptedServer
-
-    script = [
-        {"tool_calls": [{"name": "load_skill", "arguments": {"name": "plan_compiler"}}]},
-        {"expect": {"contains": "plan_compiler"}, "content": "# Plan\\n\\n## Objective\\n..."},
-    ]
-    with ScriptedServer(script) as server:
-        client = openai.OpenAI(base_url=server.url, api_key="test")
-        first = client.chat.completions.create(model="m", messages=[...], tools=[...])
-        ...                                   # run the tool, send its result back
-        assert server.remaining() == 0        # every scripted turn was used
-        print(server.chat_requests()[-1]["messages"])  # what the model was sent
-
-A *script* is one of:
-
-* a list of turn dicts, consumed in order, one per chat-completions request
-  (error turns and ``expect`` mismatches use up their turn too); when it runs
-  out the server answers HTTP 500 ``scripted server: script exhausted (N
-  requests so far)``, N counting chat-completions requests including this one;
-* a callable ``responder(request_json) -> turn`` called (under a lock, one at a
-  time) with the parsed request body, e.g. :func:`demo_responder`;
-* ``None``: an empty list; add turns later with :meth:`ScriptedServer.add`.
-
-A turn is a dict; every key is optional (a plain ``str`` is short for
-``{"content": str}``):
-
-``content`` (str)
-    The assistant text.
-``tool_calls`` (list)
-    ``[{"name": str, "arguments": dict | str, "id": str}]``. Dict arguments are
-    sent as ``json.dumps(arguments)``; a str is sent verbatim (so a test can
-    send invalid JSON); missing arguments are ``"{}"``. ``id`` defaults to
-    ``"call_<n>"``, n counting tool calls over the server's life (from 1).
-``finish_reason`` (str)
-    Default ``"tool_calls"`` when there are tool calls, else ``"stop"``.
-``usage`` (dict)
-    Token usage to report instead of a rough estimate.
-``chunks`` (int), ``chunk_delay`` (float seconds)
-    Streaming only: split ``content`` into this many content deltas (default:
-    one per word), and wait between events (for slow streams, e.g. interrupts).
-``delay`` (float seconds)
-    Sleep before answering at all (to provoke client timeouts).
-``status`` (int), ``retry_after`` (float seconds), ``error_message`` (str)
-    Answer with this HTTP status and an OpenAI-style error body
-    ``{"error": {"message", "type", "param", "code"}}``; ``retry_after`` adds a
-    ``Retry-After`` header; ``error_message`` replaces the default message.
-``raw`` (str)
-    Send this exact body: non-streaming as ``application/json`` (status 200, or
-    ``status`` if given); for a streaming request as the ``text/event-stream``
-    payload, verbatim. For malformed-response tests.
-``truncate`` (bool)
-    Streaming: send about the first half of the events, then close the
-    connection mid-body (no ``data: [DONE]``, no finish chunk; the client sees
-    an incomplete chunked body). Non-streaming: declare the full
-    ``Content-Length``, send half the body and close.
-``endless`` (bool), ``stream_chars`` (int)
-    Streaming: after ``content``, keep sending content deltas (64 KiB of ``x`` each)
-    forever (``endless``), or until this many characters were sent in all
-    (``stream_chars``, then a normal finish), without building the body in memory;
-    ``chunk_delay`` is the pause between those deltas.
-``drip`` (float seconds)
-    Streaming: write the response body one byte at a time, with this pause between
-    bytes (with ``endless``: one byte every ``drip`` seconds, forever).
-``max_duration`` (float seconds)
-    The server-side bound of an ``endless``/``drip`` answer (default 20): then it hangs
-    up, so a test whose client never gives up still ends by itself.
-``echo_headers`` (bool)
-    With ``status``: the error message echoes every request header verbatim,
-    Authorization first, like a careless endpoint.
-``expect`` (dict)
-    ``{"contains": str}``: the text of the request's *last* message (whatever
-    its role; text parts joined) must contain this string, or the server
-    answers HTTP 400 saying what it expected and what it got. The turn is used
-    up either way; nothing else is consumed. For golden tests of skills.
-
-A turn with an unknown key is refused (``ValueError`` from the constructor or
-:meth:`~ScriptedServer.add`; HTTP 500 if a responder returns one), so a typo
-never silently yields an empty answer.
-
-Responses are shaped like OpenAI's: ``chat.completion`` objects, or for
-``"stream": true`` a ``text/event-stream`` of ``chat.completion.chunk``
-objects (a role delta, content deltas, for each tool call a delta with its id,
-type, name and empty arguments followed by the arguments in 2-3 pieces, a
-finish chunk, a usage chunk if ``stream_options.include_usage``, then
-``data: [DONE]``), sent with chunked encoding and ``Connection: close``.
-``GET /v1/models`` lists the server's ``model``. Any other path is a 404 with
-an OpenAI-style error body. The ``/v1`` prefix is optional on both endpoints.
-
-:func:`demo_responder` is a small rule-based stand-in model for ``make demo``
-when no API key is set; everything it says starts with ``[scripted model] ``.
+answers ``POST /v1/chat/completions`` from a *script* (a list of turns, or a
+``responder(request) -> turn`` callable) instead of a model, over real HTTP, so
+Lily's agent loop and the real ``openai`` client are exercised exactly as with
+a hosted model. Standard library only. The manual (turn keys, streaming shape,
+errors, faults): docs/testing.md#scripted-server.
 """
 from __future__ import annotations
 
@@ -111,7 +17,7 @@ import socketserver
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Union
 
 __all__ = ["ScriptedServer", "demo_responder", "message_text", "TURN_KEYS"]
 
@@ -317,7 +223,7 @@ class ScriptedServer:
 
     ``script`` is a list of turn dicts (one per chat-completions request, in
     order), a callable ``responder(request_json) -> turn``, or None (an empty
-    list). See the module docstring for the turn keys. Use as a context
+    list). The turn keys: docs/testing.md#turns. Use as a context
     manager, or call :meth:`start` and :meth:`stop`.
 
     Attributes:
@@ -734,103 +640,10 @@ def _route(path: str) -> str | None:
     return {"/chat/completions": "chat", "/models": "models"}.get(bare)
 
 
-# -- the demo's stand-in model ----------------------------------------------
-
-_DEMO_PREFIX = "[scripted model] "
-_SEPARATOR_ROW = re.compile(r"^\|[\s:\-|]+\|$")
-
-
-def _offered_tools(request: dict) -> set[str]:
-    names = set()
-    for tool in request.get("tools") or []:
-        if isinstance(tool, dict):
-            fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-            if isinstance(fn.get("name"), str):
-                names.add(fn["name"])
-    return names
-
-
-def _answered_call(messages: list, tool_message: dict) -> tuple[str | None, dict]:
-    """The name and arguments of the tool call a tool message answers."""
-    wanted = tool_message.get("tool_call_id")
-    fallback: tuple[str | None, dict] = (None, {})
-    for msg in reversed(messages):
-        if not isinstance(msg, dict) or msg.get("role") != "assistant":
-            continue
-        for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            found = (fn.get("name"), args if isinstance(args, dict) else {})
-            if call.get("id") == wanted:
-                return found
-            if fallback[0] is None:
-                fallback = found
-    return fallback
-
-
-def _count_table_rows(text: str) -> int:
-    rows = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
-    separators = [i for i, row in enumerate(rows) if _SEPARATOR_ROW.match(row)]
-    if separators:  # a header row precedes each separator row
-        skip = set(separators) | {i - 1 for i in separators if i > 0}
-        rows = [row for i, row in enumerate(rows) if i not in skip]
-    return len(rows)
-
-
-def demo_responder(request: dict) -> dict:
-    """A rule-based stand-in "model" for ``make demo`` when no API key is set.
-
-    Use it as ``ScriptedServer(demo_responder)``. It is clearly labelled: every
-    text it returns starts with ``"[scripted model] "``. Rules, first match wins:
-
-    1. The last message is a tool result: after ``scan_todos``, summarise
-       ``I found N markers.`` (N = the table rows of the result); after any
-       other tool (e.g. ``load_skill``), answer a short Markdown plan
-       (``# Plan`` / ``## Objective`` ...) saying it followed the loaded skill.
-    2. A ``load_skill`` tool is offered, no tool message follows the last user
-       message, and that message mentions "plan": call
-       ``load_skill {"name": "plan_compiler"}``.
-    3. The last user message contains "TODO" or "todo" and ``scan_todos`` is
-       offered: call ``scan_todos {"input": "."}``.
-    4. Otherwise echo: ``You said: <first 200 characters>.`` plus a note on how
-       to use a real model.
-    """
-    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
-    tools = _offered_tools(request)
-    last = messages[-1] if messages else {}
-    last_user_at = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
-                       default=-1)
-    user_text = message_text(messages[last_user_at]).strip() if last_user_at >= 0 else ""
-
-    if last.get("role") == "tool":
-        name, args = _answered_call(messages, last)
-        result = message_text(last)
-        if name == "scan_todos":
-            n = _count_table_rows(result)
-            return {"content": f"{_DEMO_PREFIX}I found {n} marker{'' if n == 1 else 's'}."}
-        skill = args.get("name") if name == "load_skill" else None
-        objective = (user_text.splitlines() or ["(no objective given)"])[0][:200]
-        followed = (f"I followed the loaded skill `{skill}`" if skill
-                    else f"I followed the result of the `{name or 'tool'}` tool")
-        return {"content": (
-            f"{_DEMO_PREFIX}{followed} to draft this plan.\n\n"
-            "# Plan\n\n"
-            f"## Objective\n{objective}\n\n"
-            "## Constraints\n- (none stated)\n\n"
-            "## Phases\n1. Understand the goal (1 step)\n2. Do the work (2 steps)\n\n"
-            "## Steps\n"
-            "1. Restate the objective and what done looks like.\n"
-            "2. Make the change in small, checked steps.\n"
-            "3. Review the result against the objective.\n")}
-
-    tool_since_user = any(m.get("role") == "tool" for m in messages[last_user_at + 1:])
-    if ("load_skill" in tools and not tool_since_user
-            and re.search(r"\bplan", user_text, re.IGNORECASE)):
-        return {"tool_calls": [{"name": "load_skill", "arguments": {"name": "plan_compiler"}}]}
-    if "scan_todos" in tools and ("TODO" in user_text or "todo" in user_text):
-        return {"tool_calls": [{"name": "scan_todos", "arguments": {"input": "."}}]}
-    return {"content": (f"{_DEMO_PREFIX}You said: {user_text[:200]}. (This is a scripted "
-                        "stand-in: set OPENAI_API_KEY or OPENAI_BASE_URL for a real model.)")}
+def __getattr__(name: str):
+    # demo_responder moved to standin.py; ``from lily_kernel.testing.server import
+    # demo_responder`` (the quickstart notebook) keeps working.
+    if name == "demo_responder":
+        from lily_kernel.testing.standin import demo_responder
+        return demo_responder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,13 +20,10 @@ from typing import Any
 from lily_kernel.typed import contacts
 from lily_kernel.skills.skill import Skill
 from lily_kernel.typed.declarations import ParamError, TypedSpec, validate
+from lily_kernel.errors import ActionError  # re-exported: callers import it from here
 
 DEFAULT_ACTOR = "https://localhost/users/lily"
 TOKEN_VAR = "LILY_OUTBOX_TOKEN"
-
-
-class ActionError(ValueError):
-    """An action cannot be prepared or carried out; one readable line."""
 
 
 class Uncertain(ActionError):
@@ -65,7 +62,7 @@ def spec_of(skill: Skill) -> TypedSpec:
 
 def parse_json_params(text: str) -> dict | None:
     """The JSON object of a programmatic call, or None when ``text`` is not one."""
-    from lily_kernel.agent import safejson
+    from lily_kernel import safejson
     text = text.strip()
     if not text.startswith("{"):
         return None

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from lily_kernel.errors import ActionError, SkillError
+
 TYPES = ("string", "number", "boolean", "enum", "actorUri", "objectId")
 KINDS = ("internal", "external")
 RESOLVERS = {"contact": "actorUri"}  # resolver -> the type it produces
@@ -39,11 +41,11 @@ _PATH = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
 CONSTRAINT_KEYS = ("resolve", "default", "enum", "min", "max", "config")
 
 
-class TypedError(ValueError):
+class TypedError(SkillError):
     """A typed skill is malformed; the message names the line."""
 
 
-class ParamError(ValueError):
+class ParamError(ActionError):
     """A parameter value does not fit its declaration; the message names the parameter."""
 
 

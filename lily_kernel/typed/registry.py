@@ -61,6 +61,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from lily_kernel.errors import ActionError, ConfigError  # ConfigError re-exported
+
 __all__ = [
     "AclError",
     "AuditEntry",
@@ -100,12 +102,8 @@ _SCHEMA = (
 )
 
 
-class AclError(PermissionError):
+class AclError(ActionError, PermissionError):
     """A skill tried to read or write a path its Config ACL does not grant."""
-
-
-class ConfigError(ValueError):
-    """A malformed path, ACL entry or value."""
 
 
 def covers(prefix: str, path: str) -> bool:

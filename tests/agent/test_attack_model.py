@@ -17,7 +17,7 @@ import openai  # noqa: F401  imported up front so its import time is not counted
 import pytest
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.agent import secrets
+from lily_kernel import redaction as secrets
 from lily_kernel.commands import render, router
 from lily_kernel.commands.results import CommandError
 from lily_kernel.session import journal as journal_mod

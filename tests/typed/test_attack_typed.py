@@ -13,7 +13,7 @@ import time
 import pytest
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.agent import safejson
+from lily_kernel import safejson
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ActionDone, CommandError
 from agent_support import World, assert_consistent

@@ -1,0 +1,113 @@
+"""The demo's stand-in model: a few fixed rules instead of a model (docs/testing.md#stand-in).
+
+``ScriptedServer(demo_responder)`` answers ``make demo`` and the quickstart
+notebook when no API key is set. Everything it says starts with
+``[scripted model] ``, so it is never mistaken for a model.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from lily_kernel.testing.server import message_text
+
+__all__ = ["demo_responder"]
+
+_DEMO_PREFIX = "[scripted model] "
+_SEPARATOR_ROW = re.compile(r"^\|[\s:\-|]+\|$")
+
+
+def _offered_tools(request: dict) -> set[str]:
+    names = set()
+    for tool in request.get("tools") or []:
+        if isinstance(tool, dict):
+            fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            if isinstance(fn.get("name"), str):
+                names.add(fn["name"])
+    return names
+
+
+def _answered_call(messages: list, tool_message: dict) -> tuple[str | None, dict]:
+    """The name and arguments of the tool call a tool message answers."""
+    wanted = tool_message.get("tool_call_id")
+    fallback: tuple[str | None, dict] = (None, {})
+    for msg in reversed(messages):
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            found = (fn.get("name"), args if isinstance(args, dict) else {})
+            if call.get("id") == wanted:
+                return found
+            if fallback[0] is None:
+                fallback = found
+    return fallback
+
+
+def _count_table_rows(text: str) -> int:
+    rows = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
+    separators = [i for i, row in enumerate(rows) if _SEPARATOR_ROW.match(row)]
+    if separators:  # a header row precedes each separator row
+        skip = set(separators) | {i - 1 for i in separators if i > 0}
+        rows = [row for i, row in enumerate(rows) if i not in skip]
+    return len(rows)
+
+
+def demo_responder(request: dict) -> dict:
+    """A rule-based stand-in "model" for ``make demo`` when no API key is set.
+
+    Use it as ``ScriptedServer(demo_responder)``. It is clearly labelled: every
+    text it returns starts with ``"[scripted model] "``. Rules, first match wins:
+
+    1. The last message is a tool result: after ``scan_todos``, summarise
+       ``I found N markers.`` (N = the table rows of the result); after any
+       other tool (e.g. ``load_skill``), answer a short Markdown plan
+       (``# Plan`` / ``## Objective`` ...) saying it followed the loaded skill.
+    2. A ``load_skill`` tool is offered, no tool message follows the last user
+       message, and that message mentions "plan": call
+       ``load_skill {"name": "plan_compiler"}``.
+    3. The last user message contains "TODO" or "todo" and ``scan_todos`` is
+       offered: call ``scan_todos {"input": "."}``.
+    4. Otherwise echo: ``You said: <first 200 characters>.`` plus a note on how
+       to use a real model.
+    """
+    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+    tools = _offered_tools(request)
+    last = messages[-1] if messages else {}
+    last_user_at = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
+                       default=-1)
+    user_text = message_text(messages[last_user_at]).strip() if last_user_at >= 0 else ""
+
+    if last.get("role") == "tool":
+        name, args = _answered_call(messages, last)
+        result = message_text(last)
+        if name == "scan_todos":
+            n = _count_table_rows(result)
+            return {"content": f"{_DEMO_PREFIX}I found {n} marker{'' if n == 1 else 's'}."}
+        skill = args.get("name") if name == "load_skill" else None
+        objective = (user_text.splitlines() or ["(no objective given)"])[0][:200]
+        followed = (f"I followed the loaded skill `{skill}`" if skill
+                    else f"I followed the result of the `{name or 'tool'}` tool")
+        return {"content": (
+            f"{_DEMO_PREFIX}{followed} to draft this plan.\n\n"
+            "# Plan\n\n"
+            f"## Objective\n{objective}\n\n"
+            "## Constraints\n- (none stated)\n\n"
+            "## Phases\n1. Understand the goal (1 step)\n2. Do the work (2 steps)\n\n"
+            "## Steps\n"
+            "1. Restate the objective and what done looks like.\n"
+            "2. Make the change in small, checked steps.\n"
+            "3. Review the result against the objective.\n")}
+
+    tool_since_user = any(m.get("role") == "tool" for m in messages[last_user_at + 1:])
+    if ("load_skill" in tools and not tool_since_user
+            and re.search(r"\bplan", user_text, re.IGNORECASE)):
+        return {"tool_calls": [{"name": "load_skill", "arguments": {"name": "plan_compiler"}}]}
+    if "scan_todos" in tools and ("TODO" in user_text or "todo" in user_text):
+        return {"tool_calls": [{"name": "scan_todos", "arguments": {"input": "."}}]}
+    return {"content": (f"{_DEMO_PREFIX}You said: {user_text[:200]}. (This is a scripted "
+                        "stand-in: set OPENAI_API_KEY or OPENAI_BASE_URL for a real model.)")}
