@@ -121,7 +121,7 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
                 turn.finish_reason = choice.finish_reason
     except openai.APITimeoutError:
         raise ModelError(f"the model endpoint did not answer within {config.timeout:g} s "
-                         f"(tried {config.max_retries + 1} times): {_where(client)}") from None
+                         f"({_tries(config.max_retries)}): {_where(client)}") from None
     except openai.APIConnectionError as exc:
         cause = exc.__cause__ or exc
         if stream is not None:  # the endpoint answered, then the stream broke off
@@ -130,9 +130,12 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
                              "partial answer") from None
         raise ModelError(f"cannot reach the model endpoint at {_where(client)}: "
                          f"{_first_line(cause)}") from None
-    except openai.RateLimitError:
-        raise ModelError(f"the model endpoint is rate limiting (HTTP 429), still after "
-                         f"{config.max_retries} retries; try again later") from None
+    except openai.RateLimitError as exc:
+        # the server's own reason (a proxy such as LiteLLM says which deployment is cooling
+        # down and for how long), through _api_message like every endpoint message
+        raise ModelError(f"the model endpoint is rate limiting (HTTP 429"
+                         f"{_after_retries(config.max_retries)}): {_api_message(exc)}; "
+                         "try again later") from None
     except openai.AuthenticationError:
         raise ModelError("the model endpoint refused the API key (HTTP 401): "
                          "check OPENAI_API_KEY") from None
@@ -141,8 +144,9 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
                          f"{_api_message(exc)}); choose one with /model NAME") from None
     except openai.APIStatusError as exc:
         if exc.status_code >= 500:
-            raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}), still after "
-                             f"{config.max_retries} retries: {_api_message(exc)}") from None
+            raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}"
+                             f"{_after_retries(config.max_retries)}): {_api_message(exc)}"
+                             ) from None
         raise ModelError(f"the model endpoint rejected the request (HTTP {exc.status_code}): "
                          f"{_api_message(exc)}") from None
     except (openai.APIError, ValueError, AttributeError, TypeError) as exc:
@@ -157,6 +161,17 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
         if not call.name:
             raise ModelError("the model sent a tool call without a tool name")
     return turn
+
+
+def _after_retries(retries: int) -> str:
+    """", still after 2 retries" (nothing when retries are off: max_retries = 0)."""
+    if retries <= 0:
+        return ""
+    return f", still after {retries} {'retry' if retries == 1 else 'retries'}"
+
+
+def _tries(retries: int) -> str:
+    return "tried once" if retries <= 0 else f"tried {retries + 1} times"
 
 
 def _where(client) -> str:
