@@ -25,7 +25,11 @@ class Console:
 
     def __init__(self, world) -> None:
         env = dict(world.env, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
-        self.child = pexpect.spawn(sys.executable, ["-m", "jupyter_console", "--kernel", "lily"],
+        # the console gives up asking is_complete after 1 s by default; a loaded machine
+        # may take longer, and a console that stopped asking would fail for that reason only
+        args = ["-m", "jupyter_console", "--kernel", "lily",
+                "--ZMQTerminalInteractiveShell.kernel_is_complete_timeout=30"]
+        self.child = pexpect.spawn(sys.executable, args,
                                    env=env, cwd=str(world.workspace), encoding="utf-8",
                                    dimensions=(40, 200), timeout=60)
         self.seen = ""
