@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import signal
 import sys
 
 from ipykernel.ipkernel import IPythonKernel
@@ -40,6 +41,19 @@ class LilyKernel(IPythonKernel):
         super().__init__(**kwargs)
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
+
+    def pre_handler_hook(self):
+        """Let a kernel_info request ignore SIGINT, as the idle kernel does.
+
+        jupyter_client interrupts a kernel before every shutdown, and papermill asks
+        kernel_info just before shutting down: a SIGINT landing while that reply's
+        handler unwinds made ipykernel log "KeyboardInterrupt caught in kernel".
+        kernel_info runs no user code, so there is nothing to interrupt.
+        """
+        if self.get_parent("shell").get("header", {}).get("msg_type") == "kernel_info_request":
+            self.saved_sigint_handler = signal.getsignal(signal.SIGINT)
+            return
+        super().pre_handler_hook()
 
     @property
     def kernel_info(self):

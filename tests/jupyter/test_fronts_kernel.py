@@ -88,3 +88,31 @@ def test_a_missing_kernel_working_dir_leaves_the_kernel_where_it_started(
     assert (world.workspace / ".lily" / "journal").is_dir()
     assert not (tmp_path / "not-on-this-host").exists()
 
+
+
+# -- papermill's shutdown: kernel_info, then jupyter_client's interrupt -------------------
+
+def test_an_interrupt_right_after_kernel_info_is_not_logged(tmp_path, ipython_dir):
+    """papermill asks kernel_info, then shuts the kernel down, and jupyter_client interrupts
+    before every shutdown. That SIGINT used to land in the reply's handler now and then
+    ("KeyboardInterrupt caught in kernel" on papermill's terminal); repeated here often."""
+    from jupyter_client.manager import KernelManager
+    world = make_world(tmp_path, ipython_dir)
+    log = tmp_path / "kernel.log"
+    km = KernelManager(kernel_name="lily")
+    with open(log, "w") as err:
+        km.start_kernel(cwd=str(world.workspace), env=world.env, stderr=err)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        for _ in range(150):
+            kc.kernel_info(reply=True, timeout=30)
+            km.interrupt_kernel()
+        run = kc.execute_interactive("%%python\nprint('still here')", timeout=30,
+                                     output_hook=lambda msg: None)
+        assert run["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert "KeyboardInterrupt" not in log.read_text()
