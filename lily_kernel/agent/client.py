@@ -119,9 +119,9 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
 
 
 def _late(config: ModelConfig, client) -> str:
-    return (f"the model endpoint did not answer within {config.timeout:g} s (the whole "
-            f"request's deadline, [model] timeout): {_where(client)}; nothing was done with "
-            "a partial answer")
+    return (f"the model endpoint did not answer within {config.timeout:g} s "
+            f"({_tries(config.max_retries)}): {_where(client)}; [model] timeout is the whole "
+            "request's deadline, and nothing was done with a partial answer")
 
 
 def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
@@ -180,9 +180,12 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
                              "partial answer") from None
         raise ModelError(f"cannot reach the model endpoint at {_where(client)}: "
                          f"{_first_line(cause)}") from None
-    except openai.RateLimitError:
-        raise ModelError(f"the model endpoint is rate limiting (HTTP 429), still after "
-                         f"{config.max_retries} retries; try again later") from None
+    except openai.RateLimitError as exc:
+        # the server's own reason (a proxy such as LiteLLM says which deployment is cooling
+        # down and for how long), through _api_message like every endpoint message
+        raise ModelError(f"the model endpoint is rate limiting (HTTP 429"
+                         f"{_after_retries(config.max_retries)}): {_api_message(exc)}; "
+                         "try again later") from None
     except openai.AuthenticationError:
         raise ModelError("the model endpoint refused the API key (HTTP 401): "
                          "check OPENAI_API_KEY") from None
@@ -191,8 +194,9 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
                          f"{_api_message(exc)}); choose one with /model NAME") from None
     except openai.APIStatusError as exc:
         if exc.status_code >= 500:
-            raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}), still after "
-                             f"{config.max_retries} retries: {_api_message(exc)}") from None
+            raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}"
+                             f"{_after_retries(config.max_retries)}): {_api_message(exc)}"
+                             ) from None
         raise ModelError(f"the model endpoint rejected the request (HTTP {exc.status_code}): "
                          f"{_api_message(exc)}") from None
     except (openai.APIError, ValueError, AttributeError, TypeError) as exc:
@@ -207,6 +211,17 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
         if not call.name:
             raise ModelError("the model sent a tool call without a tool name")
     return turn
+
+
+def _after_retries(retries: int) -> str:
+    """", still after 2 retries" (nothing when retries are off: max_retries = 0)."""
+    if retries <= 0:
+        return ""
+    return f", still after {retries} {'retry' if retries == 1 else 'retries'}"
+
+
+def _tries(retries: int) -> str:
+    return "tried once" if retries <= 0 else f"tried {retries + 1} times"
 
 
 def _where(client) -> str:

@@ -5,6 +5,7 @@ stored here, so it can never reach the journal.
 """
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Mapping
@@ -84,8 +85,9 @@ class ModelConfig:
             data["base_url"] = redact_urls(data["base_url"])
         return data
 
-    def changed(self, **values: str) -> "ModelConfig":
-        """A copy with ``values`` (strings, as typed after /model) parsed and checked."""
+    def changed(self, **values: object) -> "ModelConfig":
+        """A copy with ``values`` parsed and checked: strings as typed after /model, or
+        numbers and None from Python (``lily.session().set_model(timeout=20)``)."""
         known = {f.name for f in fields(self)}
         parsed: dict = {}
         for key, raw in values.items():
@@ -95,8 +97,21 @@ class ModelConfig:
             if key not in known:
                 raise ConfigError(f"unknown model setting '{key}' "
                                   f"(known: {', '.join(sorted(known))})")
-            parsed[key] = _parse(key, raw)
+            parsed[key] = _parse(key, _as_text(key, raw))
         return replace(self, **parsed)
+
+
+def _as_text(key: str, raw: object) -> str:
+    """A Python value as the text /model would take: numbers as written, None as "none"."""
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        if key in ("model", "timeout", "max_retries"):
+            raise ConfigError(f"{key} cannot be None")
+        return "none"
+    if isinstance(raw, numbers.Real) and not isinstance(raw, bool):
+        return str(raw)
+    raise ConfigError(f"{key} must be text or a number, not {raw!r}")
 
 
 def _parse(key: str, raw: str):

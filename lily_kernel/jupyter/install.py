@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -31,5 +32,10 @@ def install(user: bool = False, sys_prefix: bool = False, prefix: str | None = N
         for extra in source.iterdir():
             if extra.name != "kernel.json" and extra.is_file():
                 shutil.copy(extra, tmp)
+        # jupyter_client copies the folder with its modes; a temporary folder is 0700, and
+        # a shared --sys-prefix/--prefix install must be readable by every user.
+        os.chmod(tmp, 0o755)
+        for item in Path(tmp).iterdir():
+            os.chmod(item, 0o644)
         return KernelSpecManager().install_kernel_spec(
             tmp, KERNEL_NAME, user=user, prefix=sys.prefix if sys_prefix else prefix)

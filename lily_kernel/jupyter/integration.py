@@ -23,6 +23,15 @@ from lily_kernel.session.session import Session
 from lily_kernel.errors import command_error, error_line
 
 _ATTR = "_lily"
+# Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
+# `jupyter console` (docs/front-ends.md#jupyter-console). Anything else is prose.
+EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
+
+
+def session_label(env) -> str | None:
+    """The journal's name: ``KERNEL_LILY_SESSION`` (a gateway forwards every ``KERNEL_``
+    variable), else Jupyter's ``JPY_SESSION_NAME`` (docs/front-ends.md#remote-kernels)."""
+    return env.get("KERNEL_LILY_SESSION") or env.get("JPY_SESSION_NAME") or None
 
 
 class Interrupted(CommandError):
@@ -42,7 +51,7 @@ class Integration:
 
     # -- session ---------------------------------------------------------------
     def new_session(self) -> None:
-        label = os.environ.get("JPY_SESSION_NAME") or None
+        label = session_label(os.environ)
         try:
             self._session = Session(label=label)
             self.session_error = None
@@ -97,7 +106,7 @@ class Integration:
             first = cell.index("%%python")
             newline = cell.find("\n", first)
             return [] if newline == -1 else cell[newline + 1:].splitlines(keepends=True)
-        if stripped[0] in "%!":
+        if stripped[0] in "%!" or stripped.rstrip() in EXIT_WORDS:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
 

@@ -9,6 +9,9 @@ IPython's answers.
 from __future__ import annotations
 
 import inspect
+import os
+import signal
+import sys
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -34,9 +37,23 @@ class LilyKernel(IPythonKernel):
     help_links = [{"text": "Lily commands: run /help", "url": "https://jupyter.org"}]
 
     def __init__(self, **kwargs) -> None:
+        _enter_working_dir()
         super().__init__(**kwargs)
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
+
+    def pre_handler_hook(self):
+        """Let a kernel_info request ignore SIGINT, as the idle kernel does.
+
+        jupyter_client interrupts a kernel before every shutdown, and papermill asks
+        kernel_info just before shutting down: a SIGINT landing while that reply's
+        handler unwinds made ipykernel log "KeyboardInterrupt caught in kernel".
+        kernel_info runs no user code, so there is nothing to interrupt.
+        """
+        if self.get_parent("shell").get("header", {}).get("msg_type") == "kernel_info_request":
+            self.saved_sigint_handler = signal.getsignal(signal.SIGINT)
+            return
+        super().pre_handler_hook()
 
     @property
     def kernel_info(self):
@@ -69,14 +86,56 @@ class LilyKernel(IPythonKernel):
         if router.is_command(code):
             return {"status": "complete"}
         stripped = code.lstrip()
+        if stripped.startswith("%%python"):
+            return python_cell_status(code, self.shell.input_transformer_manager.check_complete)
         if stripped and stripped[0] not in "%!":
             return {"status": "complete"}  # prose for the agent: Enter runs it
         return await _settle(super().do_is_complete(code))
 
 
+def python_cell_status(code: str, check_python) -> dict:
+    """is_complete for a ``%%python`` cell (docs/front-ends.md#jupyter-console).
+
+    Like an IPython cell magic, the cell is complete only at a blank line, and
+    then only if the Python so far is complete too (a blank line inside a
+    bracket or a string goes on). Invalid Python is "invalid" at once, so a
+    console runs it and shows the error. ``check_python`` is IPython's
+    ``check_complete``; it sees the whole cell, whose ``%%python`` line Lily's
+    input transformer removes.
+    """
+    header_end = code.find("\n", code.index("%%python"))
+    if header_end == -1:
+        return {"status": "incomplete", "indent": ""}
+    if code[header_end + 1:].strip():
+        status, indent = check_python(code)
+    else:
+        status, indent = "complete", None
+    if status == "invalid":
+        return {"status": "invalid"}
+    last = code.rsplit("\n", 1)[-1]
+    if status == "complete" and not last.strip():
+        return {"status": "complete"}
+    if status == "incomplete" and indent is not None:
+        return {"status": "incomplete", "indent": " " * indent}
+    return {"status": "incomplete", "indent": last[:len(last) - len(last.lstrip())]}
+
+
 async def _settle(reply):
     """IPythonKernel's do_complete/do_inspect/do_is_complete return a dict, not a coroutine."""
     return await reply if inspect.isawaitable(reply) else reply
+
+
+def _enter_working_dir() -> None:
+    """Start in ``KERNEL_WORKING_DIR``, as Enterprise Gateway's kernels do, when it names a
+    folder here; the workspace follows it (docs/front-ends.md#remote-kernels)."""
+    target = os.environ.get("KERNEL_WORKING_DIR")
+    if not target:
+        return
+    try:
+        os.chdir(os.path.expanduser(target))
+    except OSError as exc:
+        print(f"Lily: KERNEL_WORKING_DIR is not a folder here ({exc.strerror}: {target}); "
+              f"the workspace is {os.getcwd()}", file=sys.stderr)
 
 
 def launch() -> None:

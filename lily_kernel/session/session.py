@@ -183,7 +183,7 @@ class Session:
                              "agent": name})
         return persona
 
-    def set_model(self, **values: str) -> ModelConfig:
+    def set_model(self, **values: object) -> ModelConfig:
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
         self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,

@@ -35,8 +35,15 @@ class Root:
 
 
 def workspace_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``LILY_WORKSPACE``, else ``KERNEL_WORKING_DIR`` when it names a folder that exists
+    here (a gateway's convention; docs/front-ends.md#remote-kernels), else the cwd."""
     env = os.environ if env is None else env
-    return Path(env.get("LILY_WORKSPACE") or os.getcwd())
+    if env.get("LILY_WORKSPACE"):
+        return Path(env["LILY_WORKSPACE"])
+    gateway = env.get("KERNEL_WORKING_DIR")
+    if gateway and Path(gateway).expanduser().is_dir():
+        return Path(gateway).expanduser()
+    return Path(os.getcwd())
 
 
 def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:

@@ -112,13 +112,55 @@ def test_429_after_retries(workspace, server):
     answers_next(session, server)
 
 
+# What a LiteLLM proxy answers when every deployment of the model is cooling down.
+LITELLM_429 = ('{"error": {"message": "No deployments available for selected model, Try again '
+               'in 60 seconds. Passed model=gpt-4o-mini. pre-call-checks=False, '
+               'cooldown_list=[\'c9d48646f355\']", "type": "None", "param": "None", '
+               '"code": "429"}}')
+
+
+def test_429_shows_the_servers_reason_in_one_line(workspace, server):
+    session = make_session(workspace, server.url)  # LILY_MAX_RETRIES=0
+    server.add({"status": 429, "raw": LITELLM_429})
+    message = fails(session)
+    assert message.startswith("the model endpoint is rate limiting (HTTP 429): No deployments "
+                              "available for selected model, Try again in 60 seconds.")
+    assert "cooldown_list" in message and message.endswith("; try again later")
+    assert "retries" not in message and "retry" not in message.split(":")[0]
+    assert len(server.chat_requests()) == 1
+    answers_next(session, server)
+
+
+def test_a_long_429_reason_is_bounded(workspace, server):
+    session = make_session(workspace, server.url)
+    server.add({"status": 429, "error_message": "cooling down " + "x" * 5000 + "\nsecond line"})
+    message = fails(session)
+    assert "cooling down" in message and "second line" not in message
+    assert len(message) < 500
+
+
+@pytest.mark.parametrize("retries, wording", [("0", "(HTTP 503): "),
+                                              ("1", "(HTTP 503, still after 1 retry): ")])
+def test_retry_wording_follows_max_retries(workspace, server, retries, wording):
+    session = make_session(workspace, server.url, LILY_MAX_RETRIES=retries)
+    server.add(*[{"status": 503, "retry_after": 0.01, "error_message": "down"}] * 2)
+    assert wording + "down" in fails(session)
+
+
+def test_timeout_wording_without_retries(workspace, server):
+    session = make_session(workspace, server.url)
+    session.set_model(timeout="0.3")
+    server.add({"delay": 1, "content": "too late"})
+    assert "within 0.3 s (tried once)" in fails(session)
+
+
 @pytest.mark.parametrize("status", [500, 503])
 def test_5xx_after_retries(workspace, server, status):
     session = make_session(workspace, server.url, LILY_MAX_RETRIES="1")
     server.add(*[{"status": status, "retry_after": 0.01,
                   "error_message": f"upstream broke ({status})"}] * 2)
     message = fails(session)
-    assert f"HTTP {status}" in message and "1 retries" in message
+    assert f"HTTP {status}, still after 1 retry)" in message
     assert f"upstream broke ({status})" in message
     assert len(server.chat_requests()) == 2
     answers_next(session, server)

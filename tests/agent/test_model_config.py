@@ -213,3 +213,27 @@ def test_config_never_holds_the_key(workspace):
     assert SECRET not in str(session.model_config.as_dict())
     router.run(session, "/model other-model temperature=0.5")
     assert SECRET not in session.journal.path.read_text(encoding="utf-8")
+
+
+# -- set_model from Python: numbers and None, as a notebook passes them -----------------
+
+def test_set_model_takes_numbers_from_python(workspace):
+    session = make_session(workspace)
+    config = session.set_model(timeout=20, temperature=0.5, max_retries=0)
+    assert (config.timeout, config.temperature, config.max_retries) == (20.0, 0.5, 0)
+    assert session.set_model(temperature=None).temperature is None
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"timeout": True}, "timeout must be text or a number, not True"),
+    ({"max_retries": 1.5}, "max_retries must be a whole number"),
+    ({"temperature": 3}, "temperature must be between 0 and 2"),
+    ({"timeout": None}, "timeout cannot be None"),
+    ({"model": ["a"]}, "model must be text or a number"),
+])
+def test_set_model_refuses_bad_python_values_clearly(workspace, values, message):
+    session = make_session(workspace)
+    before = session.model_config
+    with pytest.raises(ConfigError, match=message):
+        session.set_model(**values)
+    assert session.model_config == before
