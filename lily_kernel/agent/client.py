@@ -43,6 +43,7 @@ class Turn:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
@@ -80,8 +81,15 @@ class ClientCache:
         return self._client
 
 
-def request_args(config: ModelConfig, messages: list[dict], tools: list[dict]) -> dict:
+# Endpoints (base URLs) that answered HTTP 400 to ``stream_options``: asked without it since.
+_NO_STREAM_OPTIONS: set[str] = set()
+
+
+def request_args(config: ModelConfig, messages: list[dict], tools: list[dict],
+                 usage: bool = True) -> dict:
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
+    if usage:  # ask for token usage in a last chunk; servers that ignore it send none
+        args["stream_options"] = {"include_usage": True}
     if tools:
         args["tools"] = tools
     for name in ("temperature", "reasoning_effort", "verbosity"):
@@ -93,15 +101,37 @@ def request_args(config: ModelConfig, messages: list[dict], tools: list[dict]) -
 
 def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
              on_text: Callable[[str], None] | None = None) -> Turn:
-    """One streamed completion, assembled into a :class:`Turn`."""
+    """One streamed completion, assembled into a :class:`Turn`.
+
+    Usage is asked for with ``stream_options``; an endpoint that rejects that
+    parameter (HTTP 400 naming it) is asked again without it, and from then on.
+    """
+    where = _where(client)
+    try:
+        return _complete(client, config, messages, tools, on_text, where not in _NO_STREAM_OPTIONS)
+    except _UsageRefused:
+        _NO_STREAM_OPTIONS.add(where)
+    return _complete(client, config, messages, tools, on_text, False)
+
+
+class _UsageRefused(Exception):
+    """The endpoint answered HTTP 400 to ``stream_options``."""
+
+
+def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+              on_text: Callable[[str], None] | None, usage: bool) -> Turn:
     import openai
     turn = Turn()
     parts: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        stream = client.chat.completions.create(**request_args(config, messages, tools))
+        stream = client.chat.completions.create(**request_args(config, messages, tools, usage))
         for chunk in stream:
+            reported = getattr(chunk, "usage", None)
+            if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
+                turn.usage = {"prompt_tokens": int(reported.prompt_tokens or 0),
+                              "completion_tokens": int(reported.completion_tokens or 0)}
             if not getattr(chunk, "choices", None):
                 continue
             choice = chunk.choices[0]
@@ -139,6 +169,11 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
     except openai.NotFoundError as exc:
         raise ModelError(f"the endpoint has no model '{config.model}' (HTTP 404: "
                          f"{_api_message(exc)}); choose one with /model NAME") from None
+    except openai.BadRequestError as exc:
+        if usage and "stream_options" in _api_message(exc):
+            raise _UsageRefused() from None
+        raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
+                         f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:
         if exc.status_code >= 500:
             raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}), still after "

@@ -232,7 +232,8 @@ def _new(session: Session, cmd: Command):
 
 def _model(session: Session, cmd: Command):
     if not cmd.args:
-        return ModelInfo(session.model_config.as_dict())
+        return ModelInfo(session.model_config.as_dict(),
+                         usage=dict(session.usage) if session.usage["calls"] else None)
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -256,7 +257,7 @@ def _confirm(session: Session, cmd: Command):
         outcome = actions.decide(session, None, ok=cmd.name == "confirm")
     except actions.ActionError as exc:
         raise CommandError(f"{exc}.") from None
-    return ActionDone(outcome.action, outcome.summary)
+    return ActionDone(outcome.action, outcome.summary, outcome.result)
 
 
 def _no_args(cmd: Command) -> None:

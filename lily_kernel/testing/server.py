@@ -46,7 +46,10 @@ A turn is a dict; every key is optional (a plain ``str`` is short for
 ``finish_reason`` (str)
     Default ``"tool_calls"`` when there are tool calls, else ``"stop"``.
 ``usage`` (dict)
-    Token usage to report instead of a rough estimate.
+    Token usage to report instead of a rough estimate. A stream sends its usage
+    chunk only when the request asks (``stream_options.include_usage``) *and*
+    the turn scripts ``usage``; otherwise it behaves like a server that ignores
+    ``stream_options`` (non-streaming answers always carry an estimate).
 ``chunks`` (int), ``chunk_delay`` (float seconds)
     Streaming only: split ``content`` into this many content deltas (default:
     one per word), and wait between events (for slow streams, e.g. interrupts).
@@ -79,7 +82,8 @@ Responses are shaped like OpenAI's: ``chat.completion`` objects, or for
 ``"stream": true`` a ``text/event-stream`` of ``chat.completion.chunk``
 objects (a role delta, content deltas, for each tool call a delta with its id,
 type, name and empty arguments followed by the arguments in 2-3 pieces, a
-finish chunk, a usage chunk if ``stream_options.include_usage``, then
+finish chunk, a usage chunk if ``stream_options.include_usage`` and the turn
+scripts ``usage``, then
 ``data: [DONE]``), sent with chunked encoding and ``Connection: close``.
 ``GET /v1/models`` lists the server's ``model``. Any other path is a 404 with
 an OpenAI-style error body. The ``/v1`` prefix is optional on both endpoints.
@@ -309,11 +313,16 @@ class ScriptedServer:
             ``json`` (the parsed body, or None).
         model: the model name listed by ``GET /v1/models`` (responses echo the
             request's ``model``).
+        reject_params: top-level request parameters this server refuses, like a
+            server that does not know them: such a request gets HTTP 400
+            ``Unrecognized request argument supplied: <name>`` and uses no turn.
     """
 
     def __init__(self, script: list[Turn] | Responder | None = None, *,
-                 host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model"):
+                 host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model",
+                 reject_params: Iterable[str] = ()):
         self.host = host
+        self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
         self.requests: list[dict] = []
@@ -451,6 +460,9 @@ class ScriptedServer:
             return self._send_error(h, 400, "scripted server: the request body is not a JSON object")
         if not isinstance(parsed.get("messages"), list):
             return self._send_error(h, 400, "scripted server: the request has no 'messages' list")
+        refused = sorted(self.reject_params & set(parsed))
+        if refused:
+            return self._send_error(h, 400, f"Unrecognized request argument supplied: {refused[0]}")
         try:
             index, turn = self._take_turn(parsed)
         except _TurnError as err:
@@ -596,7 +608,7 @@ class ScriptedServer:
                                                        "function": {"arguments": piece}}]}))
         finish = turn.get("finish_reason") or ("tool_calls" if calls else "stop")
         closing = [chunk({}, finish)]
-        if include_usage:
+        if include_usage and isinstance(turn.get("usage"), dict):
             last = chunk(None)
             last["usage"] = self._usage(request, turn, content, calls)
             closing.append(last)

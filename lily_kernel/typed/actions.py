@@ -7,6 +7,10 @@ resolvers) and computes exactly what would happen: the config changes of an
 Nothing changes until :func:`execute` runs it — after the user confirms (a
 button, ``/confirm``), or at once for a programmatic ``/skill <id> {json}``
 call that carries every required parameter.
+
+The same card, ``/confirm``, ``/cancel`` and :func:`decide` serve a model's call
+of a tool that needs confirmation (``[tools] confirm``): an Action of kind
+``tool`` holds the call and the paused request (docs/notebook-tools.md#confirmation).
 """
 from __future__ import annotations
 
@@ -32,14 +36,20 @@ class ActionError(ValueError):
 class Action:
     id: str
     skill: str
-    kind: str  # internal | external
+    kind: str  # internal | external | tool
     params: dict[str, Any]
     changes: dict[str, Any] = field(default_factory=dict)  # internal: path -> new value
     old: dict[str, Any] = field(default_factory=dict)  # internal: path -> value now
     activity: dict[str, Any] | None = None  # external
     target: str = ""  # external: "local outbox" or the outbox URL
+    tool: str = ""  # tool: the tool the model called
+    args: dict[str, Any] = field(default_factory=dict)  # tool: the call's arguments
+    paused: Any = field(default=None, compare=False, repr=False)  # tool: loop.Paused
 
     def as_dict(self) -> dict:
+        if self.kind == "tool":
+            return {"id": self.id, "skill": self.skill, "kind": self.kind, "tool": self.tool,
+                    "args": self.args}
         return {"id": self.id, "skill": self.skill, "kind": self.kind, "params": self.params,
                 "changes": self.changes, "old": self.old, "activity": self.activity,
                 "target": self.target}
@@ -49,6 +59,7 @@ class Action:
 class Outcome:
     action: Action
     summary: str  # Markdown
+    result: str | None = None  # a confirmed tool call: its result, for the agent to continue with
 
 
 def spec_of(skill: Skill) -> TypedSpec:
@@ -167,6 +178,29 @@ def execute(session, action: Action) -> Outcome:
                            f"{verb}.")
 
 
+def hold_tool(session, name: str, args: dict, paused: Any) -> Action:
+    """An Action holding a model's tool call until the user confirms or cancels it."""
+    return Action(uuid.uuid4().hex, getattr(paused, "skill", None) or "", "tool", {},
+                  tool=name, args=dict(args), paused=paused)
+
+
+def _decide_tool(session, pending: Action, ok: bool) -> Outcome:
+    """Cancel: the call is answered "declined by the user". Confirm: it runs, once."""
+    from lily_kernel.agent import loop
+    if not ok:
+        session.settle(pending, "cancelled")
+        loop.decline(session, pending)
+        return Outcome(pending, f"Cancelled: **{pending.tool}** did not run; the agent is told "
+                                "it was declined by the user.")
+    session.settle(pending, "confirmed")  # settled first: a second click finds nothing
+    try:
+        result = loop.run_confirmed(session, pending)
+    except KeyboardInterrupt:
+        loop.decline(session, pending, "Error: interrupted by the user while it ran")
+        raise
+    return Outcome(pending, f"**{pending.tool}** ran (confirmed).", result)
+
+
 def decide(session, action: Action | None, ok: bool) -> Outcome:
     """Confirm (``ok``) or cancel the pending ``action`` (None: whatever is pending).
 
@@ -179,6 +213,8 @@ def decide(session, action: Action | None, ok: bool) -> Outcome:
         raise ActionError("nothing is waiting for confirmation")
     if action is not None and action.id != pending.id:
         raise ActionError("this action is no longer waiting (it was replaced, cancelled or done)")
+    if pending.kind == "tool":
+        return _decide_tool(session, pending, ok)
     if not ok:
         session.settle(pending, "cancelled")
         return Outcome(pending, f"Cancelled: **{pending.skill}** did nothing.")
