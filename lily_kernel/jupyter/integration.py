@@ -184,7 +184,8 @@ class Integration:
 
         if action.kind == "tool":
             tool = session.tools.get(action.tool)
-            purpose = (tool.description.split("\n")[0] if tool and tool.description else "")
+            words = " ".join((tool.description if tool else "").split())
+            purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
         else:
             purpose = skill.typed.purpose if skill and skill.typed else ""
         _display_result(ActionCard(action, purpose), confirm=confirm)
