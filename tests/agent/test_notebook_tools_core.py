@@ -129,3 +129,35 @@ def test_usage_sums_over_the_steps_of_a_request(tmp_path):
         reply = agent.run(session, "list files")
         assert reply.usage == {"prompt_tokens": 40, "completion_tokens": 7}
         assert session.usage == {"prompt_tokens": 40, "completion_tokens": 7, "calls": 2}
+
+
+def test_the_tools_cost_nothing_until_called(tmp_path):
+    calls = []
+
+    class Counting:
+        def namespace(self):
+            calls.append("namespace")
+            return {}
+
+        def hidden(self):
+            calls.append("hidden")
+            return {}
+
+        def cells(self, last):
+            calls.append("cells")
+            return []
+
+        def last_error(self):
+            calls.append("last_error")
+
+    world = World(tmp_path)
+    with ScriptedServer(["A", {"tool_calls": [{"name": "list_variables", "arguments": {}}]},
+                         "B"]) as server:
+        from lily_kernel.session.session import Session
+        session = Session(workspace=world.workspace, env=world.env(server), journal=False,
+                          add_tools=lambda s: nt.register(s.tools, Counting(), lambda: True))
+        assert set(nt.NAMES) <= set(session.tools.names())
+        agent.run(session, "no tools needed")
+        assert calls == []  # offered, never walked
+        agent.run(session, "now list them")
+        assert calls == ["namespace", "hidden"]
