@@ -161,3 +161,48 @@ def test_the_tools_cost_nothing_until_called(tmp_path):
         assert calls == []  # offered, never walked
         agent.run(session, "now list them")
         assert calls == ["namespace", "hidden"]
+
+
+class Runner(Book):
+    """A notebook whose run() counts the code it ran."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.ran: list[str] = []
+
+    def run(self, code):
+        self.ran.append(code)
+        return nt.RunResult(f"RESULT-OF {code}")
+
+
+def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
+    from agent_support import assert_consistent
+    from lily_kernel.session.session import Session
+    from lily_kernel.typed import actions
+    book = Runner()
+    with ScriptedServer([
+        {"tool_calls": [{"name": "list", "arguments": {}, "id": "a"},
+                        {"name": "run_python", "arguments": {"code": "x = 1"}, "id": "b"},
+                        {"name": "list", "arguments": {}, "id": "c"}]},
+        "FINAL",
+    ]) as server:
+        world = World(tmp_path)
+        session = Session(workspace=world.workspace, env=world.env(server), journal=False,
+                          add_tools=lambda s: nt.register(s.tools, book, lambda: True))
+        reply = agent.run(session, "do three things")
+        assert reply.proposal is session.pending and reply.proposal.kind == "tool"
+        assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed
+        outcome = actions.decide(session, None, ok=True)
+        assert book.ran == ["x = 1"] and session.pending is None
+        with pytest.raises(actions.ActionError):
+            actions.decide(session, None, ok=True)  # a second Confirm finds nothing
+        final = agent.resume(session, outcome.action, outcome.result)
+        assert final.text == "FINAL" and book.ran == ["x = 1"]
+        sent = server.chat_requests()[-1]["messages"]
+        assert any("RESULT-OF x = 1" in (m.get("content") or "") for m in sent)
+        assert_consistent(session.conversation)
+        results = {m["tool_call_id"]: m["content"] for m in session.conversation
+                   if m["role"] == "tool"}
+        assert results["b"].startswith("The code ran without an error")
+        assert results["c"].startswith("Error: not run")
+        assert not results["a"].startswith("Error")
