@@ -40,6 +40,7 @@ class Turn:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
@@ -81,8 +82,15 @@ class ClientCache:
         return self._client
 
 
-def request_args(config: ModelConfig, messages: list[dict], tools: list[dict]) -> dict:
+# Endpoints (base URLs) that answered HTTP 400 to ``stream_options``: asked without it since.
+_NO_STREAM_OPTIONS: set[str] = set()
+
+
+def request_args(config: ModelConfig, messages: list[dict], tools: list[dict],
+                 usage: bool = True) -> dict:
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
+    if usage:  # ask for token usage in a last chunk; servers that ignore it send none
+        args["stream_options"] = {"include_usage": True}
     if tools:
         args["tools"] = tools
     for name in ("temperature", "reasoning_effort", "verbosity"):
@@ -105,13 +113,21 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
     ``config.timeout`` is the whole request's deadline, retries included; past it the
     request ends with a :class:`ModelError` (docs/limits-and-secrets.md#deadline). An answer
     longer than ``max_chars`` is cut there: Lily stops reading the stream and keeps the head
-    with a visible marker (tool calls of a cut answer are dropped).
+    with a visible marker (tool calls of a cut answer are dropped). Usage is asked for with
+    ``stream_options``; an endpoint that rejects that parameter (HTTP 400 naming it) is
+    asked again without it, and from then on.
     """
     from lily_kernel.agent.deadline import deadline
     transport = getattr(client, "_lily_deadline", None)
+    where = _where(client)
     try:
         with deadline(transport, config.timeout):
-            return _complete(client, config, messages, tools, on_text, max_chars)
+            try:
+                return _complete(client, config, messages, tools, on_text, max_chars,
+                                 where not in _NO_STREAM_OPTIONS)
+            except _UsageRefused:
+                _NO_STREAM_OPTIONS.add(where)
+            return _complete(client, config, messages, tools, on_text, max_chars, False)
     except Exception:
         if transport is not None and transport.expired:
             raise ModelError(_late(config, client)) from None
@@ -124,8 +140,12 @@ def _late(config: ModelConfig, client) -> str:
             "request's deadline, and nothing was done with a partial answer")
 
 
+class _UsageRefused(Exception):
+    """The endpoint answered HTTP 400 to ``stream_options``."""
+
+
 def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
-              on_text: Callable[[str], None] | None, max_chars: int | None) -> Turn:
+              on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool) -> Turn:
     import openai
     turn = Turn()
     parts: list[str] = []
@@ -134,8 +154,12 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        stream = client.chat.completions.create(**request_args(config, messages, tools))
+        stream = client.chat.completions.create(**request_args(config, messages, tools, usage))
         for chunk in stream:
+            reported = getattr(chunk, "usage", None)
+            if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
+                turn.usage = {"prompt_tokens": int(reported.prompt_tokens or 0),
+                              "completion_tokens": int(reported.completion_tokens or 0)}
             if not getattr(chunk, "choices", None):
                 continue
             choice = chunk.choices[0]
@@ -192,6 +216,11 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
     except openai.NotFoundError as exc:
         raise ModelError(f"the endpoint has no model '{config.model}' (HTTP 404: "
                          f"{_api_message(exc)}); choose one with /model NAME") from None
+    except openai.BadRequestError as exc:
+        if usage and "stream_options" in _api_message(exc):
+            raise _UsageRefused() from None
+        raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
+                         f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:
         if exc.status_code >= 500:
             raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}"

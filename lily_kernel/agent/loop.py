@@ -9,6 +9,12 @@ the policy allows — and repeats until the model answers without tool calls or
 the step budget is spent. Refusals are tool errors the model can read; only
 endpoint faults end the request. The conversation is committed only in a
 consistent state: every assistant tool call has its result.
+
+A call of a tool the policy puts behind confirmation (``[tools] confirm``,
+always ``run_python``) pauses the request: it ends with a card, and the call is
+answered when the user decides — :func:`resume` with the tool's result after
+Confirm, :func:`decline` ("declined by the user") after Cancel or when a new
+request comes first. See docs/notebook-tools.md#confirmation.
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolError, check_args
 
 MAX_STEPS = 8
+DECLINED = "declined by the user"
+NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
+           "call it again afterwards if it is still needed")
 MAX_RESULT_CHARS = 20_000
 
 LOAD_SKILL = {"type": "function", "function": {
@@ -68,6 +77,25 @@ class Reply:
     tools_used: list[str] = field(default_factory=list)
     steps: int = 0
     proposal: object = None  # an actions.Action now waiting for the user's confirmation
+    usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
+
+
+@dataclass
+class Paused:
+    """A request stopped at a tool call that waits for the user (kept in the tool Action)."""
+    pending: list[dict]  # the request's messages so far; the held call has no result yet
+    call_id: str
+    skill: str | None
+    tools_used: list[str]
+    steps: int
+    usage: dict | None
+    at: int = -1  # where in ``pending`` the held call's result goes (calls answered in order)
+
+    def answered(self, result: str) -> list[dict]:
+        """``pending`` with the held call answered by ``result``, in call order."""
+        at = len(self.pending) if self.at < 0 else self.at
+        return [*self.pending[:at], {"role": "tool", "tool_call_id": self.call_id,
+                                     "content": result}, *self.pending[at:]]
 
 
 class _Request:
@@ -94,6 +122,21 @@ class _Request:
         return specs
 
     # -- executing one call ----------------------------------------------------
+    def needs_confirmation(self, name: str, args: dict) -> bool:
+        """Is this a valid, allowed call of a tool the user must confirm first?"""
+        session = self.session
+        if name in RESERVED or not session.policy.needs_confirmation(name):
+            return False
+        if session.policy.model_refusal(session.tools, name):
+            return False  # refused anyway: execute() answers with the refusal
+        if check_args(session.tools.get(name).parameters, args) is not None:
+            return False
+        from lily_kernel.typed import actions
+        blocked = actions.uncertain_block(session)  # an unsure delivery is never replaced
+        if blocked:
+            raise ToolError(blocked)
+        return True
+
     def execute(self, name: str, args: dict) -> str:
         """The tool result text, capped; refusals and tool failures start with 'Error:'."""
         try:
@@ -234,33 +277,89 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[str, dict], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
+    decline_waiting(session)  # a new request first: a call still waiting is declined
     env = session.environ
     problem = session.config_error or model.not_configured(env, session.model_config)
     if problem:
         raise AgentError(problem)
-    config = session.model_config
-    client = session.model_clients.get(config, env)
-
     request = _Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
+    if request.skill and on_event:
+        on_event("skill", {"name": request.skill, "forced": True})
+    return _drive(request, [user], 1, None, on_text, on_event)
+
+
+def resume(session: Session, action, result: str,
+           on_text: Callable[[str], None] | None = None,
+           on_event: Callable[[str, dict], None] | None = None) -> Reply:
+    """Continue a paused request with the confirmed tool call's ``result``."""
+    paused: Paused = action.paused
+    pending = paused.answered(result)
+    problem = session.config_error or model.not_configured(session.environ, session.model_config)
+    if problem:
+        _commit(session, pending)
+        raise AgentError(problem)
+    request = _Request(session, paused.skill)
+    request.tools_used = [*paused.tools_used, action.tool]
+    return _drive(request, pending, min(paused.steps + 1, MAX_STEPS), paused.usage,
+                  on_text, on_event)
+
+
+def decline(session: Session, action, reason: str = DECLINED) -> None:
+    """Answer a paused request's held call with ``reason`` and keep the request as it was."""
+    _commit(session, action.paused.answered(reason))
+
+
+def decline_waiting(session: Session) -> None:
+    """If a tool call waits for confirmation, settle it as declined by the user."""
+    waiting = session.pending
+    if waiting is not None and waiting.kind == "tool":
+        session.settle(waiting, "declined")
+        decline(session, waiting)
+
+
+def run_confirmed(session: Session, action) -> str:
+    """Run the tool call the user confirmed; its result text (errors start with 'Error:')."""
+    return _Request(session, action.paused.skill).execute(action.tool, action.args)
+
+
+def _commit(session: Session, messages: list[dict]) -> None:
+    for message in _consistent(messages):
+        session.add_message(message)
+
+
+def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
+    if not usage:
+        return total
+    total = dict(total or {"prompt_tokens": 0, "completion_tokens": 0})
+    for key in ("prompt_tokens", "completion_tokens"):
+        total[key] += usage.get(key, 0)
+    return total
+
+
+def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict | None,
+           on_text: Callable[[str], None] | None,
+           on_event: Callable[[str, dict], None] | None) -> Reply:
+    """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
+    session = request.session
+    config = session.model_config
+    client = session.model_clients.get(config, session.environ)
     system = {"role": "system",
               "content": context.system_prompt(session.persona, session.snapshot)}
-    pending: list[dict] = [user]
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
-    if request.skill:
-        emit("skill", {"name": request.skill, "forced": True})
 
     def commit(messages: list[dict]) -> None:
-        for message in _consistent(messages):
-            session.add_message(message)
+        _commit(session, messages)
 
     turn_start = len(pending)
     try:
-        for step in range(1, MAX_STEPS + 1):
+        for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
             turn = model.complete(client, config, [system, *session.conversation, *pending],
                                   tools, on_text, max_chars=session.limits.answer_chars)
+            usage = _add_usage(usage, turn.usage)
+            session.add_usage(turn.usage)
             pending.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
@@ -275,14 +374,35 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
                               f"{session.limits.tool_result_chars:,} characters: lily.toml "
                               "[limits] tool_result_chars.)*")
                 return Reply(shown, request.skill, request.tools_used, step,
-                             request.proposal)
+                             request.proposal, usage)
+            held = None
             for call in turn.tool_calls:
                 before = request.skill
-                result = request.execute(call.name, call.parsed())
+                args = call.parsed()
+                try:
+                    confirm_first = held is None and request.needs_confirmation(call.name, args)
+                except ToolError as exc:
+                    confirm_first, result = False, f"Error: {exc}"
+                else:
+                    result = None
+                if confirm_first:
+                    held = (call, args, len(pending))
+                    emit("tool", {"name": call.name, "ok": True, "waiting": True})
+                    continue
+                if result is None:
+                    result = NOT_RUN if held is not None else request.execute(call.name, args)
                 pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
+            if held is not None:
+                from lily_kernel.typed import actions
+                call, args, at = held
+                paused = Paused(pending, call.id, request.skill, list(request.tools_used),
+                                step, usage, at)
+                action = actions.hold_tool(session, call.name, args, paused)
+                session.propose(action)
+                return Reply(turn.content, request.skill, request.tools_used, step, action, usage)
         commit(pending)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
@@ -290,7 +410,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
-        raise AgentError(secrets.redact(str(exc), env)) from None
+        raise AgentError(secrets.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
         if len(pending) > 1:
             commit(pending)

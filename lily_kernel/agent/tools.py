@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping
 
 from lily_kernel.errors import LilyError
 
+ALWAYS_CONFIRM = frozenset({"run_python"})  # runs code in the user's namespace: never unasked
+
 
 class ToolError(LilyError):
     """A tool could not run or refused its input; the message is for the reader."""
@@ -119,10 +121,15 @@ def _name_set(value: str | None) -> frozenset[str] | None:
 
 @dataclass(frozen=True)
 class ToolPolicy:
-    """Which tools may be used. ``allow=None`` allows every tool; deny always wins."""
+    """Which tools may be used. ``allow=None`` allows every tool; deny always wins.
+
+    ``confirm`` names the tools the model may call only after the user confirms the
+    call on a card (docs/notebook-tools.md#confirmation); ``run_python`` is always in it.
+    """
 
     allow: frozenset[str] | None = None
     deny: frozenset[str] = field(default_factory=frozenset)
+    confirm: frozenset[str] = ALWAYS_CONFIRM
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -137,8 +144,16 @@ class ToolPolicy:
             value = file_values.get(key)
             return frozenset(map(str, value)) if isinstance(value, list) else None
 
+        confirm = file_values.get("confirm", [])
+        if not isinstance(confirm, list) or not all(isinstance(n, str) for n in confirm):
+            raise ValueError("[tools] confirm must be a list of tool names")
         return cls(allow=pick("LILY_TOOLS_ALLOW", "allow"),
-                   deny=pick("LILY_TOOLS_DENY", "deny") or frozenset())
+                   deny=pick("LILY_TOOLS_DENY", "deny") or frozenset(),
+                   confirm=ALWAYS_CONFIRM | frozenset(confirm))
+
+    def needs_confirmation(self, name: str) -> bool:
+        """Must the user confirm a model's call of ``name`` before it runs?"""
+        return name in self.confirm
 
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
@@ -161,7 +176,7 @@ class ToolPolicy:
 
     def as_dict(self) -> dict:
         return {"allow": sorted(self.allow) if self.allow is not None else None,
-                "deny": sorted(self.deny)}
+                "deny": sorted(self.deny), "confirm": sorted(self.confirm)}
 
 
 # -- deriving schemas (pydantic, imported here on first use) -------------------------

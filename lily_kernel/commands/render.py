@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -158,14 +158,24 @@ def _(r: SkillRequest) -> str:
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
-    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items())
+    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items()) \
+        + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
 @markdown.register
 def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"),
-                                    [(k, "—" if v is None else v) for k, v in r.config.items()])
+                                    [(k, "—" if v is None else v) for k, v in r.config.items()]) \
+        + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
+
+
+def usage_line(usage: dict) -> str:
+    """The session's token totals, as the endpoint reported them."""
+    calls = usage.get("calls", 0)
+    return (f"This session so far: {usage['prompt_tokens']:,} prompt + "
+            f"{usage['completion_tokens']:,} completion tokens over {calls} model "
+            f"call{'s' if calls != 1 else ''} that reported usage.")
 
 
 @text.register
@@ -178,8 +188,28 @@ def _(r: Answer) -> str:
     return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
 
 
+def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
+    """A held tool call: the exact arguments; code in a fenced, highlighted block."""
+    a = card.action
+    out = [f"**Confirm {a.tool}** (tool call)" + (f": {card.purpose}" if card.purpose else "")]
+    short = [(k, f"`{json.dumps(v, ensure_ascii=False)}`") for k, v in a.args.items()
+             if not (isinstance(v, str) and ("\n" in v or k == "code"))]
+    if short:
+        out += ["", md_table(("argument", "value"), short)]
+    for k, v in a.args.items():
+        if isinstance(v, str) and ("\n" in v or k == "code"):
+            fence = "````" if "```" in v else "```"
+            lang = "python" if a.tool == "run_python" else ""
+            out += ["", f"`{k}`:", "", f"{fence}{lang}", v.rstrip("\n"), fence]
+    if footer:
+        out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
+    return "\n".join(out)
+
+
 def card_markdown(card: ActionCard, footer: bool = True) -> str:
     a = card.action
+    if a.kind == "tool":
+        return tool_card_markdown(card, footer)
     out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
            md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
     if a.kind == "internal":
@@ -213,6 +243,34 @@ def _(r: ActionDone) -> str:
 @markdown.register
 def _(r: ActionDone) -> str:
     return r.summary
+
+
+@text.register
+def _(r: ConfirmedRun) -> str:
+    out = [text(r.done)]
+    if r.output.strip():
+        out += ["Output:", r.output.rstrip()]
+    if r.answer is not None:
+        out.append(text(r.answer))
+    for code in r.proposed:
+        out += ["Proposed cell (copy it into a new cell):", code.rstrip()]
+    if r.card is not None:
+        out.append(text(r.card))
+    return "\n\n".join(out)
+
+
+@markdown.register
+def _(r: ConfirmedRun) -> str:
+    out = [markdown(r.done)]
+    if r.output.strip():
+        out.append("Output:\n\n```\n" + r.output.rstrip() + "\n```")
+    if r.answer is not None:
+        out.append(markdown(r.answer))
+    for code in r.proposed:
+        out.append("Proposed cell:\n\n```python\n" + code.rstrip() + "\n```")
+    if r.card is not None:
+        out.append(markdown(r.card))
+    return "\n\n".join(out)
 
 
 def _plain(md: str) -> str:

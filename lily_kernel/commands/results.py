@@ -90,6 +90,7 @@ def substitute_arguments(body: str, arguments: str) -> str:
 class ModelInfo:
     config: dict
     changed: tuple[str, ...] = ()
+    usage: dict | None = None  # the session's reported token totals, if any were reported
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Answer:
     skill: str | None = None
     tools: tuple[str, ...] = ()
     model: str = ""
+    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
 
     def footer(self) -> str:
         parts = [f"skill: {self.skill}" if self.skill else "no skill"]
@@ -106,6 +108,9 @@ class Answer:
             parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))
         if self.model:
             parts.append(f"model: {self.model}")
+        if self.usage:
+            parts.append(f"tokens: {self.usage['prompt_tokens']:,} prompt + "
+                         f"{self.usage['completion_tokens']:,} completion")
         return " · ".join(parts)
 
 
@@ -118,6 +123,17 @@ class ActionCard:
 
 @dataclass(frozen=True)
 class ActionDone:
-    """A typed-skill action carried out (or cancelled)."""
+    """A typed-skill action carried out (or cancelled), or a held tool call decided."""
     action: Any
     summary: str
+    tool_result: str | None = None  # a confirmed tool call: the agent continues with this
+
+
+@dataclass(frozen=True)
+class ConfirmedRun:
+    """A held tool call confirmed with a button: its output and how the request went on."""
+    done: ActionDone
+    output: str  # what the code printed and showed, as text
+    answer: Answer | None = None
+    proposed: tuple[str, ...] = ()  # cells the agent proposed (no cell was running to take them)
+    card: ActionCard | None = None  # a further call waiting for confirmation

@@ -20,7 +20,7 @@ from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, M
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent.tools import ToolError
-from lily_kernel.errors import command_error
+from lily_kernel.errors import ActionError, command_error
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
 
@@ -233,7 +233,8 @@ def _new(session: Session, cmd: Command):
 
 def _model(session: Session, cmd: Command):
     if not cmd.args:
-        return ModelInfo(session.model_config.as_dict())
+        return ModelInfo(session.model_config.as_dict(),
+                         usage=dict(session.usage) if session.usage["calls"] else None)
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -252,12 +253,12 @@ def _model(session: Session, cmd: Command):
 
 def _confirm(session: Session, cmd: Command):
     _no_args(cmd)
-    from lily_kernel.typed import actions
+    from lily_kernel.agent import confirmation
     try:
-        outcome = actions.decide(session, None, ok=cmd.name == "confirm")
-    except actions.ActionError as exc:
+        outcome = confirmation.decide(session, None, ok=cmd.name == "confirm")
+    except ActionError as exc:
         raise command_error(exc) from None
-    return ActionDone(outcome.action, outcome.summary)
+    return ActionDone(outcome.action, outcome.summary, outcome.result)
 
 
 def _no_args(cmd: Command) -> None:

@@ -34,9 +34,9 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
     BuiltinCommand("confirm", "/confirm",
-                   "Carry out the change or dispatch waiting for confirmation."),
+                   "Carry out the change, dispatch or tool call waiting for confirmation."),
     BuiltinCommand("cancel", "/cancel",
-                   "Discard the change or dispatch waiting for confirmation."),
+                   "Discard the change, dispatch or tool call waiting for confirmation."),
 )
 
 BUILTIN_NAMES: frozenset[str] = frozenset(c.name for c in BUILTINS)

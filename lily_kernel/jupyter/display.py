@@ -37,6 +37,8 @@ def card_html(card: ActionCard) -> str:
     whose captured display would leak into saved notebooks)."""
     import json
     a = card.action
+    if a.kind == "tool":
+        return tool_card_html(card)
     title = f"<p><b>Confirm {html.escape(a.skill)}</b> ({a.kind})"
     title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title, _html_table(("parameter", "value"),
@@ -50,6 +52,33 @@ def card_html(card: ActionCard) -> str:
                      f"{html.escape(a.target)}:</p><pre>"
                      f"{html.escape(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
     return "\n".join(parts)
+
+
+def tool_card_html(card: ActionCard) -> str:
+    """A held tool call: its arguments, code syntax-highlighted (pygments comes with IPython)."""
+    import json
+    a = card.action
+    title = f"<p><b>Confirm {html.escape(a.tool)}</b> (tool call)"
+    title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
+    parts = [title]
+    for name, value in a.args.items():
+        if isinstance(value, str) and ("\n" in value or name == "code"):
+            parts.append(f"<p><code>{html.escape(name)}</code>:</p>" + _highlight(value, a.tool))
+        else:
+            parts.append(f"<p><code>{html.escape(name)}</code> = "
+                         f"<code>{html.escape(json.dumps(value, ensure_ascii=False))}</code></p>")
+    return "\n".join(parts)
+
+
+def _highlight(code: str, tool: str) -> str:
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer, TextLexer
+    except ImportError:  # pragma: no cover
+        return f"<pre>{html.escape(code)}</pre>"
+    lexer = PythonLexer() if tool == "run_python" else TextLexer()
+    return highlight(code, lexer, HtmlFormatter(noclasses=True))
 
 
 def card_widget(card: ActionCard, confirm):

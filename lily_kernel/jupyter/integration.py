@@ -7,6 +7,10 @@ call to :func:`dispatch`; in the Lily kernel, a prose cell becomes a call to
 counts, history, events and "stop on error" stay IPython's own. A failed
 command raises :class:`CommandError`, which a custom exception handler shows
 as one line (``Error: ...``) with an ``error`` reply and no traceback.
+
+Both faces register the notebook tools (:mod:`lily_kernel.jupyter.notebook`)
+in their session; a held tool call (``run_python``) ends the request with a
+card, and Confirm (button or ``/confirm``) runs it and continues the request.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
 from lily_kernel.skills.loader import LoaderError
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CommandError, Notice, SkillRequest
+from lily_kernel.commands.results import (ActionCard, ActionDone, Answer, CommandError,
+                                          ConfirmedRun, Notice, SkillRequest)
 from lily_kernel.session.session import Session
 from lily_kernel.errors import command_error, error_line
 
@@ -47,17 +52,23 @@ class Integration:
         self.session_error: str | None = None
         self._session: Session | None = None
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
+        from lily_kernel.jupyter.notebook import ShellNotebook
+        self.notebook = ShellNotebook(shell)
         self.new_session()
 
     # -- session ---------------------------------------------------------------
     def new_session(self) -> None:
         label = session_label(os.environ)
         try:
-            self._session = Session(label=label)
+            self._session = Session(label=label, add_tools=self._add_tools)
             self.session_error = None
         except LoaderError as exc:
             self._session = None
             self.session_error = str(exc)
+
+    def _add_tools(self, session: Session) -> None:
+        from lily_kernel.agent import notebook_tools
+        notebook_tools.register(session.tools, self.notebook, lambda: session.share_values)
 
     @property
     def session(self) -> Session:
@@ -75,8 +86,10 @@ class Integration:
         self.shell.set_custom_exc((CommandError,), _show_command_error)
         self.shell.register_magics(LilyMagics(self.shell, self))
         _redact_history(self.shell, install=True)
+        self.notebook.install()
 
     def uninstall(self) -> None:
+        self.notebook.uninstall()
         cleanup = self.shell.input_transformers_cleanup
         if self.transform in cleanup:
             cleanup.remove(self.transform)
@@ -126,40 +139,86 @@ class Integration:
         if isinstance(result, SkillRequest):
             self.run_agent(result.input, skill=result)
             return
+        if isinstance(result, ActionDone) and result.tool_result is not None:
+            self.continue_agent(result)  # /confirm of a held tool call: show, then go on
+            return
         _display_result(result)
 
     def run_agent(self, text: str, skill: SkillRequest | None = None) -> None:
-        session = self.session
+        self._drive(lambda on_text, on_event: agent.run(self.session, text, skill=skill,
+                                                        on_text=on_text, on_event=on_event))
+
+    def continue_agent(self, done: ActionDone) -> None:
+        """After /confirm: the tool's output, as a cell shows it, then the request goes on."""
+        captured, self.notebook.capture = self.notebook.capture, None
+        if captured is not None:
+            captured.show()  # run_python: what the code printed and showed
+        else:
+            _display_result(done)
+        self._drive(lambda on_text, on_event: agent.resume(
+            self.session, done.action, done.tool_result, on_text=on_text, on_event=on_event))
+
+    def _drive(self, step) -> None:
         live = _LiveText() if hasattr(self.shell, "kernel") else None
         try:
-            reply = agent.run(session, text, skill=skill,
-                              on_text=live.write if live else None,
-                              on_event=live.event if live else None)
+            reply = step(live.write if live else None, live.event if live else None)
         except KeyboardInterrupt:
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         finally:
             if live:
                 live.close()
-        _display_result(Answer(reply.text, reply.skill, tuple(reply.tools_used),
-                               session.model_config.model))
+        _display_result(self._answer(reply))
         if reply.proposal is not None:
             self.show_card(reply.proposal)
 
+    def _answer(self, reply) -> Answer:
+        text = reply.text
+        if not text.strip() and reply.proposal is not None:
+            text = "I would like to run the call below; it waits for your confirmation."
+        return Answer(text, reply.skill, tuple(reply.tools_used), self.session.model_config.model,
+                      reply.usage)
+
     def show_card(self, action) -> None:
         """The confirmation card of a proposed typed-skill action, with live buttons."""
-        from lily_kernel.typed import actions
+        from lily_kernel.agent import confirmation
+        from lily_kernel.errors import ActionError
         session = self.session
         skill = session.snapshot.get(action.skill)
 
         def confirm(act, ok: bool):
             try:
-                outcome = actions.decide(session, act, ok)
-            except actions.ActionError as exc:
+                outcome = confirmation.decide(session, act, ok)
+            except ActionError as exc:
                 raise command_error(exc) from None
-            return ActionDone(outcome.action, outcome.summary)
+            done = ActionDone(outcome.action, outcome.summary, outcome.result)
+            if outcome.result is not None:
+                return self._continue_in_card(done)
+            return done
 
-        _display_result(ActionCard(action, skill.typed.purpose if skill and skill.typed else ""),
-                        confirm=confirm)
+        if action.kind == "tool":
+            tool = session.tools.get(action.tool)
+            words = " ".join((tool.description if tool else "").split())
+            purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
+        else:
+            purpose = skill.typed.purpose if skill and skill.typed else ""
+        _display_result(ActionCard(action, purpose), confirm=confirm)
+
+    def _continue_in_card(self, done: ActionDone):
+        """A button click: no cell is running, so the output and the answer go into the card."""
+        captured, self.notebook.capture = self.notebook.capture, None
+        output = ""
+        if captured is not None:
+            from lily_kernel.jupyter.notebook import _captured_text
+            output = _captured_text(captured)
+        try:
+            reply = agent.resume(self.session, done.action, done.tool_result)
+        except KeyboardInterrupt:
+            raise CommandError("interrupted; the conversation keeps only completed steps.") from None
+        proposed, self.notebook.undelivered = self.notebook.undelivered, []
+        card = None
+        if reply.proposal is not None:
+            card = ActionCard(reply.proposal)
+        return ConfirmedRun(done, output, self._answer(reply), tuple(proposed), card)
 
 
 class _LiveText:

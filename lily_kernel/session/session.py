@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from lily_kernel.session import journal as journal_mod
 from lily_kernel.session import persona as persona_mod
@@ -29,7 +29,8 @@ from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 class Session:
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
-                 host: Host | None = None, journal: bool = True) -> None:
+                 host: Host | None = None, journal: bool = True,
+                 add_tools: Callable[["Session"], None] | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -41,6 +42,8 @@ class Session:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace, files=lambda: self.files)
         self.tools = tools
+        if add_tools is not None:  # a face's own tools (the notebook tools), before the snapshot
+            add_tools(self)
         self.model_clients = ClientCache()
         self._config_registry = None
         self._outbox = None
@@ -61,7 +64,12 @@ class Session:
             self.limits = Limits.from_table(self._file_config.get("limits"))
         except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
             self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
-        self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+        try:
+            self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+            self.share_values = _share_values(self._file_config.get("notebook"))
+        except ValueError as exc:  # fail closed, like a broken cap
+            self.policy, self.share_values = ToolPolicy(), False
+            self._file_error = self._file_error or f"lily.toml {exc}"
         self._files = None  # the file boundary, built on first use with these caps
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
@@ -70,7 +78,8 @@ class Session:
         self.conversation: list[dict[str, Any]] = []
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
-        self.pending = None  # a typed-skill Action waiting for /confirm or /cancel
+        self.pending = None  # an Action (typed skill or tool call) waiting for /confirm or /cancel
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
@@ -207,6 +216,13 @@ class Session:
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})
 
+    def add_usage(self, usage: Mapping[str, int] | None) -> None:
+        """Add one model call's reported token usage to the session's totals (``/model``)."""
+        if usage:
+            self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+            self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            self.usage["calls"] += 1
+
     def state(self) -> dict[str, Any]:
         """The session's fields as plain data (for inspection and tests)."""
         return {
@@ -220,3 +236,18 @@ class Session:
             "reload_count": self.reload_count,
             "command_history": list(self.command_history),
         }
+
+
+def _share_values(table: Any) -> bool:
+    """``[notebook] share_values`` (default true): may the notebook tools show values and outputs?"""
+    if table is None:
+        return True
+    if not isinstance(table, dict):
+        raise ValueError("[notebook] must be a table")
+    unknown = sorted(set(table) - {"share_values"})
+    if unknown:
+        raise ValueError(f"[notebook] {unknown[0]}: unknown setting (known: share_values)")
+    value = table.get("share_values", True)
+    if not isinstance(value, bool):
+        raise ValueError(f"[notebook] share_values must be true or false, not {value!r}")
+    return value

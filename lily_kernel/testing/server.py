@@ -17,7 +17,7 @@ import socketserver
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any, Callable, Iterable, Union
 
 __all__ = ["ScriptedServer", "demo_responder", "message_text", "TURN_KEYS"]
 
@@ -234,11 +234,16 @@ class ScriptedServer:
             ``json`` (the parsed body, or None).
         model: the model name listed by ``GET /v1/models`` (responses echo the
             request's ``model``).
+        reject_params: top-level request parameters this server refuses, like a
+            server that does not know them: such a request gets HTTP 400
+            ``Unrecognized request argument supplied: <name>`` and uses no turn.
     """
 
     def __init__(self, script: list[Turn] | Responder | None = None, *,
-                 host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model"):
+                 host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model",
+                 reject_params: Iterable[str] = ()):
         self.host = host
+        self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
         self.requests: list[dict] = []
@@ -376,6 +381,9 @@ class ScriptedServer:
             return self._send_error(h, 400, "scripted server: the request body is not a JSON object")
         if not isinstance(parsed.get("messages"), list):
             return self._send_error(h, 400, "scripted server: the request has no 'messages' list")
+        refused = sorted(self.reject_params & set(parsed))
+        if refused:
+            return self._send_error(h, 400, f"Unrecognized request argument supplied: {refused[0]}")
         try:
             index, turn = self._take_turn(parsed)
         except _TurnError as err:
@@ -526,7 +534,7 @@ class ScriptedServer:
                                                        "function": {"arguments": piece}}]}))
         finish = turn.get("finish_reason") or ("tool_calls" if calls else "stop")
         closing = [chunk({}, finish)]
-        if include_usage:
+        if include_usage and isinstance(turn.get("usage"), dict):
             last = chunk(None)
             last["usage"] = self._usage(request, turn, content, calls)
             closing.append(last)

@@ -64,7 +64,9 @@ def demo_responder(request: dict) -> dict:
     text it returns starts with ``"[scripted model] "``. Rules, first match wins:
 
     1. The last message is a tool result: after ``scan_todos``, summarise
-       ``I found N markers.`` (N = the table rows of the result); after any
+       ``I found N markers.`` (N = the table rows of the result); after
+       ``list_variables``, repeat what it listed; after ``run_python``, say
+       what the code printed; after any
        other tool (e.g. ``load_skill``), answer a short Markdown plan
        (``# Plan`` / ``## Objective`` ...) saying it followed the loaded skill.
     2. A ``load_skill`` tool is offered, no tool message follows the last user
@@ -72,7 +74,11 @@ def demo_responder(request: dict) -> dict:
        ``load_skill {"name": "plan_compiler"}``.
     3. The last user message contains "TODO" or "todo" and ``scan_todos`` is
        offered: call ``scan_todos {"input": "."}``.
-    4. Otherwise echo: ``You said: <first 200 characters>.`` plus a note on how
+    4. ``list_variables`` is offered and the last user message asks about
+       "variables": call it. ``run_python`` is offered and the message holds
+       ``run: <code>``: call ``run_python`` with that code (Lily then asks the
+       user to confirm).
+    5. Otherwise echo: ``You said: <first 200 characters>.`` plus a note on how
        to use a real model.
     """
     messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
@@ -88,6 +94,13 @@ def demo_responder(request: dict) -> dict:
         if name == "scan_todos":
             n = _count_table_rows(result)
             return {"content": f"{_DEMO_PREFIX}I found {n} marker{'' if n == 1 else 's'}."}
+        if name == "list_variables":
+            head, *lines = result.splitlines() or [""]
+            return {"content": f"{_DEMO_PREFIX}I can see {head.rstrip(':')}.\n\n"
+                               + "\n".join(f"- {line}" for line in lines)}
+        if name == "run_python":
+            return {"content": f"{_DEMO_PREFIX}You confirmed, so the code ran. What came back:"
+                               f"\n\n```\n{result.strip()}\n```"}
         skill = args.get("name") if name == "load_skill" else None
         objective = (user_text.splitlines() or ["(no objective given)"])[0][:200]
         followed = (f"I followed the loaded skill `{skill}`" if skill
@@ -107,6 +120,12 @@ def demo_responder(request: dict) -> dict:
     if ("load_skill" in tools and not tool_since_user
             and re.search(r"\bplan", user_text, re.IGNORECASE)):
         return {"tool_calls": [{"name": "load_skill", "arguments": {"name": "plan_compiler"}}]}
+    if "list_variables" in tools and not tool_since_user \
+            and re.search(r"\bvariables?\b", user_text, re.IGNORECASE):
+        return {"tool_calls": [{"name": "list_variables", "arguments": {}}]}
+    code = re.search(r"\brun:\s*(.+)", user_text, re.IGNORECASE | re.DOTALL)
+    if "run_python" in tools and not tool_since_user and code:
+        return {"tool_calls": [{"name": "run_python", "arguments": {"code": code.group(1).strip()}}]}
     if "scan_todos" in tools and ("TODO" in user_text or "todo" in user_text):
         return {"tool_calls": [{"name": "scan_todos", "arguments": {"input": "."}}]}
     return {"content": (f"{_DEMO_PREFIX}You said: {user_text[:200]}. (This is a scripted "

@@ -7,6 +7,10 @@ resolvers) and computes exactly what would happen: the config changes of an
 Nothing changes until :func:`execute` runs it — after the user confirms (a
 button, ``/confirm``), or at once for a programmatic ``/skill <id> {json}``
 call that carries every required parameter.
+
+The same card, ``/confirm``, ``/cancel`` and :func:`decide` serve a model's call
+of a tool that needs confirmation (``[tools] confirm``): an Action of kind
+``tool`` holds the call and the paused request (docs/notebook-tools.md#confirmation).
 """
 from __future__ import annotations
 
@@ -34,15 +38,21 @@ class Uncertain(ActionError):
 class Action:
     id: str
     skill: str
-    kind: str  # internal | external
+    kind: str  # internal | external | tool
     params: dict[str, Any]
     changes: dict[str, Any] = field(default_factory=dict)  # internal: path -> new value
     old: dict[str, Any] = field(default_factory=dict)  # internal: path -> value now
     activity: dict[str, Any] | None = None  # external
     target: str = ""  # external: "local outbox" or the outbox URL
     uncertain: bool = False  # a delivery may have happened; only /confirm or /cancel end it
+    tool: str = ""  # tool: the tool the model called
+    args: dict[str, Any] = field(default_factory=dict)  # tool: the call's arguments
+    paused: Any = field(default=None, compare=False, repr=False)  # tool: loop.Paused
 
     def as_dict(self) -> dict:
+        if self.kind == "tool":
+            return {"id": self.id, "skill": self.skill, "kind": self.kind, "tool": self.tool,
+                    "args": self.args}
         return {"id": self.id, "skill": self.skill, "kind": self.kind, "params": self.params,
                 "changes": self.changes, "old": self.old, "activity": self.activity,
                 "target": self.target, "uncertain": self.uncertain}
@@ -52,6 +62,7 @@ class Action:
 class Outcome:
     action: Action
     summary: str  # Markdown
+    result: str | None = None  # a confirmed tool call: its result, for the agent to continue with
 
 
 def spec_of(skill: Skill) -> TypedSpec:
@@ -75,14 +86,23 @@ def parse_json_params(text: str) -> dict | None:
     return value
 
 
+def uncertain_block(session) -> str | None:
+    """Why no new action may be held now: a delivery that may have happened is pending, and
+    only /confirm or /cancel may end it (docs/limits-and-secrets.md#dispatch)."""
+    held = getattr(session, "pending", None)
+    if held is None or not held.uncertain:
+        return None
+    return (f"{held.skill}: activity {_activity_id(held)} may already have been delivered and "
+            "is still pending; run /confirm to retry it (same id and Idempotency-Key) or "
+            "/cancel to drop it, before a new action")
+
+
 def prepare(session, skill: Skill, values: dict) -> Action:
     """Validate ``values`` for ``skill`` and compute its effect, changing nothing."""
     spec = spec_of(skill)
-    held = getattr(session, "pending", None)
-    if held is not None and held.uncertain:  # docs/limits-and-secrets.md#dispatch
-        raise ActionError(f"{held.skill}: activity {_activity_id(held)} may already have been "
-                          "delivered and is still pending; run /confirm to retry it (same id "
-                          "and Idempotency-Key) or /cancel to drop it, before a new action")
+    blocked = uncertain_block(session)
+    if blocked:
+        raise ActionError(blocked)
     try:
         params = validate(spec, values,
                           resolve=lambda resolver, name: contacts.resolve(session.workspace, name))
@@ -201,7 +221,7 @@ def _activity_id(action: Action) -> str:
     return (action.activity or {}).get("id") or action.id
 
 
-def _held(session, action: Action, exc: Exception) -> ActionError:
+def held(session, action: Action, exc: Exception) -> ActionError:
     """Keep ``action`` pending as uncertain; the one line that says so."""
     session.propose(replace(action, uncertain=True))
     return ActionError(f"{exc}; it may have been delivered, so it stays pending: /confirm "
@@ -213,33 +233,13 @@ def execute_now(session, action: Action) -> Outcome:
     try:
         return execute(session, action)
     except Uncertain as exc:
-        raise _held(session, action, exc) from None
+        raise held(session, action, exc) from None
 
 
-def decide(session, action: Action | None, ok: bool) -> Outcome:
-    """Confirm (``ok``) or cancel the pending ``action`` (None: whatever is pending).
-
-    Only the action the session is holding can be decided: a card whose action
-    was replaced, cancelled or already done does nothing. A failed execution
-    leaves the action pending so it can be retried or cancelled.
-    """
-    pending = session.pending
-    if pending is None:
-        raise ActionError("nothing is waiting for confirmation")
-    if action is not None and action.id != pending.id:
-        raise ActionError("this action is no longer waiting (it was replaced, cancelled or done)")
-    if not ok:
-        session.settle(pending, "cancelled")
-        return Outcome(pending, f"Cancelled: **{pending.skill}** did nothing.")
-    try:
-        outcome = execute(session, pending)
-    except Uncertain as exc:
-        raise _held(session, pending, exc) from None
-    except ActionError as exc:
-        raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "
-                          "/cancel to drop it)") from None
-    session.settle(pending, "executed")
-    return outcome
+def hold_tool(session, name: str, args: dict, paused: Any) -> Action:
+    """An Action holding a model's tool call until the user confirms or cancels it."""
+    return Action(uuid.uuid4().hex, getattr(paused, "skill", None) or "", "tool", {},
+                  tool=name, args=dict(args), paused=paused)
 
 
 def _fmt(value: Any) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from lily_kernel.agent import confirmation
 from lily_kernel.typed import actions
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
@@ -285,15 +286,15 @@ def test_a_replaced_proposal_can_no_longer_be_decided(world, server):
 
     for ok in (True, False):  # the old card's Confirm and Cancel both do nothing
         with pytest.raises(actions.ActionError, match="no longer waiting"):
-            actions.decide(session, old, ok)
+            confirmation.decide(session, old, ok)
     assert session.pending is new
     assert world.settings() == {}
 
-    outcome = actions.decide(session, new, True)
+    outcome = confirmation.decide(session, new, True)
     assert outcome.action is new
     assert world.audit() == [("read_receipts", RR_PATH, None, False)]
     with pytest.raises(actions.ActionError, match="nothing is waiting"):
-        actions.decide(session, new, True)
+        confirmation.decide(session, new, True)
     assert len(world.audit()) == 1
 
 

@@ -1,0 +1,143 @@
+"""The notebook as the agent's tools see it: IPython's namespace, history, errors and payloads.
+
+:class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.agent.notebook_tools`
+(the kernel and ``%load_ext lily`` both use it). Its only per-cell work is two
+O(1) event hooks: ``pre_run_cell`` notes that a cell runs, ``post_run_cell``
+keeps a reference to a failed cell's exception (formatted only when
+``last_error`` is called). Sources and outputs come from IPython's history.
+``run`` executes code like a cell — IPython's transforms (magics), the last
+expression displayed — with its output captured, so the face shows it where
+the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+import traceback
+from typing import Any, Mapping
+
+from lily_kernel.agent.notebook_tools import Cell, ErrorInfo, RunResult
+from lily_kernel.commands.results import CommandError
+
+
+class ShellNotebook:
+    def __init__(self, shell) -> None:
+        self.shell = shell
+        self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
+        self._error: tuple[int | None, str, BaseException] | None = None
+        self._proposals: list[str] = []
+        self.undelivered: list[str] = []  # proposals made outside a cell (a button click)
+        self.capture = None  # the last run's captured output, for the face to show
+
+    # -- events -------------------------------------------------------------------------
+    def install(self) -> None:
+        self.shell.events.register("pre_run_cell", self._before)
+        self.shell.events.register("post_run_cell", self._after)
+
+    def uninstall(self) -> None:
+        for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
+            try:
+                self.shell.events.unregister(name, hook)
+            except ValueError:
+                pass
+
+    def _before(self, info) -> None:
+        self.running = True
+        self._proposals = []
+
+    def _after(self, result) -> None:
+        self.running = False
+        exc = result.error_in_exec or result.error_before_exec
+        if exc is not None and not isinstance(exc, CommandError):
+            self._error = (result.execution_count, result.info.raw_cell or "", exc)
+
+    # -- what the tools read ------------------------------------------------------------
+    def namespace(self) -> Mapping[str, Any]:
+        return self.shell.user_ns
+
+    def hidden(self) -> Mapping[str, Any]:
+        return self.shell.user_ns_hidden
+
+    def cells(self, last: int) -> list[Cell]:
+        hm = self.shell.history_manager
+        if hm is None:
+            return []
+        current = self.shell.execution_count - (1 if self.running else 0)  # not the asking cell
+        raw = hm.input_hist_raw
+        first = max(1, current - last)
+        return [Cell(n, raw[n] if n < len(raw) else "", _output_text(hm, n))
+                for n in range(first, current)]
+
+    def last_error(self) -> ErrorInfo | None:
+        if self._error is None:
+            return None
+        count, source, exc = self._error
+        return _error_info(count, source, exc)
+
+    # -- what the tools do --------------------------------------------------------------
+    def propose(self, code: str) -> None:
+        if not self.running:  # no execute reply will carry a payload: the face shows it
+            self.undelivered.append(code)
+            return
+        self._proposals.append(code.rstrip("\n"))
+        # One set_next_input payload per reply (ipykernel keeps the last): join the proposals.
+        self.shell.set_next_input("\n\n".join(self._proposals), replace=False)
+
+    def run(self, code: str) -> RunResult:
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.display import display
+        from IPython.utils.capture import capture_output
+        shell = self.shell
+        error = None
+        with capture_output(display=True) as captured:
+            try:
+                source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
+                tree = ast.parse(source)
+                filename = shell.compile.cache(source)
+                last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
+                if last is not None:
+                    value = eval(compile(ast.Expression(last.value), filename, "eval"),
+                                 shell.user_global_ns, shell.user_ns)
+                    if value is not None:
+                        display(value)
+            except Exception as exc:  # noqa: BLE001 - shown like a cell's error, and kept
+                self._error = (None, code, exc)
+                error = _error_info(None, code, exc)
+                print(f"{error.traceback.rstrip()}", file=sys.stderr)
+        self.capture = captured
+        return RunResult(_captured_text(captured), error)
+
+
+def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
+    tb = exc.__traceback__
+    while tb is not None and "IPython" in tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/"):
+        tb = tb.tb_next  # IPython's own frames (run_code) are not the user's
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
+
+
+def _output_text(hm, n: int) -> str:
+    outputs = getattr(hm, "outputs", None)
+    parts: list[str] = []
+    if outputs is not None:  # IPython 9 keeps every cell's streams and results
+        for out in outputs.get(n, ()):
+            bundle = out.bundle
+            if out.output_type in ("out_stream", "err_stream"):
+                parts.append("".join(bundle.get("stream", [])))
+            else:
+                text = bundle.get("text/plain")
+                parts.append("".join(text) if isinstance(text, list) else str(text or ""))
+    else:
+        parts.append(hm.output_hist_reprs.get(n, ""))
+    exc = getattr(hm, "exceptions", {}).get(n)
+    if exc:
+        parts.append(f"{exc.get('ename')}: {exc.get('evalue')}")
+    return "\n".join(p.rstrip("\n") for p in parts if p)
+
+
+def _captured_text(captured) -> str:
+    parts = [captured.stdout, captured.stderr]
+    for out in captured.outputs:
+        parts.append(str(out.data.get("text/plain", "")))
+    return "\n".join(p.rstrip("\n") for p in parts if p)

@@ -1,0 +1,209 @@
+"""The notebook tools' core (no Jupyter), the time bound, the settings, and usage over HTTP."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from lily_kernel.agent import bounded, notebook_tools as nt
+from lily_kernel.agent import loop as agent
+from lily_kernel.agent.tools import ToolPolicy
+from lily_kernel.testing.server import ScriptedServer
+from agent_support import World
+
+
+class Book:
+    def __init__(self, ns: dict) -> None:
+        self.ns = ns
+
+    def namespace(self):
+        return self.ns
+
+    def hidden(self):
+        return {}
+
+
+def test_the_core_never_imports_pandas_or_numpy():
+    code = ("import sys\nfrom lily_kernel.agent import notebook_tools as nt\n"
+            "class B:\n    ns = {'x': [1, 2], 'y': 'abc', 'z': object()}\n"
+            "    def namespace(self): return self.ns\n    def hidden(self): return {}\n"
+            "nt.list_variables(B()); [nt.inspect_variable(B(), n) for n in 'xyz']\n"
+            "print('pandas' in sys.modules, 'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_secret_names_are_counted_never_named():
+    book = Book({"openai_api_key": "sk-1", "GITHUB_TOKEN": "t", "Credentials": {}, "x": 1})
+    text = nt.list_variables(book)
+    assert "3 hidden" in text and "x: int" in text
+    assert "openai" not in text and "GITHUB" not in text and "Credentials" not in text
+    with pytest.raises(nt.ToolError):
+        nt.inspect_variable(book, "GITHUB_TOKEN")
+
+
+def test_bounded_thread_fallback_stops_waiting_at_the_bound():
+    box = {}
+
+    def off_main():
+        box["result"] = bounded.call(lambda: time.sleep(5), 0.3)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=off_main)
+    worker.start()
+    worker.join()
+    assert box["result"] == (False, None)
+    assert time.monotonic() - started < 2
+
+
+def test_bounded_alarm_interrupts_and_restores_the_signal_handler():
+    import signal
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    assert bounded.call(lambda: time.sleep(5), 0.2) == (False, None)
+    assert time.monotonic() - started < 1
+    assert signal.getsignal(signal.SIGALRM) == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert bounded.call(lambda: 42, 1) == (True, 42)
+    done, exc = bounded.call(lambda: 1 / 0, 1)
+    assert done and isinstance(exc, ZeroDivisionError)
+
+
+def test_swallowing_the_alarm_does_not_escape_the_bound():
+    def stubborn():
+        for _ in range(3):
+            try:
+                time.sleep(5)
+            except BaseException:  # noqa: BLE001 - the user's code swallows everything, thrice
+                pass
+        time.sleep(5)  # the alarm fires again (every 50 ms) and ends it here
+        return "finished"
+
+    started = time.monotonic()
+    assert bounded.call(stubborn, 0.2) == (False, None)
+    assert time.monotonic() - started < 1
+
+
+def test_confirm_list_and_share_values_settings(tmp_path):
+    assert ToolPolicy.from_env({}, {}).confirm == {"run_python"}
+    assert ToolPolicy.from_env({}, {"confirm": ["write"]}).confirm == {"run_python", "write"}
+    with pytest.raises(ValueError):
+        ToolPolicy.from_env({}, {"confirm": "write"})
+    world = World(tmp_path)
+    assert world.session(None).share_values is True
+    (world.workspace / "lily.toml").write_text("[notebook]\nshare_values = false\n")
+    assert world.session(None).share_values is False
+    (world.workspace / "lily.toml").write_text("[notebook]\nshare_values = 'no'\n")
+    session = world.session(None)
+    assert session.share_values is False  # fails closed
+    assert "share_values must be true or false" in session.config_error
+
+
+def test_the_cli_session_has_no_notebook_tools(tmp_path):
+    session = World(tmp_path).session(None)
+    assert not set(nt.NAMES) & set(session.tools.names())
+
+
+def test_a_server_that_rejects_stream_options_is_asked_again_without(tmp_path):
+    with ScriptedServer(["PLAIN-ANSWER"], reject_params=["stream_options"]) as server:
+        session = World(tmp_path).session(server)
+        reply = agent.run(session, "hello")
+        assert reply.text == "PLAIN-ANSWER" and reply.usage is None
+        first, second = server.requests[0]["json"], server.requests[1]["json"]
+        assert "stream_options" in first and "stream_options" not in second
+        server.add("AGAIN")
+        agent.run(session, "once more")
+        assert "stream_options" not in server.chat_requests()[-1]  # remembered for the endpoint
+
+
+def test_usage_sums_over_the_steps_of_a_request(tmp_path):
+    with ScriptedServer([
+        {"tool_calls": [{"name": "list", "arguments": {}}],
+         "usage": {"prompt_tokens": 10, "completion_tokens": 2}},
+        {"content": "done", "usage": {"prompt_tokens": 30, "completion_tokens": 5}},
+    ]) as server:
+        session = World(tmp_path).session(server)
+        reply = agent.run(session, "list files")
+        assert reply.usage == {"prompt_tokens": 40, "completion_tokens": 7}
+        assert session.usage == {"prompt_tokens": 40, "completion_tokens": 7, "calls": 2}
+
+
+def test_the_tools_cost_nothing_until_called(tmp_path):
+    calls = []
+
+    class Counting:
+        def namespace(self):
+            calls.append("namespace")
+            return {}
+
+        def hidden(self):
+            calls.append("hidden")
+            return {}
+
+        def cells(self, last):
+            calls.append("cells")
+            return []
+
+        def last_error(self):
+            calls.append("last_error")
+
+    world = World(tmp_path)
+    with ScriptedServer(["A", {"tool_calls": [{"name": "list_variables", "arguments": {}}]},
+                         "B"]) as server:
+        from lily_kernel.session.session import Session
+        session = Session(workspace=world.workspace, env=world.env(server), journal=False,
+                          add_tools=lambda s: nt.register(s.tools, Counting(), lambda: True))
+        assert set(nt.NAMES) <= set(session.tools.names())
+        agent.run(session, "no tools needed")
+        assert calls == []  # offered, never walked
+        agent.run(session, "now list them")
+        assert calls == ["namespace", "hidden"]
+
+
+class Runner(Book):
+    """A notebook whose run() counts the code it ran."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.ran: list[str] = []
+
+    def run(self, code):
+        self.ran.append(code)
+        return nt.RunResult(f"RESULT-OF {code}")
+
+
+def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
+    from agent_support import assert_consistent
+    from lily_kernel.session.session import Session
+    from lily_kernel.agent import confirmation
+    from lily_kernel.typed import actions
+    book = Runner()
+    with ScriptedServer([
+        {"tool_calls": [{"name": "list", "arguments": {}, "id": "a"},
+                        {"name": "run_python", "arguments": {"code": "x = 1"}, "id": "b"},
+                        {"name": "list", "arguments": {}, "id": "c"}]},
+        "FINAL",
+    ]) as server:
+        world = World(tmp_path)
+        session = Session(workspace=world.workspace, env=world.env(server), journal=False,
+                          add_tools=lambda s: nt.register(s.tools, book, lambda: True))
+        reply = agent.run(session, "do three things")
+        assert reply.proposal is session.pending and reply.proposal.kind == "tool"
+        assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed
+        outcome = confirmation.decide(session, None, ok=True)
+        assert book.ran == ["x = 1"] and session.pending is None
+        with pytest.raises(actions.ActionError):
+            confirmation.decide(session, None, ok=True)  # a second Confirm finds nothing
+        final = agent.resume(session, outcome.action, outcome.result)
+        assert final.text == "FINAL" and book.ran == ["x = 1"]
+        sent = server.chat_requests()[-1]["messages"]
+        assert any("RESULT-OF x = 1" in (m.get("content") or "") for m in sent)
+        assert_consistent(session.conversation)
+        results = {m["tool_call_id"]: m["content"] for m in session.conversation
+                   if m["role"] == "tool"}
+        assert results["b"].startswith("The code ran without an error")
+        assert results["c"].startswith("Error: not run")
+        assert not results["a"].startswith("Error")

@@ -1,0 +1,284 @@
+"""The notebook tools in real kernels: the Lily kernel and ``%load_ext lily`` in python3.
+
+Each kernel talks over HTTP to a ScriptedServer this process runs; each test
+queues what the "model" calls and reads, in the server's recorded requests,
+the tool results exactly as the model received them. Both kernels run every
+test (``face`` is the parameter): Python cells are ``%%python`` in the Lily
+kernel and plain in python3; requests are prose there and ``%%lily`` here.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from lily_kernel.testing.server import ScriptedServer
+from agent_support import assert_consistent
+
+from kernel_support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
+
+
+@pytest.fixture(scope="module")
+def script():
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def server(script):
+    with ScriptedServer(script) as s:
+        yield s
+
+
+class Face:
+    """One kernel and how its cells are written."""
+
+    def __init__(self, kernel: Kernel, name: str) -> None:
+        self.kernel, self.name = kernel, name
+
+    def py(self, code: str, **kw):
+        cell = f"%%python\n{code}" if self.name == "lily" else code
+        return self.kernel.run(cell, **kw)
+
+    def ask(self, text: str, **kw):
+        cell = text if self.name == "lily" else f"%%lily\n{text}"
+        return self.kernel.run(cell, **kw)
+
+    def cmd(self, line: str, **kw):
+        return self.kernel.run(line, **kw)
+
+
+@pytest.fixture(scope="module", params=["lily", "python3"])
+def face(request, tmp_path_factory, ipython_dir, server):
+    world = scripted_kernel_world(tmp_path_factory.mktemp(f"nbtools-{request.param}"),
+                                  ipython_dir, server.url)
+    kernel = Kernel(request.param, world)
+    f = Face(kernel, request.param)
+    if request.param == "python3":
+        assert kernel.run("%load_ext lily").status == "ok"
+    yield f
+    kernel.shutdown()
+
+
+@pytest.fixture
+def turns(script, face):
+    script.turns.clear()
+    yield script.turns
+    assert not script.turns, f"turns left unused: {list(script.turns)}"
+
+
+def call(name: str, args: dict, id: str) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
+
+
+def tool_result(server: ScriptedServer, call_id: str) -> str:
+    """The result of ``call_id`` as the model received it (in the latest request holding it)."""
+    for req in reversed(server.chat_requests()):
+        for m in req["messages"]:
+            if m.get("role") == "tool" and m.get("tool_call_id") == call_id:
+                return m["content"]
+    raise AssertionError(f"no request carried a result for {call_id}")
+
+
+def ask_tool(face: Face, server, turns, name: str, args: dict, id: str, answer: str = "done"):
+    turns.extend([call(name, args, id), answer])
+    run = face.ask(f"use {name}")
+    assert run.status == "ok", run.messages
+    return tool_result(server, id), run
+
+
+def offered(server: ScriptedServer) -> set[str]:
+    return {t["function"]["name"] for t in server.chat_requests()[-1].get("tools", [])}
+
+
+def conversation(face: Face) -> list[dict]:
+    run = face.py("import json as _j, lily as _l\nprint(_j.dumps(_l.session().conversation))")
+    return json.loads(run.stdout)
+
+
+# -- seeing the notebook -----------------------------------------------------------------
+
+def test_list_variables_names_types_shapes_and_hides_secrets(face, server, turns):
+    face.py("import pandas as pd, numpy as np\n"
+            "df = pd.DataFrame({'city': ['Oslo', 'Lima', None], 'temp': [3.5, 19.0, None]})\n"
+            "arr = np.zeros((3, 224, 224))\nitems = list(range(37))\ntext = 'x' * 1204\n"
+            "api_key = 'sk-SECRETVALUE'\nmy_token = 'TOKENVALUE'\ndb_password = 'PW'\n"
+            "def helper(): pass\nclass Thing: pass\n_private = 1")
+    result, _ = ask_tool(face, server, turns, "list_variables", {}, "lv1")
+    assert "df: DataFrame 3×2" in result
+    assert "arr: ndarray float64 (3, 224, 224)" in result
+    assert "items: list[37]" in result and "text: str[1,204]" in result
+    assert "3 hidden" in result
+    for secret in ("api_key", "my_token", "db_password", "SECRETVALUE", "TOKENVALUE"):
+        assert secret not in result
+    for left_out in ("helper", "Thing", "_private", "pd:", "np:", "In:", "Out:", "get_ipython"):
+        assert left_out not in result
+    with_callables, _ = ask_tool(face, server, turns, "list_variables",
+                                 {"include_callables": True}, "lv2")
+    assert "helper: function" in with_callables and "Thing: type" in with_callables
+
+
+def test_inspect_variable_dataframe_array_and_secret(face, server, turns):
+    result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "df"}, "iv1")
+    assert "3 rows × 2 columns" in result and "temp: float64" in result
+    assert "nulls per column: city=1, temp=1" in result and "Oslo" in result
+    result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "arr"}, "iv2")
+    assert "shape (3, 224, 224), dtype float64" in result and "min 0.0, max 0.0, mean 0.0" in result
+    result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "api_key"}, "iv3")
+    assert result.startswith("Error:") and "SECRETVALUE" not in result
+
+
+def test_slow_repr_ends_as_too_slow_within_the_bound(face, server, turns):
+    face.py("import time as _t\nclass Slow:\n    def __repr__(self):\n        _t.sleep(30)\n"
+            "        return 'never'\nslow = Slow()")
+    started = time.monotonic()
+    result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "slow"}, "iv5")
+    assert "too slow to show" in result
+    assert time.monotonic() - started < 8  # the bound is 1 s; the rest is two model round trips
+    run = face.py("print(1 + 1)")  # the kernel is fine afterwards
+    assert run.stdout.strip() == "2"
+
+
+def test_ten_thousand_variables_answer_fast_and_bounded(face, server, turns):
+    face.py("for _i in range(10_000):\n    globals()[f'v{_i}'] = _i")
+    run = face.py("import time as _t, lily as _l\n"
+                  "_s = _t.perf_counter(); _r = _l.session().tools.get('list_variables')()\n"
+                  "print(round((_t.perf_counter() - _s) * 1000, 1)); print(len(_r))")
+    ms, chars = (float(x) for x in run.stdout.split())
+    assert ms < 50, f"list_variables took {ms} ms over 10,000 variables"
+    assert chars <= 8_100
+    result, _ = ask_tool(face, server, turns, "list_variables", {}, "lv3")
+    assert "older ones not listed" in result and len(result) <= 8_100
+    face.py("for _i in range(10_000):\n    del globals()[f'v{_i}']")
+
+
+def test_inspect_is_bounded_in_characters(face, server, turns):
+    face.py("huge = {f'k{i}': 'y' * 5000 for i in range(1000)}\nlong_text = 'z' * 1_000_000")
+    for name, cid in (("huge", "iv6"), ("long_text", "iv7")):
+        result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": name}, cid)
+        assert len(result) <= 4_100, (name, len(result))
+
+
+def test_read_cells_and_last_error_after_a_failed_cell(face, server, turns):
+    face.py("print('CELL-OUTPUT-MARK')")
+    failed = face.py("numbers = [1, 2]\nnumbers[5]")
+    assert failed.status == "error"
+    result, _ = ask_tool(face, server, turns, "last_error", {}, "le1")
+    assert "numbers[5]" in result and "IndexError: list index out of range" in result
+    assert "\x1b[" not in result and "Traceback" in result
+    cells, _ = ask_tool(face, server, turns, "read_cells", {"last": 5}, "rc1")
+    assert "print('CELL-OUTPUT-MARK')" in cells and "CELL-OUTPUT-MARK\n" in cells
+    assert "numbers[5]" in cells
+    assert "use read_cells" not in cells  # the asking cell itself is not one of them
+
+
+def test_propose_cell_sends_the_set_next_input_payload(face, server, turns):
+    turns.extend([call("propose_cell", {"code": "df.describe()"}, "pc1"), "Proposed below."])
+    run = face.ask("propose a cell")
+    assert run.status == "ok"
+    payloads = run.reply.get("payload", [])
+    assert {"source": "set_next_input", "text": "df.describe()", "replace": False} in payloads
+    assert "nothing ran" in tool_result(server, "pc1")
+
+
+# -- run_python: only after the user confirms ---------------------------------------------
+
+def counter(face: Face) -> int:
+    return int(face.py("print(globals().get('run_count', 0))").stdout.strip())
+
+
+def propose_run(face: Face, turns, id: str, code: str = "run_count = globals().get('run_count', 0) + 1\nprint('RAN', run_count)"):
+    turns.append(call("run_python", {"code": code}, id))
+    run = face.ask("run it")
+    assert run.status == "ok", run.messages
+    cards = [d for d in run.displays if "Confirm run_python" in d.get("text/markdown", "")]
+    assert len(cards) == 1, run.displays
+    assert "```python\n" + code in cards[0]["text/markdown"]
+    return run, cards[0]
+
+
+def test_run_python_waits_then_runs_once_on_confirm(face, server, turns):
+    before = counter(face)
+    requests = len(server.chat_requests())
+    propose_run(face, turns, "rp1")
+    assert counter(face) == before  # nothing ran before Confirm
+    assert len(server.chat_requests()) == requests + 1
+    turns.append({"expect": {"contains": "RAN"}, "content": "It printed RAN."})
+    done = face.cmd("/confirm")
+    assert done.status == "ok", done.messages
+    assert "RAN" in done.stdout
+    assert any("It printed RAN." in d.get("text/markdown", "") for d in done.displays)
+    assert counter(face) == before + 1
+    assert "RAN" in tool_result(server, "rp1")
+    assert face.cmd("/confirm").error_line() == "Error: nothing is waiting for confirmation."
+    assert counter(face) == before + 1
+    assert_consistent(conversation(face))
+
+
+def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, turns):
+    before = counter(face)
+    run, card = propose_run(face, turns, "rp2")
+    opened = {m["content"]["comm_id"]: m["content"]["data"]["state"]
+              for m in run.of_type("comm_open")}
+    buttons = {s.get("description"): cid for cid, s in opened.items()
+               if s.get("_model_name") == "ButtonModel"}
+    assert WIDGET_MIME in card and set(buttons) == {"Confirm", "Cancel"}
+    assert counter(face) == before
+    turns.append({"expect": {"contains": "RAN"}, "content": "BUTTON-ANSWER"})
+
+    def click(comm_id: str) -> str:
+        kernel = face.kernel
+        msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "custom", "content": {"event": "click"}}})
+        kernel.kc.shell_channel.send(msg)
+        updates = kernel.iopub_until_idle(msg["header"]["msg_id"], timeout=20)
+        return " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
+                        for m in updates if m["msg_type"] == "comm_msg")
+
+    shown = click(buttons["Confirm"])
+    assert "RAN" in shown and "BUTTON-ANSWER" in shown, shown
+    assert counter(face) == before + 1
+    again = click(buttons["Confirm"])
+    assert "nothing is waiting for confirmation" in again
+    assert counter(face) == before + 1
+    assert_consistent(conversation(face))
+
+
+def test_cancel_records_declined_by_the_user(face, server, turns):
+    before = counter(face)
+    propose_run(face, turns, "rp3")
+    done = face.cmd("/cancel")
+    assert done.status == "ok"
+    assert counter(face) == before
+    conv = conversation(face)
+    assert_consistent(conv)
+    assert [m["content"] for m in conv if m.get("tool_call_id") == "rp3"] == ["declined by the user"]
+
+
+def test_a_new_prose_cell_declines_the_waiting_call(face, server, turns):
+    before = counter(face)
+    propose_run(face, turns, "rp4")
+    turns.append({"expect": {"contains": "something else"}, "content": "OK, moving on."})
+    run = face.ask("something else")
+    assert run.status == "ok"
+    assert counter(face) == before
+    assert tool_result(server, "rp4") == "declined by the user"
+    assert_consistent(server.chat_requests()[-1]["messages"][1:])
+    assert face.cmd("/confirm").error_line() == "Error: nothing is waiting for confirmation."
+
+
+# -- usage ---------------------------------------------------------------------------------
+
+def test_usage_in_the_footer_when_reported_and_nothing_when_not(face, server, turns):
+    turns.append({"content": "NO-USAGE-ANSWER"})
+    run = face.ask("no usage please")
+    md = [d["text/markdown"] for d in run.displays if "NO-USAGE-ANSWER" in d.get("text/markdown", "")]
+    assert md and "tokens" not in md[0]
+    assert server.chat_requests()[-1]["stream_options"] == {"include_usage": True}
+    turns.append({"content": "USAGE-ANSWER", "usage": {"prompt_tokens": 1234, "completion_tokens": 56}})
+    run = face.ask("with usage")
+    md = [d["text/markdown"] for d in run.displays if "USAGE-ANSWER" in d.get("text/markdown", "")]
+    assert "tokens: 1,234 prompt + 56 completion" in md[0]
+    model = face.cmd("/model")
+    text = model.displays[0]["text/plain"]
+    assert "1,234 prompt + 56 completion tokens over 1 model call" in text
