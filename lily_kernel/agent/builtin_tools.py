@@ -2,7 +2,7 @@
 
 ``read``, ``write`` and ``list`` are the workspace file tools; ``scan_todos``
 backs the ``todo_scan`` skill (``/todos``) and ``compile_plan`` turns notes into
-the plan format of seed 000 without a model; both serve deterministic
+the plan format of docs/agent.md#tools without a model; both serve deterministic
 ``tool_dispatch`` skills. Every file operation goes through the session's
 :class:`~lily_kernel.agent.workspace_fs.WorkspaceFS` (docs/trust-boundary.md):
 no symlink followed, regular files only, protected paths refused, reads and
@@ -99,7 +99,7 @@ _BULLET_RE = re.compile(r"^([-*+]|\d+[.)]|\[[ xX]\])\s+")
 
 
 def compile_plan(input: str = "") -> str:
-    """Compile notes into a plan: Objective, Constraints, Phases, Steps (seed 000's format).
+    """Compile notes into a plan: Objective, Constraints, Phases, Steps (docs/agent.md#tools).
 
     The first line is the objective. Lines that start like a constraint ("must",
     "never", "without", "constraint:" ...) are constraints. Headings ("## ...")

@@ -1,4 +1,4 @@
-"""The agent loop: one request, at most one skill, tools under policy (SPEC §7).
+"""The agent loop: one request, at most one skill, tools under policy (docs/agent.md#the-loop).
 
 ``run`` sends persona + skills index + rules + the conversation + the request
 to the model, executes the tool calls it makes — ``load_skill`` (the body

@@ -1,4 +1,4 @@
-"""The system context: persona, then the skills index, then the rules (SPEC §7).
+"""The system context: persona, then the skills index, then the rules (docs/agent.md#system-context).
 
 The index lists model-invocable skills by name and summary only, in snapshot
 (name) order, within a character budget; when cut, a visible note says how

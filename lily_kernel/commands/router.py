@@ -1,4 +1,4 @@
-"""The deterministic command router (SPEC §4).
+"""The deterministic command router (docs/commands.md).
 
 A cell whose first non-blank line starts with ``/`` is a command. The name
 must match a built-in or a snapshot alias exactly; the rest of the first line

@@ -1,4 +1,4 @@
-"""Persona: the agent's Markdown files, read explicitly and capped (SPEC §6).
+"""Persona: the agent's Markdown files, read explicitly and capped (docs/session.md#persona).
 
 Files are looked up one by one, first hit wins:
 

@@ -1,4 +1,4 @@
-"""One session = one notebook (SPEC §5).
+"""One session = one notebook (docs/session.md#state).
 
 The session owns everything mutable: its snapshot, tools, persona, model
 configuration and conversation. Nothing is shared between two sessions, and

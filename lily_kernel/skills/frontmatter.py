@@ -1,6 +1,6 @@
 """Split a SKILL.md into YAML frontmatter and body, and parse the YAML safely.
 
-Rules (SPEC §2): a UTF-8 BOM is stripped, CRLF is accepted, frontmatter exists
+Rules (docs/skill-format.md#reading): a UTF-8 BOM is stripped, CRLF is accepted, frontmatter exists
 only when the first line is exactly ``---`` and ends at the next line that is
 exactly ``---``. The YAML must be a mapping; anchors, aliases and explicit tags
 are refused; frontmatter over 64 KiB and files over 256 KiB are errors.
@@ -93,7 +93,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict]:
 
 
 def parse_yaml(source: str) -> dict:
-    """Parse frontmatter YAML into a mapping, refusing what SPEC §2 refuses."""
+    """Parse frontmatter YAML into a mapping, refusing what docs/skill-format.md#reading refuses."""
     size = len(source) if source.isascii() else len(source.encode("utf-8"))
     if size > MAX_FRONTMATTER_BYTES:
         raise FrontmatterError(
@@ -106,7 +106,7 @@ def parse_yaml(source: str) -> dict:
 
 
 def _load_yaml(source: str) -> dict:
-    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what SPEC §2 refuses."""
+    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what docs/skill-format.md#reading refuses."""
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:

@@ -1,4 +1,4 @@
-"""Discover skills in the roots and build a snapshot (SPEC §3, seed 002).
+"""Discover skills in the roots and build a snapshot (docs/loader.md).
 
 discovery (immediate children, sorted) → precedence (workspace > user >
 bundled) → parse the winner → exclusion rules → eligibility → index. A bad

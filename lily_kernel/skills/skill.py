@@ -1,6 +1,6 @@
 """Parse one skill directory's SKILL.md into an immutable :class:`Skill`.
 
-Every rule of SPEC §2 that can be checked from the file alone lives here; the
+Every rule of docs/skill-format.md that can be checked from the file alone lives here; the
 rules that need the other skills or the tool registry (built-in command
 collisions, alias clashes, ``command_tool`` registration, eligibility) live in
 :mod:`lily_kernel.skills.loader`.
@@ -69,7 +69,7 @@ class Skill:
     disable_model_invocation: bool = False
     unknown_keys: tuple[str, ...] = ()
     frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (seed 004)
+    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (docs/typed-skills.md#declaration)
     openclaw: Any = None  # an openclaw.OpenClawGate when metadata.openclaw (or older) gates it
 
     @property
@@ -354,7 +354,7 @@ def _eligibility(value: Any) -> Eligibility:
             bad = [o for o in os_list if o not in OS_NAMES]
             raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
                              f"(allowed: {', '.join(OS_NAMES)})")
-        if not os_list:  # an empty list means "no constraint", as in seed 000's example
+        if not os_list:  # an empty list means "no constraint", as in the v0 format's example (docs/skill-format.md#keys)
             os_list = None
     env = value.get("env")
     binaries = value.get("binaries")

@@ -1,4 +1,4 @@
-"""Typed skills at run time: validate → confirm → execute (SPEC §8, seed 004).
+"""Typed skills at run time: validate → confirm → execute (docs/typed-skills.md#confirmation).
 
 :func:`prepare` checks parameter values in code (types, constraints,
 resolvers) and computes exactly what would happen: the config changes of an

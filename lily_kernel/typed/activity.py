@@ -1,6 +1,6 @@
 """ActivityStreams activities for ``external`` skills, and their delivery.
 
-An ``external`` typed skill (SPEC §8, seed 004) ends in one side effect: an
+An ``external`` typed skill (docs/typed-skills.md#dispatch) ends in one side effect: an
 ActivityStreams 2.0 activity is built and dispatched. This module does both
 halves, with the standard library only.
 

@@ -1,4 +1,4 @@
-"""Typed skills (seed 004): sections, parameters, Config ACL, and value validation.
+"""Typed skills (docs/typed-skills.md#declaration): sections, parameters, Config ACL, and value validation.
 
 A SKILL.md body with a ``Type`` section is a typed skill. Its sections are
 headings named ``Purpose``, ``Type``, ``Config ACL`` (internal only),

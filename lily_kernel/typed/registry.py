@@ -1,6 +1,6 @@
 """Config Registry: persistent dotted-path settings, changed only within a skill's Config ACL.
 
-"Internal" typed skills (seed 004) change settings such as ``messaging.rcs.read_receipts``.
+"Internal" typed skills (docs/typed-skills.md#config-registry) change settings such as ``messaging.rcs.read_receipts``.
 Each skill declares a Config ACL, two lists of dotted paths::
 
     write: ['messaging.rcs.read_receipts']

@@ -1,4 +1,4 @@
-"""The agent loop (SPEC §7) against a real ScriptedServer over HTTP on 127.0.0.1.
+"""The agent loop (docs/agent.md) against a real ScriptedServer over HTTP on 127.0.0.1.
 
 Every test runs Lily's real loop (``agent.run`` with a real :class:`Session`)
 and the real ``openai`` client against :class:`lily_kernel.testing.server.ScriptedServer`,

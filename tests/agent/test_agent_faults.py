@@ -1,4 +1,4 @@
-"""Endpoint and configuration faults through the real HTTP path (SPEC §7).
+"""Endpoint and configuration faults through the real HTTP path (docs/agent.md).
 
 Each fault ends the request with an :class:`AgentError` whose message is one
 clear line, and the SAME session answers the next request correctly, with a

@@ -1,4 +1,4 @@
-"""SPEC §7 (tools part): registry, policy, and path confinement of the workspace tools."""
+"""docs/agent.md#tools: registry, policy, and path confinement of the workspace tools."""
 from __future__ import annotations
 
 

@@ -1,4 +1,4 @@
-"""SPEC §4: the deterministic command router."""
+"""docs/commands.md: the deterministic command router."""
 from __future__ import annotations
 
 import json

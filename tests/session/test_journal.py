@@ -1,4 +1,4 @@
-"""SPEC §5: the append-only session journal."""
+"""docs/session.md#journal: the append-only session journal."""
 from __future__ import annotations
 
 import json

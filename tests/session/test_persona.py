@@ -1,4 +1,4 @@
-"""SPEC §6: persona files, their order, overrides, agents and the per-file cap."""
+"""docs/session.md#persona: persona files, their order, overrides, agents and the per-file cap."""
 from __future__ import annotations
 
 from pathlib import Path

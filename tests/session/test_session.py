@@ -1,4 +1,4 @@
-"""SPEC §5: the session model, and two sessions that share no mutable state."""
+"""docs/session.md#state: the session model, and two sessions that share no mutable state."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""Seed 000 §6 (exclusion rules) and seed 002 §§3-9 (the loader contract)."""
+"""docs/loader.md: the exclusion rules and the loader contract."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from lily_kernel.skills.snapshot import DIAGNOSTIC_KINDS
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 
-# -- seed 000 §6: a skill must be excluded if ... ----------------------------------------
+# -- docs/loader.md#exclusion: a skill must be excluded if ... ----------------------------------------
 
 def test_skill_md_missing(env):
     (env.ws_skills / "empty_skill").mkdir()
@@ -135,7 +135,7 @@ def test_a_bad_skill_never_fails_the_load(env):
     assert {d.skill for d in snap.diagnostics if d.kind == "skill_error"} == {"bad1", "bad2", "Bad3"}
 
 
-# -- seed 002 §3: discovery ----------------------------------------------------------
+# -- docs/loader.md#discovery ----------------------------------------------------------
 
 def test_only_immediate_children_are_discovered(env):
     env.write_skill(env.ws_skills / "group", "nested_skill", "summary: two levels down")
@@ -223,7 +223,7 @@ def test_skill_md_symlinked_outside_the_skill_folder_is_refused(env, tmp_path):
     assert "symlink" in env.diag(snap, "skill_error", "sneaky").reason
 
 
-# -- seed 002 §6: index -------------------------------------------------------------
+# -- docs/loader.md#snapshot: index -------------------------------------------------------------
 
 def test_index_is_sorted_by_code_point(env):
     for name in ["zeta", "alpha", "mid_dle", "mid-dle", "b2", "b10", "a"]:
@@ -248,7 +248,7 @@ def test_index_entry_fields(env):
     assert skill.body == "BODY TEXT\n" and "command: ent" in skill.text
 
 
-# -- seed 002 §9: loader errors vs skill errors vs ineligible ------------------------------
+# -- docs/loader.md#errors: loader errors vs skill errors vs ineligible ------------------------------
 
 def test_three_kinds_of_failure_are_distinguished(env, tmp_path):
     env.write_skill(env.ws_skills, "malformed", "summary: [x")

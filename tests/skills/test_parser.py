@@ -1,4 +1,4 @@
-"""SPEC §2: parsing one SKILL.md (frontmatter rules, keys, types, names)."""
+"""docs/skill-format.md: parsing one SKILL.md (frontmatter rules, keys, types, names)."""
 from __future__ import annotations
 
 import pytest

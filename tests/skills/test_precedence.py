@@ -1,4 +1,4 @@
-"""Seed 002 §§4-5: workspace > user > bundled, eligibility after precedence, no fallback,
+"""docs/loader.md#precedence: workspace > user > bundled, eligibility after precedence, no fallback,
 and results that never depend on the order the OS lists a folder in."""
 from __future__ import annotations
 

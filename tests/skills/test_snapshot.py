@@ -1,4 +1,4 @@
-"""Seed 002 §7 and SPEC §3: what a snapshot holds, its stability within a session,
+"""docs/loader.md#snapshot: what a snapshot holds, its stability within a session,
 explicit /reload_skills, and the alias rules."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed skills (seed 004, SPEC §2): declarations, parameter values, the contact resolver.
+"""Typed skills (docs/typed-skills.md#declaration): declarations, parameter values, the contact resolver.
 
 Declarations are loaded through the real loader (``build_snapshot`` over a
 temporary skill root): a malformed one must exclude its skill with a

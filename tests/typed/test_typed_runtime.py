@@ -1,4 +1,4 @@
-"""Typed skills at run time (SPEC §8, seed 004): ACL, confirmation, programmatic calls, dispatch.
+"""Typed skills at run time (docs/typed-skills.md): ACL, confirmation, programmatic calls, dispatch.
 
 Everything is real: a :class:`Session` over a temporary workspace (its own
 ``contacts.yaml``, Config Registry and outbox SQLite files), the bundled
