@@ -149,7 +149,7 @@ class Session:
     def outbox(self):
         """The workspace's ActivityPub outbox store (typed external skills), opened on first use."""
         if self._outbox is None:
-            from lily_kernel.typed.activity import Outbox
+            from lily_kernel.typed.outbox import Outbox
             self._outbox = Outbox.for_workspace(self.workspace)
         return self._outbox
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from lily_kernel.typed.activity import Outbox
+from lily_kernel.typed.outbox import Outbox
 from lily_kernel.testing.server import ScriptedServer
 
 from kernel_support import WIDGET_MIME, Kernel, Script, scripted_kernel_world

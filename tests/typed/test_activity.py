@@ -15,8 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lily_kernel.typed.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, Delivery, DispatchError,
-                                  Outbox, build_activity, new_activity_id)
+from lily_kernel.typed.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, DispatchError,
+                                        build_activity, new_activity_id)
+from lily_kernel.typed.outbox import Delivery, Outbox
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"

@@ -291,7 +291,7 @@ def test_bad_outbox_settings_are_one_error_line(world, table, words):
 
 
 def world_outbox_status(world: World, activity_id: str) -> str:
-    from lily_kernel.typed.activity import Outbox
+    from lily_kernel.typed.outbox import Outbox
     return Outbox.for_workspace(world.workspace).get(activity_id)["status"]
 
 

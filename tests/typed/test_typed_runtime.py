@@ -24,7 +24,8 @@ from lily_kernel.agent import confirmation
 from lily_kernel.typed import actions
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
-from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE, Outbox
+from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
+from lily_kernel.typed.outbox import Outbox
 from lily_kernel.typed.registry import ConfigRegistry
 from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
 from lily_kernel.session.session import Session
