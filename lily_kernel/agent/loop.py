@@ -254,6 +254,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     try:
         for step in range(1, MAX_STEPS + 1):
             turn_start = len(pending)
+            emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             turn = model.complete(client, config, [system, *session.conversation, *pending],
                                   tools, on_text)
             pending.append(turn.message())
