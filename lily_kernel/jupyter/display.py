@@ -145,12 +145,21 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
     return "\n".join(parts)
 
 
+# Once the kernel that drew a filter is gone, JupyterLab and Notebook 7 show "Error
+# displaying widget: model not found" in its place (the renderer marks its own node
+# .jupyter-widgets; a live view is a child of it). The table hides that one output, right
+# before a Lily table. Trusted notebooks only: an untrusted one drops <style>, and the
+# line stays, harmless.
+_HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.jupyter-widgets)"
+                     ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
+
+
 def skills_bundle(result: SkillTable) -> dict:
     """The /skills table itself: text and HTML only, so it survives a restart."""
     key = _key(result)
     body = skills_html(result.snapshot, result.show_all)
     if key is not None:
-        body = f"<div class='lily-skills lily-skills-{key}'>\n{body}\n</div>"
+        body = f"{_HIDE_DEAD_FILTER}\n<div class='lily-skills lily-skills-{key}'>\n{body}\n</div>"
     return {"text/plain": render.text(result), "text/html": body}
 
 
