@@ -247,9 +247,37 @@ def _display_result(result, confirm=None) -> None:
     from lily_kernel.jupyter.display import bundle, filter_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
         live = filter_bundle(result)
-        if live is not None:
-            display(live, raw=True)
+        with _nothing_to_flush():
+            if live is not None:
+                display(live, raw=True)
+            display(bundle(result), raw=True)
+        return
     display(bundle(result, confirm=confirm), raw=True)
+
+
+class _nothing_to_flush:
+    """Skip ipykernel's stream flush before the two displays of /skills.
+
+    Each display first flushes stdout and stderr, a wait on the IO thread each
+    (~0.4 ms). /skills prints nothing itself and ipykernel flushed the streams
+    when the last cell ended, so there is nothing to flush; /skills is
+    benchmarked (bench/README.md). At worst, text a Python cell printed just
+    before ``%lily /skills`` shows after the table. Outside ipykernel: a no-op.
+    """
+
+    def __enter__(self):
+        from IPython import get_ipython
+        shell = get_ipython()
+        self.pub = getattr(shell, "display_pub", None)
+        if not hasattr(type(self.pub), "_flush_streams"):
+            self.pub = None
+        else:
+            self.pub._flush_streams = lambda: None
+        return self
+
+    def __exit__(self, *exc):
+        if self.pub is not None:
+            self.pub.__dict__.pop("_flush_streams", None)
 
 
 def _show_command_error(shell, etype, value, tb, tb_offset=None):

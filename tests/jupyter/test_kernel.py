@@ -175,6 +175,14 @@ def test_skills_table_is_html_and_its_filter_a_widget_apart(start_kernel):
     assert data2["text/html"] == data["text/html"]
 
 
+def test_after_skills_output_keeps_its_order(lily):
+    """/skills skips the stream flush of its displays; later cells flush as usual."""
+    skills_displays(lily.run("/skills"))
+    run = lily.ok("%%python\nfrom IPython.display import display\n"
+                  "print('FIRST', flush=False)\ndisplay('SECOND')")
+    assert [m["msg_type"] for m in run.outputs] == ["stream", "display_data"], run.outputs
+
+
 def test_skills_all_lists_excluded_skills_with_reasons(start_kernel, world):
     write_skill(world.ws_skills, "broken", "invocation_mode: bogus")
     write_skill(world.ws_skills, "needs_tool", "invocation_mode: tool_dispatch\n"
