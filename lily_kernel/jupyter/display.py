@@ -167,7 +167,8 @@ def filter_bundle(result: SkillTable) -> dict | None:
     """The live filter of a /skills table, a display of its own (None without ipywidgets).
 
     Its ``text/plain`` is empty: a front end without widgets shows nothing for it, and
-    one that had widgets shows "model not found" only here, never in place of the table.
+    once its kernel is gone, "model not found" appears here (hidden by the table's
+    HTML in JupyterLab), never in place of the table.
     """
     view = skills_widget(result)
     if view is None:

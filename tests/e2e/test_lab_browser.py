@@ -168,3 +168,12 @@ def test_quickstart_run_all(lab, page):
     expect(errors).to_have_count(1)  # the deliberate /skils typo, as one line
     expect(errors).to_have_text(re.compile(r"^Error: unknown command /skils\."))
     expect(page.locator(".lily-skills table")).to_be_visible()
+
+
+def test_the_launcher_shows_lilys_logo(lab, page):
+    page.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    card = page.locator(".jp-LauncherCard[data-category='Notebook']", has_text="Lily")
+    expect(card).to_be_visible(timeout=LONG)
+    logo = card.locator("img")
+    expect(logo).to_have_attribute("src", re.compile(r"/kernelspecs/lily/logo-"))
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=logo.element_handle())
