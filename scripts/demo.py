@@ -58,8 +58,13 @@ def main(argv: list[str]) -> int:
     print(f"Lily demo: executing {path.name} headless on the '{kernel}' kernel "
           "(no API key needed for commands).\n")
     with tempfile.TemporaryDirectory(prefix="lily-demo-") as sockets:
-        NotebookClient(nb, km=local_kernel(kernel, sockets), timeout=120, allow_errors=True,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        km = local_kernel(kernel, sockets)
+        try:
+            NotebookClient(nb, km=km, timeout=120, allow_errors=True,
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:  # nbclient shuts down only the kernels it made itself
+            if km.has_kernel:
+                km.shutdown_kernel()
     text, unexpected = transcript(nb)
     print(text)
     if unexpected:
