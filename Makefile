@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lily-installed
 
-.PHONY: all venv test demo bench golden clean
+.PHONY: all venv test demo lab bench golden clean
 
 all: test
 
@@ -19,12 +19,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m lily_kernel install --sys-prefix
 	touch $(STAMP)
 
-# One pytest run: the unit and kernel tests, and nbval over the golden notebooks.
+# One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
+# Debian's Chromium is installed) and nbval over the golden notebooks.
 test: $(STAMP)
+	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
+	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
+
+# The quickstart in JupyterLab, on the Lily kernel (JupyterLab comes with the test extra;
+# installed here if it is missing).
+lab: $(STAMP)
+	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet jupyterlab
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/quickstart.ipynb
 
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py

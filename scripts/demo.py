@@ -9,7 +9,9 @@ expected to fail; any other failure makes the demo exit 1.
 """
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -55,15 +57,39 @@ def main(argv: list[str]) -> int:
     kernel = nb.metadata.get("kernelspec", {}).get("name", "lily")
     print(f"Lily demo: executing {path.name} headless on the '{kernel}' kernel "
           "(no API key needed for commands).\n")
-    NotebookClient(nb, timeout=120, allow_errors=True, kernel_name=kernel,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    with tempfile.TemporaryDirectory(prefix="lily-demo-") as sockets:
+        km = local_kernel(kernel, sockets)
+        try:
+            NotebookClient(nb, km=km, timeout=120, allow_errors=True,
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:  # nbclient shuts down only the kernels it made itself
+            if km.has_kernel:
+                km.shutdown_kernel()
     text, unexpected = transcript(nb)
     print(text)
     if unexpected:
         print(f"{unexpected} cell(s) failed unexpectedly.", file=sys.stderr)
         return 1
-    print("Demo finished: every cell behaved as expected.")
+    print("Demo finished: every cell behaved as expected.\n")
+    print(NEXT)
     return 0
+
+
+NEXT = """Next:
+  make lab            open this notebook in JupyterLab on the Lily kernel
+                      (installs JupyterLab into .venv the first time)
+  .venv/bin/lily      the same commands in a terminal: .venv/bin/lily run /skills
+  make test           the tests, including the real-browser suite when Chromium is installed"""
+
+
+def local_kernel(name: str, folder: str):
+    """A kernel manager whose kernel talks over Unix sockets in ``folder``.
+
+    The demo's kernel is a child of this process: IPC transport is the right one,
+    and it spares the transcript ipykernel's warning about unencrypted TCP.
+    """
+    from jupyter_client.manager import KernelManager
+    return KernelManager(kernel_name=name, transport="ipc", ip=os.path.join(folder, "kernel"))
 
 
 if __name__ == "__main__":

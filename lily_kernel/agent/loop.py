@@ -356,6 +356,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
+            emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             turn = model.complete(client, config, [system, *session.conversation, *pending],
                                   tools, on_text, max_chars=session.limits.answer_chars)
             usage = _add_usage(usage, turn.usage)

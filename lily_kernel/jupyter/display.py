@@ -1,13 +1,16 @@
 """Jupyter renderings of command results: MIME bundles and the /skills widget.
 
 Every bundle carries ``text/plain`` (console, logs) and ``text/markdown`` or
-``text/html`` (nbconvert, GitHub); the ``/skills`` table adds an ipywidgets
-view with a text filter, in the same bundle, so a live front end shows the
-widget and everything else still reads well.
+``text/html`` (nbconvert, GitHub). The ``/skills`` table is plain HTML of its
+own, so a saved notebook shows it after a kernel restart (JupyterLab's widget
+renderer never falls back to another MIME type when a widget's model is gone);
+only its live filter is an ipywidget, displayed apart (docs/jupyter-display.md).
 """
 from __future__ import annotations
 
 import html
+import re
+import uuid
 
 from lily_kernel.commands import render
 from lily_kernel.commands.results import ActionCard, SkillTable
@@ -22,7 +25,7 @@ def bundle(result, confirm=None) -> dict:
     bundle then carries Confirm / Cancel buttons that call it.
     """
     if isinstance(result, SkillTable):
-        return skills_bundle(result, widget=True)
+        return skills_bundle(result)
     data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
     if isinstance(result, ActionCard) and confirm is not None:
         view = card_widget(result, confirm)
@@ -42,11 +45,12 @@ def card_html(card: ActionCard) -> str:
     title = f"<p><b>Confirm {html.escape(a.skill)}</b> ({a.kind})"
     title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title, _html_table(("parameter", "value"),
-                                [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()])]
+                                [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
+                                styled=True)]
     if a.kind == "internal":
         parts.append(_html_table(("setting", "now", "after"),
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
-                                   json.dumps(v)) for p, v in a.changes.items()]))
+                                   json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
         parts.append(f"<p>Sends a <b>{html.escape(a.activity['type'])}</b> activity to "
                      f"{html.escape(a.target)}:</p><pre>"
@@ -101,8 +105,7 @@ def card_widget(card: ActionCard, confirm):
                 line = error_line(exc)
                 status.value = f"<p style='color:#b00'>{html.escape(line)}</p>"
                 return
-            status.value = ("<pre style='white-space:pre-wrap'>"
-                            f"{html.escape(render.text(outcome))}</pre>")
+            status.value = markdown_html(render.markdown(outcome))
         return handler
 
     yes.on_click(click(True))
@@ -110,48 +113,119 @@ def card_widget(card: ActionCard, confirm):
     return w.VBox([w.HTML(card_html(card)), w.HBox([yes, no]), status])
 
 
-def _html_table(headers, rows, filt: str = "") -> str:
+# Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own
+# (theme variables, so dark themes work; plain colours elsewhere).
+_CELL = ("text-align:left;padding:2px 10px;"
+         "border:1px solid var(--jp-border-color2,#ccc)")
+_HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
+
+
+def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
     f = filt.lower().strip()
     shown = [r for r in rows if not f or any(f in str(c).lower() for c in r)]
-    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(c))}</td>"
+    th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
+    head = "".join(f"<th style='{th}'>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='{td}'>{html.escape(str(c))}</td>"
                                     for c in r) + "</tr>" for r in shown)
-    return f"<table class='lily-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    style = " style='border-collapse:collapse;margin:4px 0'" if styled else ""
+    return (f"<table class='lily-table'{style}><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
-def skills_html(snap: Snapshot, show_all: bool, filt: str = "") -> str:
+def _inline(text: str) -> str:
+    """`code` and **bold** of one escaped line of short Markdown."""
+    out = html.escape(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def markdown_html(md: str) -> str:
+    """Short Markdown (paragraphs, pipe tables, `code`, **bold**) as styled HTML.
+
+    Action outcomes are Markdown (as ``/confirm`` shows them); a widget holds HTML, so
+    the card's Confirm button shows the same table through this.
+    """
+    parts: list[str] = []
+    for block in re.split(r"\n\s*\n", md.strip()):
+        lines = block.strip().splitlines()
+        if len(lines) >= 2 and lines[0].startswith("|") and set(lines[1]) <= set("|-: "):
+            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", ln.strip())[1:-1]]
+                     for ln in lines if ln.strip()]
+            head = "".join(f"<th style='{_HEAD}'>{_inline(c)}</th>" for c in cells[0])
+            body = "".join("<tr>" + "".join(f"<td style='{_CELL}'>{_inline(c)}</td>" for c in r)
+                           + "</tr>" for r in cells[2:])
+            parts.append("<table class='lily-table' style='border-collapse:collapse;margin:4px 0'>"
+                         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        else:
+            parts.append("<p>" + "<br>".join(_inline(ln) for ln in lines) + "</p>")
+    return "\n".join(parts)
+
+
+def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = False) -> str:
     parts = [f"<p><b>{html.escape(render.skills_heading(snap))}</b></p>",
-             _html_table(render.skill_columns(snap), render.skill_rows(snap), filt)]
+             _html_table(render.skill_columns(snap), render.skill_rows(snap), filt, styled)]
     if show_all:
         rows = render.excluded_rows(snap)
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")
-        parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt) if rows else "<p>(none)</p>")
+        parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt, styled)
+                     if rows else "<p>(none)</p>")
     elif snap.excluded():
         parts.append(f"<p>{len(snap.excluded())} skill(s) excluded; "
                      "<code>/skills --all</code> shows why.</p>")
     return "\n".join(parts)
 
 
-def skills_bundle(result: SkillTable, widget: bool = True) -> dict:
-    data = {"text/plain": render.text(result),
-            "text/html": skills_html(result.snapshot, result.show_all)}
-    if widget:
-        view = skills_widget(result)
-        if view is not None:
-            data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
-    return data
+# Once the kernel that drew a filter is gone, JupyterLab and Notebook 7 show "Error
+# displaying widget: model not found" in its place (the renderer marks its own node
+# .jupyter-widgets; a live view is a child of it). The table hides that one output, right
+# before a Lily table. Trusted notebooks only: an untrusted one drops <style>, and the
+# line stays, harmless.
+_HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.jupyter-widgets)"
+                     ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
+
+
+def skills_bundle(result: SkillTable) -> dict:
+    """The /skills table itself: text and HTML only, so it survives a restart."""
+    key = _key(result)
+    body = skills_html(result.snapshot, result.show_all)
+    if key is not None:
+        body = f"{_HIDE_DEAD_FILTER}\n<div class='lily-skills lily-skills-{key}'>\n{body}\n</div>"
+    return {"text/plain": render.text(result), "text/html": body}
+
+
+def filter_bundle(result: SkillTable) -> dict | None:
+    """The live filter of a /skills table, a display of its own (None without ipywidgets).
+
+    Its ``text/plain`` is empty: a front end without widgets shows nothing for it, and
+    once its kernel is gone, "model not found" appears here (hidden by the table's
+    HTML in JupyterLab), never in place of the table.
+    """
+    view = skills_widget(result)
+    if view is None:
+        return None
+    return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
+        "version_major": 2, "version_minor": 0, "model_id": view.model_id}}
 
 
 # One widget per (snapshot, --all): building one costs ~5 ms and a dozen comm
 # messages, so showing the same snapshot again displays another view of the
-# same model (its views stay in sync: it is the same table).
-_widgets: dict[tuple[int, bool], tuple[Snapshot, object]] = {}
+# same model (its views stay in sync: it is the same table). Each has a key that
+# the static tables of that snapshot carry as a CSS class.
+_widgets: dict[tuple[int, bool], tuple[Snapshot, object, str]] = {}
 _WIDGET_CACHE = 8
 
 
+def _key(result: SkillTable) -> str | None:
+    cached = _widgets.get((id(result.snapshot), result.show_all))
+    return cached[2] if cached is not None and cached[0] is result.snapshot else None
+
+
 def skills_widget(result: SkillTable):
-    """A filterable table: a Text box above an HTML table that follows it."""
+    """The filter: a Text box, and under it the matching rows while it is not empty.
+
+    While filtering, the view also carries a one-rule stylesheet that hides the static
+    tables of the same snapshot, so a person sees one table, filtered in place.
+    """
     snap, show_all = result.snapshot, result.show_all
     cached = _widgets.get((id(snap), show_all))
     if cached is not None and cached[0] is snap and getattr(cached[1], "comm", None) is not None:
@@ -160,16 +234,20 @@ def skills_widget(result: SkillTable):
         import ipywidgets as w
     except ImportError:  # pragma: no cover - ipywidgets is a dependency
         return None
+    key = uuid.uuid4().hex[:12]
     box = w.Text(placeholder="filter skills…", description="Filter",
                  layout=w.Layout(width="24em"))
-    table = w.HTML(skills_html(snap, show_all))
+    table = w.HTML("")
 
     def refilter(change) -> None:
-        table.value = skills_html(snap, show_all, change["new"])
+        text = change["new"]
+        table.value = "" if not text.strip() else (
+            f"<style>.lily-skills-{key} {{display: none}}</style>\n"
+            + skills_html(snap, show_all, text, styled=True))
 
     box.observe(refilter, names="value")
     view = w.VBox([box, table])
     if len(_widgets) >= _WIDGET_CACHE:
         _widgets.clear()
-    _widgets[(id(snap), show_all)] = (snap, view)
+    _widgets[(id(snap), show_all)] = (snap, view, key)
     return view

@@ -14,7 +14,9 @@ card, and Confirm (button or ``/confirm``) runs it and continues the request.
 """
 from __future__ import annotations
 
+import contextvars
 import os
+import threading
 import time
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -23,7 +25,7 @@ from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
 from lily_kernel.skills.loader import LoaderError
 from lily_kernel.commands.results import (ActionCard, ActionDone, Answer, CommandError,
-                                          ConfirmedRun, Notice, SkillRequest)
+                                          ConfirmedRun, Notice, SkillRequest, SkillTable)
 from lily_kernel.session.session import Session
 from lily_kernel.errors import command_error, error_line
 
@@ -226,18 +228,29 @@ class _LiveText:
 
     The final answer is a separate Markdown display. Ending the live display
     empty keeps saved notebooks (and nbval, which ignores display updates)
-    equal to what a front end shows after the request.
+    equal to what a front end shows after the request. While the model has not
+    answered, a waiting line ("waiting for gpt-4o-mini… 12 s") is updated in
+    place by one timer thread per model call, which stops on the first token
+    (docs/jupyter-display.md#waiting-indicator).
     """
 
     INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
+    WAIT_AFTER = 1.0  # seconds of silence before the waiting line appears
+    TICK = 1.0  # seconds between its updates
 
     def __init__(self) -> None:
         self.handle = None  # shown on the first token or event, so a request that fails
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
+        self.waiting = ""  # the waiting line, while the timer runs
+        self._timer: threading.Event | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def write(self, piece: str) -> None:
+        if self._timer is not None:
+            self._stop_waiting()
         self.parts.append(piece)
         now = time.monotonic()
         if now - self.last >= self.INTERVAL:
@@ -245,23 +258,59 @@ class _LiveText:
             self._show()
 
     def event(self, kind: str, data: dict) -> None:
+        if kind == "waiting":
+            self._start_waiting(data.get("model") or "the model")
+            return
+        self._stop_waiting()
         if kind == "skill":
             self.status = f"[using skill {data['name']}]"
         elif kind == "tool":
             self.status = f"[tool {data['name']}{'' if data['ok'] else ' refused'}]"
         self._show()
 
+    # -- the waiting line -----------------------------------------------------------
+    def _start_waiting(self, model: str) -> None:
+        self._stop_waiting()
+        stop = self._timer = threading.Event()
+        started = time.monotonic()
+        context = contextvars.copy_context()  # the cell's parent header, for the display
+
+        def tick() -> None:
+            while not stop.wait(self.WAIT_AFTER if not self.waiting else self.TICK):
+                with self._lock:
+                    if stop.is_set() or self._closed:
+                        return
+                    self.waiting = f"waiting for {model}… {time.monotonic() - started:.0f} s"
+                    self._show_locked()
+
+        threading.Thread(target=context.run, args=(tick,), name="lily-waiting",
+                         daemon=True).start()
+
+    def _stop_waiting(self) -> None:
+        stop, self._timer = self._timer, None
+        if stop is not None:
+            stop.set()
+            with self._lock:  # a tick in progress finishes before the line goes
+                self.waiting = ""
+
+    # -- the display ----------------------------------------------------------------
     def _show(self) -> None:
+        with self._lock:
+            self._show_locked()
+
+    def _show_locked(self) -> None:
         if self.handle is None:
             from IPython.display import display
             self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-        text = "".join(self.parts)
-        self.handle.update({"text/plain": f"{self.status}\n{text}" if self.status else text},
-                           raw=True)
+        lines = [line for line in (self.status, "".join(self.parts), self.waiting) if line]
+        self.handle.update({"text/plain": "\n".join(lines)}, raw=True)
 
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.update({"text/plain": ""}, raw=True)
+        self._stop_waiting()
+        with self._lock:
+            self._closed = True
+            if self.handle is not None:
+                self.handle.update({"text/plain": ""}, raw=True)
 
 
 def _redact_history(shell, install: bool) -> None:
@@ -299,8 +348,40 @@ def _redact_history(shell, install: bool) -> None:
 
 def _display_result(result, confirm=None) -> None:
     from IPython.display import display
-    from lily_kernel.jupyter.display import bundle
+    from lily_kernel.jupyter.display import bundle, filter_bundle
+    if isinstance(result, SkillTable):  # its live filter first, a display of its own
+        live = filter_bundle(result)
+        with _nothing_to_flush():
+            if live is not None:
+                display(live, raw=True)
+            display(bundle(result), raw=True)
+        return
     display(bundle(result, confirm=confirm), raw=True)
+
+
+class _nothing_to_flush:
+    """Skip ipykernel's stream flush before the two displays of /skills.
+
+    Each display first flushes stdout and stderr, a wait on the IO thread each
+    (~0.4 ms). /skills prints nothing itself and ipykernel flushed the streams
+    when the last cell ended, so there is nothing to flush; /skills is
+    benchmarked (bench/README.md). At worst, text a Python cell printed just
+    before ``%lily /skills`` shows after the table. Outside ipykernel: a no-op.
+    """
+
+    def __enter__(self):
+        from IPython import get_ipython
+        shell = get_ipython()
+        self.pub = getattr(shell, "display_pub", None)
+        if not hasattr(type(self.pub), "_flush_streams"):
+            self.pub = None
+        else:
+            self.pub._flush_streams = lambda: None
+        return self
+
+    def __exit__(self, *exc):
+        if self.pub is not None:
+            self.pub.__dict__.pop("_flush_streams", None)
 
 
 def _show_command_error(shell, etype, value, tb, tb_offset=None):

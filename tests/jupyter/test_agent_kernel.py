@@ -10,6 +10,7 @@ its session and its conversation usable.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -109,6 +110,45 @@ def test_tool_dispatch_command_makes_no_model_request(kernel, server, turns):
     run = kernel.ok("/todos")
     assert "KERNEL-TODO-MARK" in json.dumps(run.displays)
     assert len(server.requests) == before
+
+
+# -- the waiting indicator --------------------------------------------------------------
+
+def live_updates(run) -> list[str]:
+    """The texts the live display went through, in order."""
+    live = [m for m in run.of_type("display_data") if "text/markdown" not in m["content"]["data"]]
+    assert len(live) == 1, run.messages
+    live_id = live[0]["content"]["transient"]["display_id"]
+    return [m["content"]["data"]["text/plain"] for m in run.of_type("update_display_data")
+            if m["content"]["transient"]["display_id"] == live_id]
+
+
+def test_waiting_line_counts_seconds_in_place_and_goes_with_the_first_token(kernel, turns):
+    turns.append({"delay": 3.5, "content": "LATE-ANSWER arrives", "chunks": 2})
+    run = kernel.ok("a slow model, please")
+    texts = live_updates(run)
+    waiting = [t for t in texts if "waiting for" in t]
+    seconds = [int(re.fullmatch(r"waiting for scripted-test-model… (\d+) s", t).group(1))
+               for t in waiting]
+    assert len(seconds) >= 2 and seconds == sorted(set(seconds)), texts  # ticking, in place
+    assert seconds[0] in (1, 2), texts  # the first after about a second of silence
+    first_token = next(i for i, t in enumerate(texts) if t.startswith("LATE-"))
+    assert all("waiting for" not in t for t in texts[first_token:]), texts
+    assert texts[-1] == ""  # and the live display ends empty, as always
+
+
+def test_no_waiting_line_when_the_model_answers_at_once(kernel, turns):
+    turns.append({"content": "QUICK-ANSWER", "chunks": 1})
+    run = kernel.ok("a quick one")
+    assert not [m for m in run.messages if "waiting for" in json.dumps(m["content"])]
+
+
+def test_waiting_line_goes_when_the_request_fails(kernel, turns):
+    turns.append({"delay": 1.6, "status": 503, "error_message": "SLOW-FAULT"})
+    run = kernel.run("this one fails slowly")
+    assert run.error_line().startswith("Error: the model endpoint failed (HTTP 503)")
+    texts = live_updates(run)
+    assert texts[0].startswith("waiting for scripted-test-model… ") and texts[-1] == ""
 
 
 # -- interrupt --------------------------------------------------------------------------

@@ -12,4 +12,4 @@ def test_html_table_has_the_arguments_column(env):
     html = skills_html(snap, show_all=False)
     assert "<th style='text-align:left'>arguments</th>" in html
     assert "<td style='text-align:left'>&lt;number&gt;</td>" in html
-    assert skills_bundle(SkillTable(snap), widget=False)["text/html"] == html
+    assert html in skills_bundle(SkillTable(snap))["text/html"]

@@ -7,6 +7,7 @@ interrupt start their own kernels with ``start_kernel``.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_failing_cell_aborts_the_queued_next_cell(lily, failing):
     assert only_display(lily.run("/help"))
 
 
-# -- /skills: an ipywidgets table with HTML and plain-text fallbacks ---------------
+# -- /skills: an HTML table that survives a restart, and a live filter beside it -------
 
 def widget_models(run: Run) -> dict[str, dict]:
     """comm_id -> widget state, for the widget models opened by the cell."""
@@ -121,32 +122,65 @@ def widget_models(run: Run) -> dict[str, dict]:
             for m in run.of_type("comm_open") if m["content"]["target_name"] == "jupyter.widget"}
 
 
-def test_skills_bundle_has_widget_html_and_text(start_kernel):
+def skills_displays(run: Run) -> tuple[dict, dict]:
+    """The two displays of /skills: its live filter (a widget), then the table."""
+    assert run.status == "ok", (run.code, run.reply, run.messages)
+    assert [m["msg_type"] for m in run.outputs] == ["display_data"] * 2, run.outputs
+    live, table = (m["content"]["data"] for m in run.outputs)
+    assert set(live) == {WIDGET_MIME, "text/plain"} and live["text/plain"] == ""
+    assert set(table) == {"text/html", "text/plain"}  # no widget: restorable as it is
+    return live, table
+
+
+def type_into(kernel: Kernel, comm_id: str, text: str) -> dict[str, str]:
+    """Set a Text widget's value as a front end does; return comm_id -> new HTML values."""
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "update", "state": {"value": text}, "buffer_paths": []}})
+    kernel.kc.shell_channel.send(msg)
+    return {m["content"]["comm_id"]: m["content"]["data"]["state"]["value"]
+            for m in kernel.iopub_until_idle(msg["header"]["msg_id"])
+            if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})}
+
+
+def test_skills_table_is_html_and_its_filter_a_widget_apart(start_kernel):
     kernel = start_kernel()
     names = snapshot_names(kernel)
     assert "plan_compiler" in names and "todo_scan" in names
     run = kernel.run("/skills")
-    data = only_display(run)
-    assert set(data) == {WIDGET_MIME, "text/html", "text/plain"}
+    live, data = skills_displays(run)
     models = widget_models(run)
-    model_id = data[WIDGET_MIME]["model_id"]
-    assert data[WIDGET_MIME]["version_major"] == 2
+    model_id = live[WIDGET_MIME]["model_id"]
+    assert live[WIDGET_MIME]["version_major"] == 2
     assert models[model_id]["_model_name"] == "VBoxModel"
     kids = [ref.removeprefix("IPY_MODEL_") for ref in models[model_id]["children"]]
     assert [models[k]["_model_name"] for k in kids] == ["TextModel", "HTMLModel"]
-    table = models[kids[1]]["value"]
+    assert models[kids[1]]["value"] == ""  # nothing filtered yet: the table shows itself
     for name in names:
         assert name in data["text/html"], name
         assert name in data["text/plain"], name
-        assert name in table, name
     assert "<table" in data["text/html"]
     assert "/plan" in data["text/plain"] and "/todos" in data["text/plain"]
+    key = re.search(r"lily-skills-([0-9a-f]{12})", data["text/html"]).group(1)
+
+    # typing in the filter: the widget shows the matching rows and hides the static table
+    shown = type_into(kernel, kids[0], "todo")[kids[1]]
+    assert "todo_scan" in shown and "plan_compiler" not in shown
+    assert f".lily-skills-{key} {{display: none}}" in shown
+    assert type_into(kernel, kids[0], "")[kids[1]] == ""  # cleared: the static table again
 
     # shown again: a view of a model the front end has (opened now, or just before)
     again = kernel.run("/skills")
-    shown = only_display(again)[WIDGET_MIME]["model_id"]
-    assert shown in set(models) | set(widget_models(again))
-    assert only_display(again)["text/html"] == data["text/html"]
+    live2, data2 = skills_displays(again)
+    assert live2[WIDGET_MIME]["model_id"] in set(models) | set(widget_models(again))
+    assert data2["text/html"] == data["text/html"]
+
+
+def test_after_skills_output_keeps_its_order(lily):
+    """/skills skips the stream flush of its displays; later cells flush as usual."""
+    skills_displays(lily.run("/skills"))
+    run = lily.ok("%%python\nfrom IPython.display import display\n"
+                  "print('FIRST', flush=False)\ndisplay('SECOND')")
+    assert [m["msg_type"] for m in run.outputs] == ["stream", "display_data"], run.outputs
 
 
 def test_skills_all_lists_excluded_skills_with_reasons(start_kernel, world):
@@ -156,14 +190,13 @@ def test_skills_all_lists_excluded_skills_with_reasons(start_kernel, world):
     kernel = start_kernel(world=world)
 
     plain = kernel.run("/skills")
-    data = only_display(plain)
+    _, data = skills_displays(plain)
     assert "broken" not in data["text/html"] and "needs_tool" not in data["text/html"]
     assert "2 skill(s) excluded" in data["text/plain"]
 
     run = kernel.run("/skills --all")
-    data = only_display(run)
-    assert set(data) == {WIDGET_MIME, "text/html", "text/plain"}
-    assert data[WIDGET_MIME]["model_id"] in widget_models(run)
+    live, data = skills_displays(run)
+    assert live[WIDGET_MIME]["model_id"] in widget_models(run)
     for text in (data["text/html"], data["text/plain"]):
         assert "broken" in text and "needs_tool" in text
         assert "invocation_mode" in text and "bogus" in text
@@ -265,10 +298,10 @@ def test_is_complete(lily, code, status):
 
 def test_reload_skills_makes_a_new_skill_appear(start_kernel, world):
     kernel = start_kernel(world=world)
-    assert "fresh_skill" not in only_display(kernel.run("/skills"))["text/html"]
+    assert "fresh_skill" not in skills_displays(kernel.run("/skills"))[1]["text/html"]
 
     write_skill(world.ws_skills, "fresh_skill", "summary: Brand new.\ncommand: fresh")
-    assert "fresh_skill" not in only_display(kernel.run("/skills"))["text/html"]
+    assert "fresh_skill" not in skills_displays(kernel.run("/skills"))[1]["text/html"]
     assert kernel.run("/help fresh_skill").error_line() == (
         "Error: no skill named 'fresh_skill' in this session's snapshot (version 1).")
     assert kernel.run("/fresh").error_line() == (
@@ -276,7 +309,7 @@ def test_reload_skills_makes_a_new_skill_appear(start_kernel, world):
 
     notice = only_display(kernel.run("/reload_skills"))
     assert "snapshot version 2" in notice["text/plain"]
-    data = only_display(kernel.run("/skills"))
+    _, data = skills_displays(kernel.run("/skills"))
     assert "fresh_skill" in data["text/html"] and "Brand new." in data["text/plain"]
     assert "fresh_skill" in only_display(kernel.run("/help fresh_skill"))["text/markdown"]
     assert "/fresh" in kernel.complete("/fre")["matches"]

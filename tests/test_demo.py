@@ -1,0 +1,26 @@
+"""``make demo`` (scripts/demo.py) as a newcomer sees it: the quickstart runs, the
+transcript ends by pointing to ``make lab``, and no ipykernel warning leaks in."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_demo_runs_the_quickstart_and_points_to_make_lab(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LILY_"))}
+    (tmp_path / "user_skills").mkdir()
+    env.update(HOME=str(tmp_path), IPYTHONDIR=str(tmp_path / "ipython"),
+               SKILLS_USER_DIR=str(tmp_path / "user_skills"))
+    proc = subprocess.run([sys.executable, "scripts/demo.py"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert "Demo finished: every cell behaved as expected." in proc.stdout
+    assert "make lab" in proc.stdout.split("Demo finished")[-1]
+    assert ".venv/bin/lily" in proc.stdout
+    # the demo's kernel talks over IPC: ipykernel has no TCP-encryption warning to print
+    assert "without encryption" not in proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
