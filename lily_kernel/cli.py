@@ -5,7 +5,7 @@
     lily skills info NAME               one skill, as /help shows it
     lily skills validate [--strict | --lily] PATH...
     lily kernel install [--user | --sys-prefix | --prefix P]
-    lily run "/command ..."             run one command through the router
+    lily run "/command ..."             run one command cell, as the kernel would
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -105,15 +105,19 @@ def cmd_kernel_install(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lily_kernel.commands import router
+    """One cell through the core, as the kernel runs it: a command, and for a skill request
+    (``/plan ...``) the agent, when a model is configured (docs/architecture.md#one-cell)."""
+    from lily_kernel.commands.runner import Runner
     from lily_kernel.session.session import Session
-    session = Session(journal=False)
+    runner = Runner(lambda: Session(journal=False))
+    if runner.session_error is not None:
+        raise LoaderError(runner.session_error)  # exit 2, as for every command here
     try:
-        result = router.run(session, args.command)
+        for result in runner.command(args.command):
+            print(render.text(result))
     except CommandError as exc:
         print(exc.line(), file=sys.stderr)
         return 1
-    print(render.text(result))
     return 0
 
 
@@ -146,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
     add_install_args(inst)
     inst.set_defaults(func=cmd_kernel_install)
 
-    run = sub.add_parser("run", help="run one /command through the router")
+    run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
     return p

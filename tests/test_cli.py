@@ -280,3 +280,27 @@ def test_console_script(env):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [s["name"] for s in json.loads(proc.stdout)["skills"]] == ["alpha"]
+
+
+def test_run_a_skill_request_goes_to_the_model_like_the_kernel(env):
+    """`lily run "/plan ..."` runs the prompt_rewrite skill through the agent, as the kernel
+    does (docs/architecture.md#one-cell): the model receives the skill and the input."""
+    from lily_kernel.testing import ScriptedServer
+    env.write_skill(env.ws_skills, "plan_compiler", "summary: Plans.\ncommand: plan",
+                    body="Write a plan with an Objective and Steps.")
+    script = [{"expect": {"contains": "ship v2"}, "content": "PLAN-FROM-THE-MODEL"}]
+    with ScriptedServer(script) as server:
+        proc = env.cli("run", "/plan ship v2", check_rc=0, OPENAI_BASE_URL=server.url,
+                       OPENAI_API_KEY="sk-test")
+        assert server.remaining() == 0
+        sent = server.chat_requests()[0]["messages"]
+    assert "PLAN-FROM-THE-MODEL" in proc.stdout
+    assert any("plan_compiler" in str(m.get("content")) for m in sent)
+
+
+def test_run_a_skill_request_without_a_model_says_what_to_set(env):
+    env.write_skill(env.ws_skills, "plan_compiler", "summary: Plans.\ncommand: plan")
+    proc = env.cli("run", "/plan ship v2", check_rc=1)
+    assert proc.stderr.startswith("Error: ")
+    assert "OPENAI_API_KEY" in proc.stderr and "OPENAI_BASE_URL" in proc.stderr
+    assert proc.stdout == ""

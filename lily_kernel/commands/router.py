@@ -54,7 +54,9 @@ def parse(cell: str) -> Command | None:
 
 
 def is_command(cell: str) -> bool:
-    return parse(cell) is not None
+    """Whether ``cell`` is a command (its first non-blank line starts with '/'), without
+    parsing it: a face asks this of every cell, and the runner parses a command once."""
+    return cell.lstrip().startswith("/")
 
 
 def redact(line: str) -> str:
@@ -85,6 +87,11 @@ def run(session: Session, cell: str):
     cmd = parse(cell)
     if cmd is None:
         raise CommandError("not a command: a command cell starts with '/'.")
+    return execute(session, cmd)
+
+
+def execute(session: Session, cmd: Command):
+    """Run the parsed command ``cmd`` against ``session``; the command is journaled."""
     try:
         result = _dispatch(session, cmd)
     except CommandError:

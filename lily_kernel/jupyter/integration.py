@@ -21,13 +21,11 @@ import time
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
-from lily_kernel.skills.loader import LoaderError
-from lily_kernel.commands.results import (ActionCard, ActionDone, Answer, CommandError,
-                                          ConfirmedRun, Notice, SkillRequest, SkillTable)
+from lily_kernel.commands.results import ActionCard, ActionDone, ConfirmedRun, SkillTable
+from lily_kernel.commands.runner import Runner
+from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
-from lily_kernel.errors import command_error, error_line
 
 _ATTR = "_lily"
 # Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
@@ -41,32 +39,18 @@ def session_label(env) -> str | None:
     return env.get("KERNEL_LILY_SESSION") or env.get("JPY_SESSION_NAME") or None
 
 
-class Interrupted(CommandError):
-    pass
-
-
 class Integration:
-    """Lily's state in one shell: its session and what it installed."""
+    """Lily in one shell: the face over the core's :class:`~lily_kernel.commands.runner.Runner`
+    (which owns the session), and what this face installed in the shell."""
 
     def __init__(self, shell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
-        self.session_error: str | None = None
-        self._session: Session | None = None
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell)
-        self.new_session()
-
-    # -- session ---------------------------------------------------------------
-    def new_session(self) -> None:
-        label = session_label(os.environ)
-        try:
-            self._session = Session(label=label, add_tools=self._add_tools)
-            self.session_error = None
-        except LoaderError as exc:
-            self._session = None
-            self.session_error = str(exc)
+        self.runner = Runner(lambda: Session(label=session_label(os.environ),
+                                             add_tools=self._add_tools))
 
     def _add_tools(self, session: Session) -> None:
         from lily_kernel.agent import notebook_tools
@@ -74,10 +58,7 @@ class Integration:
 
     @property
     def session(self) -> Session:
-        if self._session is None:
-            raise CommandError(f"Lily could not load its skills: {self.session_error}. "
-                               "Fix it, then run /reload_skills.")
-        return self._session
+        return self.runner.session
 
     # -- install / uninstall ---------------------------------------------------
     def install(self) -> None:
@@ -126,101 +107,41 @@ class Integration:
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
 
     def run_command(self, cell: str) -> None:
-        name = (router.parse(cell) or router.Command("", "", "", "")).name
-        if self._session is None and name in ("reload_skills", "new"):
-            self.new_session()
-            if self._session is not None:
-                _display_result(Notice(
-                    f"Skills loaded: snapshot version 1, {len(self._session.snapshot.skills)} skills."))
-                return
-        session = self.session
-        try:
-            result = router.run(session, cell)
-        except KeyboardInterrupt:
-            raise Interrupted("interrupted.") from None
-        if isinstance(result, SkillRequest):
-            self.run_agent(result.input, skill=result)
-            return
-        if isinstance(result, ActionDone) and result.tool_result is not None:
-            self.continue_agent(result)  # /confirm of a held tool call: show, then go on
-            return
-        _display_result(result)
+        self._show_all(self.runner.command(cell, live=self._live()))
 
-    def run_agent(self, text: str, skill: SkillRequest | None = None) -> None:
-        self._drive(lambda on_text, on_event: agent.run(self.session, text, skill=skill,
-                                                        on_text=on_text, on_event=on_event))
+    def run_agent(self, text: str) -> None:
+        self._show_all(self.runner.ask(text, live=self._live()))
 
-    def continue_agent(self, done: ActionDone) -> None:
-        """After /confirm: the tool's output, as a cell shows it, then the request goes on."""
-        captured, self.notebook.capture = self.notebook.capture, None
-        if captured is not None:
-            captured.show()  # run_python: what the code printed and showed
-        else:
-            _display_result(done)
-        self._drive(lambda on_text, on_event: agent.resume(
-            self.session, done.action, done.tool_result, on_text=on_text, on_event=on_event))
+    def _live(self):
+        return _LiveText if hasattr(self.shell, "kernel") else None
 
-    def _drive(self, step) -> None:
-        live = _LiveText() if hasattr(self.shell, "kernel") else None
-        try:
-            reply = step(live.write if live else None, live.event if live else None)
-        except KeyboardInterrupt:
-            raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
-        finally:
-            if live:
-                live.close()
-        _display_result(self._answer(reply))
-        if reply.proposal is not None:
-            self.show_card(reply.proposal)
+    def _show_all(self, results) -> None:
+        """Show each result as the core yields it (a held call's output before the answer)."""
+        for result in results:
+            if isinstance(result, ActionDone) and result.tool_result is not None:
+                captured, self.notebook.capture = self.notebook.capture, None
+                if captured is not None:
+                    captured.show()  # run_python: what the code printed and showed
+                    continue
+            if isinstance(result, ActionCard):
+                _display_result(result, confirm=self._confirm)
+            else:
+                _display_result(result)
 
-    def _answer(self, reply) -> Answer:
-        text = reply.text
-        if not text.strip() and reply.proposal is not None:
-            text = "I would like to run the call below; it waits for your confirmation."
-        return Answer(text, reply.skill, tuple(reply.tools_used), self.session.model_config.model,
-                      reply.usage)
-
-    def show_card(self, action) -> None:
-        """The confirmation card of a proposed typed-skill action, with live buttons."""
-        from lily_kernel.agent import confirmation
-        from lily_kernel.errors import ActionError
-        session = self.session
-        skill = session.snapshot.get(action.skill)
-
-        def confirm(act, ok: bool):
-            try:
-                outcome = confirmation.decide(session, act, ok)
-            except ActionError as exc:
-                raise command_error(exc) from None
-            done = ActionDone(outcome.action, outcome.summary, outcome.result)
-            if outcome.result is not None:
-                return self._continue_in_card(done)
+    def _confirm(self, action, ok: bool):
+        """A card's button: the same decision as /confirm and /cancel."""
+        done = self.runner.decide(action, ok)
+        if done.tool_result is None:
             return done
-
-        if action.kind == "tool":
-            tool = session.tools.get(action.tool)
-            words = " ".join((tool.description if tool else "").split())
-            purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
-        else:
-            purpose = skill.typed.purpose if skill and skill.typed else ""
-        _display_result(ActionCard(action, purpose), confirm=confirm)
-
-    def _continue_in_card(self, done: ActionDone):
-        """A button click: no cell is running, so the output and the answer go into the card."""
+        # no cell is running after a click: the output and the answer go into the card
         captured, self.notebook.capture = self.notebook.capture, None
         output = ""
         if captured is not None:
             from lily_kernel.jupyter.notebook import _captured_text
             output = _captured_text(captured)
-        try:
-            reply = agent.resume(self.session, done.action, done.tool_result)
-        except KeyboardInterrupt:
-            raise CommandError("interrupted; the conversation keeps only completed steps.") from None
+        answer, *card = self.runner.resume(done)
         proposed, self.notebook.undelivered = self.notebook.undelivered, []
-        card = None
-        if reply.proposal is not None:
-            card = ActionCard(reply.proposal)
-        return ConfirmedRun(done, output, self._answer(reply), tuple(proposed), card)
+        return ConfirmedRun(done, output, answer, tuple(proposed), card[0] if card else None)
 
 
 class _LiveText:

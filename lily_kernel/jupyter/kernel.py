@@ -63,7 +63,7 @@ class LilyKernel(IPythonKernel):
 
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        if router.is_command(code) and self.lily._session is not None:
+        if router.is_command(code) and self.lily.runner.ready:
             found = completion.complete(self.lily.session, code, cursor_pos)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
@@ -75,7 +75,7 @@ class LilyKernel(IPythonKernel):
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        if router.is_command(code) and self.lily._session is not None:
+        if router.is_command(code) and self.lily.runner.ready:
             page = completion.inspect(self.lily.session, code, cursor_pos)
             data = ({"text/plain": render.text(page), "text/markdown": render.markdown(page)}
                     if page is not None else {})

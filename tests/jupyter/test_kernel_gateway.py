@@ -9,6 +9,7 @@ must reach the scripted model, and the journal must land under the workspace's
 from __future__ import annotations
 
 import asyncio
+import threading
 import json
 import os
 import socket
@@ -135,7 +136,7 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
                 ws.close()
             return skills, prose, where
 
-        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = asyncio.run(session())
+        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = _run_in_thread(session())
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
@@ -150,3 +151,21 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
     assert records[0]["workspace"] == str(workspace)
     assert any(r.get("event") == "command" and r.get("command") == "/skills" for r in records)
     assert not (gateway_home / ".lily").exists()  # nothing in the gateway's own folder
+
+
+def _run_in_thread(coroutine):
+    """``asyncio.run`` on a thread of its own: the browser suite's Playwright keeps an event
+    loop running on the main thread for the whole test session."""
+    box: dict = {}
+
+    def main() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # re-raised in the test's thread
+            box["error"] = exc
+    thread = threading.Thread(target=main, name="gateway-client")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

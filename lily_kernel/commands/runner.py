@@ -1,0 +1,145 @@
+"""One cell's walk through the core, the same for every face (docs/architecture.md#one-cell).
+
+A face parses nothing itself: it hands :class:`Runner` a command cell or a prose request
+and renders what comes back, in order — a command's result; for a skill request, a
+prose cell or a confirmed tool call, the agent's :class:`~.results.Answer` and, when
+something waits for the user, its :class:`~.results.ActionCard`. Confirm and Cancel from
+any face (a button, ``/confirm``, ``/cancel``) go through :meth:`Runner.decide`.
+
+The runner also owns recovery: when a skill root cannot be loaded there is no session,
+every command fails with one line saying so, and ``/reload_skills`` or ``/new`` tries
+again (docs/loader.md#errors).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Protocol
+
+from lily_kernel.agent import confirmation
+from lily_kernel.agent import loop as agent
+from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
+from lily_kernel.errors import ActionError, CommandError, LoaderError, command_error
+from lily_kernel.session.session import Session
+
+RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
+
+
+class Live(Protocol):
+    """What a face shows while the model works: tokens, events; closed when the step ends."""
+
+    def write(self, piece: str) -> None: ...
+
+    def event(self, kind: str, data: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Interrupted(CommandError):
+    """The user interrupted the cell (Jupyter's interrupt, Ctrl-C): one line, kernel alive."""
+
+
+class Runner:
+    """One notebook's Lily: its session, or why none could start, and the one way cells run.
+
+    ``new_session`` makes a session (it may raise :class:`LoaderError`); ``live``, given to
+    :meth:`command` and :meth:`ask`, makes the face's live display for one agent request.
+    """
+
+    def __init__(self, new_session: Callable[[], Session]) -> None:
+        self._new_session = new_session
+        self._session: Session | None = None
+        self.session_error: str | None = None
+        self.start()
+
+    def start(self) -> None:
+        try:
+            self._session, self.session_error = self._new_session(), None
+        except LoaderError as exc:
+            self._session, self.session_error = None, str(exc)
+
+    @property
+    def ready(self) -> bool:
+        """Whether a session is running (completion and inspection need one)."""
+        return self._session is not None
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise CommandError(f"Lily could not load its skills: {self.session_error}. "
+                               "Fix it, then run /reload_skills.")
+        return self._session
+
+    # -- the cells ----------------------------------------------------------------------
+    def command(self, cell: str, live: Callable[[], Live] | None = None) -> Iterator:
+        """The results of a command cell, in the order a face shows them."""
+        cmd = router.parse(cell)
+        if cmd is None:
+            raise CommandError("not a command: a command cell starts with '/'.")
+        if self._session is None and cmd.name in RECOVERING:
+            self.start()
+            if self._session is not None:
+                yield Notice(f"Skills loaded: snapshot version 1, "
+                             f"{len(self._session.snapshot.skills)} skills.")
+                return
+        try:
+            result = router.execute(self.session, cmd)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted.") from None
+        if isinstance(result, SkillRequest):
+            yield from self.ask(result.input, skill=result, live=live)
+        elif isinstance(result, ActionDone) and result.tool_result is not None:
+            yield result  # a confirmed tool call: its outcome, then the request goes on
+            yield from self.resume(result, live)
+        else:
+            yield result
+
+    def ask(self, text: str, skill: SkillRequest | None = None,
+            live: Callable[[], Live] | None = None) -> Iterator:
+        """A prose request (or a skill request) to the agent: its answer, then any card."""
+        session = self.session
+        yield from self._agent(lambda on_text, on_event: agent.run(
+            session, text, skill=skill, on_text=on_text, on_event=on_event), live)
+
+    def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator:
+        """After a held tool call ran: the same request goes on with its output."""
+        session = self.session
+        yield from self._agent(lambda on_text, on_event: agent.resume(
+            session, done.action, done.tool_result, on_text=on_text, on_event=on_event), live)
+
+    def decide(self, action, ok: bool) -> ActionDone:
+        """Confirm (``ok``) or cancel ``action`` (None: whatever is pending), for any face."""
+        try:
+            outcome = confirmation.decide(self.session, action, ok)
+        except ActionError as exc:
+            raise command_error(exc) from None
+        return ActionDone(outcome.action, outcome.summary, outcome.result)
+
+    # -- the agent's part ------------------------------------------------------------------
+    def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
+        shown = live() if live is not None else None
+        try:
+            reply = step(shown.write if shown else None, shown.event if shown else None)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
+        finally:
+            if shown is not None:
+                shown.close()
+        text = reply.text
+        if not text.strip() and reply.proposal is not None:
+            text = "I would like to run the call below; it waits for your confirmation."
+        yield Answer(text, reply.skill, tuple(reply.tools_used),
+                     self.session.model_config.model, reply.usage)
+        if reply.proposal is not None:
+            yield self.card(reply.proposal)
+
+    def card(self, action) -> ActionCard:
+        """The confirmation card of a held action, with the purpose it is shown under."""
+        session = self.session
+        if action.kind == "tool":
+            tool = session.tools.get(action.tool)
+            words = " ".join((tool.description if tool else "").split())
+            purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
+        else:
+            skill = session.snapshot.get(action.skill)
+            purpose = skill.typed.purpose if skill and skill.typed else ""
+        return ActionCard(action, purpose)
