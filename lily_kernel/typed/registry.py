@@ -1,51 +1,10 @@
 """Config Registry: persistent dotted-path settings, changed only within a skill's Config ACL.
 
-"Internal" typed skills (docs/typed-skills.md#config-registry) change settings such as ``messaging.rcs.read_receipts``.
-Each skill declares a Config ACL, two lists of dotted paths::
-
-    write: ['messaging.rcs.read_receipts']
-    read:  ['messaging.rcs']
-
-This module is the write layer that enforces that boundary in code. The model proposes a
-change; the runtime hands it to :meth:`ScopedConfig.write` on a scope built from the
-skill's *declared* ACL, so whatever the model asks for, a path outside the ACL is refused
-with :class:`AclError` and nothing is written.
-
-Rules
------
-* **Paths** are segments of ``[a-z0-9_]+`` joined by ``.`` (:data:`PATH_RE`). Anything else
-  (uppercase, spaces, empty segments, ``..``) is a :class:`ConfigError` naming the path.
-* **ACL matching** is a prefix match on *whole segments* (:func:`covers`): the entry
-  ``messaging.rcs`` covers ``messaging.rcs`` and ``messaging.rcs.read_receipts`` but not
-  ``messaging.rcs_evil``. There are no wildcards and no "everything" entry.
-* A skill may **read** a path covered by its read ACL *or* its write ACL, and may **write**
-  a path covered by its write ACL only.
-* **Values** are JSON primitives: ``str``, ``int``, ``float`` (finite), ``bool``, ``None``;
-  anything else is a :class:`ConfigError`. They are stored as JSON text, so ``True`` and
-  ``1`` are different values. ``None`` is a stored value, not a deletion.
-* **Writes are transactional**: :meth:`ScopedConfig.write` checks every path and value
-  first (any error: nothing is written), then one ``BEGIN IMMEDIATE`` transaction stores
-  every change and appends one audit row per *changed* path (skill, time, old -> new).
-  Writing the value a path already has is neither written nor audited.
-* **The audit trail is append-only**: SQLite triggers abort any UPDATE or DELETE on it.
-
-Storage
--------
-One SQLite file per workspace, ``<workspace>/.lily/config.sqlite``
-(:meth:`ConfigRegistry.for_workspace`), opened lazily on first use, parent folders
-created then. It runs in WAL mode with ``synchronous=FULL`` and a busy timeout, so several
-processes (kernels, the CLI) can read and write it at once, and a process killed in the
-middle of a write leaves either the whole transaction or none of it.
-
-Each :class:`ConfigRegistry` holds one connection, guarded by a lock and opened with
-``check_same_thread=False``: ipywidgets button callbacks may call it from a thread other
-than the one that created it.
-
-What this is not: a sandbox against Python code running in the same process, which can
-always open the file itself. The boundary it enforces is between what the model asks for
-and what the skill's declared ACL allows. :meth:`ConfigRegistry.get`, :meth:`~ConfigRegistry.items`
-and :meth:`~ConfigRegistry.audit` are unscoped and meant for the owner (the user, ``/config``
-style inspection, tests), never for a model-driven skill.
+The write layer for ``internal`` typed skills: a scope built from the skill's *declared*
+ACL refuses any path outside it (:class:`AclError`), whatever the model asks; writes are
+checked first, then made in one transaction with an append-only audit row per change.
+One SQLite file per workspace (``.lily/config.sqlite``, WAL, ``synchronous=FULL``). The
+rules, storage and limits: docs/typed-skills.md#config-registry.
 """
 from __future__ import annotations
 
