@@ -111,14 +111,14 @@ class Channels:
         return reply, outputs
 
 
-def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
+def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
     base, gateway_home = gateway
     workspace = tmp_path / "team-notebooks"
     skill = workspace / "skills" / "team_notes"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: team_notes\ndescription: The team's notes.\n"
                                     "---\nBody.\n")
-    server.add({"content": "Hello through the gateway."})
+    turns.append({"content": "Hello through the gateway."})
     kernel = http("POST", base + "/api/kernels", {"name": "lily", "env": {
         "KERNEL_WORKING_DIR": str(workspace), "KERNEL_LILY_SESSION": "remote-analysis",
         "OPENAI_BASE_URL": server.url, "LILY_MODEL": "scripted-test-model",
