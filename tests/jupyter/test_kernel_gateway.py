@@ -9,6 +9,7 @@ must reach the scripted model, and the journal must land under the workspace's
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import socket
@@ -25,6 +26,14 @@ from tornado.websocket import websocket_connect
 from kernel_support import make_world
 
 STARTUP = 60  # seconds for the gateway, then for the kernel (generous: tests share 2 cores)
+
+
+def run_in_own_loop(coroutine_function):
+    """``asyncio.run`` in a thread of its own: in the whole suite the real-browser tests'
+    Playwright (sync API) keeps an event loop running in the main thread, where
+    ``asyncio.run`` refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(coroutine_function())).result()
 
 
 def free_port() -> int:
@@ -135,7 +144,7 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
                 ws.close()
             return skills, prose, where
 
-        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = asyncio.run(session())
+        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = run_in_own_loop(session)
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
