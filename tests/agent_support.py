@@ -1,6 +1,7 @@
-"""Helpers shared by the agent-loop tests (tests/ and tests/kernel/ both import it)."""
+"""Helpers shared by the agent-loop tests (tests/, tests/jupyter/ and tests/e2e/ import it)."""
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 from lily_kernel.session.session import Session
@@ -44,3 +45,19 @@ def assert_consistent(messages: list[dict]) -> None:
             i += 1 + len(ids)
             continue
         i += 1
+
+
+class Script:
+    """A ScriptedServer responder whose turns each test queues; an empty queue answers HTTP 500.
+
+    ``label`` names the suite in that 500's message, so a missing turn says where it was missed.
+    """
+
+    def __init__(self, label: str = "test script") -> None:
+        self.label = label
+        self.turns: collections.deque = collections.deque()
+
+    def __call__(self, request: dict):
+        if not self.turns:
+            return {"status": 500, "error_message": f"{self.label}: no turn queued"}
+        return self.turns.popleft()

@@ -181,6 +181,14 @@ def no_machine_model(monkeypatch):
 
 
 @pytest.fixture
+def workspace(tmp_path) -> Path:
+    """``tmp_path/ws`` with its skills folder, beside an empty ``user_skills`` and a private
+    ``home`` (the layout of agent_support.World)."""
+    from agent_support import World
+    return World(tmp_path).workspace
+
+
+@pytest.fixture
 def server():
     """A scripted OpenAI-compatible server on 127.0.0.1, stopped after the test."""
     from lily_kernel.testing.server import ScriptedServer

@@ -1,5 +1,5 @@
 """``make demo`` (scripts/demo.py) as a newcomer sees it: the quickstart runs, the
-transcript ends by pointing to ``make lab``, and no ipykernel warning leaks in."""
+transcript ends by pointing to ``make lab``, no cell fails, and no ipykernel warning leaks in."""
 from __future__ import annotations
 
 import os
@@ -21,6 +21,10 @@ def test_demo_runs_the_quickstart_and_points_to_make_lab(tmp_path):
     assert "Demo finished: every cell behaved as expected." in proc.stdout
     assert "make lab" in proc.stdout.split("Demo finished")[-1]
     assert ".venv/bin/lily" in proc.stdout
+    # the quickstart quotes its one-line error in Markdown and has no failing cell
+    lines = proc.stdout.splitlines()
+    assert "  # Error: unknown command /skils. Run /help for the list of commands." in lines
+    assert not [line for line in lines if line.startswith("    Error: ")]
     # the demo's kernel talks over IPC: ipykernel has no TCP-encryption warning to print
     assert "without encryption" not in proc.stdout + proc.stderr
     assert "WARNING" not in proc.stderr, proc.stderr

@@ -1,9 +1,10 @@
 """Protected paths: what no model-callable tool may list, read or write.
 
 ``.lily/`` (journal, Config Registry, outbox store), ``lily.toml``, ``contacts.yaml``, the
-persona folders and every skill root, wherever they lie inside the workspace -- compared on
-NFC, case-folded components, lexically and after resolving symlinks, and guarded by inode
-as well. Contract: docs/trust-boundary.md#protected-paths.
+persona folders and every skill root, wherever they lie inside the workspace, and every
+``.git`` at any depth (hooks git runs later, remote credentials) -- compared on NFC,
+case-folded components, lexically and after resolving symlinks, and guarded by inode as
+well. Contract: docs/trust-boundary.md#protected-paths.
 """
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+
+GIT_DIR = ".git"
+GIT_WHAT = "the repository's own data"
 
 
 def fold(name: str) -> str:
@@ -27,6 +32,13 @@ class Protected:
     parts: tuple[str, ...]
     shown: str  # e.g. "lily.toml", ".lily/"
     what: str   # e.g. "Lily's configuration"
+    anywhere: bool = False  # a name protected at any depth (.git), not only at ``parts``
+
+    def covers(self, folded: tuple[str, ...]) -> bool:
+        """Whether the folded components ``folded`` are this path or lie inside it."""
+        if folded[:len(self.parts)] == self.parts:
+            return True
+        return self.anywhere and self.parts[0] in folded
 
     def refusal(self, path: str, verb: str) -> str:
         if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
@@ -56,6 +68,9 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
         (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),
         (workspace / CONFIG_FILE, "Lily's configuration", False),
         (workspace / CONTACTS_FILE, "Lily's contact list", False),
+        # A model writing .git/hooks/pre-commit plants code git runs later; .git/config
+        # may hold a remote's credentials.
+        (workspace / GIT_DIR, GIT_WHAT, True),
     ]
     # The default folders stay protected when a variable points elsewhere: another session
     # (a kernel started without the variable) would load them.
@@ -77,5 +92,7 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
             shown = ("/".join(parts) + ("/" if is_dir else "") if parts
                      else f"the {os.path.basename(base)} folder")
             found.setdefault(key, Protected(key, shown, what))
+    # .git is protected at any depth as well (a nested clone's hooks run just the same).
+    found[(GIT_DIR,)] = Protected((GIT_DIR,), f"{GIT_DIR}/", GIT_WHAT, anywhere=True)
     return tuple(found.values()), tuple(Path(p) for p in dict.fromkeys(guard))
 

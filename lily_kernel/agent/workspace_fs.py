@@ -5,8 +5,8 @@ with ``O_NOFOLLOW``: no symlink is followed anywhere and nothing is checked by n
 opened by name. The opened file is checked with ``fstat``: only a regular file with a single
 hard link is read or written (a FIFO is opened non-blocking, so it never blocks, then
 refused). Protected paths -- Lily's own state, configuration, contacts, persona and skill
-folders -- are neither listed, read nor written. Reads stop at ``read_bytes`` + 1 bytes;
-writes over ``write_bytes`` are refused. Contract: docs/trust-boundary.md.
+folders, and ``.git`` -- are neither listed, read nor written. Reads stop at ``read_bytes``
++ 1 bytes; writes over ``write_bytes`` are refused. Contract: docs/trust-boundary.md.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class WorkspaceFS:
         """The protected path ``parts`` lies in (or is), else None."""
         folded = tuple(fold(p) for p in parts)
         for p in self.protected:
-            if folded[:len(p.parts)] == p.parts:
+            if p.covers(folded):
                 return p
         return None
 

@@ -80,6 +80,12 @@ def markdown(result) -> str:
     return text(result)
 
 
+def _markdown_first(cls: type, markdown_of) -> None:
+    """Render ``cls`` as ``markdown_of(r)`` in Markdown and as that, made plain, in text."""
+    markdown.register(cls, markdown_of)
+    text.register(cls, lambda r: _plain(markdown_of(r)))
+
+
 @text.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
@@ -127,14 +133,7 @@ def _(r: AgentList) -> str:
         f"- **{a}** (active)" if a == r.active else f"- {a}" for a in r.agents)
 
 
-@text.register
-def _(r: Notice) -> str:
-    return _plain(r.markdown)
-
-
-@markdown.register
-def _(r: Notice) -> str:
-    return r.markdown
+_markdown_first(Notice, lambda r: r.markdown)
 
 
 @text.register
@@ -225,24 +224,8 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
     return "\n".join(out)
 
 
-@text.register
-def _(r: ActionCard) -> str:
-    return _plain(card_markdown(r))
-
-
-@markdown.register
-def _(r: ActionCard) -> str:
-    return card_markdown(r)
-
-
-@text.register
-def _(r: ActionDone) -> str:
-    return _plain(r.summary)
-
-
-@markdown.register
-def _(r: ActionDone) -> str:
-    return r.summary
+_markdown_first(ActionCard, card_markdown)
+_markdown_first(ActionDone, lambda r: r.summary)
 
 
 @text.register

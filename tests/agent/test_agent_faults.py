@@ -25,18 +25,6 @@ from agent_support import assert_consistent
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
 
-
-
-
-
-@pytest.fixture
-def workspace(tmp_path) -> Path:
-    ws = tmp_path / "ws"
-    for d in (ws / "skills", tmp_path / "user_skills", tmp_path / "home"):
-        d.mkdir(parents=True)
-    return ws
-
-
 def make_session(workspace: Path, base_url: str | None, **extra: str) -> Session:
     env = {"SKILLS_WORKSPACE_DIR": str(workspace / "skills"),
            "SKILLS_USER_DIR": str(workspace.parent / "user_skills"),

@@ -2,7 +2,7 @@
 
 Every test runs Lily's real agent loop against :class:`ScriptedServer` on 127.0.0.1,
 scripted as an attacker would: write Lily's own configuration, state, contacts, persona
-and skills; race symlinks and hard links against reads and writes; read FIFOs, devices,
+and skills, and a git repository's hooks and config; race symlinks and hard links against reads and writes; read FIFOs, devices,
 sockets and huge files; write past the cap. What must hold is docs/trust-boundary.md.
 """
 from __future__ import annotations
@@ -81,6 +81,10 @@ def _protected_world(world: World, server):
     vendor = ws / "vendor" / "skills" / "beta"
     vendor.mkdir(parents=True)
     (vendor / "SKILL.md").write_text("---\nsummary: Beta.\n---\nBETA-ORIGINAL\n")
+    for git in (ws / ".git", ws / "vendor" / "lib" / ".git"):  # the workspace's and a clone's
+        (git / "hooks").mkdir(parents=True)
+        (git / "config").write_text('[remote "origin"]\n\turl = https://u:GIT-TOKEN@x.example/r\n')
+        (git / "HEAD").write_text("ref: refs/heads/main\n")
     session = world.session(server, journal=True, LILY_PERSONA_DIR=str(ws / "own_persona"),
                             SKILLS_BUNDLED_DIR=str(ws / "vendor" / "skills"))
     session.config  # noqa: B018 - creates .lily/config.sqlite
@@ -106,6 +110,15 @@ PROTECTED = {  # path the model names -> the file whose bytes must not change
     "vendor/skills/beta/SKILL.md": "vendor/skills/beta/SKILL.md",  # SKILLS_BUNDLED_DIR inside
     "vendor/skills/gamma/SKILL.md": None,
     "vendor": None,  # would take the place of a folder holding a skill root
+    ".git/config": ".git/config",  # may hold a remote's credentials
+    ".git/HEAD": ".git/HEAD",
+    ".git/hooks/pre-commit": None,  # a hook: code git would run later
+    ".GIT/hooks/post-checkout": None,
+    "./.git//config": ".git/config",
+    ".git": None,
+    "vendor/lib/.git/config": "vendor/lib/.git/config",  # a nested clone's, at any depth
+    "vendor/lib/.git/hooks/pre-push": None,
+    "notes/.git/hooks/pre-commit": None,  # a .git that does not exist yet
 }
 
 
@@ -131,7 +144,7 @@ def test_a_model_cannot_write_read_or_list_a_protected_path(world, server, path)
     assert not list((ws / ".lily" / "journal").glob("forged*"))
     shown = json.dumps(results)
     for original in ("write_nothing", "alice.example", "SOUL-ORIGINAL", "ALPHA-ORIGINAL",
-                     "BETA-ORIGINAL", "SQLite format"):
+                     "BETA-ORIGINAL", "SQLite format", "GIT-TOKEN", "refs/heads"):
         assert original not in shown, (original, results)
 
 
@@ -140,7 +153,8 @@ def test_protected_paths_that_do_not_exist_yet_cannot_be_created(world, server):
     session = world.session(server)  # no journal: nothing under .lily/ yet
     world.skills.rmdir()
     paths = ["lily.toml", "contacts.yaml", ".lily/config.sqlite", ".LILY/journal/x.jsonl",
-             "persona/SOUL.md", "skills/new/SKILL.md", "Contacts.yaml"]
+             "persona/SOUL.md", "skills/new/SKILL.md", "Contacts.yaml", ".git/hooks/pre-commit",
+             ".git", "lib/.git/config"]
     results = attack(server, session, *[call("write", {"path": p, "content": FORGED}, p)
                                         for p in paths])
     assert all(r.startswith("Error:") and "tools cannot write" in r for r in results.values())
@@ -152,10 +166,15 @@ def test_the_refusal_names_the_rule(world, server):
     results = attack(server, session,
                      call("write", {"path": "lily.toml", "content": FORGED}, "toml"),
                      call("write", {"path": ".lily/config.sqlite", "content": FORGED}, "reg"),
-                     call("write", {"path": "skills/new/SKILL.md", "content": FORGED}, "skill"))
+                     call("write", {"path": "skills/new/SKILL.md", "content": FORGED}, "skill"),
+                     call("write", {"path": ".git/hooks/pre-commit", "content": FORGED}, "hook"),
+                     call("read", {"path": ".git"}, "git"))
     assert results["toml"] == "Error: lily.toml is Lily's configuration; tools cannot write it"
     assert ".lily/" in results["reg"] and "Config Registry" in results["reg"]
     assert "skills/" in results["skill"] and "skill root" in results["skill"]
+    assert results["hook"] == ("Error: '.git/hooks/pre-commit' is inside .git/, the repository's "
+                               "own data; tools cannot write it")
+    assert results["git"] == "Error: .git/ is the repository's own data; tools cannot read it"
 
 
 def test_listing_the_workspace_hides_protected_paths(world, server):
@@ -164,10 +183,13 @@ def test_listing_the_workspace_hides_protected_paths(world, server):
     results = attack(server, session, call("list", {"path": "."}, "l"))
     names = results["l"].splitlines()
     assert "notes.md" in names and "vendor/" in names
-    for hidden in (".lily/", "lily.toml", "contacts.yaml", "persona/", "own_persona/", "skills/"):
+    for hidden in (".lily/", "lily.toml", "contacts.yaml", "persona/", "own_persona/", "skills/",
+                   ".git/"):
         assert hidden not in names, names
     vendor = attack(server, session, call("list", {"path": "vendor"}, "v"))["v"]
     assert "skills/" not in vendor.splitlines()
+    lib = attack(server, session, call("list", {"path": "vendor/lib"}, "lib"))["lib"]
+    assert ".git/" not in lib.splitlines()
 
 
 def test_protected_hard_link_and_symlink_aliases_are_refused(world, server):

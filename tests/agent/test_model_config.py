@@ -24,16 +24,6 @@ pytestmark = pytest.mark.usefixtures("no_machine_model")
 SECRET = "sk-lily-config-SECRET-55aa"
 
 
-
-
-@pytest.fixture
-def workspace(tmp_path) -> Path:
-    ws = tmp_path / "ws"
-    for d in (ws / "skills", tmp_path / "user_skills", tmp_path / "home"):
-        d.mkdir(parents=True)
-    return ws
-
-
 def make_session(workspace: Path, toml: str | None = None, journal: bool = False,
                  **env: str) -> Session:
     if toml is not None:

@@ -15,23 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_support import Script
 from lab_support import REPO, STEP, Lab, chromium_path, missing
 from lily_kernel.testing.server import ScriptedServer
 
 ARTIFACTS = Path(os.environ.get("LILY_E2E_ARTIFACTS") or Path(__file__).parent / "artifacts")
-
-
-class Script:
-    """The model's turns, queued by each test; an empty queue answers HTTP 500."""
-
-    def __init__(self) -> None:
-        import collections
-        self.turns: collections.deque = collections.deque()
-
-    def __call__(self, request: dict):
-        if not self.turns:
-            return {"status": 500, "error_message": "e2e script: no turn queued"}
-        return self.turns.popleft()
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +35,7 @@ def browser_ready() -> None:
 @pytest.fixture(scope="session")
 def model(browser_ready):
     """``(server, script)``: a ScriptedServer on 127.0.0.1 that notebooks point Lily at."""
-    script = Script()
+    script = Script("e2e script")
     with ScriptedServer(script) as server:
         yield server, script
 

@@ -4,6 +4,11 @@
 session; ``start_kernel`` starts fresh kernels (any kernelspec) for tests that
 do, and shuts them down after the test. ``recorder`` is a local TCP server
 that records every connection, to prove commands never reach a model.
+
+The scripted model: in this folder ``server`` is one ScriptedServer per test module,
+answering from that module's ``script``; each test queues its turns through ``turns``,
+which must all be used by the end of the test. Module-scoped kernels point at it
+(``kernel_support.scripted_kernel``).
 """
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from typing import Callable, Iterator
 
 import pytest
 
+from agent_support import Script
 from kernel_support import ConnectionRecorder, Kernel, World, make_world
+from lily_kernel.testing.server import ScriptedServer
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +69,23 @@ def recorder() -> Iterator[ConnectionRecorder]:
     server = ConnectionRecorder()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def server(script) -> Iterator[ScriptedServer]:
+    """The module's scripted model on 127.0.0.1 (overrides the per-test one of tests/)."""
+    with ScriptedServer(script) as s:
+        yield s
+
+
+@pytest.fixture
+def turns(script):
+    """The queue of turns for this test (emptied before and checked after)."""
+    script.turns.clear()
+    yield script.turns
+    assert not script.turns, f"turns left unused: {list(script.turns)}"

@@ -7,14 +7,16 @@ OpenAI, Lily or skill-root variables inherited from the machine: nothing reads
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from jupyter_client.manager import start_new_kernel
 
@@ -120,7 +122,7 @@ class Kernel:
     """A started kernel, its blocking client and its world."""
 
     def __init__(self, kernel_name: str, world: World) -> None:
-        self.world = world
+        self.name, self.world = kernel_name, world
         self.km, self.kc = start_new_kernel(kernel_name=kernel_name, cwd=str(world.workspace),
                                             env=world.env, startup_timeout=STARTUP_TIMEOUT)
 
@@ -216,20 +218,48 @@ class ConnectionRecorder:
         self.sock.close()
 
 
-class Script:
-    """A ScriptedServer responder whose turns each test queues; an empty queue answers HTTP 500."""
-
-    def __init__(self) -> None:
-        import collections
-        self.turns: collections.deque = collections.deque()
-
-    def __call__(self, request: dict):
-        if not self.turns:
-            return {"status": 500, "error_message": "test script: no turn queued"}
-        return self.turns.popleft()
-
-
 def scripted_kernel_world(base: Path, ipython_dir: Path | None, server_url: str) -> World:
     """A kernel world whose model is the scripted server at ``server_url``."""
     return make_world(base, ipython_dir, OPENAI_BASE_URL=server_url, LILY_MAX_RETRIES="0",
                       LILY_TIMEOUT="5", LILY_MODEL="scripted-test-model")
+
+
+@contextmanager
+def scripted_kernel(base: Path, ipython_dir: Path | None, server_url: str,
+                    kernel_name: str = "lily", files: dict[str, str] | None = None
+                    ) -> Iterator[Kernel]:
+    """A kernel whose model is the scripted server at ``server_url``, shut down on exit.
+
+    ``files`` are written into its workspace before it starts; a python3 kernel loads
+    ``%load_ext lily`` first, so both faces of Lily start ready the same way.
+    """
+    world = scripted_kernel_world(base, ipython_dir, server_url)
+    for name, text in (files or {}).items():
+        (world.workspace / name).write_text(text, encoding="utf-8")
+    kernel = Kernel(kernel_name, world)
+    try:
+        if kernel_name == "python3":
+            assert kernel.run("%load_ext lily").status == "ok"
+        yield kernel
+    finally:
+        kernel.shutdown()
+
+
+def call(name: str, args: dict, id: str) -> dict:
+    """A scripted model turn that calls one tool."""
+    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
+
+
+def tool_result(server: Any, call_id: str) -> str:
+    """The result of ``call_id`` as the model received it (in the latest request holding it)."""
+    for req in reversed(server.chat_requests()):
+        for m in req["messages"]:
+            if m.get("role") == "tool" and m.get("tool_call_id") == call_id:
+                return m["content"]
+    raise AssertionError(f"no request carried a result for {call_id}")
+
+
+def conversation(kernel: Kernel) -> list[dict]:
+    """The kernel session's conversation, as the agent loop keeps it."""
+    run = kernel.ok("%%python\nimport json, lily\nprint(json.dumps(lily.session().conversation))")
+    return json.loads(run.stdout)

@@ -18,43 +18,13 @@ import pytest
 from lily_kernel.testing.server import ScriptedServer
 from agent_support import assert_consistent
 
-from kernel_support import Kernel, Script, scripted_kernel_world
-
-
-@pytest.fixture(scope="module")
-def script():
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def server(script):
-    with ScriptedServer(script) as s:
-        yield s
+from kernel_support import Kernel, call, conversation, scripted_kernel
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
-    world = scripted_kernel_world(tmp_path_factory.mktemp("agent-kernel"), ipython_dir, server.url)
-    k = Kernel("lily", world)
-    yield k
-    k.shutdown()
-
-
-@pytest.fixture
-def turns(script, kernel):
-    """The queue of turns for this test (emptied before and checked after)."""
-    script.turns.clear()
-    yield script.turns
-    assert not script.turns, f"turns left unused: {list(script.turns)}"
-
-
-def call(name: str, args: dict, id: str) -> dict:
-    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
-
-
-def conversation(kernel: Kernel) -> list[dict]:
-    run = kernel.ok("%%python\nimport json, lily\nprint(json.dumps(lily.session().conversation))")
-    return json.loads(run.stdout)
+    with scripted_kernel(tmp_path_factory.mktemp("agent-kernel"), ipython_dir, server.url) as k:
+        yield k
 
 
 def markdown_answer(run) -> str:

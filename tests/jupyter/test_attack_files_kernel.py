@@ -2,41 +2,24 @@
 scripted model: the kernel's own session is the one that must refuse."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from lily_kernel.testing.server import ScriptedServer
-
-from kernel_support import Kernel, Script, scripted_kernel_world
+from kernel_support import Kernel, conversation, scripted_kernel
 
 TOML = "[limits]\nread_bytes = 64\n\n[tools]\ndeny = ['nothing']\n"
 
 
 @pytest.fixture(scope="module")
-def script():
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def server(script):
-    with ScriptedServer(script) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
-    world = scripted_kernel_world(tmp_path_factory.mktemp("files-kernel"), ipython_dir, server.url)
-    (world.workspace / "lily.toml").write_text(TOML)
-    k = Kernel("lily", world)
-    yield k
-    k.shutdown()
+    with scripted_kernel(tmp_path_factory.mktemp("files-kernel"), ipython_dir, server.url,
+                         files={"lily.toml": TOML}) as k:
+        yield k
 
 
 def results(kernel: Kernel) -> dict[str, str]:
-    run = kernel.ok("%%python\nimport json, lily\nprint(json.dumps(lily.session().conversation))")
-    return {m["tool_call_id"]: m["content"] for m in json.loads(run.stdout)
+    return {m["tool_call_id"]: m["content"] for m in conversation(kernel)
             if m.get("role") == "tool"}
 
 

@@ -1,11 +1,12 @@
 """The golden notebooks under nbconvert and papermill, run as a user runs them (subprocesses).
 
 nbconvert honours the ``raises-exception`` tag: every golden notebook executes
-and it exits 0. papermill (2.x) runs every cell too, but reports any error
-output as a failed run, tag or not: on the quickstart (one deliberately failing
-cell) it exits 1 naming that cell, and on a notebook without one it exits 0.
-Neither prints a traceback or a ``KeyboardInterrupt`` from the kernel. See the
-README ("papermill and nbconvert") and docs/front-ends.md#papermill-and-nbconvert.
+and it exits 0. papermill (2.x) reports any error output as a failed run, tag or
+not: the quickstart has no failing cell, so it runs to the end and exits 0;
+commands.ipynb (deliberately failing cells, tagged) runs to the end and exits 1
+naming the last of them. Neither prints a traceback or a ``KeyboardInterrupt`` from
+the kernel. See the README ("papermill and nbconvert") and
+docs/front-ends.md#papermill-and-nbconvert.
 """
 from __future__ import annotations
 
@@ -75,12 +76,13 @@ def test_nbconvert_executes_every_golden_notebook(folder, tmp_path):
         check_ran_to_the_end(out / name)
 
 
-def test_papermill_reports_the_quickstarts_deliberate_error(folder, tmp_path):
+def test_papermill_reports_a_deliberately_failing_cell(folder, tmp_path):
     nb, env = folder
-    out = tmp_path / "quickstart.out.ipynb"
-    proc = run(["papermill", "--no-progress-bar", "quickstart.ipynb", str(out)], nb, env)
+    out = tmp_path / "commands.out.ipynb"
+    proc = run(["papermill", "--no-progress-bar", "commands.ipynb", str(out)], nb, env)
     assert proc.returncode == 1
-    assert "Error: unknown command /skils" in proc.stderr
+    # papermill names the last failing cell, with Lily's one-line error
+    assert "Error: no agent named 'nobody'. Run /agent for the list of agents." in proc.stderr
     assert "KeyboardInterrupt" not in proc.stdout + proc.stderr
     executed = nbformat.read(out, as_version=4)
     # papermill adds two marker cells that point at the failure; without them the
@@ -90,12 +92,13 @@ def test_papermill_reports_the_quickstarts_deliberate_error(folder, tmp_path):
     check_ran_to_the_end(out)
 
 
-def test_papermill_runs_a_notebook_without_deliberate_errors(folder, tmp_path):
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "agent.ipynb"])
+def test_papermill_runs_a_notebook_without_deliberate_errors(folder, tmp_path, name):
     nb, env = folder
     assert not any(tagged(c, "raises-exception")
-                   for c in nbformat.read(nb / "agent.ipynb", as_version=4).cells)
-    out = tmp_path / "agent.out.ipynb"
-    proc = run(["papermill", "--no-progress-bar", "agent.ipynb", str(out)], nb, env)
+                   for c in nbformat.read(nb / name, as_version=4).cells)
+    out = tmp_path / name.replace(".ipynb", ".out.ipynb")
+    proc = run(["papermill", "--no-progress-bar", name, str(out)], nb, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "KeyboardInterrupt" not in proc.stdout + proc.stderr
     check_ran_to_the_end(out)

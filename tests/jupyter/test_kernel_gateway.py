@@ -9,7 +9,7 @@ must reach the scripted model, and the journal must land under the workspace's
 from __future__ import annotations
 
 import asyncio
-import threading
+import concurrent.futures
 import json
 import os
 import socket
@@ -26,6 +26,14 @@ from tornado.websocket import websocket_connect
 from kernel_support import make_world
 
 STARTUP = 60  # seconds for the gateway, then for the kernel (generous: tests share 2 cores)
+
+
+def run_in_own_loop(coroutine_function):
+    """``asyncio.run`` in a thread of its own: in the whole suite the real-browser tests'
+    Playwright (sync API) keeps an event loop running in the main thread, where
+    ``asyncio.run`` refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(coroutine_function())).result()
 
 
 def free_port() -> int:
@@ -112,14 +120,14 @@ class Channels:
         return reply, outputs
 
 
-def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
+def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
     base, gateway_home = gateway
     workspace = tmp_path / "team-notebooks"
     skill = workspace / "skills" / "team_notes"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: team_notes\ndescription: The team's notes.\n"
                                     "---\nBody.\n")
-    server.add({"content": "Hello through the gateway."})
+    turns.append({"content": "Hello through the gateway."})
     kernel = http("POST", base + "/api/kernels", {"name": "lily", "env": {
         "KERNEL_WORKING_DIR": str(workspace), "KERNEL_LILY_SESSION": "remote-analysis",
         "OPENAI_BASE_URL": server.url, "LILY_MODEL": "scripted-test-model",
@@ -136,7 +144,7 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
                 ws.close()
             return skills, prose, where
 
-        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = _run_in_thread(session())
+        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = run_in_own_loop(session)
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
@@ -151,21 +159,3 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server):
     assert records[0]["workspace"] == str(workspace)
     assert any(r.get("event") == "command" and r.get("command") == "/skills" for r in records)
     assert not (gateway_home / ".lily").exists()  # nothing in the gateway's own folder
-
-
-def _run_in_thread(coroutine):
-    """``asyncio.run`` on a thread of its own: the browser suite's Playwright keeps an event
-    loop running on the main thread for the whole test session."""
-    box: dict = {}
-
-    def main() -> None:
-        try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as exc:  # re-raised in the test's thread
-            box["error"] = exc
-    thread = threading.Thread(target=main, name="gateway-client")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lily_kernel.testing.server import ScriptedServer
-
-from kernel_support import Kernel, Script, scripted_kernel_world
+from kernel_support import call, scripted_kernel, tool_result
 
 LILY_TOML = """
 [notebook]
@@ -22,35 +20,11 @@ deny = ["read_cells"]
 """
 
 
-@pytest.fixture(scope="module")
-def script():
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def server(script):
-    with ScriptedServer(script) as s:
-        yield s
-
-
 @pytest.fixture(scope="module", params=["lily", "python3"])
 def kernel(request, tmp_path_factory, ipython_dir, server):
-    world = scripted_kernel_world(tmp_path_factory.mktemp(f"nbprivacy-{request.param}"),
-                                  ipython_dir, server.url)
-    (world.workspace / "lily.toml").write_text(LILY_TOML, encoding="utf-8")
-    k = Kernel(request.param, world)
-    k.name = request.param
-    if request.param == "python3":
-        assert k.run("%load_ext lily").status == "ok"
-    yield k
-    k.shutdown()
-
-
-@pytest.fixture
-def turns(script, kernel):
-    script.turns.clear()
-    yield script.turns
-    assert not script.turns, f"turns left unused: {list(script.turns)}"
+    with scripted_kernel(tmp_path_factory.mktemp(f"nbprivacy-{request.param}"), ipython_dir,
+                         server.url, request.param, files={"lily.toml": LILY_TOML}) as k:
+        yield k
 
 
 def py(kernel, code):
@@ -59,18 +33,6 @@ def py(kernel, code):
 
 def ask(kernel, text):
     return kernel.run(text if kernel.name == "lily" else f"%%lily\n{text}")
-
-
-def call(name: str, args: dict, id: str) -> dict:
-    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
-
-
-def result_of(server, call_id: str) -> str:
-    for req in reversed(server.chat_requests()):
-        for m in req["messages"]:
-            if m.get("role") == "tool" and m.get("tool_call_id") == call_id:
-                return m["content"]
-    raise AssertionError(call_id)
 
 
 def test_share_values_false_gives_names_types_shapes_only(kernel, server, turns):
@@ -84,7 +46,7 @@ def test_share_values_false_gives_names_types_shapes_only(kernel, server, turns)
         {"name": "inspect_variable", "arguments": {"name": "words"}, "id": "s3"},
         {"name": "last_error", "arguments": {}, "id": "s4"}]}, "ok"])
     assert ask(kernel, "look at my data").status == "ok"
-    listed, df, words, error = (result_of(server, i) for i in ("s1", "s2", "s3", "s4"))
+    listed, df, words, error = (tool_result(server, i) for i in ("s1", "s2", "s3", "s4"))
     assert "df: DataFrame 1×2" in listed and "words: list[1]" in listed
     assert "DataFrame 1 rows × 2 columns" in df and "temp: float64" in df
     assert "list of length 1" in words
@@ -100,8 +62,8 @@ def test_share_values_false_run_python_reports_no_output(kernel, server, turns):
     turns.append("done")
     done = kernel.run("/confirm")
     assert "SECRET-OUTPUT" in done.stdout  # the user sees it; the model does not
-    assert "SECRET-OUTPUT" not in result_of(server, "s5")
-    assert "without an error" in result_of(server, "s5")
+    assert "SECRET-OUTPUT" not in tool_result(server, "s5")
+    assert "without an error" in tool_result(server, "s5")
 
 
 def test_a_denied_tool_is_never_offered_and_refused_if_called(kernel, server, turns):
@@ -111,7 +73,7 @@ def test_a_denied_tool_is_never_offered_and_refused_if_called(kernel, server, tu
     assert "read_cells" not in offered
     assert {"list_variables", "inspect_variable", "last_error", "propose_cell",
             "run_python"} <= offered
-    assert result_of(server, "d1") == "Error: tool 'read_cells' is denied by the tool policy"
+    assert tool_result(server, "d1") == "Error: tool 'read_cells' is denied by the tool policy"
 
 
 def test_confirm_list_puts_write_behind_the_card(kernel, server, turns):
@@ -125,4 +87,4 @@ def test_confirm_list_puts_write_behind_the_card(kernel, server, turns):
     done = kernel.run("/confirm")
     assert done.status == "ok", done.messages
     assert target.read_text(encoding="utf-8") == "line one\nline two"
-    assert result_of(server, "w1").startswith("wrote 17 characters")
+    assert tool_result(server, "w1").startswith("wrote 17 characters")

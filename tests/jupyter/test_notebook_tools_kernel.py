@@ -16,18 +16,7 @@ import pytest
 from lily_kernel.testing.server import ScriptedServer
 from agent_support import assert_consistent
 
-from kernel_support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
-
-
-@pytest.fixture(scope="module")
-def script():
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def server(script):
-    with ScriptedServer(script) as s:
-        yield s
+from kernel_support import WIDGET_MIME, Kernel, call, scripted_kernel, tool_result
 
 
 class Face:
@@ -50,34 +39,9 @@ class Face:
 
 @pytest.fixture(scope="module", params=["lily", "python3"])
 def face(request, tmp_path_factory, ipython_dir, server):
-    world = scripted_kernel_world(tmp_path_factory.mktemp(f"nbtools-{request.param}"),
-                                  ipython_dir, server.url)
-    kernel = Kernel(request.param, world)
-    f = Face(kernel, request.param)
-    if request.param == "python3":
-        assert kernel.run("%load_ext lily").status == "ok"
-    yield f
-    kernel.shutdown()
-
-
-@pytest.fixture
-def turns(script, face):
-    script.turns.clear()
-    yield script.turns
-    assert not script.turns, f"turns left unused: {list(script.turns)}"
-
-
-def call(name: str, args: dict, id: str) -> dict:
-    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
-
-
-def tool_result(server: ScriptedServer, call_id: str) -> str:
-    """The result of ``call_id`` as the model received it (in the latest request holding it)."""
-    for req in reversed(server.chat_requests()):
-        for m in req["messages"]:
-            if m.get("role") == "tool" and m.get("tool_call_id") == call_id:
-                return m["content"]
-    raise AssertionError(f"no request carried a result for {call_id}")
+    with scripted_kernel(tmp_path_factory.mktemp(f"nbtools-{request.param}"), ipython_dir,
+                         server.url, request.param) as kernel:
+        yield Face(kernel, request.param)
 
 
 def ask_tool(face: Face, server, turns, name: str, args: dict, id: str, answer: str = "done"):

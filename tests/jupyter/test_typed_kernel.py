@@ -12,39 +12,18 @@ from __future__ import annotations
 import pytest
 
 from lily_kernel.typed.outbox import Outbox
-from lily_kernel.testing.server import ScriptedServer
 
-from kernel_support import WIDGET_MIME, Kernel, Script, scripted_kernel_world
+from kernel_support import WIDGET_MIME, Kernel, scripted_kernel
 
 ALICE = "https://alice.example/users/alice"
 CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"
 
 
 @pytest.fixture(scope="module")
-def script():
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def server(script):
-    with ScriptedServer(script) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
-    world = scripted_kernel_world(tmp_path_factory.mktemp("typed-kernel"), ipython_dir, server.url)
-    (world.workspace / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
-    k = Kernel("lily", world)
-    yield k
-    k.shutdown()
-
-
-@pytest.fixture
-def turns(script, kernel):
-    script.turns.clear()
-    yield script.turns
-    assert not script.turns, f"turns left unused: {list(script.turns)}"
+    with scripted_kernel(tmp_path_factory.mktemp("typed-kernel"), ipython_dir, server.url,
+                         files={"contacts.yaml": CONTACTS}) as k:
+        yield k
 
 
 def propose(recipient: str, content: str) -> list[dict]:

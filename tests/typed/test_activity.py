@@ -1,7 +1,7 @@
 """Activities for external skills: building, the local outbox, HTTP delivery without duplicates.
 
 Every HTTP test talks to a real ``http.server`` receiver on 127.0.0.1 run in a
-thread (no mocks, nothing beyond loopback). The receiver records every request
+thread (receiver_support.py; no mocks, nothing beyond loopback). The receiver records every request
 and, like a well-behaved ActivityPub server, accepts an activity once per
 Idempotency-Key: a replay gets a 2xx but is not accepted again.
 """
@@ -11,13 +11,13 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from lily_kernel.typed.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, DispatchError,
                                         build_activity, new_activity_id)
 from lily_kernel.typed.outbox import Delivery, Outbox
+from receiver_support import keep_loopback_direct, receivers
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -26,90 +26,14 @@ TOKEN = "s3cr3t-T0KEN-do-not-leak-8d1f"
 
 @pytest.fixture(autouse=True)
 def _no_proxies(monkeypatch):
-    """urllib honours *_proxy variables; keep loopback requests on loopback."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "*")
-
-
-class Receiver:
-    """A scripted HTTP receiver. ``script[i]`` drives the i-th request; afterwards 201."""
-
-    def __init__(self, script=()):
-        self.script = list(script)
-        self.requests: list[dict] = []
-        self.accepted: dict[str, bytes] = {}   # Idempotency-Key -> body, first 2xx only
-        self._inflight = 0
-        self._cond = threading.Condition()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver._cond:
-                    index = len(receiver.requests)
-                    receiver.requests.append({"path": self.path, "headers": dict(self.headers),
-                                              "body": body})
-                    receiver._inflight += 1
-                try:
-                    step = receiver.script[index] if index < len(receiver.script) else {}
-                    time.sleep(step.get("sleep", 0))
-                    status = step.get("status", 201)
-                    key = self.headers.get("Idempotency-Key")
-                    if 200 <= status < 300:
-                        with receiver._cond:
-                            receiver.accepted.setdefault(key, body)
-                    payload = step.get("body", b"")
-                    if step.get("echo_auth"):
-                        payload = json.dumps({"error": "bad request from "
-                                              + str(self.headers.get("Authorization"))}).encode()
-                    try:
-                        self.send_response(status)
-                        for name, value in step.get("headers", {}).items():
-                            self.send_header(name, value)
-                        if 200 <= status < 300:
-                            self.send_header("Location", f"http://127.0.0.1/objects/{index}")
-                        self.send_header("Content-Length", str(len(payload)))
-                        self.end_headers()
-                        self.wfile.write(payload)
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # the client gave up (timeout): the server still processed it
-                finally:
-                    with receiver._cond:
-                        receiver._inflight -= 1
-                        receiver._cond.notify_all()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/users/alice/outbox"
-        self._thread = threading.Thread(target=self.server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-
-    def wait_idle(self, timeout: float = 5.0) -> None:
-        with self._cond:
-            assert self._cond.wait_for(lambda: self._inflight == 0, timeout), "receiver still busy"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    keep_loopback_direct(monkeypatch)
 
 
 @pytest.fixture
 def receiver():
-    made: list[Receiver] = []
-
-    def make(*script):
-        r = Receiver(script)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.close()
+    """``receiver(*script)``: a scripted outbox (receiver_support.Receiver), closed after."""
+    with receivers() as make:
+        yield make
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from lily_kernel import safejson
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ActionDone, CommandError
 from agent_support import World, assert_consistent
+from receiver_support import keep_loopback_direct, receivers
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -179,56 +180,13 @@ BOB = "https://bob.example/users/bob"
 ME = "https://me.example/users/me"
 
 
-class SlowReceiver:
-    """An ActivityPub outbox on 127.0.0.1 that accepts every POST but answers the first ones
-    ``slow`` seconds late (after the client gave up), accepting once per Idempotency-Key."""
-
-    def __init__(self, slow_answers: int = 1, slow: float = 1.0) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        self.posts: list[dict] = []
-        self.accepted: dict[str, bytes] = {}
-        lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with lock:
-                    n = len(owner.posts)
-                    owner.posts.append({"key": self.headers.get("Idempotency-Key"), "body": body})
-                    owner.accepted.setdefault(self.headers.get("Idempotency-Key"), body)
-                if n < slow_answers:
-                    time.sleep(slow)  # received and acted on; the answer comes too late
-                try:
-                    self.send_response(201)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                except OSError:
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/users/me/outbox"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def slow_receiver(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    r = SlowReceiver()
-    yield r
-    r.close()
+    """An outbox on 127.0.0.1 that acts on the first POST at once but answers it a second
+    late (after the client gave up), accepting once per Idempotency-Key."""
+    keep_loopback_direct(monkeypatch)
+    with receivers(path="/users/me/outbox") as make:
+        yield make({"sleep": 1.0})
 
 
 def outbox_settings(world: World, url: str, timeout: float = 0.3, retries: int = 0) -> None:
@@ -254,14 +212,15 @@ def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_on
 
     again = error_line(session, SEND)  # the same call again: refused, nothing sent
     assert "/confirm" in again and "/cancel" in again and activity_id in again
-    assert len(slow_receiver.posts) == 1
+    assert len(slow_receiver.requests) == 1
 
     done = router.run(session, "/confirm")
     assert isinstance(done, ActionDone) and "delivered" in done.summary
     assert session.pending is None
-    posts = slow_receiver.posts
+    posts = slow_receiver.requests
     assert len(posts) == 2
-    assert {p["key"] for p in posts} == {activity_id}  # one Idempotency-Key across the retry
+    keys = {p["headers"]["Idempotency-Key"] for p in posts}
+    assert keys == {activity_id}  # one Idempotency-Key across the retry
     assert {json.loads(p["body"])["id"] for p in posts} == {activity_id}  # one activity
     assert list(slow_receiver.accepted) == [activity_id]
     assert world_outbox_status(world, activity_id) == "delivered"
@@ -276,7 +235,7 @@ def test_an_uncertain_send_can_be_cancelled_and_a_new_one_then_goes(world, slow_
     assert isinstance(cancelled, ActionDone) and session.pending is None
     done = router.run(session, SEND)  # a new activity, with a new id
     assert "delivered" in done.summary
-    assert [json.loads(p["body"])["id"] == first for p in slow_receiver.posts] == [True, False]
+    assert [json.loads(p["body"])["id"] == first for p in slow_receiver.requests] == [True, False]
 
 
 @pytest.mark.parametrize("table, words", [
@@ -306,5 +265,6 @@ def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiv
     assert "may have been delivered" in line and session.pending.id == action.id
     assert session.pending.uncertain
     assert "delivered" in router.run(session, "/confirm").summary
-    assert {p["key"] for p in slow_receiver.posts} == {action.activity["id"]}
+    keys = {p["headers"]["Idempotency-Key"] for p in slow_receiver.requests}
+    assert keys == {action.activity["id"]}
     assert len(slow_receiver.accepted) == 1

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 from agent_support import World as AgentWorld
+from receiver_support import Receiver, keep_loopback_direct, receivers
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -74,9 +73,7 @@ internal
 @pytest.fixture(autouse=True)
 def _clean_environment(no_machine_model, monkeypatch):
     """No model, Lily or skill settings from the machine; loopback stays on loopback."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    keep_loopback_direct(monkeypatch)
 
 
 
@@ -437,62 +434,11 @@ def test_prose_after_a_typed_skill_goes_to_the_model(world, server):
 
 # -- dispatch over HTTP (ActivityPub client-to-server) -----------------------------------
 
-class Receiver:
-    """An ActivityPub outbox on 127.0.0.1 that records every POST.
-
-    ``statuses[i]`` answers the i-th request (then 201). Like a well-behaved
-    server it accepts an activity once per Idempotency-Key.
-    """
-
-    def __init__(self, statuses=()) -> None:
-        self.statuses = list(statuses)
-        self.requests: list[dict] = []
-        self.accepted: dict[str, dict] = {}
-        lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with lock:
-                    index = len(receiver.requests)
-                    receiver.requests.append({"path": self.path, "headers": dict(self.headers),
-                                              "body": body})
-                    status = receiver.statuses[index] if index < len(receiver.statuses) else 201
-                    if 200 <= status < 300:
-                        receiver.accepted.setdefault(self.headers.get("Idempotency-Key"),
-                                                     json.loads(body))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/users/me/outbox"
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def receiver():
-    made = []
-
-    def make(*statuses):
-        r = Receiver(statuses)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.close()
+    """``receiver(*statuses)``: an outbox on 127.0.0.1 (receiver_support.Receiver)."""
+    with receivers(path="/users/me/outbox") as make:
+        yield make
 
 
 def configure_outbox(world: World, receiver: Receiver, monkeypatch) -> None:
@@ -552,7 +498,7 @@ def test_a_retried_delivery_is_accepted_once(world, server, receiver, monkeypatc
     assert len({q["body"] for q in r.requests}) == 1
     assert len({q["headers"]["Idempotency-Key"] for q in r.requests}) == 1
     assert len(r.accepted) == 1
-    (activity,) = r.accepted.values()
+    (activity,) = map(json.loads, r.accepted.values())
     assert activity["to"] == [BOB] and activity["object"]["content"] == "retry me"
 
 
