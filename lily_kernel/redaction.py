@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from typing import Iterable, Mapping
 
 SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
@@ -48,14 +48,16 @@ def live_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     return values
 
 
-def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    """``text`` without URL userinfo or the live values of the secret variables."""
+def redact(text: str, env: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> str:
+    """``text`` without URL userinfo or the live values of the secret variables; ``also``
+    names further secrets in hand (e.g. the outbox token a caller was given), masked
+    whatever their length."""
     if not isinstance(text, str):
         text = str(text)
     text = redact_urls(text)
     if "uthorization" in text or "earer" in text or "EARER" in text:
         text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
-    for value in live_secrets(env):
+    for value in (*(v for v in also if v), *live_secrets(env)):
         if value in text:
             text = text.replace(value, MASK)
     return text

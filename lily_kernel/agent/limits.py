@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from lily_kernel.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -20,13 +22,13 @@ class Limits:
 
     @classmethod
     def from_table(cls, table: Mapping[str, object] | None) -> "Limits":
-        """The ``[limits]`` table of lily.toml; ValueError naming the key when a value is bad."""
+        """The ``[limits]`` table of lily.toml; ConfigError naming the key when a value is bad."""
         values: dict[str, int] = {}
         known = {f.name for f in fields(cls)}
         for key, raw in (table or {}).items():
             if key not in known:
-                raise ValueError(f"[limits] {key}: unknown limit (known: {', '.join(sorted(known))})")
+                raise ConfigError(f"[limits] {key}: unknown limit (known: {', '.join(sorted(known))})")
             if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
-                raise ValueError(f"[limits] {key} must be a positive whole number, not {raw!r}")
+                raise ConfigError(f"[limits] {key} must be a positive whole number, not {raw!r}")
             values[key] = raw
         return cls(**values)

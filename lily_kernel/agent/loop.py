@@ -35,7 +35,6 @@ MAX_STEPS = 8
 DECLINED = "declined by the user"
 NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
            "call it again afterwards if it is still needed")
-MAX_RESULT_CHARS = 20_000
 
 LOAD_SKILL = {"type": "function", "function": {
     "name": "load_skill",

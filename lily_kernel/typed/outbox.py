@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lily_kernel.redaction import redact
 from lily_kernel.typed.activity import (CONTENT_TYPE, MAX_RETRY_AFTER, DispatchError,
                                         _check_activity_id, _now_iso, _one_line)
 
@@ -91,9 +92,8 @@ class _Attempt(Exception):
 
 
 def _redact(text: str, token: str | None) -> str:
-    if token:
-        text = text.replace(token, "***")
-    return text
+    """Through the one redaction (docs/limits-and-secrets.md#secrets), the token in hand too."""
+    return redact(text, also=(token,) if token else ())
 
 
 def _check_url(url: Any) -> str:
