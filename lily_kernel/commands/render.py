@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
+from lily_kernel.commands import sanitize
 from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
@@ -57,10 +58,16 @@ def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60
     return "\n".join(out)
 
 
-def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    esc = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]],
+             markup: tuple[int, ...] = ()) -> str:
+    """A Markdown pipe table; every cell shown literally (docs/trust-boundary.md#display),
+    except the columns in ``markup``, which hold Markdown Lily built (code spans)."""
+    def esc(i: int, v: object) -> str:
+        if i in markup:
+            return str(v).replace("\n", " ")
+        return sanitize.md_cell(str(v))
     out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(esc(i, c) for i, c in enumerate(r)) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -102,7 +109,7 @@ def _(r: SkillTable) -> str:
 @markdown.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
-    out = [f"**{skills_heading(snap)}**", "", md_table(skill_columns(snap), skill_rows(snap))]
+    out = [f"**{sanitize.md_text(skills_heading(snap))}**", "", md_table(skill_columns(snap), skill_rows(snap))]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
@@ -117,7 +124,7 @@ def _(r: HelpPage) -> str:
 
 @markdown.register
 def _(r: HelpPage) -> str:
-    return f"### {r.title}\n\n{r.markdown}"
+    return f"### {sanitize.md_text(r.title)}\n\n{sanitize.markdown(r.markdown)}"
 
 
 @text.register
@@ -128,12 +135,13 @@ def _(r: AgentList) -> str:
 
 @markdown.register
 def _(r: AgentList) -> str:
-    head = f"Switched to agent **{r.active}**." if r.switched else "**Agents**"
+    md = sanitize.md_text
+    head = f"Switched to agent **{md(r.active)}**." if r.switched else "**Agents**"
     return head + "\n\n" + "\n".join(
-        f"- **{a}** (active)" if a == r.active else f"- {a}" for a in r.agents)
+        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents)
 
 
-_markdown_first(Notice, lambda r: r.markdown)
+_markdown_first(Notice, lambda r: sanitize.markdown(r.markdown))
 
 
 @text.register
@@ -145,8 +153,8 @@ def _(r: ToolOutput) -> str:
 def _(r: ToolOutput) -> str:
     value = r.value
     if isinstance(value, str):
-        return value
-    return "```json\n" + _value(value) + "\n```"
+        return sanitize.markdown(value)
+    return sanitize.code_block(_value(value), "json")
 
 
 @text.register
@@ -163,7 +171,8 @@ def _(r: ModelInfo) -> str:
 
 @markdown.register
 def _(r: ModelInfo) -> str:
-    head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    head = "**Model configuration**" + (
+        f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"),
                                     [(k, "—" if v is None else v) for k, v in r.config.items()]) \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
@@ -184,22 +193,22 @@ def _(r: Answer) -> str:
 
 @markdown.register
 def _(r: Answer) -> str:
-    return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
+    return f"{sanitize.markdown(r.text.rstrip())}\n\n<sub>{sanitize.md_text(r.footer())}</sub>"
 
 
 def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
     """A held tool call: the exact arguments; code in a fenced, highlighted block."""
     a = card.action
-    out = [f"**Confirm {a.tool}** (tool call)" + (f": {card.purpose}" if card.purpose else "")]
-    short = [(k, f"`{json.dumps(v, ensure_ascii=False)}`") for k, v in a.args.items()
+    md = sanitize.md_text
+    out = [f"**Confirm {md(a.tool)}** (tool call)" + (f": {md(card.purpose)}" if card.purpose else "")]
+    short = [(k, sanitize.code_span(json.dumps(v, ensure_ascii=False))) for k, v in a.args.items()
              if not (isinstance(v, str) and ("\n" in v or k == "code"))]
     if short:
-        out += ["", md_table(("argument", "value"), short)]
+        out += ["", md_table(("argument", "value"), short, markup=(1,))]
     for k, v in a.args.items():
         if isinstance(v, str) and ("\n" in v or k == "code"):
-            fence = "````" if "```" in v else "```"
             lang = "python" if a.tool == "run_python" else ""
-            out += ["", f"`{k}`:", "", f"{fence}{lang}", v.rstrip("\n"), fence]
+            out += ["", f"{sanitize.code_span(k)}:", "", sanitize.code_block(v, lang)]
     if footer:
         out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
     return "\n".join(out)
@@ -209,23 +218,26 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
     a = card.action
     if a.kind == "tool":
         return tool_card_markdown(card, footer)
-    out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
-           md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
+    md, span = sanitize.md_text, sanitize.code_span
+    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)})" + (f": {md(card.purpose)}" if card.purpose else ""),
+           "", md_table(("parameter", "value"),
+                        [(k, span(json.dumps(v))) for k, v in a.params.items()], markup=(1,))]
     if a.kind == "internal":
         out += ["", md_table(("setting", "now", "after"),
-                             [(f"`{p}`", "—" if a.old.get(p) is None else f"`{json.dumps(a.old[p])}`",
-                               f"`{json.dumps(v)}`") for p, v in a.changes.items()])]
+                             [(span(p), "—" if a.old.get(p) is None else span(json.dumps(a.old[p])),
+                               span(json.dumps(v))) for p, v in a.changes.items()],
+                             markup=(0, 1, 2))]
     else:
-        out += ["", f"Sends a **{a.activity['type']}** activity to {a.target} "
-                    f"(id `{a.activity['id']}`):", "", "```json",
-                json.dumps(a.activity, indent=2, ensure_ascii=False), "```"]
+        out += ["", f"Sends a **{md(a.activity['type'])}** activity to {md(a.target)} "
+                    f"(id {span(a.activity['id'])}):", "",
+                sanitize.code_block(json.dumps(a.activity, indent=2, ensure_ascii=False), "json")]
     if footer:
         out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
     return "\n".join(out)
 
 
 _markdown_first(ActionCard, card_markdown)
-_markdown_first(ActionDone, lambda r: r.summary)
+_markdown_first(ActionDone, lambda r: sanitize.markdown(r.summary))
 
 
 @text.register
@@ -246,11 +258,11 @@ def _(r: ConfirmedRun) -> str:
 def _(r: ConfirmedRun) -> str:
     out = [markdown(r.done)]
     if r.output.strip():
-        out.append("Output:\n\n```\n" + r.output.rstrip() + "\n```")
+        out.append("Output:\n\n" + sanitize.code_block(r.output.rstrip()))
     if r.answer is not None:
         out.append(markdown(r.answer))
     for code in r.proposed:
-        out.append("Proposed cell:\n\n```python\n" + code.rstrip() + "\n```")
+        out.append("Proposed cell:\n\n" + sanitize.code_block(code.rstrip(), "python"))
     if r.card is not None:
         out.append(markdown(r.card))
     return "\n\n".join(out)

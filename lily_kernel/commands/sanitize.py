@@ -16,6 +16,7 @@ waiting line:
 - :func:`md_text` — a value (a skill name, a model name, a path) shown literally inside
   Markdown: every Markdown and HTML character is backslash-escaped.
 - :func:`html_text` — a value shown inside HTML (widgets, the /skills table).
+- :func:`markdown_html` — Markdown rendered to HTML for a widget, raw HTML off.
 - :func:`code_span`, :func:`code_block` — a value shown verbatim as code inside Markdown,
   with a fence no content can close.
 """
@@ -38,9 +39,14 @@ _BLOCKS = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethro
 # The check of the result: raw HTML on, every URL kept, so nothing can hide from it.
 _CHECK = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 _CHECK.validateLink = lambda url: True  # type: ignore[method-assign]
+# Markdown to HTML for widgets: raw HTML off, markdown-it's own URL check on.
+_HTML = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
-_PUNCT = frozenset("\\`*_{}[]()#+-.!|<>~$&\"'=:;")
+_PUNCT = frozenset("\\`*_{}[]()#+-.!|<>~$&\"'=:;")  # what a backslash may escape here
+# Characters that mean something anywhere in a line, and at a line's start only.
+_INLINE = frozenset("\\`*_[]<>|~$&")
+_LINE_START = re.compile(r"^([ \t]*)(?:([#>+\-=*])|(\d+)([.)]))", re.MULTILINE)
 _URL_NOISE = re.compile(r"[\t\n\r]")
 
 
@@ -52,15 +58,28 @@ def html_text(text: str) -> str:
 def md_text(text: str) -> str:
     """``text`` escaped so Markdown shows it literally: no formatting, link or HTML.
 
-    Every character with a meaning in Markdown (or to JupyterLab's math) gets a
-    backslash, which CommonMark and ``marked`` both drop when rendering.
+    Every character with a meaning inside a line of Markdown (or to JupyterLab's math)
+    gets a backslash, which CommonMark and ``marked`` both drop when rendering; so does a
+    heading, quote, list or rule mark at the start of a line.
     """
-    return "".join("\\" + c if c in _PUNCT else c for c in str(text))
+    out = _inline_escape(str(text))
+    return _LINE_START.sub(
+        lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)),
+        out)
 
 
 def md_cell(text: str) -> str:
     """``text`` shown literally in one cell of a Markdown pipe table (one line)."""
-    return md_text(" ".join(str(text).splitlines()))
+    return _inline_escape(" ".join(str(text).splitlines()))
+
+
+def _inline_escape(text: str) -> str:
+    """A backslash before each character that means something inside a line; an ``_``
+    inside a word (``prompt_rewrite``) means nothing and stays bare."""
+    return "".join(
+        "\\" + c if c in _INLINE and not (c == "_" and 0 < i < len(text) - 1
+                                           and text[i - 1].isalnum() and text[i + 1].isalnum())
+        else c for i, c in enumerate(text))
 
 
 def code_span(text: str) -> str:
@@ -84,6 +103,13 @@ def code_block(text: str, lang: str = "") -> str:
     fence = "`" * max(3, longest + 1)
     info = re.sub(r"[^A-Za-z0-9_+\-]", "", lang)
     return f"{fence}{info}\n{body}\n{fence}"
+
+
+def markdown_html(text: str) -> str:
+    """Markdown as HTML for a widget (which holds HTML, not Markdown): rendered by
+    markdown-it-py with raw HTML switched off (it shows as text) and its link check on
+    (a ``javascript:``/``vbscript:``/``file:``/``data:`` link stays text)."""
+    return _HTML.render(markdown(text))
 
 
 def safe_url(url: str) -> bool:

@@ -269,13 +269,13 @@ def _redact_history(shell, install: bool) -> None:
 
 def _display_result(result, confirm=None) -> None:
     from IPython.display import display
-    from lily_kernel.jupyter.display import bundle, filter_bundle
+    from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
         live = filter_bundle(result)
         with _nothing_to_flush():
             if live is not None:
-                display(live, raw=True)
-            display(bundle(result), raw=True)
+                display(live[0], raw=True)
+            display(skills_bundle(result, live[1] if live is not None else None), raw=True)
         return
     display(bundle(result, confirm=confirm), raw=True)
 

@@ -168,11 +168,26 @@ def test_skills_table_is_html_and_its_filter_a_widget_apart(start_kernel):
     assert f".lily-skills-{key} {{display: none}}" in shown
     assert type_into(kernel, kids[0], "")[kids[1]] == ""  # cleared: the static table again
 
-    # shown again: a view of a model the front end has (opened now, or just before)
+    # shown again: a filter of its own (issue 23.4), which starts empty and hides only
+    # its own table; typing in the first one leaves the second alone
+    type_into(kernel, kids[0], "plan")
     again = kernel.run("/skills")
     live2, data2 = skills_displays(again)
-    assert live2[WIDGET_MIME]["model_id"] in set(models) | set(widget_models(again))
-    assert data2["text/html"] == data["text/html"]
+    models2 = widget_models(again)
+    model2 = live2[WIDGET_MIME]["model_id"]
+    assert model2 != model_id and model2 in models2
+    kids2 = [ref.removeprefix("IPY_MODEL_") for ref in models2[model2]["children"]]
+    assert models2[kids2[0]]["value"] == "" and models2[kids2[1]]["value"] == ""
+    key2 = re.search(r"lily-skills-([0-9a-f]{12})", data2["text/html"]).group(1)
+    assert key2 != key
+    assert data2["text/html"].replace(key2, key) == data["text/html"]
+    updates = type_into(kernel, kids2[0], "todo")
+    assert kids[1] not in updates and kids2[1] in updates  # only the second table changed
+    assert f".lily-skills-{key2} {{display: none}}" in updates[kids2[1]]
+    assert f".lily-skills-{key} " not in updates[kids2[1]]
+    # its heading counts what it shows
+    assert re.search(r"1 of \d+ skills match “todo”", updates[kids2[1]])
+    assert "no skill matches “zzz-none”" in type_into(kernel, kids2[0], "zzz-none")[kids2[1]]
 
 
 def test_after_skills_output_keeps_its_order(lily):
