@@ -21,7 +21,7 @@ import time
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from lily_kernel.commands import router
+from lily_kernel.commands import router, sanitize
 from lily_kernel.commands.results import ActionCard, ActionDone, ConfirmedRun, SkillTable
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
@@ -101,7 +101,13 @@ class Integration:
         if stripped.startswith("%%python"):
             first = cell.index("%%python")
             newline = cell.find("\n", first)
-            return [] if newline == -1 else cell[newline + 1:].splitlines(keepends=True)
+            if newline == -1:
+                return []
+            # the header becomes a comment line, not nothing: line N of a traceback is
+            # line N of the cell the user sees (docs/jupyter-display.md#python-cells)
+            header = cell[:newline + 1]
+            return ["# %%python" + "\n" * header.count("\n"),
+                    *cell[newline + 1:].splitlines(keepends=True)]
         if stripped[0] in "%!" or stripped.rstrip() in EXIT_WORDS:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
@@ -223,8 +229,15 @@ class _LiveText:
         if self.handle is None:
             from IPython.display import display
             self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-        lines = [line for line in (self.status, "".join(self.parts), self.waiting) if line]
-        self.handle.update({"text/plain": "\n".join(lines)}, raw=True)
+        text = "".join(self.parts)
+        lines = [line for line in (self.status, text, self.waiting) if line]
+        # Markdown as it arrives (a front end wraps it at word boundaries, where a plain
+        # text output breaks words), made inert like the final answer; the status and the
+        # waiting line carry names from the model and configuration, shown literally
+        md = [part for part in (sanitize.md_text(self.status), sanitize.markdown(text),
+                                sanitize.md_text(self.waiting)) if part]
+        self.handle.update({"text/plain": "\n".join(lines),
+                            "text/markdown": "\n\n".join(md)}, raw=True)
 
     def close(self) -> None:
         self._stop_waiting()

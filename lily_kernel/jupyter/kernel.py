@@ -27,12 +27,18 @@ class LilyKernel(IPythonKernel):
     implementation_version = __version__
     banner = ("Lily: a skill-driven agent in Jupyter. /help lists the commands, "
               "/skills the skills; %%python runs Python.")
+    # Python, not Markdown: a front end picks one editor mode for every code cell from
+    # this, and %%python cells must highlight as Python (Markdown mode drew `[1, 2]` as a
+    # link). Prose cells still go to the agent: routing is Lily's, never the front end's
+    # (docs/jupyter-display.md#python-cells).
     language_info = {
-        "name": "markdown",
-        "mimetype": "text/markdown",
-        "file_extension": ".md",
-        "pygments_lexer": "markdown",
-        "codemirror_mode": "markdown",
+        "name": "python",
+        "version": sys.version.split()[0],
+        "mimetype": "text/x-python",
+        "file_extension": ".py",
+        "pygments_lexer": "ipython3",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "nbconvert_exporter": "python",
     }
     help_links = [{"text": "Lily commands: run /help", "url": "https://jupyter.org"}]
 

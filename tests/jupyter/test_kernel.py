@@ -78,6 +78,25 @@ def test_python_errors_keep_their_traceback(lily):
     assert run.errors[0]["ename"] == "ZeroDivisionError"
 
 
+@pytest.mark.parametrize("cell", ["%%python\nx = 1\n\n1 / 0", "\n\n%%python\n1 / 0"])
+def test_python_traceback_line_numbers_are_the_cells_own(lily, cell):
+    """Issue 23.11: line N of a %%python traceback is line N of the cell the user sees."""
+    run = lily.run(cell)
+    line = cell.splitlines().index("1 / 0") + 1
+    tb = "\n".join(run.errors[0]["traceback"])
+    assert re.search(rf"\bline {line}\b", re.sub(r"\x1b\[[0-9;]*m", "", tb)), tb
+
+
+def test_language_info_is_python_so_python_cells_highlight(lily):
+    """Issue 23.11: a front end picks the editor mode from language_info (Markdown drew
+    `[1, 2]` as a link); prose still goes to the agent, routing is Lily's."""
+    info = lily.kc.kernel_info(reply=True, timeout=30)["content"]["language_info"]
+    assert info["name"] == "python" and info["mimetype"] == "text/x-python"
+    assert info["codemirror_mode"] == {"name": "ipython", "version": 3}
+    assert info["pygments_lexer"] == "ipython3"
+    assert lily.ok("%%python\n[1, 2]").result == {"text/plain": "[1, 2]"}
+
+
 @pytest.mark.parametrize("prose", ["What is a skill?", "Summarise this notebook.\nThen list its cells.",
                                    "  hello /skills", "%lily what is a skill?",
                                    "%%lily\nwhat is a skill?"])
