@@ -91,7 +91,8 @@ def typed_lines(skill: Skill) -> list[str]:
         out += ["", f"Sends an ActivityStreams **{md_text(spec.activity)}** activity."]
     example = {p.name: "…" for p in spec.params if p.required}
     call = f"/skill {skill.name} {json.dumps(example, ensure_ascii=False)}"
-    out += ["", f"Programmatic call (no confirmation): {code_span(call)} with every required parameter."]
+    out += ["", f"Programmatic call (no confirmation): {code_span(call)} "
+                "with every required parameter."]
     return out
 
 

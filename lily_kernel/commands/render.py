@@ -109,7 +109,8 @@ def _(r: SkillTable) -> str:
 @markdown.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
-    out = [f"**{sanitize.md_text(skills_heading(snap))}**", "", md_table(skill_columns(snap), skill_rows(snap))]
+    out = [f"**{sanitize.md_text(skills_heading(snap))}**", "",
+           md_table(skill_columns(snap), skill_rows(snap))]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
@@ -200,7 +201,8 @@ def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
     """A held tool call: the exact arguments; code in a fenced, highlighted block."""
     a = card.action
     md = sanitize.md_text
-    out = [f"**Confirm {md(a.tool)}** (tool call)" + (f": {md(card.purpose)}" if card.purpose else "")]
+    purpose = f": {md(card.purpose)}" if card.purpose else ""
+    out = [f"**Confirm {md(a.tool)}** (tool call){purpose}"]
     short = [(k, sanitize.code_span(json.dumps(v, ensure_ascii=False))) for k, v in a.args.items()
              if not (isinstance(v, str) and ("\n" in v or k == "code"))]
     if short:
@@ -219,9 +221,10 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
     if a.kind == "tool":
         return tool_card_markdown(card, footer)
     md, span = sanitize.md_text, sanitize.code_span
-    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)})" + (f": {md(card.purpose)}" if card.purpose else ""),
-           "", md_table(("parameter", "value"),
-                        [(k, span(json.dumps(v))) for k, v in a.params.items()], markup=(1,))]
+    purpose = f": {md(card.purpose)}" if card.purpose else ""
+    params = [(k, span(json.dumps(v))) for k, v in a.params.items()]
+    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)}){purpose}", "",
+           md_table(("parameter", "value"), params, markup=(1,))]
     if a.kind == "internal":
         out += ["", md_table(("setting", "now", "after"),
                              [(span(p), "—" if a.old.get(p) is None else span(json.dumps(a.old[p])),

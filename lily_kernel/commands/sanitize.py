@@ -63,9 +63,12 @@ def md_text(text: str) -> str:
     heading, quote, list or rule mark at the start of a line.
     """
     out = _inline_escape(str(text))
-    return _LINE_START.sub(
-        lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)),
-        out)
+
+    def mark(m: re.Match[str]) -> str:
+        if m.group(2):
+            return m.group(1) + "\\" + m.group(2)
+        return m.group(1) + m.group(3) + "\\" + m.group(4)
+    return _LINE_START.sub(mark, out)
 
 
 def md_cell(text: str) -> str:
@@ -109,7 +112,7 @@ def markdown_html(text: str) -> str:
     """Markdown as HTML for a widget (which holds HTML, not Markdown): rendered by
     markdown-it-py with raw HTML switched off (it shows as text) and its link check on
     (a ``javascript:``/``vbscript:``/``file:``/``data:`` link stays text)."""
-    return _HTML.render(markdown(text))
+    return str(_HTML.render(markdown(text)))
 
 
 def safe_url(url: str) -> bool:

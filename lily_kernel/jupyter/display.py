@@ -12,6 +12,7 @@ import re
 import uuid
 
 from lily_kernel.commands import render, sanitize
+from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, SkillTable
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import error_line
@@ -41,8 +42,8 @@ def card_html(card: ActionCard) -> str:
     a = card.action
     if a.kind == "tool":
         return tool_card_html(card)
-    title = f"<p><b>Confirm {sanitize.html_text(a.skill)}</b> ({a.kind})"
-    title += f": {sanitize.html_text(card.purpose)}</p>" if card.purpose else "</p>"
+    title = f"<p><b>Confirm {html_text(a.skill)}</b> ({a.kind})"
+    title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title, _html_table(("parameter", "value"),
                                 [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
                                 styled=True)]
@@ -51,9 +52,9 @@ def card_html(card: ActionCard) -> str:
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
                                    json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
-        parts.append(f"<p>Sends a <b>{sanitize.html_text(a.activity['type'])}</b> activity to "
-                     f"{sanitize.html_text(a.target)}:</p><pre>"
-                     f"{sanitize.html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
+        parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
+                     f"{html_text(a.target)}:</p><pre>"
+                     f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
     return "\n".join(parts)
 
 
@@ -61,15 +62,15 @@ def tool_card_html(card: ActionCard) -> str:
     """A held tool call: its arguments, code syntax-highlighted (pygments comes with IPython)."""
     import json
     a = card.action
-    title = f"<p><b>Confirm {sanitize.html_text(a.tool)}</b> (tool call)"
-    title += f": {sanitize.html_text(card.purpose)}</p>" if card.purpose else "</p>"
+    title = f"<p><b>Confirm {html_text(a.tool)}</b> (tool call)"
+    title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title]
     for name, value in a.args.items():
         if isinstance(value, str) and ("\n" in value or name == "code"):
-            parts.append(f"<p><code>{sanitize.html_text(name)}</code>:</p>" + _highlight(value, a.tool))
+            parts.append(f"<p><code>{html_text(name)}</code>:</p>" + _highlight(value, a.tool))
         else:
-            parts.append(f"<p><code>{sanitize.html_text(name)}</code> = "
-                         f"<code>{sanitize.html_text(json.dumps(value, ensure_ascii=False))}</code></p>")
+            parts.append(f"<p><code>{html_text(name)}</code> = "
+                         f"<code>{html_text(json.dumps(value, ensure_ascii=False))}</code></p>")
     return "\n".join(parts)
 
 
@@ -79,7 +80,7 @@ def _highlight(code: str, tool: str) -> str:
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer, TextLexer
     except ImportError:  # pragma: no cover
-        return f"<pre>{sanitize.html_text(code)}</pre>"
+        return f"<pre>{html_text(code)}</pre>"
     lexer = PythonLexer() if tool == "run_python" else TextLexer()
     return highlight(code, lexer, HtmlFormatter(noclasses=True))
 
@@ -102,7 +103,7 @@ def card_widget(card: ActionCard, confirm):
             except Exception as exc:  # one readable line, never a traceback
                 yes.disabled = no.disabled = False
                 line = error_line(exc)
-                status.value = f"<p style='color:#b00'>{sanitize.html_text(line)}</p>"
+                status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
             status.value = markdown_html(render.markdown(outcome))
         return handler
@@ -128,8 +129,8 @@ def _matching(rows, filt: str) -> list:
 def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
     shown = _matching(rows, filt)
     th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
-    head = "".join(f"<th style='{th}'>{sanitize.html_text(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td style='{td}'>{sanitize.html_text(str(c))}</td>"
+    head = "".join(f"<th style='{th}'>{html_text(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='{td}'>{html_text(str(c))}</td>"
                                     for c in r) + "</tr>" for r in shown)
     style = " style='border-collapse:collapse;margin:4px 0'" if styled else ""
     return (f"<table class='lily-table'{style}><thead><tr>{head}</tr></thead>"
@@ -160,7 +161,7 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
                    f"“{filt.strip()}”" if n else f"no skill matches “{filt.strip()}”")
     else:
         heading = render.skills_heading(snap)
-    parts = [f"<p><b>{sanitize.html_text(heading)}</b></p>"]
+    parts = [f"<p><b>{html_text(heading)}</b></p>"]
     if not filt.strip() or _matching(rows, filt):
         parts.append(_html_table(render.skill_columns(snap), rows, filt, styled))
     if show_all:

@@ -15,9 +15,9 @@ import json
 import re
 
 import pytest
+from lab_support import Notebook, code_notebook
 from playwright.sync_api import expect
 
-from lab_support import Notebook, code_notebook
 from tests.commands.sanitize_payloads import PAYLOADS
 
 pytestmark = pytest.mark.usefixtures("browser_ready")

@@ -15,8 +15,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-
 from kernel_support import Kernel, call, scripted_kernel_world, write_skill
+
 from lily_kernel.commands import sanitize
 from tests.commands.sanitize_payloads import PAYLOADS
 from tests.commands.test_sanitize import _harmless
