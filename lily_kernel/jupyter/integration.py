@@ -170,6 +170,7 @@ class _LiveText:
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
+        self.gap = self.INTERVAL  # grows with the cost of rendering a long answer
         self.waiting = ""  # the waiting line, while the timer runs
         self._timer: threading.Event | None = None
         self._lock = threading.Lock()
@@ -180,7 +181,7 @@ class _LiveText:
             self._stop_waiting()
         self.parts.append(piece)
         now = time.monotonic()
-        if now - self.last >= self.INTERVAL:
+        if now - self.last >= self.gap:
             self.last = now
             self._show()
 
@@ -234,8 +235,12 @@ class _LiveText:
         # Markdown as it arrives (a front end wraps it at word boundaries, where a plain
         # text output breaks words), made inert like the final answer; the status and the
         # waiting line carry names from the model and configuration, shown literally
+        # (sanitizing is linear in the text: updates of a long answer space out so it
+        # costs at most a quarter of the streaming time, never quadratic time)
+        began = time.monotonic()
         md = [part for part in (sanitize.md_text(self.status), sanitize.markdown(text),
                                 sanitize.md_text(self.waiting)) if part]
+        self.gap = max(self.INTERVAL, 4 * (time.monotonic() - began))
         self.handle.update({"text/plain": "\n".join(lines),
                             "text/markdown": "\n\n".join(md)}, raw=True)
 
