@@ -69,7 +69,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         lines += ["", *[f"- {md_text(n)}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
     run = f"{usage} {skill.argument_hint or '[input]'}"
-    lines += ["", f"Run it with {code_span(run)}."]
+    lines += ["", f"Run it with {code_span(run, table=False)}."]
     return HelpPage(skill.name, "\n".join(lines))
 
 
@@ -85,13 +85,14 @@ def typed_lines(skill: Skill) -> list[str]:
     else:
         out.append("No parameters.")
     if spec.kind == "internal":
-        out += ["", f"Config ACL: read {', '.join(code_span(p) for p in spec.acl_read) or '—'}; "
-                    f"write {', '.join(code_span(p) for p in spec.acl_write) or '—'}."]
+        acl = [", ".join(code_span(p, table=False) for p in paths) or "—"
+               for paths in (spec.acl_read, spec.acl_write)]
+        out += ["", f"Config ACL: read {acl[0]}; write {acl[1]}."]
     else:
         out += ["", f"Sends an ActivityStreams **{md_text(spec.activity)}** activity."]
     example = {p.name: "…" for p in spec.params if p.required}
     call = f"/skill {skill.name} {json.dumps(example, ensure_ascii=False)}"
-    out += ["", f"Programmatic call (no confirmation): {code_span(call)} "
+    out += ["", f"Programmatic call (no confirmation): {code_span(call, table=False)} "
                 "with every required parameter."]
     return out
 

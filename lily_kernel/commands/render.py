@@ -210,7 +210,7 @@ def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
     for k, v in a.args.items():
         if isinstance(v, str) and ("\n" in v or k == "code"):
             lang = "python" if a.tool == "run_python" else ""
-            out += ["", f"{sanitize.code_span(k)}:", "", sanitize.code_block(v, lang)]
+            out += ["", f"{sanitize.code_span(k, table=False)}:", "", sanitize.code_block(v, lang)]
     if footer:
         out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
     return "\n".join(out)
@@ -232,7 +232,7 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
                              markup=(0, 1, 2))]
     else:
         out += ["", f"Sends a **{md(a.activity['type'])}** activity to {md(a.target)} "
-                    f"(id {span(a.activity['id'])}):", "",
+                    f"(id {span(a.activity['id'], table=False)}):", "",
                 sanitize.code_block(json.dumps(a.activity, indent=2, ensure_ascii=False), "json")]
     if footer:
         out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]

@@ -48,6 +48,7 @@ _PUNCT = frozenset("\\`*_{}[]()#+-.!|<>~$&\"'=:;")  # what a backslash may escap
 _INLINE = frozenset("\\`*_[]<>|~$&")
 _LINE_START = re.compile(r"^([ \t]*)(?:([#>+\-=*])|(\d+)([.)]))", re.MULTILINE)
 _URL_NOISE = re.compile(r"[\t\n\r]")
+_FENCE_LIKE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def html_text(text: str) -> str:
@@ -85,13 +86,16 @@ def _inline_escape(text: str) -> str:
         else c for i, c in enumerate(text))
 
 
-def code_span(text: str) -> str:
+def code_span(text: str, table: bool = True) -> str:
     """``text`` as inline code, verbatim: one line, fenced by more backticks than it holds.
 
-    A ``|`` is escaped, which GFM tables (and ``marked``) turn back into ``|`` inside
-    code, so the span is safe in a table cell too.
+    In a table (the default) a ``|`` is escaped, which GFM tables (and ``marked``) turn
+    back into ``|`` inside code: unescaped, it would split the cell and the span with it.
+    ``table=False`` for a span in a paragraph, where ``\\|`` would show as it is.
     """
-    one = " ".join(str(text).splitlines()).replace("|", "\\|")
+    one = " ".join(str(text).splitlines())
+    if table:
+        one = one.replace("|", "\\|")
     if not one:
         return "` `"
     ticks = "`" * (max((len(r) for r in re.findall(r"`+", one)), default=0) + 1)
@@ -146,16 +150,25 @@ def markdown(text: str) -> str:
 
 
 def _code_lines(src: str) -> set[int]:
-    """Line numbers inside fenced or indented code blocks (an opening fence line excluded)."""
+    """Line numbers inside top-level fenced or indented code blocks (an opening fence
+    line excluded). Code nested in a list or quote is not trusted: renderers differ on
+    where such a block ends, so its ``<`` is escaped like prose (it then shows as
+    ``&lt;``, a small price for never reading HTML where a renderer sees it)."""
     lines: set[int] = set()
+    rows = src.split("\n")
     for tok in _BLOCKS.parse(src):
-        if tok.map is None:
+        if tok.map is None or tok.level != 0:
             continue
         start, end = tok.map
         if tok.type == "code_block":
             lines.update(range(start, end))
         elif tok.type == "fence":  # the lines after the opening fence, the closing one too
-            lines.update(range(start + 1, end))
+            # up to the first line a lenient renderer might take for a closing fence
+            # (```~~~ closes a fence in marked, not in CommonMark)
+            for i in range(start + 1, end):
+                lines.add(i)
+                if _FENCE_LIKE.match(rows[i] if i < len(rows) else ""):
+                    break
     return lines
 
 
@@ -179,12 +192,22 @@ def _inert(src: str, code: bool = True) -> str:
 
 
 def _inline(text: str, code: bool) -> str:
-    """One run of non-code lines: code spans kept, ``<`` escaped, unsafe links unlinked."""
+    """One run of non-code lines: code spans kept, ``<`` escaped, unsafe links unlinked.
+
+    Once a backtick run is not a span we trust, no later span of the same paragraph is
+    trusted either: a renderer may pair that run with a later one, and what we took for
+    a span would be prose to it.
+    """
     out: list[str] = []
     i, n = 0, len(text)
+    trust = code
     while i < n:
         c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
+        if c == "\n" and text[i + 1:].split("\n", 1)[0].strip() == "":
+            trust = code  # a blank line: a new paragraph
+            out.append(c)
+            i += 1
+        elif c == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
             if text[i + 1] == "<":  # \< shows a literal < already; keep it so
                 out.append("\\<")
             else:
@@ -195,11 +218,12 @@ def _inline(text: str, code: bool) -> str:
             while j < n and text[j] == "`":
                 j += 1
             run = text[i:j]
-            end = _span_end(text, j, len(run)) if code else -1
+            end = _span_end(text, j, len(run)) if trust else -1
             if end >= 0:
                 out.append(text[i:end])
                 i = end
             else:
+                trust = False
                 out.append(run)
                 i = j
         elif c == "<":
@@ -219,23 +243,22 @@ def _inline(text: str, code: bool) -> str:
 def _span_end(text: str, start: int, width: int) -> int:
     """End of a code span opened by ``width`` backticks before ``start``; -1 to distrust it.
 
-    Only a span on one line without ``|`` is kept verbatim (a table splits cells before
-    it finds code, and a span never crosses blocks); any other is escaped like prose.
+    Only a span on one line without ``|`` or a backtick inside is kept verbatim (a table
+    splits cells before it finds code, a span never crosses blocks, and ``marked`` closes
+    a span inside a longer backtick run where CommonMark does not); any other is
+    escaped like prose.
     """
     k = start
-    while k < len(text):
-        if text[k] == "\n":
-            return -1
-        if text[k] == "`":
-            m = k
-            while m < len(text) and text[m] == "`":
-                m += 1
-            if m - k == width:
-                return -1 if "|" in text[start:k] else m
-            k = m
-        else:
-            k += 1
-    return -1
+    while k < len(text) and text[k] not in "`\n|":
+        k += 1
+    m = k
+    while m < len(text) and text[m] == "`":
+        m += 1
+    # the first backtick run after the content closes the span only if it has the
+    # opener's width; a newline, a | or no content distrusts the span
+    if k == start or k == len(text) or text[k] != "`" or m - k != width:
+        return -1
+    return m
 
 
 def _walk(tokens: Iterable[Token]) -> Iterable[Token]:

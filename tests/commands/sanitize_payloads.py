@@ -40,4 +40,11 @@ PAYLOADS: list[tuple[str, str]] = [
     ("html block", f"<div>\n\n<img src=x onerror=\"{JS}\">\n\n</div>"),
     ("a href", f"<a href=\"javascript:{JS}\">link</a>"),
     ("math", f"$<img src=x onerror=\"{JS}\">$"),
+    ("list indented code", f"- a\n\n      <img src=x onerror=\"{JS}\">"),
+    ("list fence", f"- a\n  ```\n  <img src=x onerror=\"{JS}\">\n- b\n<img src=x onerror=\"{JS}\">"),
+    ("lenient fence close", f"```\nx\n```~~~\n<img src=x onerror=\"{JS}\">\n```"),
+    ("split code span", f"`a``<img src=x onerror=\"{JS}\">`"),
+    ("re-paired code span", f"`a|b`<img src=x onerror=\"{JS}\">`"),
+    ("multi-line code span", f"`a\n`<img src=x onerror=\"{JS}\">`"),
+    ("quote fence", f"> ```\n> x\n<img src=x onerror=\"{JS}\">"),
 ]
