@@ -48,7 +48,7 @@ class Integration:
         self.kernel_mode = kernel_mode
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
-        self.notebook = ShellNotebook(shell)
+        self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
         self.runner = Runner(lambda: Session(label=session_label(os.environ),
                                              add_tools=self._add_tools))
 
