@@ -122,8 +122,9 @@ class ShellNotebook:
 
 def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
     tb = exc.__traceback__
-    while tb is not None and "IPython" in tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/"):
-        tb = tb.tb_next  # IPython's own frames (run_code) are not the user's
+    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__ or "IPython" in
+                              tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
+        tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
 
