@@ -19,7 +19,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-from lily_kernel.agent.tools import ToolError, ToolRegistry
+from lily_kernel.agent.tools import NOTEBOOK_TOOLS, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -281,8 +281,7 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> str:
 
 # -- registration ---------------------------------------------------------------------------
 
-NAMES = ("list_variables", "inspect_variable", "read_cells", "last_error", "propose_cell",
-         "run_python")
+NAMES = NOTEBOOK_TOOLS
 
 
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
