@@ -34,7 +34,9 @@ class LilyKernel(IPythonKernel):
         "pygments_lexer": "markdown",
         "codemirror_mode": "markdown",
     }
-    help_links = [{"text": "Lily commands: run /help", "url": "https://jupyter.org"}]
+    # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
+    # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
+    help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
     def __init__(self, **kwargs) -> None:
         _enter_working_dir()
