@@ -127,6 +127,14 @@ def _listed(name: str, value: Any, hidden: Mapping[str, Any], include_callables:
     return True
 
 
+def variable_names(nb: Notebook) -> list[str]:
+    """The names ``list_variables`` would show (no callables, no secret-looking names), for
+    completing a skill's variable argument; runs no user code."""
+    hidden = nb.hidden()
+    return [name for name, value in list(nb.namespace().items())
+            if _listed(name, value, hidden, False) and not is_secret(name)]
+
+
 def list_variables(nb: Notebook, include_callables: bool = False) -> str:
     ns = nb.namespace()
     hidden = nb.hidden()

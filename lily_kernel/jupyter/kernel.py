@@ -66,7 +66,8 @@ class LilyKernel(IPythonKernel):
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
-            found = completion.complete(self.lily.session, code, cursor_pos)
+            found = completion.complete(self.lily.session, code, cursor_pos,
+                                        self.lily.variable_names)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
                         "cursor_start": found.start, "cursor_end": found.end,
