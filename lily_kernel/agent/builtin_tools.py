@@ -167,11 +167,20 @@ def _markers(path: str, data: bytes):
         yield f"`{path}`", lineno, tag, note
 
 
+# A marker counts in a comment (after a comment opener on its line) or at the start of a
+# line (after a list bullet or heading marks); the word in running prose ("Which TODO
+# markers are there?") or in a string is not a marker (docs/agent.md#tools).
+_COMMENT_OPENERS = ("#", "//", "/*", "<!--", "--", ";")
+_LINE_START = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|#+\s*|\[[ xX]\]\s+)*$")
+
+
 def _line_markers(text: str):
     for lineno, line in enumerate(text.splitlines(), 1):
-        m = TODO_RE.search(line)
-        if m:
-            yield lineno, m.group(1), m.group(2)
+        for m in TODO_RE.finditer(line):
+            before = line[:m.start()]
+            if _LINE_START.match(before) or any(o in before for o in _COMMENT_OPENERS):
+                yield lineno, m.group(1), m.group(2)
+                break
 
 
 def _notebook_sources(data: bytes):

@@ -19,7 +19,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-from lily_kernel.agent.tools import ToolError, ToolRegistry
+from lily_kernel.agent.tools import NOTEBOOK_TOOLS, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -125,6 +125,14 @@ def _listed(name: str, value: Any, hidden: Mapping[str, Any], include_callables:
     if not include_callables and isinstance(value, _CALLABLE_TYPES):
         return False
     return True
+
+
+def variable_names(nb: Notebook) -> list[str]:
+    """The names ``list_variables`` would show (no callables, no secret-looking names), for
+    completing a skill's variable argument; runs no user code."""
+    hidden = nb.hidden()
+    return [name for name, value in list(nb.namespace().items())
+            if _listed(name, value, hidden, False) and not is_secret(name)]
 
 
 def list_variables(nb: Notebook, include_callables: bool = False) -> str:
@@ -281,8 +289,7 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> str:
 
 # -- registration ---------------------------------------------------------------------------
 
-NAMES = ("list_variables", "inspect_variable", "read_cells", "last_error", "propose_cell",
-         "run_python")
+NAMES = NOTEBOOK_TOOLS
 
 
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:

@@ -119,6 +119,14 @@ def _name_set(value: str | None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.replace(",", " ").split() if part.strip())
 
 
+# The notebook tools (agent/notebook_tools.py) exist only where a face registers them: the
+# Lily kernel and %load_ext lily. A skill that needs one is ineligible elsewhere (lily CLI).
+NOTEBOOK_TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error",
+                  "propose_cell", "run_python")
+NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
+                  "%load_ext lily)")
+
+
 @dataclass(frozen=True)
 class ToolPolicy:
     """Which tools may be used. ``allow=None`` allows every tool; deny always wins.
@@ -158,6 +166,8 @@ class ToolPolicy:
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
         if name not in registry:
+            if name in NOTEBOOK_TOOLS:
+                return f"tool '{name}' is {NEEDS_NOTEBOOK}"
             return f"tool '{name}' is not registered"
         if name in self.deny:
             return f"tool '{name}' is denied by the tool policy"

@@ -7,6 +7,7 @@ beside it.
 from __future__ import annotations
 
 import json
+import re
 from functools import singledispatch
 
 from lily_kernel.commands import sanitize
@@ -120,7 +121,7 @@ def _(r: SkillTable) -> str:
 
 @text.register
 def _(r: HelpPage) -> str:
-    return f"{r.title}\n\n{r.markdown}"
+    return f"{r.title}\n\n{plain_text(r.markdown)}"
 
 
 @markdown.register
@@ -163,10 +164,14 @@ def _(r: SkillRequest) -> str:
     return f"[skill {r.skill.name}: prompt_rewrite request for the agent]\n\n{r.prompt}"
 
 
+def _model_rows(r: ModelInfo) -> list[tuple[str, ...]]:
+    return [(k, "—" if v is None else str(v)) for k, v in r.config.items()]
+
+
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
-    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items()) \
+    return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
@@ -174,8 +179,7 @@ def _(r: ModelInfo) -> str:
 def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (
         f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
-    return head + "\n\n" + md_table(("setting", "value"),
-                                    [(k, "—" if v is None else v) for k, v in r.config.items()]) \
+    return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
@@ -274,6 +278,32 @@ def _(r: ConfirmedRun) -> str:
 def _plain(md: str) -> str:
     """Short Markdown as plain text: bold and code marks dropped."""
     return md.replace("**", "").replace("`", "")
+
+
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+
+
+def plain_text(md: str) -> str:
+    """Lily's own Markdown (help pages) as terminal text: each Markdown table becomes a
+    fixed-width table like ``/skills``'s, headings and bold and code marks are dropped."""
+    out: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
+            block = [lines[i]]
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            rows = [tuple(_plain(c.strip().replace("\\|", "|"))
+                          for c in _CELL_SPLIT.split(row.strip())[1:-1]) for row in block]
+            out.append(table(rows[0], rows[1:], width=100))
+            continue
+        out.append(_plain(lines[i].lstrip("#").lstrip() if lines[i].startswith("#") else lines[i]))
+        i += 1
+    return "\n".join(out)
 
 
 def _value(value) -> str:

@@ -116,6 +116,12 @@ def _dispatch(session: Session, cmd: Command):
     if not cmd.name:
         raise CommandError("unknown command /: a command needs a name right after '/'. "
                            "Run /help for the list of commands.")
+    if cmd.name in snap.excluded_aliases:  # e.g. /fix in `lily run`, where no notebook is
+        name = snap.excluded_aliases[cmd.name]
+        diag = snap.exclusion(name)
+        why = diag.reason if diag else "it is excluded"
+        raise CommandError(f"/{cmd.name} runs the skill '{name}', which is not available "
+                           f"here: {why}.")
     raise CommandError(f"unknown command /{cmd.name}. Run /help for the list of commands.")
 
 

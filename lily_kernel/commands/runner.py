@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Protocol
 
 from lily_kernel.agent import confirmation
 from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
+from lily_kernel.commands import completion, router
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
 from lily_kernel.errors import ActionError, CommandError, LoaderError, command_error
 from lily_kernel.session.session import Session
@@ -45,8 +45,10 @@ class Runner:
     :meth:`command` and :meth:`ask`, makes the face's live display for one agent request.
     """
 
-    def __init__(self, new_session: Callable[[], Session]) -> None:
+    def __init__(self, new_session: Callable[[], Session],
+                 variables: completion.Variables | None = None) -> None:
         self._new_session = new_session
+        self.variables = variables  # the notebook's variable names, where there is a notebook
         self._session: Session | None = None
         self.session_error: str | None = None
         self.start()
@@ -86,12 +88,24 @@ class Runner:
         except KeyboardInterrupt:
             raise Interrupted("interrupted.") from None
         if isinstance(result, SkillRequest):
+            self._check_variable(result)
             yield from self.ask(result.input, skill=result, live=live)
         elif isinstance(result, ActionDone) and result.tool_result is not None:
             yield result  # a confirmed tool call: its outcome, then the request goes on
             yield from self.resume(result, live)
         else:
             yield result
+
+    def _check_variable(self, request: SkillRequest) -> None:
+        """A skill whose argument is a notebook variable: a missing name fails here, in code,
+        before the model is asked (docs/commands.md#variables-as-arguments)."""
+        if self.variables is None or not completion.takes_variable(request.skill):
+            return
+        name = (request.input.split() or [""])[0]
+        if name and name not in set(self.variables()):
+            raise CommandError(f"no variable named '{name}' in this notebook; "
+                               f"{request.skill.name} needs one (its argument is "
+                               f"{request.skill.argument_hint}).")
 
     def ask(self, text: str, skill: SkillRequest | None = None,
             live: Callable[[], Live] | None = None) -> Iterator:

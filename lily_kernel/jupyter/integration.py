@@ -48,9 +48,15 @@ class Integration:
         self.kernel_mode = kernel_mode
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
-        self.notebook = ShellNotebook(shell)
+        self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
         self.runner = Runner(lambda: Session(label=session_label(os.environ),
-                                             add_tools=self._add_tools))
+                                             add_tools=self._add_tools),
+                             variables=self.variable_names)
+
+    def variable_names(self) -> list[str]:
+        """The notebook's variables, as the notebook tools see them (completion, checks)."""
+        from lily_kernel.agent.notebook_tools import variable_names
+        return variable_names(self.notebook)
 
     def _add_tools(self, session: Session) -> None:
         from lily_kernel.agent import notebook_tools

@@ -40,7 +40,9 @@ class LilyKernel(IPythonKernel):
         "codemirror_mode": {"name": "ipython", "version": 3},
         "nbconvert_exporter": "python",
     }
-    help_links = [{"text": "Lily commands: run /help", "url": "https://jupyter.org"}]
+    # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
+    # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
+    help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
     def __init__(self, **kwargs) -> None:
         _enter_working_dir()
@@ -70,7 +72,8 @@ class LilyKernel(IPythonKernel):
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
-            found = completion.complete(self.lily.session, code, cursor_pos)
+            found = completion.complete(self.lily.session, code, cursor_pos,
+                                        self.lily.variable_names)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
                         "cursor_start": found.start, "cursor_end": found.end,

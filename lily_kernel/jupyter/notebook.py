@@ -21,8 +21,16 @@ from lily_kernel.commands.results import CommandError
 
 
 class ShellNotebook:
-    def __init__(self, shell) -> None:
+    """The notebook of one IPython shell, as the notebook tools see and act on it.
+
+    ``python_cell`` is the first line a proposed Python cell needs to run as Python in
+    this face: ``%%python`` in the Lily kernel (where plain text goes to the agent),
+    nothing under ``%load_ext lily`` in a Python kernel (docs/notebook-tools.md#acting).
+    """
+
+    def __init__(self, shell, python_cell: str = "") -> None:
         self.shell = shell
+        self.python_cell = python_cell
         self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
         self._error: tuple[int | None, str, BaseException] | None = None
         self._proposals: list[str] = []
@@ -76,6 +84,9 @@ class ShellNotebook:
 
     # -- what the tools do --------------------------------------------------------------
     def propose(self, code: str) -> None:
+        """Offer ``code`` as a new cell below the current one; nothing runs."""
+        if self.python_cell and not code.lstrip().startswith("%%"):
+            code = f"{self.python_cell}\n{code}"  # a cell magic (%%bash, ...) stays as written
         if not self.running:  # no execute reply will carry a payload: the face shows it
             self.undelivered.append(code)
             return
@@ -111,8 +122,9 @@ class ShellNotebook:
 
 def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
     tb = exc.__traceback__
-    while tb is not None and "IPython" in tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/"):
-        tb = tb.tb_next  # IPython's own frames (run_code) are not the user's
+    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__ or "IPython" in
+                              tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
+        tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
 

@@ -278,6 +278,30 @@ def test_completion_on_the_first_line_of_a_multiline_command(lily):
     assert reply["matches"] == ["plan_compiler"]
 
 
+def test_a_variable_argument_completes_the_notebooks_variables(lily):
+    lily.ok("%%python\nsales_df = [1]\nsales_total = 2\n_sales_private = 3\nsales_api_key = 'x'\n"
+            "def sales_fn(): pass")
+    reply = lily.complete("/explore sal")
+    assert set(reply["matches"]) == {"sales_df", "sales_total"}  # no private, secret or callable
+    assert (reply["cursor_start"], reply["cursor_end"]) == (9, 12)
+
+
+@pytest.mark.parametrize("code, matches", [
+    ("/model temp", {"temperature="}),
+    ("/model gpt-4o timeout=5 max_r", {"max_retries="}),
+    ("/model timeout=", set()),
+])
+def test_model_completes_setting_names(lily, code, matches):
+    assert set(lily.complete(code)["matches"]) == matches
+
+
+def test_a_missing_variable_fails_before_the_model_is_asked(lily):
+    run = lily.run("/explore no_such_frame")
+    assert run.status == "error"
+    # the lily fixture has no model: reaching the agent would say "no model is configured"
+    assert run.error_line().startswith("Error: no variable named 'no_such_frame' in this notebook")
+
+
 def test_agent_completion_lists_every_agent(lily):
     assert {"default", "reviewer"} <= set(lily.complete("/agent ")["matches"])
 

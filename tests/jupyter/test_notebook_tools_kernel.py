@@ -137,12 +137,26 @@ def test_read_cells_and_last_error_after_a_failed_cell(face, server, turns):
 
 
 def test_propose_cell_sends_the_set_next_input_payload(face, server, turns):
-    turns.extend([call("propose_cell", {"code": "df.describe()"}, "pc1"), "Proposed below."])
+    turns.extend([call("propose_cell", {"code": "print(40 + 2)"}, "pc1"), "Proposed below."])
     run = face.ask("propose a cell")
     assert run.status == "ok"
     payloads = run.reply.get("payload", [])
-    assert {"source": "set_next_input", "text": "df.describe()", "replace": False} in payloads
+    # In the Lily kernel plain text is a request to the agent: the proposed cell must start
+    # with %%python to run as Python; in a Python kernel it stays plain Python.
+    text = "%%python\nprint(40 + 2)" if face.name == "lily" else "print(40 + 2)"
+    assert {"source": "set_next_input", "text": text, "replace": False} in payloads
     assert "nothing ran" in tool_result(server, "pc1")
+    asked = len(server.chat_requests())
+    proposed = face.kernel.run(text)  # run as the user would, unchanged: it is Python
+    assert proposed.status == "ok" and proposed.stdout.strip() == "42", proposed.messages
+    assert len(server.chat_requests()) == asked  # the model was not asked
+
+
+def test_a_proposed_cell_magic_is_kept_as_written(face, server, turns):
+    turns.extend([call("propose_cell", {"code": "%%bash\necho hi"}, "pc2"), "Proposed."])
+    run = face.ask("propose a shell cell")
+    assert {"source": "set_next_input", "text": "%%bash\necho hi", "replace": False} \
+        in run.reply.get("payload", [])
 
 
 # -- run_python: only after the user confirms ---------------------------------------------
