@@ -107,6 +107,7 @@ def cmd_kernel_install(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """One cell through the core, as the kernel runs it: a command, and for a skill request
     (``/plan ...``) the agent, when a model is configured (docs/architecture.md#one-cell)."""
+    from lily_kernel.commands.results import ActionCard
     from lily_kernel.commands.runner import Runner
     from lily_kernel.session.session import Session
     runner = Runner(lambda: Session(journal=False))
@@ -115,6 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         for result in runner.command(args.command):
             print(render.text(result))
+            if isinstance(result, ActionCard):
+                runner.shown(result)  # printed: it waits (until this process ends)
     except CommandError as exc:
         print(exc.line(), file=sys.stderr)
         return 1

@@ -258,7 +258,8 @@ def find(session: Holder, ref: str | None) -> PendingItem:
     item = session.pending
     if item is None:
         if ref:
-            raise ActionError(f"card {ref} is no longer waiting, and nothing else is")
+            raise ActionError(f"card {short(ref)} is no longer waiting (it was cancelled, "
+                              "declined or done); nothing is waiting for confirmation")
         raise ActionError("nothing is waiting for confirmation")
     if ref is not None and not (len(ref) >= 4 and item.id.startswith(ref.lower())):
         raise ActionError(f"card {short(ref)} is no longer waiting (it was cancelled, declined "
