@@ -82,6 +82,7 @@ class Reply:
     steps: int = 0
     proposal: PendingItem | None = None  # offered: pending once the face shows its card
     usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
+    shown: list[object] = field(default_factory=list)  # what tools returned for the face
 
 
 class _Request:
@@ -92,6 +93,7 @@ class _Request:
         self.skill = skill
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
+        self.shown: list[object] = []  # what tools returned for the face (a proposed cell)
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
     # -- tools offered to the model -----------------------------------------
@@ -237,7 +239,10 @@ class _Request:
         if problem:
             raise ToolError(f"{name}: {problem}")
         self.tools_used.append(name)
-        return invoke(tool, args).text  # a tool's own failure is information for the model
+        out = invoke(tool, args)  # a tool's own failure is information for the model
+        if out.display is not None:
+            self.shown.append(out.display)
+        return out.text
 
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
@@ -327,7 +332,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                               f"{session.limits.tool_result_chars:,} characters: lily.toml "
                               "[limits] tool_result_chars.)*")
                 return Reply(shown, request.skill, request.tools_used, step,
-                             request.proposal, usage)
+                             request.proposal, usage, request.shown)
             held = None
             for call in turn.tool_calls:
                 before = request.skill
@@ -356,7 +361,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 assert tool is not None  # needs_confirmation found it
                 item = waiting.hold(tool, args, paused)
                 session.offer(item)
-                return Reply(turn.content, request.skill, request.tools_used, step, item, usage)
+                return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
+                             request.shown)
         commit(pending)
         session.withdraw()  # the request ends in an error: its card is never shown
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "

@@ -72,7 +72,7 @@ class Notebook(Protocol):
     def hidden(self) -> Mapping[str, Any]: ...  # the shell's own names -> their values
     def cells(self, last: int) -> list[Cell]: ...  # executed before the current request
     def last_error(self) -> ErrorInfo | None: ...
-    def propose(self, code: str) -> None: ...
+    def propose(self, code: str) -> bool: ...  # False: no cell runs to take it; the face shows it
     def run(self, code: str) -> RunResult: ...
 
 
@@ -259,12 +259,20 @@ def last_error(nb: Notebook, share: bool = True) -> str:
 
 # -- acting ---------------------------------------------------------------------------------
 
-def propose_cell(nb: Notebook, code: str) -> str:
+@dataclass(frozen=True)
+class ProposedCell:
+    """A cell proposed while no cell ran (after a card's button): the face shows it."""
+
+    code: str
+
+
+def propose_cell(nb: Notebook, code: str) -> Shown:
+    """Put ``code`` in a new cell for the user; returned for the face when no cell takes it."""
     if not code.strip():
         raise ToolError("code is empty")
-    nb.propose(code)
-    return ("Proposed as a new cell below the current one; nothing ran. The user reads, edits "
-            "and runs it.")
+    delivered = nb.propose(code)
+    return Shown("Proposed as a new cell below the current one; nothing ran. The user reads, "
+                 "edits and runs it.", None if delivered else ProposedCell(code))
 
 
 def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
@@ -319,7 +327,7 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
 
     @registry.register(name="propose_cell", origin="notebook",
                        annotations={"readOnlyHint": False, "destructiveHint": False})
-    def _propose_cell(code: str) -> str:
+    def _propose_cell(code: str) -> Shown:
         """Put Python code into a new cell below the current one, for the user to read, edit
         and run. Nothing runs."""
         return propose_cell(nb, code)

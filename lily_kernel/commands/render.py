@@ -7,9 +7,13 @@ beside it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import singledispatch
 
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.agent.pending import HeldCall, short
+from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
+
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -187,45 +191,91 @@ def _(r: Answer) -> str:
     return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
 
 
+HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
+         ("openWorldHint", "open world"))
+
+
+def hints(annotations: Mapping[str, bool]) -> str:
+    """A tool's annotations in words ("destructive, open world"); "none given" when empty."""
+    said = [f"{word}" if annotations[key] else f"not {word}"
+            for key, word in HINTS if key in annotations]
+    return ", ".join(said) or "none given"
+
+
+def origin_of(call: HeldCall) -> str:
+    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME"."""
+    if call.origin == "mcp":
+        return f"MCP server {call.server or '?'}"
+    return {"builtin": "built-in"}.get(call.origin, call.origin)
+
+
+def decide_line(card: ActionCard) -> str:
+    """How to decide a card, by its id (docs/typed-skills.md#confirmation)."""
+    a, ref = card.action, short(card.action.id)
+    if not isinstance(a, HeldCall):
+        return f"Nothing happens until you confirm: `/confirm {ref}` or `/cancel {ref}`."
+    always = (f"`/confirm {ref} --always` (this tool runs without a card until /new), "
+              if a.always_refusal is None else "")
+    return (f"Nothing runs until you decide: `/confirm {ref}` (run once), {always}"
+            f"`/cancel {ref}` (deny).")
+
+
 def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
-    """A held tool call: the exact arguments; code in a fenced, highlighted block."""
+    """The approval card of a held call: tool, origin, hints, the full arguments as JSON
+    (redacted and capped by the runner), a write's diff; the code of run_python again,
+    highlighted. Everything from outside is escaped (commands/sanitize.py)."""
     a = card.action
-    out = [f"**Confirm {a.tool}** (tool call)" + (f": {card.purpose}" if card.purpose else "")]
-    short = [(k, f"`{json.dumps(v, ensure_ascii=False)}`") for k, v in a.args.items()
-             if not (isinstance(v, str) and ("\n" in v or k == "code"))]
-    if short:
-        out += ["", md_table(("argument", "value"), short)]
-    for k, v in a.args.items():
-        if isinstance(v, str) and ("\n" in v or k == "code"):
-            fence = "````" if "```" in v else "```"
-            lang = "python" if a.tool == "run_python" else ""
-            out += ["", f"`{k}`:", "", f"{fence}{lang}", v.rstrip("\n"), fence]
+    assert isinstance(a, HeldCall)
+    out = [f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
+           + (f": {md_text(card.purpose)}" if card.purpose else ""), "",
+           md_table(("tool", "from", "hints"),
+                    [(code_span(a.tool), md_cell(origin_of(a)), md_cell(hints(a.annotations)))]),
+           "", "Arguments:", "", code_block(card.arguments, "json")]
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str):
+        out += ["", "The code:", "", code_block(code, "python")]
+    if card.change is not None:
+        out += ["", "The change to the file:", "", code_block(card.change, "diff")]
     if footer:
-        out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 def card_markdown(card: ActionCard, footer: bool = True) -> str:
+    """A card in Markdown: a held call's approval card, or a typed action's effect."""
     a = card.action
-    if a.kind == "tool":
+    if isinstance(a, HeldCall):
         return tool_card_markdown(card, footer)
-    out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
+    out = [f"**Confirm {a.skill}** ({a.kind}, card `{short(a.id)}`)"
+           + (f": {card.purpose}" if card.purpose else ""), "",
            md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
     if a.kind == "internal":
         out += ["", md_table(("setting", "now", "after"),
                              [(f"`{p}`", "—" if a.old.get(p) is None else f"`{json.dumps(a.old[p])}`",
                                f"`{json.dumps(v)}`") for p, v in a.changes.items()])]
     else:
-        out += ["", f"Sends a **{a.activity['type']}** activity to {a.target} "
-                    f"(id `{a.activity['id']}`):", "", "```json",
-                json.dumps(a.activity, indent=2, ensure_ascii=False), "```"]
+        activity = a.activity or {}
+        out += ["", f"Sends a **{activity.get('type')}** activity to {a.target} "
+                    f"(id `{activity.get('id')}`):", "", "```json",
+                json.dumps(activity, indent=2, ensure_ascii=False), "```"]
     if footer:
-        out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 _markdown_first(ActionCard, card_markdown)
 _markdown_first(ActionDone, lambda r: r.summary)
+
+
+@text.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join(f"Proposed cell (copy it into a new cell):\n\n{code.rstrip()}"
+                       for code in r.cells)
+
+
+@markdown.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join("Proposed cell:\n\n" + code_block(code, "python") for code in r.cells)
 
 
 @text.register

@@ -121,6 +121,8 @@ class ActionCard:
     tells the runner once it is displayed (``Runner.shown``); only then does it wait."""
     action: PendingItem
     purpose: str = ""
+    arguments: str = ""  # a held call: its arguments as pretty JSON, redacted and capped
+    change: str | None = None  # a write over an existing file: the diff, redacted and capped
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,12 @@ class ActionDone:
     summary: str
     tool_result: str | None = None  # a confirmed tool call: the agent continues with this
     display: object | None = None  # what it showed (the face's own data), for the face
+
+
+@dataclass(frozen=True)
+class ProposedCells:
+    """Cells the agent proposed while no cell ran to take them (after a card's button)."""
+    cells: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,13 @@ from __future__ import annotations
 from typing import Callable, Iterator, Protocol
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.agent.pending import HeldCall, PendingItem
+from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
 from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
+from lily_kernel.agent.notebook_tools import ProposedCell
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, ProposedCells, \
+    SkillRequest
 from lily_kernel.errors import CommandError, LoaderError
+from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
@@ -134,17 +137,36 @@ class Runner:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
                      self.session.model_config.model, reply.usage)
+        cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
+        if cells:
+            yield ProposedCells(cells)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 
     def card(self, action: PendingItem) -> ActionCard:
-        """The confirmation card of a held action, with the purpose it is shown under."""
+        """The card of pending work, with the purpose it is shown under; a held call's
+        arguments (and a write's diff) redacted and capped here, once, for every face."""
         session = self.session
         if isinstance(action, HeldCall):
             tool = session.tools.get(action.tool)
             words = " ".join((tool.description if tool else "").split())
             purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
-        else:
-            skill = session.snapshot.get(action.skill)
-            purpose = skill.typed.purpose if skill and skill.typed else ""
+            env = session.environ
+            change = action.change
+            return ActionCard(action, purpose,
+                              _capped(redact(arguments_json(action.args), env), "arguments"),
+                              None if change is None else _capped(redact(change, env), "diff"))
+        skill = session.snapshot.get(action.skill)
+        purpose = skill.typed.purpose if skill and skill.typed else ""
         return ActionCard(action, purpose)
+
+
+CARD_CHARS = 20_000  # what a card shows of a call's arguments, and of a diff
+
+
+def _capped(text: str, what: str) -> str:
+    """``text`` within :data:`CARD_CHARS`, saying how much of the ``what`` is not shown."""
+    if len(text) <= CARD_CHARS:
+        return text
+    return (text[:CARD_CHARS] + f"\n[… {len(text) - CARD_CHARS:,} more characters of the "
+            f"{what} are not shown …]")

@@ -22,7 +22,8 @@ import time
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, ConfirmedRun, SkillTable
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
+    ProposedCells, SkillTable
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
@@ -123,7 +124,7 @@ class Integration:
                 result.display.show()  # run_python: what the code printed and showed
                 continue
             if isinstance(result, ActionCard):
-                _display_result(result, confirm=self._confirm)
+                _display_result(result, confirm=self._confirm, shown=self.runner.shown)
                 self.runner.shown(result)
             else:
                 _display_result(result)
@@ -138,13 +139,15 @@ class Integration:
         if done.display is not None:
             from lily_kernel.jupyter.notebook import captured_text
             output = captured_text(done.display)
-        answer, *card = self.runner.resume(done)
-        proposed, self.notebook.undelivered = self.notebook.undelivered, []
-        return ConfirmedRun(done, output, answer, tuple(proposed), card[0] if card else None)
-
-    def shown(self, card: ActionCard) -> None:
-        """A card inside a clicked card's outcome was displayed: it waits now."""
-        self.runner.shown(card)
+        answer, proposed, card = None, (), None
+        for result in self.runner.resume(done):
+            if isinstance(result, Answer):
+                answer = result
+            elif isinstance(result, ProposedCells):
+                proposed = result.cells
+            elif isinstance(result, ActionCard):
+                card = result
+        return ConfirmedRun(done, output, answer, proposed, card)
 
 
 class _LiveText:
@@ -270,7 +273,7 @@ def _redact_history(shell, install: bool) -> None:
     history.store_inputs = store_inputs
 
 
-def _display_result(result, confirm=None) -> None:
+def _display_result(result, confirm=None, shown=None) -> None:
     from IPython.display import display
     from lily_kernel.jupyter.display import bundle, filter_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
@@ -280,7 +283,7 @@ def _display_result(result, confirm=None) -> None:
                 display(live, raw=True)
             display(bundle(result), raw=True)
         return
-    display(bundle(result, confirm=confirm), raw=True)
+    display(bundle(result, confirm=confirm, shown=shown), raw=True)
 
 
 class _nothing_to_flush:

@@ -26,7 +26,6 @@ class ShellNotebook:
         self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
         self._error: tuple[int | None, str, BaseException] | None = None
         self._proposals: list[str] = []
-        self.undelivered: list[str] = []  # proposals made outside a cell (a button click)
 
     # -- events -------------------------------------------------------------------------
     def install(self) -> None:
@@ -74,13 +73,15 @@ class ShellNotebook:
         return _error_info(count, source, exc)
 
     # -- what the tools do --------------------------------------------------------------
-    def propose(self, code: str) -> None:
-        if not self.running:  # no execute reply will carry a payload: the face shows it
-            self.undelivered.append(code)
-            return
+    def propose(self, code: str) -> bool:
+        """Put ``code`` in the next cell (a ``set_next_input`` payload); False when no cell
+        runs (a button click): no execute reply will carry it, the face shows it instead."""
+        if not self.running:
+            return False
         self._proposals.append(code.rstrip("\n"))
         # One set_next_input payload per reply (ipykernel keeps the last): join the proposals.
         self.shell.set_next_input("\n\n".join(self._proposals), replace=False)
+        return True
 
     def run(self, code: str) -> RunResult:
         from IPython.core.inputtransformer2 import TransformerManager
