@@ -35,6 +35,8 @@ from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolError, check_args, invoke
 
 MAX_STEPS = 8
+WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "
+             "waits for confirmation")
 __all__ = ["DECLINED", "AgentError", "Reply", "decline", "resume", "run"]
 NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
            "call it again afterwards if it is still needed")
@@ -93,6 +95,7 @@ class _Request:
         self.skill = skill
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
+        self.proposal_call: str | None = None  # the propose_action call that offered it
         self.shown: list[object] = []  # what tools returned for the face (a proposed cell)
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
@@ -285,6 +288,15 @@ def _commit(session: Session, messages: list[dict]) -> None:
     waiting.commit(session, messages)
 
 
+def _withdraw(request: _Request, pending: list[dict[str, Any]]) -> None:
+    """The request ends in an error: what it offered is never shown, so nothing waits, and
+    the model's record of its proposal says so (docs/typed-skills.md#confirmation)."""
+    request.session.withdraw()
+    for i, message in enumerate(pending):
+        if request.proposal_call and message.get("tool_call_id") == request.proposal_call:
+            pending[i] = {**message, "content": WITHDRAWN}
+
+
 def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
     if not usage:
         return total
@@ -350,6 +362,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 if result is None:
                     result = NOT_RUN if held is not None else request.execute(call.name, args)
                 pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                if request.proposal is not None and request.proposal_call is None:
+                    request.proposal_call = call.id
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
@@ -363,18 +377,18 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown)
+        _withdraw(request, pending)  # the request ends in an error: its card is never shown
         commit(pending)
-        session.withdraw()  # the request ends in an error: its card is never shown
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
     except model.ModelError as exc:
-        session.withdraw()  # the request ends in an error: its card is never shown
+        _withdraw(request, pending)  # the request ends in an error: its card is never shown
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
         raise AgentError(secrets.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
-        session.withdraw()
+        _withdraw(request, pending)
         if len(pending) > 1:
             commit(pending)
         raise
