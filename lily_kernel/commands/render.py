@@ -220,16 +220,18 @@ def decide_line(card: ActionCard) -> str:
             f"`/cancel {ref}` (deny).")
 
 
-def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
+def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:
     """The approval card of a held call: tool, origin, hints, the full arguments as JSON
     (redacted and capped by the runner), a write's diff; the code of run_python again,
-    highlighted. Everything from outside is escaped (commands/sanitize.py)."""
+    highlighted. Everything from outside is escaped (commands/sanitize.py), except in
+    the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
-    out = [f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
-           + (f": {md_text(card.purpose)}" if card.purpose else ""), "",
+    esc, cell = (str, lambda t: " ".join(str(t).split())) if plain else (md_text, md_cell)
+    out = [f"**Approve {esc(a.tool)}** (tool call, card `{short(a.id)}`)"
+           + (f": {esc(card.purpose)}" if card.purpose else ""), "",
            md_table(("tool", "from", "hints"),
-                    [(code_span(a.tool), md_cell(origin_of(a)), md_cell(hints(a.annotations)))]),
+                    [(code_span(a.tool), cell(origin_of(a)), cell(hints(a.annotations)))]),
            "", "Arguments:", "", code_block(card.arguments, "json")]
     code = a.args.get("code")
     if a.tool == "run_python" and isinstance(code, str):
@@ -264,6 +266,8 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
 
 
 _markdown_first(ActionCard, card_markdown)
+text.register(ActionCard, lambda r: _plain(
+    tool_card_markdown(r, plain=True) if isinstance(r.action, HeldCall) else card_markdown(r)))
 _markdown_first(ActionDone, lambda r: r.summary)
 
 
