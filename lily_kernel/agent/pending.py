@@ -22,8 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ALWAYS_CONFIRM, Tool, ToolError, ToolPolicy, ToolRegistry, \
-    invoke
+from lily_kernel.agent.tools import (
+    ALWAYS_CONFIRM,
+    Tool,
+    ToolError,
+    ToolPolicy,
+    ToolRegistry,
+    invoke,
+)
 from lily_kernel.errors import ActionError
 from lily_kernel.typed import actions
 from lily_kernel.typed.actions import Action
@@ -317,7 +323,7 @@ def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool) -> Dec
     except KeyboardInterrupt:
         decline(session, call, "Error: interrupted by the user while it ran")
         raise
-    note = (f" It runs without a card for the rest of this session (until /new)."
+    note = (" It runs without a card for the rest of this session (until /new)."
             if always else "")
     return Decision(call, f"**{call.tool}** ran (confirmed).{note}", ran.text, ran.display)
 

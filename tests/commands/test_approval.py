@@ -11,6 +11,7 @@ import json
 import re
 
 import pytest
+from agent_support import World, assert_consistent
 
 from lily_kernel.agent import notebook_tools as nt
 from lily_kernel.agent.pending import HeldCall
@@ -20,7 +21,6 @@ from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Command
 from lily_kernel.commands.runner import CARD_CHARS, Runner
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import World, assert_consistent
 
 KEY = "sk-live-SECRET-4242-never-shown"
 
@@ -113,7 +113,8 @@ def test_a_write_over_an_existing_file_asks_with_a_diff_and_a_new_file_does_not(
         assert "| `write` | built\\-in | not read\\-only, destructive |" in md
         assert json.loads(card.arguments) == {"path": "notes.txt",
                                               "content": "keep\nnew line\n"}
-        assert f"/confirm {card.action.id[:8]} --always" in md and f"/cancel {card.action.id[:8]}" in md
+        ref = card.action.id[:8]
+        assert f"/confirm {ref} --always" in md and f"/cancel {ref}" in md
 
         (done, answer) = runner.command(f"/confirm {card.action.id[:8]}")
         assert isinstance(done, ActionDone) and done.tool_result.startswith("wrote")
@@ -144,7 +145,8 @@ def test_the_card_shows_origin_server_hints_and_redacted_capped_arguments(world)
         runner = start(world, server, extra_tools=[remote])
         (card,) = cards(ask(runner, "look it up"))
     assert KEY not in card.arguments and "token ***" in card.arguments
-    assert len(card.arguments) < CARD_CHARS + 200 and "more characters of the arguments" in card.arguments
+    assert len(card.arguments) < CARD_CHARS + 200
+    assert "more characters of the arguments are not shown" in card.arguments
     md = render.markdown(card)
     assert "| `lookup` | MCP server search\\-srv | read\\-only, open world |" in md
     assert "<script>" not in md.split("```json", 1)[0]  # outside the code block: nothing raw
@@ -184,6 +186,7 @@ def test_always_this_session_skips_the_card_for_that_tool_only_until_new(world):
     with ScriptedServer(script) as server:
         runner = start(world, server, journal=True)
         (card,) = cards(ask(runner, "two"))
+        assert card.change is not None
         done, answer = runner.command("/confirm --always")
         assert "without a card for the rest of this session" in done.summary
         assert target.read_text() == "two\n" and answer.text == "Done once."
@@ -212,7 +215,7 @@ def test_run_python_stays_always_asked(world):
                                      "it runs code in your namespace; /confirm runs this call "
                                      "once.")
         assert book.ran == [] and runner.session.pending is card.action
-        done, answer = runner.command("/confirm")
+        _, answer = runner.command("/confirm")
         assert book.ran == ["x = 1"] and answer.text == "Fine."
         (card2,) = cards(ask(runner, "again"))  # still asked
         assert card2.action.args == {"code": "x = 2"} and book.ran == ["x = 1"]
@@ -244,7 +247,7 @@ def test_buttons_and_commands_take_the_same_path(world, monkeypatch):
         runner = start(world, server, book)
         (card,) = cards(ask(runner, "a"))
         done = runner.decide(card.action.id, True)  # a button
-        assert list(runner.resume(done))[0].text == "Ran a."
+        assert next(iter(runner.resume(done))).text == "Ran a."
         cards(ask(runner, "b"))
         list(runner.command("/cancel"))
     assert seen == [(card.action.id, True, False), (None, False, False)]

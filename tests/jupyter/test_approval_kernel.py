@@ -10,16 +10,17 @@ from __future__ import annotations
 import re
 
 import pytest
+from kernel_support import WIDGET_MIME, call, scripted_kernel, tool_result
 
 from lily_kernel.typed.outbox import Outbox
-from kernel_support import WIDGET_MIME, call, scripted_kernel, tool_result
+
+CONTACTS = "alice:\n  actor: https://alice.example/users/alice\n"
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
     with scripted_kernel(tmp_path_factory.mktemp("approval"), ipython_dir, server.url,
-                         files={"notes.txt": "keep\nold line\n",
-                                "contacts.yaml": "alice:\n  actor: https://alice.example/users/alice\n"}) as k:
+                         files={"notes.txt": "keep\nold line\n", "contacts.yaml": CONTACTS}) as k:
         yield k
 
 
@@ -95,7 +96,8 @@ def load_and_propose(tag: str, *contents: str) -> list[dict]:
 
 
 def sent(kernel) -> list[str]:
-    return [a["activity"]["object"]["content"] for a in Outbox.for_workspace(kernel.workspace).list()]
+    stored = Outbox.for_workspace(kernel.workspace).list()
+    return [a["activity"]["object"]["content"] for a in stored]
 
 
 def test_a_request_that_fails_after_proposing_leaves_nothing_to_confirm(kernel, server, turns):
