@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.tools import (
     ALWAYS_CONFIRM,
+    Shown,
     Tool,
     ToolError,
     ToolPolicy,
@@ -228,23 +229,18 @@ def decline_waiting(session: Holder) -> None:
         decline(session, waiting)
 
 
-@dataclass
-class _Ran:
-    text: str
-    display: object | None = None
-
-
-def _run(session: Holder, call: HeldCall) -> _Ran:
-    """Run a confirmed call under the policy; its capped result text and what it showed."""
+def _run(session: Holder, call: HeldCall) -> Shown:
+    """Run a confirmed call under the policy (it may have changed since the card was
+    shown); its capped result text (errors start with 'Error:') and what it showed."""
     tool = session.tools.get(call.tool)
     refusal = session.policy.model_refusal(session.tools, call.tool)
     if refusal or tool is None:
-        return _Ran(f"Error: {refusal}")
+        return Shown(f"Error: {refusal}")
     try:
         value = invoke(tool, call.args)
     except ToolError as exc:
-        return _Ran(f"Error: {exc}")
-    return _Ran(cap(value.text, session.limits.tool_result_chars)[0], value.display)
+        return Shown(f"Error: {exc}")
+    return Shown(cap(value.text, session.limits.tool_result_chars)[0], value.display)
 
 
 def cap(text: str, limit: int) -> tuple[str, bool]:
