@@ -270,3 +270,26 @@ def test_a_card_never_displayed_leaves_nothing_waiting(world):
         assert answer.text == "Next answer."
         assert result_of(server, "r1").startswith("Error: not run: the request ended")
         assert_consistent(runner.session.conversation)
+
+
+def test_confirm_and_cancel_take_one_id_and_always_only_with_confirm(world):
+    book = Book()
+    with ScriptedServer([call("run_python", {"code": "z"}, "r1")]) as server:
+        runner = start(world, server, book)
+        (card,) = cards(ask(runner, "z"))
+        ref = card.action.id[:8]
+        for cell, line in [
+                (f"/confirm {ref} {ref}", f"Error: /confirm takes a card's id and, for /confirm, "
+                                          f"--always; not '{ref} {ref}'."),
+                ("/confirm -x", "Error: /confirm takes a card's id and, for /confirm, --always; "
+                                "not '-x'."),
+                (f"/cancel {ref} --always", "Error: --always goes with /confirm, not /cancel."),
+                ("/confirm abc", "Error: card abc is no longer waiting (it was cancelled, "
+                                 f"declined or done); card {ref} waits: /confirm {ref} or "
+                                 f"/cancel {ref}.")]:
+            with pytest.raises(CommandError) as info:
+                list(runner.command(cell))
+            assert info.value.line() == line
+        assert book.ran == [] and runner.session.pending is card.action
+        list(runner.command(f"/cancel {ref.upper()}"))  # ids are hex: any case
+        assert runner.session.pending is None and book.ran == []
