@@ -122,6 +122,7 @@ def cmd_kernel_install(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """One cell through the core, as the kernel runs it: a command, and for a skill request
     (``/plan ...``) the agent, when a model is configured (docs/architecture.md#one-cell)."""
+    from lily_kernel.commands.results import ActionCard
     from lily_kernel.commands.runner import Runner
     from lily_kernel.session.session import Session
     runner = Runner(lambda: Session(journal=False))
@@ -129,6 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise LoaderError(runner.session_error)  # exit 2, as for every command here
     for result in runner.command(args.command):
         print(render.text(result))
+        if isinstance(result, ActionCard):
+            runner.shown(result)  # printed: it waits (until this process ends)
     return 0
 
 

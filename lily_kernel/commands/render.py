@@ -7,11 +7,15 @@ beside it.
 from __future__ import annotations
 
 import json
+import json
 import re
+from collections.abc import Mapping
 from functools import singledispatch
 
+from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -201,33 +205,68 @@ def _(r: Answer) -> str:
     return f"{sanitize.markdown(r.text.rstrip())}\n\n<sub>{sanitize.md_text(r.footer())}</sub>"
 
 
-def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
-    """A held tool call: the exact arguments; code in a fenced, highlighted block."""
+HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
+         ("openWorldHint", "open world"))
+
+
+def hints(annotations: Mapping[str, bool]) -> str:
+    """A tool's annotations in words ("destructive, open world"); "none given" when empty."""
+    said = [f"{word}" if annotations[key] else f"not {word}"
+            for key, word in HINTS if key in annotations]
+    return ", ".join(said) or "none given"
+
+
+def origin_of(call: HeldCall) -> str:
+    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME"."""
+    if call.origin == "mcp":
+        return f"MCP server {call.server or '?'}"
+    return {"builtin": "built-in"}.get(call.origin, call.origin)
+
+
+def decide_line(card: ActionCard) -> str:
+    """How to decide a card, by its id (docs/typed-skills.md#confirmation)."""
+    a, ref = card.action, short(card.action.id)
+    if not isinstance(a, HeldCall):
+        return f"Nothing happens until you confirm: `/confirm {ref}` or `/cancel {ref}`."
+    always = (f"`/confirm {ref} --always` (this tool runs without a card until /new), "
+              if a.always_refusal is None else "")
+    return (f"Nothing runs until you decide: `/confirm {ref}` (run once), {always}"
+            f"`/cancel {ref}` (deny).")
+
+
+def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:
+    """The approval card of a held call: tool, origin, hints, the full arguments as JSON
+    (redacted and capped by the runner), a write's diff; the code of run_python again,
+    highlighted. Everything from outside is escaped (commands/sanitize.py), except in
+    the ``plain`` text version, which is never rendered."""
     a = card.action
-    md = sanitize.md_text
-    purpose = f": {md(card.purpose)}" if card.purpose else ""
-    out = [f"**Confirm {md(a.tool)}** (tool call){purpose}"]
-    short = [(k, sanitize.code_span(json.dumps(v, ensure_ascii=False))) for k, v in a.args.items()
-             if not (isinstance(v, str) and ("\n" in v or k == "code"))]
-    if short:
-        out += ["", md_table(("argument", "value"), short, markup=(1,))]
-    for k, v in a.args.items():
-        if isinstance(v, str) and ("\n" in v or k == "code"):
-            lang = "python" if a.tool == "run_python" else ""
-            out += ["", f"{sanitize.code_span(k, table=False)}:", "", sanitize.code_block(v, lang)]
+    assert isinstance(a, HeldCall)
+    esc, cell = (str, lambda t: " ".join(str(t).split())) if plain else (md_text, md_cell)
+    out = [f"**Approve {esc(a.tool)}** (tool call, card `{short(a.id)}`)"
+           + (f": {esc(card.purpose)}" if card.purpose else ""), "",
+           md_table(("tool", "from", "hints"),
+                    [(code_span(a.tool), cell(origin_of(a)), cell(hints(a.annotations)))],
+                    markup=(0, 1, 2)),
+           "", "Arguments:", "", code_block(card.arguments, "json")]
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str):
+        out += ["", "The code:", "", code_block(code, "python")]
+    if card.change is not None:
+        out += ["", "The change to the file:", "", code_block(card.change, "diff")]
     if footer:
-        out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 def card_markdown(card: ActionCard, footer: bool = True) -> str:
+    """A card in Markdown: a held call's approval card, or a typed action's effect."""
     a = card.action
-    if a.kind == "tool":
+    if isinstance(a, HeldCall):
         return tool_card_markdown(card, footer)
     md, span = sanitize.md_text, sanitize.code_span
     purpose = f": {md(card.purpose)}" if card.purpose else ""
     params = [(k, span(json.dumps(v))) for k, v in a.params.items()]
-    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)}){purpose}", "",
+    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)}, card `{short(a.id)}`){purpose}", "",
            md_table(("parameter", "value"), params, markup=(1,))]
     if a.kind == "internal":
         out += ["", md_table(("setting", "now", "after"),
@@ -235,16 +274,30 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
                                span(json.dumps(v))) for p, v in a.changes.items()],
                              markup=(0, 1, 2))]
     else:
-        out += ["", f"Sends a **{md(a.activity['type'])}** activity to {md(a.target)} "
-                    f"(id {span(a.activity['id'], table=False)}):", "",
-                sanitize.code_block(json.dumps(a.activity, indent=2, ensure_ascii=False), "json")]
+        activity = a.activity or {}
+        out += ["", f"Sends a **{md(str(activity.get('type')))}** activity to {md(a.target)} "
+                    f"(id {span(str(activity.get('id')), table=False)}):", "",
+                sanitize.code_block(json.dumps(activity, indent=2, ensure_ascii=False), "json")]
     if footer:
-        out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 _markdown_first(ActionCard, card_markdown)
+text.register(ActionCard, lambda r: _plain(
+    tool_card_markdown(r, plain=True) if isinstance(r.action, HeldCall) else card_markdown(r)))
 _markdown_first(ActionDone, lambda r: sanitize.markdown(r.summary))
+
+
+@text.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join(f"Proposed cell (copy it into a new cell):\n\n{code.rstrip()}"
+                       for code in r.cells)
+
+
+@markdown.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join("Proposed cell:\n\n" + code_block(code, "python") for code in r.cells)
 
 
 @text.register

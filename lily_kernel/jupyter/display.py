@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 
+from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, SkillTable
@@ -18,17 +19,17 @@ from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import error_line
 
 
-def bundle(result, confirm=None) -> dict:
+def bundle(result, confirm=None, shown=None) -> dict:
     """The MIME bundle for any command result.
 
-    ``confirm(action, ok) -> result`` makes an :class:`ActionCard` live: the
-    bundle then carries Confirm / Cancel buttons that call it.
+    ``confirm(action, ok, always) -> result`` makes an :class:`ActionCard` live: the
+    bundle then carries its buttons, which call it (``shown``: see :func:`card_widget`).
     """
     if isinstance(result, SkillTable):
         return skills_bundle(result)
     data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
     if isinstance(result, ActionCard) and confirm is not None:
-        view = card_widget(result, confirm)
+        view = card_widget(result, confirm, shown)
         if view is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": view.model_id}
@@ -40,9 +41,10 @@ def card_html(card: ActionCard) -> str:
     whose captured display would leak into saved notebooks)."""
     import json
     a = card.action
-    if a.kind == "tool":
+    if isinstance(a, HeldCall):
         return tool_card_html(card)
-    title = f"<p><b>Confirm {html_text(a.skill)}</b> ({a.kind})"
+    title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
+             f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title, _html_table(("parameter", "value"),
                                 [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
@@ -55,22 +57,27 @@ def card_html(card: ActionCard) -> str:
         parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
+    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
     return "\n".join(parts)
 
 
 def tool_card_html(card: ActionCard) -> str:
-    """A held tool call: its arguments, code syntax-highlighted (pygments comes with IPython)."""
-    import json
+    """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
+    run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
-    title = f"<p><b>Confirm {html_text(a.tool)}</b> (tool call)"
+    assert isinstance(a, HeldCall)
+    title = (f"<p><b>Approve {html_text(a.tool)}</b> (tool call, card "
+             f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
-    parts = [title]
-    for name, value in a.args.items():
-        if isinstance(value, str) and ("\n" in value or name == "code"):
-            parts.append(f"<p><code>{html_text(name)}</code>:</p>" + _highlight(value, a.tool))
-        else:
-            parts.append(f"<p><code>{html_text(name)}</code> = "
-                         f"<code>{html_text(json.dumps(value, ensure_ascii=False))}</code></p>")
+    parts = [title, _html_table(("tool", "from", "hints"),
+                                [(a.tool, render.origin_of(a), render.hints(a.annotations))],
+                                styled=True),
+             "<p>Arguments:</p>", f"<pre>{html_text(card.arguments)}</pre>"]
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str):
+        parts += ["<p>The code:</p>", _highlight(code, a.tool)]
+    if card.change is not None:
+        parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
     return "\n".join(parts)
 
 
@@ -85,32 +92,48 @@ def _highlight(code: str, tool: str) -> str:
     return highlight(code, lexer, HtmlFormatter(noclasses=True))
 
 
-def card_widget(card: ActionCard, confirm):
-    """The card with Confirm / Cancel buttons; the outcome appears under them."""
+def card_widget(card: ActionCard, confirm, shown=None):
+    """The card with its buttons; the outcome appears under them. A typed action: Confirm /
+    Cancel. A held call: Run once / Always this session (not for run_python) / Deny.
+    ``confirm(action, ok, always)`` decides; ``shown(card)`` is told of a further card the
+    outcome displays."""
     try:
         import ipywidgets as w
     except ImportError:  # pragma: no cover
         return None
-    yes = w.Button(description="Confirm", button_style="success", icon="check")
-    no = w.Button(description="Cancel", icon="times")
+    call = isinstance(card.action, HeldCall)
+    yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
+                   icon="check")
+    no = w.Button(description="Deny" if call else "Cancel", icon="times")
+    buttons = [yes]
+    if call and card.action.always_refusal is None:
+        buttons.append(w.Button(description="Always this session", icon="check-double"))
+    buttons.append(no)
     status = w.HTML()
 
-    def click(ok: bool):
+    def click(ok: bool, always: bool = False):
         def handler(_button) -> None:
-            yes.disabled = no.disabled = True
+            for b in buttons:
+                b.disabled = True
             try:
-                outcome = confirm(card.action, ok)
+                outcome = confirm(card.action, ok, always)
             except Exception as exc:  # one readable line, never a traceback
-                yes.disabled = no.disabled = False
+                for b in buttons:
+                    b.disabled = False
                 line = error_line(exc)
                 status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
             status.value = markdown_html(render.markdown(outcome))
+            further = getattr(outcome, "card", None)
+            if further is not None and shown is not None:
+                shown(further)
         return handler
 
     yes.on_click(click(True))
     no.on_click(click(False))
-    return w.VBox([w.HTML(card_html(card)), w.HBox([yes, no]), status])
+    if len(buttons) == 3:
+        buttons[1].on_click(click(True, always=True))
+    return w.VBox([w.HTML(card_html(card)), w.HBox(buttons), status])
 
 
 # Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own

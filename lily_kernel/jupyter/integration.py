@@ -22,7 +22,8 @@ import time
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from lily_kernel.commands import router, sanitize
-from lily_kernel.commands.results import ActionCard, ActionDone, ConfirmedRun, SkillTable
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
+    ProposedCells, SkillTable
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
@@ -128,32 +129,37 @@ class Integration:
         return _LiveText if hasattr(self.shell, "kernel") else None
 
     def _show_all(self, results) -> None:
-        """Show each result as the core yields it (a held call's output before the answer)."""
+        """Show each result as the core yields it (a held call's output before the answer);
+        a card waits for the user's decision only once it is displayed."""
         for result in results:
-            if isinstance(result, ActionDone) and result.tool_result is not None:
-                captured, self.notebook.capture = self.notebook.capture, None
-                if captured is not None:
-                    captured.show()  # run_python: what the code printed and showed
-                    continue
+            if isinstance(result, ActionDone) and result.display is not None:
+                result.display.show()  # run_python: what the code printed and showed
+                continue
             if isinstance(result, ActionCard):
-                _display_result(result, confirm=self._confirm)
+                _display_result(result, confirm=self._confirm, shown=self.runner.shown)
+                self.runner.shown(result)
             else:
                 _display_result(result)
 
-    def _confirm(self, action, ok: bool):
+    def _confirm(self, action, ok: bool, always: bool = False):
         """A card's button: the same decision as /confirm and /cancel."""
-        done = self.runner.decide(action, ok)
+        done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
             return done
         # no cell is running after a click: the output and the answer go into the card
-        captured, self.notebook.capture = self.notebook.capture, None
         output = ""
-        if captured is not None:
-            from lily_kernel.jupyter.notebook import _captured_text
-            output = _captured_text(captured)
-        answer, *card = self.runner.resume(done)
-        proposed, self.notebook.undelivered = self.notebook.undelivered, []
-        return ConfirmedRun(done, output, answer, tuple(proposed), card[0] if card else None)
+        if done.display is not None:
+            from lily_kernel.jupyter.notebook import captured_text
+            output = captured_text(done.display)
+        answer, proposed, card = None, (), None
+        for result in self.runner.resume(done):
+            if isinstance(result, Answer):
+                answer = result
+            elif isinstance(result, ProposedCells):
+                proposed = result.cells
+            elif isinstance(result, ActionCard):
+                card = result
+        return ConfirmedRun(done, output, answer, proposed, card)
 
 
 class _LiveText:
@@ -291,7 +297,7 @@ def _redact_history(shell, install: bool) -> None:
     history.store_inputs = store_inputs
 
 
-def _display_result(result, confirm=None) -> None:
+def _display_result(result, confirm=None, shown=None) -> None:
     from IPython.display import display
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
@@ -301,7 +307,7 @@ def _display_result(result, confirm=None) -> None:
                 display(live[0], raw=True)
             display(skills_bundle(result, live[1] if live is not None else None), raw=True)
         return
-    display(bundle(result, confirm=confirm), raw=True)
+    display(bundle(result, confirm=confirm, shown=shown), raw=True)
 
 
 class _nothing_to_flush:

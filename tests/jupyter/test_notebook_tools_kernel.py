@@ -169,7 +169,7 @@ def propose_run(face: Face, turns, id: str, code: str = "run_count = globals().g
     turns.append(call("run_python", {"code": code}, id))
     run = face.ask("run it")
     assert run.status == "ok", run.messages
-    cards = [d for d in run.displays if "Confirm run_python" in d.get("text/markdown", "")]
+    cards = [d for d in run.displays if "**Approve run\\_python** (tool call" in d.get("text/markdown", "")]
     assert len(cards) == 1, run.displays
     assert "```python\n" + code in cards[0]["text/markdown"]
     return run, cards[0]
@@ -200,7 +200,7 @@ def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, tu
               for m in run.of_type("comm_open")}
     buttons = {s.get("description"): cid for cid, s in opened.items()
                if s.get("_model_name") == "ButtonModel"}
-    assert WIDGET_MIME in card and set(buttons) == {"Confirm", "Cancel"}
+    assert WIDGET_MIME in card and set(buttons) == {"Run once", "Deny"}  # never "Always"
     assert counter(face) == before
     turns.append({"expect": {"contains": "RAN"}, "content": "BUTTON-ANSWER"})
 
@@ -213,10 +213,10 @@ def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, tu
         return " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
                         for m in updates if m["msg_type"] == "comm_msg")
 
-    shown = click(buttons["Confirm"])
+    shown = click(buttons["Run once"])
     assert "RAN" in shown and "BUTTON-ANSWER" in shown, shown
     assert counter(face) == before + 1
-    again = click(buttons["Confirm"])
+    again = click(buttons["Run once"])
     assert "nothing is waiting for confirmation" in again
     assert counter(face) == before + 1
     assert_consistent(conversation(face))
