@@ -47,6 +47,7 @@ class Integration:
     def __init__(self, shell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
+        self._checking = False  # True while is_complete asks IPython about a %%python cell
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
@@ -110,14 +111,23 @@ class Integration:
             newline = cell.find("\n", first)
             if newline == -1:
                 return []
+            body = cell[newline + 1:].splitlines(keepends=True)
+            if self._checking:  # IPython's check_complete misreads a comment line first
+                return body
             # the header becomes a comment line, not nothing: line N of a traceback is
             # line N of the cell the user sees (docs/jupyter-display.md#python-cells)
-            header = cell[:newline + 1]
-            return ["# %%python" + "\n" * header.count("\n"),
-                    *cell[newline + 1:].splitlines(keepends=True)]
+            return ["# %%python" + "\n" * cell[:newline + 1].count("\n"), *body]
         if stripped[0] in "%!" or stripped.rstrip() in EXIT_WORDS:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
+
+    def check_complete(self, cell: str):
+        """IPython's ``check_complete`` of a cell, as Lily transforms it (for is_complete)."""
+        self._checking = True
+        try:
+            return self.shell.input_transformer_manager.check_complete(cell)
+        finally:
+            self._checking = False
 
     def run_command(self, cell: str) -> None:
         self._show_all(self.runner.command(cell, live=self._live()))
