@@ -35,9 +35,15 @@ def read_config_file(workspace) -> dict:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path} cannot be read: {exc}") from None
-    for table in ("model", "tools", "limits"):
+    for table in ("model", "tools", "limits", "activitypub"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
+    outbox = data.get("activitypub", {}).get("outbox")
+    if isinstance(outbox, str):
+        from lily_kernel.typed.outbox import plain_http_reason
+        reason = plain_http_reason(outbox)
+        if reason:
+            raise ConfigError(f"{path}: [activitypub] {reason}")
     return data
 
 

@@ -18,6 +18,7 @@ request comes first. See docs/notebook-tools.md#confirmation.
 """
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,6 +281,8 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     env = session.environ
     problem = session.config_error or model.not_configured(env, session.model_config)
     if problem:
+        if session.untrusted_note:  # a withheld endpoint explains the missing model
+            problem = f"{problem} {session.untrusted_note}"
         raise AgentError(problem)
     request = _Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
@@ -373,6 +376,10 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                     shown += (f"\n\n*({n} tool result{'s were' if n != 1 else ' was'} cut at "
                               f"{session.limits.tool_result_chars:,} characters: lily.toml "
                               "[limits] tool_result_chars.)*")
+                if session.untrusted_note and not session.trust_note_shown:
+                    # Once per session: the workspace's endpoint or outbox was not used.
+                    session.trust_note_shown = True
+                    shown += f"\n\n*({html.escape(session.untrusted_note)})*"  # sanitize
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage)
             held = None

@@ -17,8 +17,9 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from lily_kernel.errors import ConfigError
 
@@ -29,6 +30,13 @@ VERSION = 1
 #: A record larger than this is not read (it is refused as corrupt, failing closed).
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 _CHUNK = 1 << 16
+#: Settings of lily.toml that decide where a secret is sent: (table, key, the secret, the
+#: environment variable that names the user's own choice and so overrides the file).
+SECRET_ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
+    ("model", "base_url", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ("activitypub", "outbox", "LILY_OUTBOX_TOKEN", "LILY_OUTBOX_URL"),
+)
+HOW_TO_TRUST = "run /trust to review this workspace's lily.toml and trust it"
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -171,3 +179,52 @@ def revoke(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = No
         workspaces = _load(path)
         if workspaces.pop(_key(workspace), None) is not None:
             _save(path, workspaces)
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """A setting of an untrusted lily.toml that would send a secret elsewhere: not used."""
+
+    table: str
+    key: str
+    value: str  # as written (shown through redact_urls, never used)
+    secret: str  # the environment variable whose value it would receive
+
+    def describe(self) -> str:
+        """``[model] base_url 'https://…'`` with any user:password@ masked."""
+        from lily_kernel.redaction import redact_urls
+        shown = redact_urls(self.value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        return f"[{self.table}] {self.key} '{shown}'"
+
+
+def withheld(file_config: Mapping[str, Any], env: Mapping[str, str]) -> list[Withheld]:
+    """The settings of an *untrusted* ``file_config`` that would route a secret: each one a
+    workspace could use to receive ``OPENAI_API_KEY`` or ``LILY_OUTBOX_TOKEN``. A setting the
+    environment overrides anyway (``OPENAI_BASE_URL``, ``LILY_OUTBOX_URL``) has no effect and
+    is not listed."""
+    found = []
+    for table, key, secret, override in SECRET_ROUTES:
+        section = file_config.get(table)
+        if not isinstance(section, Mapping) or key not in section:
+            continue
+        if override and env.get(override):
+            continue
+        found.append(Withheld(table, key, str(section[key]), secret))
+    return found
+
+
+def without(file_config: Mapping[str, Any], items: list[Withheld]) -> dict[str, Any]:
+    """``file_config`` with the ``items`` removed (a copy: the tables are copied too)."""
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in file_config.items()}
+    for item in items:
+        out.get(item.table, {}).pop(item.key, None)
+    return out
+
+
+def untrusted_line(items: list[Withheld], problem: str | None = None) -> str:
+    """The one line saying which settings are not used, why, and how to trust the workspace."""
+    names = "; ".join(f"{i.describe()} (would receive {i.secret})" for i in items)
+    why = problem or "this workspace is not trusted"
+    return f"lily.toml {names} not used: {why}; {HOW_TO_TRUST}."

@@ -134,7 +134,15 @@ def _activity_settings(session) -> dict:
 
 
 def _target(session) -> str:
-    return _activity_settings(session).get("outbox") or "local outbox"
+    return _activity_settings(session).get("outbox") or "local outbox" + _withheld(session)
+
+
+def _withheld(session) -> str:
+    """`` (the line saying so)`` when an untrusted lily.toml's outbox is not used, else ''
+    (docs/trust-boundary.md#workspace-trust)."""
+    if any(w.table == "activitypub" for w in getattr(session, "withheld", ())):
+        return f" ({session.untrusted_note})"
+    return ""
 
 
 def _activity(session, spec: TypedSpec, params: dict) -> dict:
@@ -197,7 +205,7 @@ def execute(session, action: Action) -> Outcome:
         if exc.uncertain:
             raise Uncertain(str(exc)) from None
         raise ActionError(str(exc)) from None
-    verb = {"stored": "stored in the local outbox", "delivered": f"delivered to {delivery.target}",
+    verb = {"stored": "stored in the local outbox" + _withheld(session), "delivered": f"delivered to {delivery.target}",
             "duplicate": "already sent earlier; not sent again"}.get(delivery.status, delivery.status)
     return Outcome(action, f"**{skill.name}**: {action.activity['type']} `{delivery.activity_id}` "
                            f"{verb}.")
