@@ -72,6 +72,38 @@ def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
     assert agent.run(session, "next").text == "recovered"
 
 
+def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
+    """0.3 MB on the wire, 300 MB as one SSE line: Lily asks for no compression, refuses a
+    compressed answer and never buffers the line (docs/limits-and-secrets.md#caps)."""
+    session = world.session(server, journal=True)
+    server.add({"gzip_line": 300_000_000})
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    line = one_line_failure(session, "compress it")
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown < 64 * 1024, f"peak memory grew by {grown} KiB"
+    assert "compressed" in line and "not decompressed" in line
+    assert server.requests[0]["headers"].get("Accept-Encoding") == "identity"
+    server.add("recovered")
+    assert agent.run(session, "next").text == "recovered"
+
+
+def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
+    from lily_kernel.agent.deadline import MAX_LINE_BYTES, DeadlineTransport, StreamRefused, _Bounded
+    sent: list[int] = []
+
+    def body():
+        yield b"data: {}\n\n"
+        for _ in range(10_000):  # 10 GB if it were all read
+            sent.append(1)
+            yield b"x" * (1 << 20)
+
+    stream = _Bounded(body(), DeadlineTransport(), None)
+    with pytest.raises(StreamRefused, match="longer than"):
+        for _ in stream:
+            pass
+    assert len(sent) <= MAX_LINE_BYTES // (1 << 20) + 1
+
+
 def test_a_tool_result_is_cut_and_the_user_is_told(world, server):
     limits(world, tool_result_chars=1000)
     session = world.session(server)
