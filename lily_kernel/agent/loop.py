@@ -37,6 +37,13 @@ DECLINED = "declined by the user"
 NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
            "call it again afterwards if it is still needed")
 
+
+def too_many(limits) -> str:
+    """The answer to a tool call past a cap (docs/trust-boundary.md#caps)."""
+    return (f"Error: not run: too many calls (at most {limits.tool_calls_per_step} per step, "
+            f"and {limits.conversation_chars:,} characters of conversation per request: "
+            "lily.toml [limits] tool_calls_per_step, conversation_chars)")
+
 LOAD_SKILL = {"type": "function", "function": {
     "name": "load_skill",
     "description": "Read a skill's instructions (its SKILL.md body). Call this before using a "
@@ -355,6 +362,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
         _commit(session, messages)
 
     turn_start = len(pending)
+    limits = session.limits
+    size = sum(len(json.dumps(m, default=str)) for m in (*session.conversation, *pending))
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
@@ -383,8 +392,15 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage)
             held = None
-            for call in turn.tool_calls:
+            size += len(json.dumps(pending[-1], default=str))
+            for n, call in enumerate(turn.tool_calls):
                 before = request.skill
+                if n >= limits.tool_calls_per_step or size > limits.conversation_chars:
+                    # Answered, not run: every call needs a result, none runs past a cap.
+                    result = too_many(limits)
+                    pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                    emit("tool", {"name": call.name, "ok": False})
+                    continue
                 args = call.parsed()
                 try:
                     confirm_first = held is None and request.needs_confirmation(call.name, args)
@@ -399,6 +415,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 if result is None:
                     result = NOT_RUN if held is not None else request.execute(call.name, args)
                 pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                size += len(result)
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})

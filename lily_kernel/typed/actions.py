@@ -15,7 +15,6 @@ of a tool that needs confirmation (``[tools] confirm``): an Action of kind
 from __future__ import annotations
 
 import json
-import math
 import os
 import uuid
 from dataclasses import dataclass, field, replace
@@ -216,9 +215,9 @@ def _delivery_settings(session) -> tuple[float, int]:
     table = _activity_settings(session)
     timeout, retries = table.get("timeout", 10.0), table.get("retries", 2)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not 0 < timeout < math.inf:
-        raise ActionError(f"lily.toml [activitypub] timeout must be a positive number of "
-                          f"seconds, not {timeout!r}")
+            or not 0 < timeout <= 600:
+        raise ActionError(f"lily.toml [activitypub] timeout must be a number of seconds above "
+                          f"0 and at most 600, not {timeout!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
         raise ActionError(f"lily.toml [activitypub] retries must be a whole number from 0 to "
                           f"10, not {retries!r}")
