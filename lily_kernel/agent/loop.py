@@ -145,11 +145,14 @@ class _Request:
         return True
 
     def execute(self, name: str, args: dict) -> str:
-        """The tool result text, capped; refusals and tool failures start with 'Error:'."""
+        """The tool result text, redacted then capped; refusals and tool failures start with
+        'Error:'. Every result and error passes the live-secret redaction before it reaches
+        the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
+        env = self.session.environ
         try:
-            return self._cap(self._execute(name, args))
+            return self._cap(secrets.redact(self._execute(name, args), env))
         except ToolError as exc:
-            return f"Error: {exc}"
+            return secrets.redact(f"Error: {exc}", env)
 
     def _execute(self, name: str, args: dict) -> str:
         if name == "load_skill":
