@@ -453,7 +453,7 @@ NAMES = ("list_variables", "inspect_variable", "read_cells", "last_error", "prop
 
 def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
     """``fn()``; with share_values = false, a failure names only its type: its message could
-    carry a value from the user's objects (docs/notebook-tools.md#privacy)."""
+    carry a value from the user's objects (docs/notebook-tools.md#privacy-share_values)."""
     if share:
         return fn()
     try:
