@@ -5,8 +5,8 @@ Three kinds of secret are removed from any text Lily shows or records (errors, t
 the credentials of an ``Authorization`` header or after ``Bearer``, and the live values
 of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
 replaced by ``***``; so is the value a cell gives a secret-looking variable with ``%env``,
-``%set_env`` or ``os.environ[...] =`` (before that value is live). Every pass is linear in the length of the
-text, whatever it holds. See docs/limits-and-secrets.md#secrets.
+``%set_env`` or ``os.environ[...] =`` (before that value is live). Every pass is linear in
+the length of the text, whatever it holds. See docs/limits-and-secrets.md#secrets.
 """
 from __future__ import annotations
 

@@ -249,7 +249,8 @@ def safe_repr(value: Any, level: int = 3) -> str:
             return f"({inner}{',' if len(value) == 1 else ''})"
         if t is dict:
             return "{" + inner + "}"
-        return f"{_type_attr(t, '__name__')}({{{inner}}})" if value else f"{_type_attr(t, '__name__')}()"
+        name = _type_attr(t, "__name__")
+        return f"{name}({{{inner}}})" if value else f"{name}()"
     if _library_type(t):  # a NumPy or pandas scalar (C or library code)
         text = repr(value)
         return text[:REPR_CHARS] + ("…" if len(text) > REPR_CHARS else "")
@@ -277,8 +278,8 @@ def _describe(obj: Any, share: bool) -> str:
         elif share:
             head = obj.head(5)
             plain_objects = all(_plain_column(head[c].to_numpy()) for c, t in obj.dtypes.items()
-                                if t == object)
-            typed = [c for c, t in list(obj.dtypes.items())[:50] if t != object]
+                                if t.kind == "O")
+            typed = [c for c, t in list(obj.dtypes.items())[:50] if t.kind != "O"]
             nulls = obj[typed].isna().sum() if typed else {}
             out.append("nulls per column: " + (", ".join(
                 f"{c if type(c) is str else safe_repr(c)}={int(n)}" for c, n in nulls.items())
@@ -294,9 +295,9 @@ def _describe(obj: Any, share: bool) -> str:
         out = [f"Series {name}: {len(obj):,} values, dtype {obj.dtype}"]
         if share:
             head = obj.head(5)
-            if obj.dtype != object:
+            if obj.dtype.kind != "O":
                 out.append(f"nulls: {int(obj.isna().sum())}")
-            if obj.dtype != object or _plain_column(head.to_numpy()):
+            if obj.dtype.kind != "O" or _plain_column(head.to_numpy()):
                 out += ["head():", head.to_string(max_rows=5)]
         return "\n".join(out)
     if _exact(obj, "numpy", "ndarray"):

@@ -72,20 +72,16 @@ def fingerprint(workspace: str | os.PathLike[str]) -> str:
     for name in TRUSTED_FILES:
         path = root / name
         digest.update(name.encode() + b"\0")
+        inner = hashlib.sha256()
         try:
-            fh = open(path, "rb")
+            with open(path, "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    inner.update(chunk)
         except FileNotFoundError:
             digest.update(b"absent\0")
             continue
         except OSError as exc:
             raise ConfigError(f"{path} cannot be read: {exc.strerror or exc}") from None
-        with fh:
-            inner = hashlib.sha256()
-            try:
-                for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                    inner.update(chunk)
-            except OSError as exc:
-                raise ConfigError(f"{path} cannot be read: {exc.strerror or exc}") from None
         digest.update(b"present\0" + inner.hexdigest().encode() + b"\0")
     return digest.hexdigest()
 

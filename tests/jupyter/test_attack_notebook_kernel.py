@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import call, scripted_kernel, tool_result
+from kernel_support import scripted_kernel, tool_result
 
 KEY = "sk-live-notebook-KEY-0a1b2c3d4e5f"
 NEW = "sk-typed-in-a-cell-99887766"
