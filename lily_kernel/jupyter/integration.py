@@ -277,7 +277,8 @@ class _LiveText:
 def _redact_history(shell, install: bool) -> None:
     """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
     while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
-    userinfo masked, and any cell with the live secret values masked
+    userinfo masked, and any cell with the live secret values masked, and the values it
+    gives secret-looking variables (``%env``, ``%set_env``, ``os.environ[...] =``) too
     (docs/limits-and-secrets.md#secrets). The cell itself runs unchanged."""
     history = getattr(shell, "history_manager", None)
     if history is None:
@@ -299,7 +300,8 @@ def _redact_history(shell, install: bool) -> None:
             return secrets.redact(text)
         for value in secrets.live_secrets():
             text = text.replace(value, secrets.MASK)
-        return text
+        # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
+        return secrets.mask_env_assignments(text)
 
     def store_inputs(line_num, source, source_raw=None):
         return store(line_num, clean(source), clean(source_raw))
