@@ -25,6 +25,7 @@ from typing import Callable
 
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
+from lily_kernel.agent import lean
 from lily_kernel import redaction as secrets
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
@@ -38,28 +39,22 @@ NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's co
 
 LOAD_SKILL = {"type": "function", "function": {
     "name": "load_skill",
-    "description": "Read a skill's instructions (its SKILL.md body). Call this before using a "
-                   "skill; it declares the skill for this request. One skill per request.",
+    "description": "Read a skill's instructions before using it.",
     "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
                    "required": ["name"]}}}
 READ_SKILL_FILE = {"type": "function", "function": {
     "name": "read_skill_file",
-    "description": "Read a file under the loaded skill's references/ folder, e.g. "
-                   "'references/guide.md'.",
+    "description": "Read a file of the loaded skill, e.g. references/guide.md.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 PROPOSE_ACTION = {"type": "function", "function": {
     "name": "propose_action",
-    "description": "For the loaded typed skill: propose running it with these parameters "
-                   "(a JSON object, names and types as the skill declares). Lily validates them "
-                   "in code and shows the user a confirmation card; nothing happens before the "
-                   "user confirms.",
+    "description": "Propose parameters for the loaded typed skill; the user confirms.",
     "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
                    "required": ["parameters"]}}}
 READ_CONFIG = {"type": "function", "function": {
     "name": "read_config",
-    "description": "For the loaded internal typed skill: read a setting by its dotted path "
-                   "(only paths in the skill's Config ACL).",
+    "description": "Read a setting (dotted path) of the loaded typed skill.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
@@ -77,6 +72,7 @@ class Reply:
     steps: int = 0
     proposal: object = None  # an actions.Action now waiting for the user's confirmation
     usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
+    left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
 @dataclass
@@ -109,16 +105,15 @@ class _Request:
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict]:
-        specs = [LOAD_SKILL, READ_SKILL_FILE]
-        if any(s.typed is not None for s in self.session.snapshot.skills):
-            specs += [PROPOSE_ACTION, READ_CONFIG]
-        for tool in self.session.tools:
-            if tool.name in RESERVED or self.session.policy.model_refusal(self.session.tools, tool.name):
+        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt)."""
+        session = self.session
+        specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
+                                                 READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
+        for tool in session.tools:
+            if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
-            specs.append({"type": "function", "function": {
-                "name": tool.name, "description": tool.description or tool.name,
-                "parameters": dict(tool.parameters)}})
-        return specs
+            specs.append(lean.spec(tool.name, tool.description, tool.parameters))
+        return [s for s in specs if session.policy.offered(s["function"]["name"])]
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict) -> bool:
@@ -260,6 +255,11 @@ class _Request:
         return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def offered_tools(session: Session) -> list[dict]:
+    """The tool schemas a request of ``session`` offers the model now (for ``/model``)."""
+    return _Request(session, None).tool_specs()
+
+
 def _consistent(messages: list[dict]) -> list[dict]:
     """``messages`` with a result added for any tool call left without one."""
     out = list(messages)
@@ -351,13 +351,15 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
     def commit(messages: list[dict]) -> None:
         _commit(session, messages)
 
-    turn_start = len(pending)
+    turn_start, left_out = len(pending), (0, 0)
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
-            turn = model.complete(client, config, [system, *session.conversation, *pending],
-                                  tools, on_text, max_chars=session.limits.answer_chars)
+            turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
+                client, session.model_config, system, tools, session.conversation, pending,
+                on_text, session.limits.answer_chars)
+            left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             session.add_usage(turn.usage)
             pending.append(turn.message())
@@ -374,7 +376,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                               f"{session.limits.tool_result_chars:,} characters: lily.toml "
                               "[limits] tool_result_chars.)*")
                 return Reply(shown, request.skill, request.tools_used, step,
-                             request.proposal, usage)
+                             request.proposal, usage, left_out)
             held = None
             for call in turn.tool_calls:
                 before = request.skill
@@ -402,7 +404,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                                 step, usage, at)
                 action = actions.hold_tool(session, call.name, args, paused)
                 session.propose(action)
-                return Reply(turn.content, request.skill, request.tools_used, step, action, usage)
+                return Reply(turn.content, request.skill, request.tools_used, step, action, usage,
+                             left_out)
         commit(pending)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")

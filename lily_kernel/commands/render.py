@@ -158,6 +158,7 @@ def _(r: SkillRequest) -> str:
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items()) \
+        + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
@@ -166,7 +167,18 @@ def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"),
                                     [(k, "—" if v is None else v) for k, v in r.config.items()]) \
+        + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
+
+
+def parts_line(parts: dict) -> str:
+    """The prompt's fixed parts in tokens and the window they share (docs/agent.md#context-budget)."""
+    counted = "estimated" if parts["counted"] == "estimate" else f"counted with {parts['counted']}"
+    source = {"setting": "set", "table": "built-in table", "default": "default"}[parts["window_from"]]
+    return (f"Every request: system {parts['system']:,} · tools {parts['tools']:,} "
+            f"({parts['tool_count']}) · skills index {parts['skills index']:,} tokens "
+            f"({counted}); context window {parts['context_window']:,} ({source}), "
+            f"{parts['max_tokens']:,} kept for the answer, {parts['margin']:,} margin.")
 
 
 def usage_line(usage: dict) -> str:

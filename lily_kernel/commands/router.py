@@ -238,10 +238,20 @@ def _new(session: Session, cmd: Command):
                   f"{session.snapshot.version}, empty conversation.")
 
 
+def _prompt_parts(session: Session) -> dict:
+    """Token counts of a request's fixed parts (docs/agent.md#context-budget)."""
+    from lily_kernel.agent import budget, loop, prompt
+    system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])
+    return budget.parts(session.model_config,
+                        {"system": system, "skills index": prompt.skills_index(session.snapshot)},
+                        loop.offered_tools(session), session.budget)
+
+
 def _model(session: Session, cmd: Command):
     if not cmd.args:
         return ModelInfo(session.model_config.as_dict(),
-                         usage=dict(session.usage) if session.usage["calls"] else None)
+                         usage=dict(session.usage) if session.usage["calls"] else None,
+                         parts=_prompt_parts(session))
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:

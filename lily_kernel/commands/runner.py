@@ -128,7 +128,7 @@ class Runner:
         if not text.strip() and reply.proposal is not None:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
-                     self.session.model_config.model, reply.usage)
+                     self.session.model_config.model, reply.usage, reply.left_out)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 
