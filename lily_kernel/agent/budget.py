@@ -2,7 +2,7 @@
 
 Before each model call the conversation is fitted into
 ``context_window − reserve − margin`` tokens, where ``reserve`` is the answer's
-room (``[model] max_tokens``, at most half the window; it is also what Lily asks
+room (``[model] max_tokens``, at most a quarter of the window; it is also what Lily asks
 the endpoint for) and ``margin`` is 1/32 of the window (at least 32 tokens) for
 the chat template's own tokens. What is left out is deterministic:
 
@@ -66,8 +66,9 @@ def margin_of(window: int) -> int:
 
 
 def reserve_of(config: ModelConfig, window: int) -> int:
-    """The answer's room: ``max_tokens``, at most half the window (also the cap sent)."""
-    return max(1, min(config.max_tokens, window // 2))
+    """The answer's room: ``max_tokens``, at most a quarter of the window (also the cap
+    sent), so that a small window still holds the prompt."""
+    return max(1, min(config.max_tokens, window // 4))
 
 
 class ContextTooSmall(ModelError):

@@ -208,7 +208,7 @@ class _Refused(Exception):
 
 def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
               on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
-              max_tokens: int | None = None, cap: str = CAP_PARAMS[1]) -> Turn:
+              max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
     turn = Turn()
     parts: list[str] = []
@@ -218,7 +218,7 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
     stream = None
     try:
         stream = client.chat.completions.create(**request_args(config, messages, tools, usage,
-                                                               max_tokens, cap))
+                                                               max_tokens, cap_name))
         for chunk in stream:
             reported = getattr(chunk, "usage", None)
             if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
@@ -284,8 +284,8 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
         said = _api_message(exc)
         if usage and "stream_options" in said:
             raise _Refused("stream_options") from None
-        if max_tokens is not None and cap in said and "context" not in said:
-            raise _Refused(cap) from None
+        if max_tokens is not None and cap_name in said and "context" not in said:
+            raise _Refused(cap_name) from None
         exceeded = context_exceeded(said)
         if exceeded is not None:
             raise exceeded from None

@@ -50,7 +50,7 @@ def test_a_200_turn_session_keeps_working_in_a_4096_token_window(tmp_path, style
             footers.append(answer.footer())
         sizes = server.prompt_sizes
         assert len(sizes) == 200  # no request was refused and retried
-        assert max(sizes) <= 4096 - 2048  # every prompt fits beside the answer's room
+        assert max(sizes) <= 4096 - 1024  # every prompt fits beside the answer's room
         assert len(session.conversation) == 400  # the session keeps everything
         assert_consistent(session.conversation)
     assert "earlier turn" not in footers[0]
@@ -60,7 +60,7 @@ def test_a_200_turn_session_keeps_working_in_a_4096_token_window(tmp_path, style
     sent = server.chat_requests()[-1]
     assert sent["messages"][0]["role"] == "system"
     assert sent["messages"][-1]["content"].startswith("Question 199:")
-    assert sent["max_tokens"] == 2048  # max_tokens, at most half a 4,096 window
+    assert sent["max_tokens"] == 1024  # max_tokens, at most a quarter of a 4,096 window
     records = [json.loads(line) for line in session.journal.path.read_text().splitlines()]
     fitted = [r for r in records if r["event"] == "context_fitted"]
     assert fitted and fitted[-1]["turns_not_sent"] == dropped
@@ -82,14 +82,15 @@ def test_max_tokens_is_sent_and_an_endpoint_that_refuses_the_name_gets_the_other
 def test_a_window_learned_from_the_endpoints_error_then_the_request_is_retried(tmp_path, style):
     world = World(tmp_path)
     with ScriptedServer(chatty, context_window=3000, context_style=style) as server:
-        session = world.session(server, journal=True)  # believes the default 8,192
+        session = world.session(server, journal=True, LILY_MODEL="scripted-model")
+        assert budget.window_of(session.model_config) == 8192  # believes the default
         runner = Runner(lambda: session)
         for i in range(30):
             answers(runner, f"Question {i}: " + WORDS)
         assert session.model_config.context_window == 3000  # learned from the error
-        refused = len(server.prompt_sizes) - 30
-        assert refused == 1  # one refusal, then every request fitted
-        assert all(size <= 3000 for size in server.prompt_sizes[refused + 1:])
+        assert len(server.prompt_sizes) == 31  # one refusal, retried, then every one fitted
+        last = server.chat_requests()[-1]
+        assert server.prompt_sizes[-1] + last["max_tokens"] <= 3000
     records = [json.loads(line) for line in session.journal.path.read_text().splitlines()]
     assert any(r["event"] == "context_window_learned" and r["context_window"] == 3000
                for r in records)
@@ -114,36 +115,36 @@ def test_a_tiny_window_gives_one_line_of_advice_and_the_session_lives_on(tmp_pat
 
 def test_tool_results_are_shortened_before_turns_are_dropped_and_calls_keep_results(tmp_path):
     world = World(tmp_path)
-    (world.workspace / "big.txt").write_text("line of data\n" * 600, encoding="utf-8")
+    (world.workspace / "big.txt").write_text("line of data\n" * 180, encoding="utf-8")
     script = [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]},
               "read it"] + ["ok"] * 6
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
         runner = Runner(lambda: session)
         first = answers(runner, "read big.txt")
         assert "shortened" not in first.footer()  # this request's own result is sent whole
-        second = answers(runner, "and now?")
+        second = answers(runner, "and now? " + WORDS * 20)
         assert "1 tool result shortened" in second.footer()
         assert "earlier turn" not in second.footer()  # shortening was enough
         sent = server.chat_requests()[-1]["messages"]
         result = [m for m in sent if m["role"] == "tool"][0]
         assert "[… shortened:" in result["content"]
         assert_consistent(sent[1:])
-        assert session.conversation[2]["content"] == "line of data\n" * 600  # kept whole
+        assert session.conversation[2]["content"] == "line of data\n" * 180  # kept whole
 
 
 def test_the_loaded_skills_body_and_the_request_are_never_dropped(tmp_path):
     world = World(tmp_path)
     folder = world.skills / "big_skill"
     folder.mkdir(parents=True)
-    body = "Follow these steps carefully. " * 150
+    body = "Follow these steps carefully. " * 100
     (folder / "SKILL.md").write_text(f"---\nname: big_skill\ndescription: A big one.\n---\n{body}",
                                      encoding="utf-8")
     history = ["ok"] * 12
     script = history + [{"tool_calls": [{"name": "load_skill",
                                          "arguments": {"name": "big_skill"}}]}, "used it"]
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
         runner = Runner(lambda: session)
         for i in range(12):
             answers(runner, f"Question {i}: " + WORDS * 2)
@@ -158,7 +159,8 @@ def test_the_loaded_skills_body_and_the_request_are_never_dropped(tmp_path):
 
 def test_model_shows_the_token_count_of_each_part(tmp_path):
     world = World(tmp_path)
-    session = world.session(None, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    session = world.session(None, OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+                            LILY_MODEL="scripted-model")
     info = router.run(session, "/model")
     parts = info.parts
     for key in ("system", "skills index", "tools"):
