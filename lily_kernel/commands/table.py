@@ -32,7 +32,8 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "Start a new session: new id, fresh snapshot, empty conversation."),
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
-                   "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+                   "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries, "
+                   "context_window, max_tokens) and what each part of a request costs in tokens."),
     BuiltinCommand("confirm", "/confirm",
                    "Carry out the change, dispatch or tool call waiting for confirmation."),
     BuiltinCommand("cancel", "/cancel",

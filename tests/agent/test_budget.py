@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import pytest
 
-from lily_kernel.agent import budget, tokens
+from lily_kernel.agent import budget, loop, tokens
 from lily_kernel.agent.config import ConfigError, ModelConfig
 from lily_kernel.commands import router
 from lily_kernel.commands.results import Answer
@@ -217,3 +217,57 @@ def test_context_length_messages_are_read():
     assert (openai_.window, openai_.requested) == (8192, 5000)
     assert context_exceeded("something else") is None
 
+
+
+# -- a lean prompt ---------------------------------------------------------------------
+
+def offered(session) -> list[str]:
+    return [s["function"]["name"] for s in loop.offered_tools(session)]
+
+
+def test_skill_tools_are_offered_only_when_they_can_be_used(tmp_path):
+    world = World(tmp_path)
+    empty = tmp_path / "no_bundled"
+    empty.mkdir()
+    plain = world.skills / "plain"
+    plain.mkdir(parents=True)
+    (plain / "SKILL.md").write_text("---\nname: plain\ndescription: Plain.\n---\nDo it.\n",
+                                    encoding="utf-8")
+    session = world.session(None, SKILLS_BUNDLED_DIR=str(empty))
+    names = offered(session)
+    assert "load_skill" in names and "read" in names
+    for unusable in ("read_skill_file", "propose_action", "read_config"):
+        assert unusable not in names  # no references/, no typed skill
+    (plain / "references").mkdir()
+    assert "read_skill_file" in offered(world.session(None, SKILLS_BUNDLED_DIR=str(empty)))
+    assert "propose_action" in offered(world.session(None))  # the bundled typed skills
+
+
+def test_tools_offer_narrows_what_the_model_is_offered(tmp_path):
+    world = World(tmp_path)
+    (world.workspace / "lily.toml").write_text('[tools]\noffer = ["read"]\n', encoding="utf-8")
+    session = world.session(None)
+    assert offered(session) == ["load_skill", "read"]
+    assert session.policy.unavailable_reason(session.tools, "write") is None  # still allowed
+    assert offered(world.session(None, LILY_TOOLS_OFFER="list")) == ["load_skill", "list"]
+
+
+def test_schemas_are_short_and_the_system_prompt_lean(tmp_path):
+    from lily_kernel.agent import lean, prompt
+    assert lean.brief("First line\nwraps (docs/agent.md#tools).\n\nDetails.") == "First line wraps."
+    spec = lean.spec("t", "Does it.", {"type": "object", "properties": {}, "required": []})
+    assert "required" not in spec["function"]["parameters"]
+    session = World(tmp_path).session(None, LILY_MODEL="scripted-model")
+    count = session.budget.counter("scripted-model")
+    system = "\n\n".join([session.persona.system_text(), prompt.RULES])
+    assert count.text(system) <= 400  # the bundled persona and rules, even estimated
+    specs = loop.offered_tools(session)
+    assert count.tools(specs) / len(specs) <= 80  # estimated (bytes / 3): about 60 in o200k
+
+
+def test_an_openai_model_is_counted_with_its_own_tokenizer():
+    pytest.importorskip("bpe_openai")
+    count = tokens.Counter("gpt-4o-mini")
+    assert count.method == "o200k_base" and count.exact
+    assert count.text("Say hello.") == 3
+    assert tokens.Counter("gpt-4").method == "cl100k_base"
