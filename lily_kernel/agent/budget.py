@@ -108,6 +108,12 @@ def _turn_starts(history: list[dict[str, Any]]) -> list[int]:
     return starts if history else []
 
 
+def turn_end(history: list[dict[str, Any]], turns: int) -> int:
+    """The index where the first ``turns`` turns of ``history`` end."""
+    starts = _turn_starts(history)
+    return starts[turns] if turns < len(starts) else len(history)
+
+
 class Budget:
     """One session's token accounting: counters per model, the fit, the learned window.
 
@@ -136,12 +142,15 @@ class Budget:
         return hit[1]
 
     def fit(self, config: ModelConfig, system: dict[str, Any], tools: list[dict[str, Any]],
-            history: list[dict[str, Any]], pending: list[dict[str, Any]]) -> Fitted:
-        """The messages to send for this step; :class:`ContextTooSmall` when nothing fits."""
+            history: list[dict[str, Any]], pending: list[dict[str, Any]],
+            spare: float = 0.0) -> Fitted:
+        """The messages to send for this step; :class:`ContextTooSmall` when nothing fits.
+        ``spare``: a share of the budget to keep free besides ``pending`` (``/compact``)."""
         count = self.counter(config.model)
         window = window_of(config)
         reserve = reserve_of(config, window)
         limit = window - reserve - margin_of(window)
+        limit -= int(limit * spare)
         fixed = count.message(system) + count.tools(tools)
         now = [count.message(m) for m in pending]
         sizes = [count.message(m) for m in history]
@@ -181,7 +190,7 @@ class Budget:
                 "afresh with /new, or offer fewer tools (lily.toml [tools] offer)")
         fitted = Fitted([system, *sent[first:], *current], dropped, shortened, total, limit,
                         reserve)
-        if (dropped or shortened) and self._record is not None:
+        if (dropped or shortened) and self._record is not None and not spare:
             self._record({"event": "context_fitted", "turns_not_sent": dropped,
                           "results_shortened": shortened, "prompt_tokens": total,
                           "budget": limit, "context_window": window, "counted": count.method})

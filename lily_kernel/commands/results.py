@@ -95,6 +95,11 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class CompactRequest:
+    """``/compact``: the runner asks the model to summarise the turns that no longer fit."""
+
+
+@dataclass(frozen=True)
 class Answer:
     """The agent's final answer to one request, and what it used."""
     text: str

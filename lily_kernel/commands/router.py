@@ -15,8 +15,8 @@ from lily_kernel.commands import table as commands
 from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, ModelInfo, Notice, SkillRequest,
-                      SkillTable, ToolOutput)
+from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
+                                          ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent.tools import ToolError
@@ -278,6 +278,11 @@ def _confirm(session: Session, cmd: Command):
     return ActionDone(outcome.action, outcome.summary, outcome.result)
 
 
+def _compact(session: Session, cmd: Command):
+    _no_args(cmd)
+    return CompactRequest()  # the runner asks the model (the router never does)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -292,6 +297,7 @@ _HANDLERS = {
     "reload_persona": _reload_persona,
     "new": _new,
     "model": _model,
+    "compact": _compact,
     "confirm": _confirm,
     "cancel": _confirm,
 }

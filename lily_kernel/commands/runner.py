@@ -17,7 +17,8 @@ from typing import Callable, Iterator, Protocol
 from lily_kernel.agent import confirmation
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
+from lily_kernel.commands.results import (ActionCard, ActionDone, Answer, CompactRequest, Notice,
+                                          SkillRequest)
 from lily_kernel.errors import ActionError, CommandError, LoaderError, command_error
 from lily_kernel.session.session import Session
 
@@ -87,6 +88,8 @@ class Runner:
             raise Interrupted("interrupted.") from None
         if isinstance(result, SkillRequest):
             yield from self.ask(result.input, skill=result, live=live)
+        elif isinstance(result, CompactRequest):
+            yield from self.compact(live)
         elif isinstance(result, ActionDone) and result.tool_result is not None:
             yield result  # a confirmed tool call: its outcome, then the request goes on
             yield from self.resume(result, live)
@@ -105,6 +108,28 @@ class Runner:
         session = self.session
         yield from self._agent(lambda on_text, on_event: agent.resume(
             session, done.action, done.tool_result, on_text=on_text, on_event=on_event), live)
+
+    def compact(self, live: Callable[[], Live] | None = None) -> Iterator:
+        """``/compact``: the model's summary of the turns that no longer fit, shown; or a
+        notice that every turn still fits (docs/agent.md#compact)."""
+        from lily_kernel.agent import compact
+        session = self.session
+        shown = live() if live is not None else None
+        try:
+            done = compact.compact(session, shown.write if shown else None)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted; the conversation is unchanged.") from None
+        finally:
+            if shown is not None:
+                shown.close()
+        if done is None:
+            yield Notice("Nothing to compact: every earlier turn still fits the model's "
+                         "context window.")
+            return
+        n = done.turns
+        yield Answer(f"**Summary of {n} earlier turn{'s' if n != 1 else ''}**, sent from now on "
+                     f"instead of them:\n\n{done.summary}", None, (),
+                     session.model_config.model, done.usage)
 
     def decide(self, action, ok: bool) -> ActionDone:
         """Confirm (``ok``) or cancel ``action`` (None: whatever is pending), for any face."""

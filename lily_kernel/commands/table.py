@@ -34,6 +34,9 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries, "
                    "context_window, max_tokens) and what each part of a request costs in tokens."),
+    BuiltinCommand("compact", "/compact",
+                   "Replace the earlier turns that no longer fit the model's context window "
+                   "with a summary the model writes."),
     BuiltinCommand("confirm", "/confirm",
                    "Carry out the change, dispatch or tool call waiting for confirmation."),
     BuiltinCommand("cancel", "/cancel",

@@ -208,6 +208,12 @@ class Session:
         self.journal.append({"event": "context_window_learned", "session_id": self.session_id,
                              "context_window": tokens})
 
+    def replace_turns(self, end: int, summary: list[dict[str, Any]], turns: int) -> None:
+        """``/compact``: the conversation up to ``end`` (``turns`` turns) becomes ``summary``."""
+        self.conversation[:end] = summary
+        self.journal.append({"event": "conversation_compacted", "session_id": self.session_id,
+                             "turns": turns, "messages": summary})
+
     def _record_fit(self, entry: dict[str, Any]) -> None:
         """Journal what a request left out to fit the context window."""
         self.journal.append({**entry, "session_id": self.session_id})

@@ -271,3 +271,39 @@ def test_an_openai_model_is_counted_with_its_own_tokenizer():
     assert count.method == "o200k_base" and count.exact
     assert count.text("Say hello.") == 3
     assert tokens.Counter("gpt-4").method == "cl100k_base"
+
+
+# -- /compact ----------------------------------------------------------------------------
+
+def test_compact_replaces_the_turns_that_no_longer_fit_with_the_models_summary(tmp_path):
+    world = World(tmp_path)
+
+    def model(request: dict) -> dict:
+        if request["messages"][0]["content"].startswith("Summarise the conversation"):
+            assert "user: Question" in request["messages"][1]["content"]
+            return {"content": "- The user asked questions 0 to 9 about the alphabet."}
+        return chatty(request)
+
+    with ScriptedServer(model, context_window=4096) as server:
+        session = world.session(server, journal=True, LILY_CONTEXT_WINDOW="4096",
+                                LILY_MODEL="scripted-model")
+        runner = Runner(lambda: session)
+        nothing = list(runner.command("/compact"))
+        assert "Nothing to compact" in nothing[0].markdown and server.prompt_sizes == []
+        for i in range(20):
+            last = answers(runner, f"Question {i}: " + WORDS)
+        left_out = int(last.footer().split(" earlier turns not sent")[0].rsplit("· ", 1)[1])
+        shown = list(runner.command("/compact"))
+        assert len(shown) == 1 and isinstance(shown[0], Answer)
+        replaced = int(shown[0].text.split("**Summary of ")[1].split(" ")[0])
+        assert left_out <= replaced < 20  # what the next request would leave out
+        assert "questions 0 to 9" in shown[0].text
+        assert session.conversation[0]["content"].startswith("(/compact)")
+        assert session.conversation[1]["content"].startswith("- The user asked")
+        assert_consistent(session.conversation)
+        after = answers(runner, "Question 20: " + WORDS)
+        sent = server.chat_requests()[-1]["messages"]
+        assert "earlier turn" not in after.footer()  # the summary and the rest fit
+        assert sent[2]["content"].startswith("- The user asked")
+    records = [json.loads(line) for line in session.journal.path.read_text().splitlines()]
+    assert any(r["event"] == "conversation_compacted" for r in records)
