@@ -56,9 +56,12 @@ def main() -> None:
     tool_tokens = count(json.dumps(tools, ensure_ascii=False)) if tools else 0
     whole = count(json.dumps(request["messages"], ensure_ascii=False)) + tool_tokens
     print(f"lily_kernel from {args.tree or 'this tree'}; counted with {name}")
-    index = system[system.find("## Skills"):system.find("## Rules")] if "## Skills" in system else ""
+    index = ""
+    if "## Skills" in system:
+        index = system[system.find("## Skills"):system.find("## Rules")]
+    rest = count(system.replace(index, ""))
     print(f"system prompt {count(system):,} tokens (skills index {count(index):,}, persona and "
-          f"rules {count(system.replace(index, '')):,}) · {len(tools)} tools {tool_tokens:,} tokens "
+          f"rules {rest:,}) · {len(tools)} tools {tool_tokens:,} tokens "
           f"({tool_tokens // max(len(tools), 1)} a tool) · whole prompt {whole:,} tokens "
           f"(scripted server's count {prompt_tokens(request):,})")
     print("tools:", ", ".join(t["function"]["name"] for t in tools))

@@ -1,7 +1,7 @@
 """The context budget: every request fits the model's window (docs/agent.md#context-budget).
 
 Before each model call the conversation is fitted into
-``context_window − reserve − margin`` tokens, where ``reserve`` is the answer's
+``context_window - reserve - margin`` tokens, where ``reserve`` is the answer's
 room (``[model] max_tokens``, at most a quarter of the window; it is also what Lily asks
 the endpoint for) and ``margin`` is 1/32 of the window (at least 32 tokens) for
 the chat template's own tokens. What is left out is deterministic:
@@ -22,9 +22,9 @@ once more.
 """
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lily_kernel.agent import client as model
 from lily_kernel.agent.config import ModelConfig
@@ -50,7 +50,8 @@ def known_window(model_name: str) -> int | None:
     name = model_name.lower().rsplit("/", 1)[-1].split(":", 1)[0]
     best = None
     for key, window in KNOWN_WINDOWS.items():
-        if (name.startswith(key) or f"-{key}" in name) and (best is None or len(key) > len(best[0])):
+        matched = name.startswith(key) or f"-{key}" in name
+        if matched and (best is None or len(key) > len(best[0])):
             best = (key, window)
     return best[1] if best else None
 
@@ -243,9 +244,3 @@ def parts(config: ModelConfig, system_parts: dict[str, str],
                             "table" if known_window(config.model) else "default"))
     return out
 
-
-def tokens_per_tool(config: ModelConfig, tools: list[dict[str, Any]],
-                    budget: Budget) -> dict[str, int]:
-    """Tokens of each tool's schema (for measuring the prompt)."""
-    count = budget.counter(config.model)
-    return {spec["function"]["name"]: math.ceil(count.tools([spec])) for spec in tools}

@@ -1,21 +1,21 @@
-"""``/compact``: the earlier turns that no longer fit, replaced by a summary the model
-writes (docs/agent.md#compact).
+"""``/compact``: the earlier turns that no longer fit, replaced by a summary the
+model writes (docs/agent.md#compact).
 
 The turns the context budget (docs/agent.md#context-budget) would leave out
-of the next request, with a quarter of the budget kept free, are sent to the model as a transcript (its most recent
-part, when even that is too long) with the request to summarise them; the
-summary replaces those turns in the conversation, as a question and answer
-pair, and the user sees it. Nothing changes when every turn still fits.
+of the next request, with a quarter of the budget kept free, are sent to the
+model as a transcript (its most recent part, when even that is too long) with
+the request to summarise them; the summary replaces those turns in the
+conversation, as a question and answer pair, and the user sees it. Nothing changes when every turn still fits.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lily_kernel import redaction as secrets
-from lily_kernel.agent import budget
+from lily_kernel.agent import budget, loop
 from lily_kernel.agent import client as model
-from lily_kernel.agent import loop
 from lily_kernel.agent import prompt as context
 
 ASK = "(/compact) Summarise our conversation so far."

@@ -11,8 +11,9 @@ A registered tool's schema carries the first paragraph of its description
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from lily_kernel.skills.snapshot import Snapshot
 

@@ -7,7 +7,9 @@ Real sessions, the real loop and the real ``openai`` client over HTTP on 127.0.0
 from __future__ import annotations
 
 import json
+
 import pytest
+from agent_support import World, assert_consistent
 
 from lily_kernel.agent import budget, loop, tokens
 from lily_kernel.agent.config import ConfigError, ModelConfig
@@ -15,7 +17,6 @@ from lily_kernel.commands import router
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import World, assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -127,7 +128,7 @@ def test_tool_results_are_shortened_before_turns_are_dropped_and_calls_keep_resu
         assert "1 tool result shortened" in second.footer()
         assert "earlier turn" not in second.footer()  # shortening was enough
         sent = server.chat_requests()[-1]["messages"]
-        result = [m for m in sent if m["role"] == "tool"][0]
+        result = next(m for m in sent if m["role"] == "tool")
         assert "[… shortened:" in result["content"]
         assert_consistent(sent[1:])
         assert session.conversation[2]["content"] == "line of data\n" * 180  # kept whole
@@ -140,9 +141,8 @@ def test_the_loaded_skills_body_and_the_request_are_never_dropped(tmp_path):
     body = "Follow these steps carefully. " * 100
     (folder / "SKILL.md").write_text(f"---\nname: big_skill\ndescription: A big one.\n---\n{body}",
                                      encoding="utf-8")
-    history = ["ok"] * 12
-    script = history + [{"tool_calls": [{"name": "load_skill",
-                                         "arguments": {"name": "big_skill"}}]}, "used it"]
+    load = {"tool_calls": [{"name": "load_skill", "arguments": {"name": "big_skill"}}]}
+    script = [*["ok"] * 12, load, "used it"]
     with ScriptedServer(script, context_window=4096) as server:
         session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
         runner = Runner(lambda: session)
