@@ -5,7 +5,8 @@ The turns the context budget (docs/agent.md#context-budget) would leave out
 of the next request, with a quarter of the budget kept free, are sent to the
 model as a transcript (its most recent part, when even that is too long) with
 the request to summarise them; the summary replaces those turns in the
-conversation, as a question and answer pair, and the user sees it. Nothing changes when every turn still fits.
+conversation, as a question and answer pair, and the user sees it. Nothing
+changes when every turn still fits.
 """
 from __future__ import annotations
 
