@@ -321,8 +321,7 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
 
     @registry.register(name="run_python")
     def _run_python(code: str) -> str:
-        """Run Python in the notebook once the user confirms; returns the output.
+        """Run Python code in the notebook's namespace, like a cell. Returns its output.
 
-        Like a cell, in the notebook's namespace; the user sees the code on a confirmation
-        card first and it runs only if they confirm."""
+        The user sees the code on a confirmation card first; it runs only if they confirm."""
         return run_python(nb, code, share_values())
