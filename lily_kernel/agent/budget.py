@@ -211,7 +211,7 @@ class Budget:
             window = exc.window or window_of(config)
             if exc.requested:
                 self.counter(config.model).calibrate(fitted.tokens, exc.requested)
-            if self._learn is not None and window != window_of(config):
+            if self._learn is not None and 0 < window < window_of(config):
                 self._learn(window)
                 config = config.changed(context_window=str(window))
             try:

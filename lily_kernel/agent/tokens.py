@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 BYTES_PER_TOKEN = 3
+MAX_SCALE = 4.0
 MESSAGE_OVERHEAD = 8  # role, separators and the chat template's markers, per message
 
 # OpenAI model name prefixes and their encodings (tiktoken's own table, abridged).
@@ -105,6 +106,6 @@ class Counter:
         """An endpoint counted ``reported`` tokens where Lily counted ``counted``: a count
         that was low (an estimate, or a chat template's extra tokens) is scaled up for the
         rest of the session, with 5% to spare; never down."""
-        if counted > 0 and reported > counted:
-            self.scale = max(self.scale, self.scale * reported / counted * 1.05)
+        if counted > 0 and reported > counted:  # at most 4x: a wilder report is not a count
+            self.scale = min(MAX_SCALE, max(self.scale, self.scale * reported / counted * 1.05))
             self._cache.clear()

@@ -307,3 +307,24 @@ def test_compact_replaces_the_turns_that_no_longer_fit_with_the_models_summary(t
         assert sent[2]["content"].startswith("- The user asked")
     records = [json.loads(line) for line in session.journal.path.read_text().splitlines()]
     assert any(r["event"] == "conversation_compacted" for r in records)
+
+
+@pytest.mark.parametrize("message", [
+    "request (99999999999999 tokens) exceeds the available context size "
+    "(99999999999999 tokens)",
+    "This model's maximum context length is 0 tokens. However, your messages resulted in "
+    "99999999999 tokens.",
+])
+def test_attack_a_hostile_context_error_never_breaks_the_session(tmp_path, message):
+    """ATTACK: an endpoint names absurd sizes in its context-length errors."""
+    world = World(tmp_path)
+    script = [{"status": 400, "error_message": message}] * 2 + ["fine"]
+    with ScriptedServer(script) as server:
+        session = world.session(server, LILY_MODEL="scripted-model")
+        runner = Runner(lambda: session)
+        with pytest.raises(router.CommandError) as failed:
+            answers(runner, "hello")
+        assert "\n" not in str(failed.value) and "/new" in str(failed.value)
+        assert session.model_config.context_window is None  # nothing absurd was learned
+        assert session.budget.counter("scripted-model").scale <= tokens.MAX_SCALE
+        assert answers(runner, "hello again").text == "fine"  # the session lives on
