@@ -57,24 +57,24 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
 
     @registry.register(name="read", annotations=READ_ONLY)
     def read_file(path: str) -> str:
-        """Read a UTF-8 text file in the workspace. `path` is relative to the workspace."""
+        """Read a workspace text file."""
         return fs().read(path)
 
     @registry.register(name="write", change=lambda args: write_change(fs(), args),
                        annotations={"readOnlyHint": False, "destructiveHint": True})
     def write_file(path: str, content: str) -> str:
-        """Write a UTF-8 text file in the workspace, creating folders as needed."""
+        """Write a workspace text file."""
         fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
     @registry.register(name="list", annotations=READ_ONLY)
     def list_files(path: str = ".") -> str:
-        """List a folder in the workspace (folders end with '/')."""
+        """List a workspace folder (folders end with '/')."""
         return "\n".join(name + ("/" if is_dir else "") for name, is_dir in fs().list(path))
 
     @registry.register(name="scan_todos", annotations=READ_ONLY)
     def scan_todos(input: str = "") -> str:
-        """Find TODO, FIXME, XXX and HACK markers in the workspace's text files and notebooks.
+        """Find TODO/FIXME/XXX/HACK markers in the workspace.
 
         `input` is an optional folder or file relative to the workspace. Returns
         a Markdown table of file, line and note, in path order.

@@ -7,6 +7,7 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -84,13 +85,59 @@ class ClientCache:
 
 # Endpoints (base URLs) that answered HTTP 400 to ``stream_options``: asked without it since.
 _NO_STREAM_OPTIONS: set[str] = set()
+# The completion cap's name per endpoint, once one refused the other (HTTP 400 naming it).
+_CAP_PARAM: dict[str, str] = {}
+CAP_PARAMS = ("max_completion_tokens", "max_tokens")
+
+# Context-length errors: llama.cpp's and OpenAI's (and those that copy them).
+_LLAMA_CPP = re.compile(r"request \((\d+) tokens\) exceeds the available context size "
+                        r"\((\d+) tokens\)")
+_OPENAI_MAX = re.compile(r"maximum context length is (\d+) tokens")
+_OPENAI_ASKED = re.compile(r"(?:resulted in|you requested) (\d+) tokens")
+_OPENAI_MESSAGES = re.compile(r"\((\d+) in the messages")
+
+
+class ContextExceeded(ModelError):
+    """The endpoint refused the prompt as longer than its context window (HTTP 400)."""
+
+    def __init__(self, detail: str, window: int | None, requested: int | None) -> None:
+        super().__init__(f"the model endpoint rejected the request (HTTP 400): {detail}")
+        self.detail = detail
+        self.window = window  # the endpoint's context size, when it named it
+        self.requested = requested  # the prompt's tokens as the endpoint counted them
+
+
+def context_exceeded(message: str) -> ContextExceeded | None:
+    """A context-length error read from an endpoint's message, or None."""
+    found = _LLAMA_CPP.search(message)
+    if found:
+        return ContextExceeded(message, int(found.group(2)), int(found.group(1)))
+    found = _OPENAI_MAX.search(message)
+    if found:
+        asked = _OPENAI_MESSAGES.search(message) or _OPENAI_ASKED.search(message)
+        return ContextExceeded(message, int(found.group(1)),
+                               int(asked.group(1)) if asked else None)
+    return None
+
+
+def cap_param(config: ModelConfig, where: str) -> str:
+    """How the completion cap is named for this endpoint: ``max_completion_tokens`` for
+    OpenAI's own API, ``max_tokens`` (understood by llama.cpp, vLLM, Ollama, LiteLLM) for
+    others, or the other one once an endpoint refused it."""
+    if where in _CAP_PARAM:
+        return _CAP_PARAM[where]
+    openai_api = not config.base_url or "api.openai.com" in config.base_url
+    return CAP_PARAMS[0] if openai_api else CAP_PARAMS[1]
 
 
 def request_args(config: ModelConfig, messages: list[dict], tools: list[dict],
-                 usage: bool = True) -> dict:
+                 usage: bool = True, max_tokens: int | None = None,
+                 cap: str = CAP_PARAMS[1]) -> dict:
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage:  # ask for token usage in a last chunk; servers that ignore it send none
         args["stream_options"] = {"include_usage": True}
+    if max_tokens is not None:
+        args[cap] = max_tokens
     if tools:
         args["tools"] = tools
     for name in ("temperature", "reasoning_effort", "verbosity"):
@@ -107,7 +154,8 @@ def cut_marker(cap: int) -> str:
 
 
 def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
-             on_text: Callable[[str], None] | None = None, max_chars: int | None = None) -> Turn:
+             on_text: Callable[[str], None] | None = None, max_chars: int | None = None,
+             max_tokens: int | None = None) -> Turn:
     """One streamed completion, assembled into a :class:`Turn`.
 
     ``config.timeout`` is the whole request's deadline, retries included; past it the
@@ -115,19 +163,29 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
     longer than ``max_chars`` is cut there: Lily stops reading the stream and keeps the head
     with a visible marker (tool calls of a cut answer are dropped). Usage is asked for with
     ``stream_options``; an endpoint that rejects that parameter (HTTP 400 naming it) is
-    asked again without it, and from then on.
+    asked again without it, and from then on. ``max_tokens`` (the answer's cap) is sent
+    as :func:`cap_param` names it; an endpoint that refuses that name is asked with the
+    other one, and from then on. A prompt longer than the endpoint's window is a
+    :class:`ContextExceeded`.
     """
     from lily_kernel.agent.deadline import deadline
     transport = getattr(client, "_lily_deadline", None)
     where = _where(client)
     try:
         with deadline(transport, config.timeout):
-            try:
-                return _complete(client, config, messages, tools, on_text, max_chars,
-                                 where not in _NO_STREAM_OPTIONS)
-            except _UsageRefused:
-                _NO_STREAM_OPTIONS.add(where)
-            return _complete(client, config, messages, tools, on_text, max_chars, False)
+            for _ in range(3):  # at most one refusal of each optional parameter
+                usage = where not in _NO_STREAM_OPTIONS
+                cap = cap_param(config, where)
+                try:
+                    return _complete(client, config, messages, tools, on_text, max_chars,
+                                     usage, max_tokens, cap)
+                except _Refused as refused:
+                    if refused.param == "stream_options":
+                        _NO_STREAM_OPTIONS.add(where)
+                    else:
+                        _CAP_PARAM[where] = CAP_PARAMS[1 - CAP_PARAMS.index(cap)]
+            return _complete(client, config, messages, tools, on_text, max_chars, False,
+                             max_tokens, cap_param(config, where))
     except Exception:
         if transport is not None and transport.expired:
             raise ModelError(_late(config, client)) from None
@@ -140,12 +198,17 @@ def _late(config: ModelConfig, client) -> str:
             "request's deadline, and nothing was done with a partial answer")
 
 
-class _UsageRefused(Exception):
-    """The endpoint answered HTTP 400 to ``stream_options``."""
+class _Refused(Exception):
+    """The endpoint answered HTTP 400 naming an optional parameter Lily sent."""
+
+    def __init__(self, param: str) -> None:
+        super().__init__(param)
+        self.param = param
 
 
 def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
-              on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool) -> Turn:
+              on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
+              max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
     turn = Turn()
     parts: list[str] = []
@@ -154,7 +217,8 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        stream = client.chat.completions.create(**request_args(config, messages, tools, usage))
+        stream = client.chat.completions.create(**request_args(config, messages, tools, usage,
+                                                               max_tokens, cap_name))
         for chunk in stream:
             reported = getattr(chunk, "usage", None)
             if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
@@ -217,8 +281,14 @@ def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dic
         raise ModelError(f"the endpoint has no model '{config.model}' (HTTP 404: "
                          f"{_api_message(exc)}); choose one with /model NAME") from None
     except openai.BadRequestError as exc:
-        if usage and "stream_options" in _api_message(exc):
-            raise _UsageRefused() from None
+        said = _api_message(exc)
+        if usage and "stream_options" in said:
+            raise _Refused("stream_options") from None
+        if max_tokens is not None and cap_name in said and "context" not in said:
+            raise _Refused(cap_name) from None
+        exceeded = context_exceeded(said)
+        if exceeded is not None:
+            raise exceeded from None
         raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
                          f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:

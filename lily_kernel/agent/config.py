@@ -19,7 +19,10 @@ SECRET_KEYS = ("api_key", "key", "token", "openai_api_key")
 # Environment variables that set the model configuration (OPENAI_API_KEY is read per request).
 ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
-            "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries"}
+            "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries",
+            "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens"}
+DEFAULT_MAX_TOKENS = 4_096
+NOT_NONE = ("model", "timeout", "max_retries", "max_tokens")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -58,6 +61,9 @@ class ModelConfig:
     base_url: str | None = None
     timeout: float = 60.0
     max_retries: int = 2
+    # tokens; None: the built-in table of well-known models, else 8,192 (agent/budget.py)
+    context_window: int | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS  # the answer's cap, sent to the endpoint
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -114,7 +120,7 @@ def _as_text(key: str, raw: object) -> str:
     if isinstance(raw, str):
         return raw
     if raw is None:
-        if key in ("model", "timeout", "max_retries"):
+        if key in NOT_NONE:
             raise ConfigError(f"{key} cannot be None")
         return "none"
     if isinstance(raw, numbers.Real) and not isinstance(raw, bool):
@@ -123,7 +129,7 @@ def _as_text(key: str, raw: object) -> str:
 
 
 def _parse(key: str, raw: str):
-    if raw.lower() in ("", "none", "default") and key not in ("model", "timeout", "max_retries"):
+    if raw.lower() in ("", "none", "default") and key not in NOT_NONE:
         return None
     if key == "model":
         if not raw:
@@ -140,6 +146,11 @@ def _parse(key: str, raw: str):
             raise ConfigError(f"timeout must be a number of seconds above 0 and at most "
                               f"{MAX_TIMEOUT:g}, not {raw}")
         return value
+    if key in ("context_window", "max_tokens"):
+        digits = raw.replace("_", "").replace(",", "")
+        if not digits.isascii() or not digits.isdigit() or not 0 < int(digits) <= 100_000_000:
+            raise ConfigError(f"{key} must be a positive whole number of tokens, not '{raw}'")
+        return int(digits)
     if key == "max_retries":
         if not raw.isdigit() or len(raw) > 3 or int(raw) > MAX_RETRIES:
             raise ConfigError(f"max_retries must be a whole number from 0 to {MAX_RETRIES}, "

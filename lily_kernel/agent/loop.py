@@ -28,6 +28,7 @@ from typing import Any, Callable
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
 from lily_kernel.agent import pending as waiting
+from lily_kernel.agent import lean
 from lily_kernel import redaction as secrets
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
@@ -51,28 +52,22 @@ def too_many(limits) -> str:
 
 LOAD_SKILL = {"type": "function", "function": {
     "name": "load_skill",
-    "description": "Read a skill's instructions (its SKILL.md body). Call this before using a "
-                   "skill; it declares the skill for this request. One skill per request.",
+    "description": "Read a skill's instructions before using it.",
     "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
                    "required": ["name"]}}}
 READ_SKILL_FILE = {"type": "function", "function": {
     "name": "read_skill_file",
-    "description": "Read a file under the loaded skill's references/ folder, e.g. "
-                   "'references/guide.md'.",
+    "description": "Read a file of the loaded skill, e.g. references/guide.md.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 PROPOSE_ACTION = {"type": "function", "function": {
     "name": "propose_action",
-    "description": "For the loaded typed skill: propose running it with these parameters "
-                   "(a JSON object, names and types as the skill declares). Lily validates them "
-                   "in code and shows the user a confirmation card; nothing happens before the "
-                   "user confirms.",
+    "description": "Propose parameters for the loaded typed skill; the user confirms.",
     "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
                    "required": ["parameters"]}}}
 READ_CONFIG = {"type": "function", "function": {
     "name": "read_config",
-    "description": "For the loaded internal typed skill: read a setting by its dotted path "
-                   "(only paths in the skill's Config ACL).",
+    "description": "Read a setting (dotted path) of the loaded typed skill.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
@@ -93,6 +88,7 @@ class Reply:
     proposal: PendingItem | None = None  # offered: pending once the face shows its card
     usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
     shown: list[object] = field(default_factory=list)  # what tools returned for the face
+    left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
 class _Request:
@@ -109,16 +105,15 @@ class _Request:
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict]:
-        specs = [LOAD_SKILL, READ_SKILL_FILE]
-        if any(s.typed is not None for s in self.session.snapshot.skills):
-            specs += [PROPOSE_ACTION, READ_CONFIG]
-        for tool in self.session.tools:
-            if tool.name in RESERVED or self.session.policy.model_refusal(self.session.tools, tool.name):
+        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt)."""
+        session = self.session
+        specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
+                                                 READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
+        for tool in session.tools:
+            if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
-            specs.append({"type": "function", "function": {
-                "name": tool.name, "description": tool.description or tool.name,
-                "parameters": dict(tool.parameters)}})
-        return specs
+            specs.append(lean.spec(tool.name, tool.description, tool.parameters))
+        return [s for s in specs if session.policy.offered(s["function"]["name"])]
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
@@ -259,6 +254,11 @@ class _Request:
         return out.text
 
 
+def offered_tools(session: Session) -> list[dict]:
+    """The tool schemas a request of ``session`` offers the model now (for ``/model``)."""
+    return _Request(session, None).tool_specs()
+
+
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[str, dict], None] | None = None) -> Reply:
@@ -334,15 +334,17 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
     def commit(messages: list[dict]) -> None:
         _commit(session, messages)
 
-    turn_start = len(pending)
+    turn_start, left_out = len(pending), (0, 0)
     limits = session.limits
     size = sum(len(json.dumps(m, default=str)) for m in (*session.conversation, *pending))
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
-            turn = model.complete(client, config, [system, *session.conversation, *pending],
-                                  tools, on_text, max_chars=session.limits.answer_chars)
+            turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
+                client, session.model_config, system, tools, session.conversation, pending,
+                on_text, session.limits.answer_chars)
+            left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             session.add_usage(turn.usage)
             pending.append(turn.message())
@@ -363,7 +365,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                     session.trust_note_shown = True
                     shown += f"\n\n*({html.escape(session.untrusted_note)})*"  # sanitize
                 return Reply(shown, request.skill, request.tools_used, step,
-                             request.proposal, usage, request.shown)
+                             request.proposal, usage, request.shown, left_out)
             held = None
             size += len(json.dumps(pending[-1], default=str))
             for n, call in enumerate(turn.tool_calls):
@@ -403,7 +405,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 item = waiting.hold(tool, args, paused)
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
-                             request.shown)
+                             request.shown, left_out)
         _withdraw(request, pending)  # the request ends in an error: its card is never shown
         commit(pending)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "

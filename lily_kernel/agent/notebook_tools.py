@@ -492,43 +492,45 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
 
     @registry.register(name="list_variables", origin="notebook", annotations=READ_ONLY)
     def _list_variables(include_callables: bool = False) -> str:
-        """List the user's notebook variables: name, type and a one-line shape (e.g. DataFrame
-        1,000×12). Leaves out private names, modules, and functions/classes unless
+        """The notebook's variables: name, type, shape.
+
+        Leaves out private names, modules, and functions/classes unless
         include_callables; names that look like secrets are counted, never shown."""
         share = share_values()
         return _guarded("list_variables", share, lambda: list_variables(nb, include_callables))
 
     @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
-        """A bounded summary of one notebook variable: for a DataFrame its columns, dtypes,
-        nulls and head(); for an array its shape, dtype and min/max/mean; for containers and
-        strings their length and first items."""
+        """A bounded summary of one notebook variable.
+
+        For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
+        dtype and min/max/mean; for containers and strings their length and first items."""
         share = share_values()
         return _guarded("inspect_variable", share, lambda: inspect_variable(nb, name, share))
 
     @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
-        """The sources and text outputs of the last executed notebook cells (oldest first)."""
+        """The last executed cells' sources and outputs, oldest first."""
         share = share_values()
         return _guarded("read_cells", share, lambda: read_cells(nb, last, share))
 
     @registry.register(name="last_error", origin="notebook", annotations=READ_ONLY)
     def _last_error() -> str:
-        """The last failed notebook cell: its source, the exception and the traceback."""
+        """The last failed cell: source, exception, traceback."""
         share = share_values()
         return _guarded("last_error", share, lambda: last_error(nb, share))
 
     @registry.register(name="propose_cell", origin="notebook",
                        annotations={"readOnlyHint": False, "destructiveHint": False})
     def _propose_cell(code: str) -> Shown:
-        """Put Python code into a new cell below the current one, for the user to read, edit
-        and run. Nothing runs."""
+        """Add a cell below with code for the user to run."""
         return propose_cell(nb, code)
 
     @registry.register(name="run_python", origin="notebook", ask=True,
                        annotations={"readOnlyHint": False, "destructiveHint": True,
                                     "openWorldHint": True})
     def _run_python(code: str) -> Shown:
-        """Run Python code in the notebook's namespace, like a cell. The user sees the code on
-        a confirmation card first; it runs only if they confirm. Returns its output."""
+        """Run Python code in the notebook's namespace, like a cell. Returns its output.
+
+        The user sees the code on a confirmation card first; it runs only if they confirm."""
         return run_python(nb, code, share_values())

@@ -18,10 +18,8 @@ INDEX_HEADER = ("## Skills\n"
                 "Skills available in this session (name: summary). To use one, call "
                 "load_skill with its name first.\n")
 RULES = """## Rules
-- Use at most one skill per request; if none fits, answer directly.
-- Read a skill with load_skill before acting on it; never follow a skill you have not loaded.
-- Say which skill you used, if any.
-- Lily refuses a second, different skill in the same request."""
+- At most one skill per request (Lily refuses a second); if none fits, answer directly.
+- Never follow a skill you have not read with load_skill."""
 
 
 def index_line(name: str, summary: str) -> str:

@@ -190,6 +190,7 @@ class ToolPolicy:
     allow: frozenset[str] | None = None
     deny: frozenset[str] = field(default_factory=frozenset)
     confirm: frozenset[str] = ALWAYS_CONFIRM
+    offer: frozenset[str] | None = None  # [tools] offer: the tools offered to the model
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -209,7 +210,13 @@ class ToolPolicy:
             raise ValueError("[tools] confirm must be a list of tool names")
         return cls(allow=pick("LILY_TOOLS_ALLOW", "allow"),
                    deny=pick("LILY_TOOLS_DENY", "deny") or frozenset(),
-                   confirm=ALWAYS_CONFIRM | frozenset(confirm))
+                   confirm=ALWAYS_CONFIRM | frozenset(confirm),
+                   offer=pick("LILY_TOOLS_OFFER", "offer"))
+
+    def offered(self, name: str) -> bool:
+        """Is ``name`` in the set offered to the model? ``[tools] offer`` narrows it (a
+        lean prompt, docs/agent.md#a-lean-prompt); ``load_skill`` is always offered."""
+        return self.offer is None or name in self.offer or name == "load_skill"
 
     def needs_confirmation(self, name: str) -> bool:
         """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``)?
@@ -239,7 +246,8 @@ class ToolPolicy:
 
     def as_dict(self) -> dict:
         return {"allow": sorted(self.allow) if self.allow is not None else None,
-                "deny": sorted(self.deny), "confirm": sorted(self.confirm)}
+                "deny": sorted(self.deny), "confirm": sorted(self.confirm),
+                "offer": sorted(self.offer) if self.offer is not None else None}
 
 
 # -- deriving schemas (pydantic, imported here on first use) -------------------------

@@ -176,6 +176,7 @@ def _model_rows(r: ModelInfo) -> list[tuple[str, ...]]:
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
+        + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
@@ -184,7 +185,18 @@ def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (
         f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
+        + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
+
+
+def parts_line(parts: dict) -> str:
+    """The prompt's fixed parts in tokens and the window they share (docs/agent.md#context-budget)."""
+    counted = "estimated" if parts["counted"] == "estimate" else f"counted with {parts['counted']}"
+    source = {"setting": "set", "table": "built-in table", "default": "default"}[parts["window_from"]]
+    return (f"Every request: system {parts['system']:,} · tools {parts['tools']:,} "
+            f"({parts['tool_count']}) · skills index {parts['skills index']:,} tokens "
+            f"({counted}); context window {parts['context_window']:,} ({source}), "
+            f"{parts['max_tokens']:,} kept for the answer, {parts['margin']:,} margin.")
 
 
 def usage_line(usage: dict) -> str:

@@ -92,6 +92,12 @@ class ModelInfo:
     config: dict
     changed: tuple[str, ...] = ()
     usage: dict | None = None  # the session's reported token totals, if any were reported
+    parts: dict | None = None  # token counts of the prompt's fixed parts: budget.parts
+
+
+@dataclass(frozen=True)
+class CompactRequest:
+    """``/compact``: the runner asks the model to summarise the turns that no longer fit."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class Answer:
     tools: tuple[str, ...] = ()
     model: str = ""
     usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
+    left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
 
     def footer(self) -> str:
         parts = [f"skill: {self.skill}" if self.skill else "no skill"]
@@ -112,6 +119,12 @@ class Answer:
         if self.usage:
             parts.append(f"tokens: {self.usage['prompt_tokens']:,} prompt + "
                          f"{self.usage['completion_tokens']:,} completion")
+        turns, results = self.left_out
+        if turns:  # the context budget left them out: docs/agent.md#context-budget
+            parts.append(f"{turns:,} earlier turn{'s' if turns != 1 else ''} not sent")
+        if results:
+            parts.append(f"{results:,} tool result{'s' if results != 1 else ''} "
+                         "shortened")
         return " · ".join(parts)
 
 

@@ -15,8 +15,8 @@ from lily_kernel.commands import table as commands
 from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, ModelInfo, Notice, SkillRequest,
-                      SkillTable, ToolOutput)
+from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
+                                          ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent import pending
@@ -245,10 +245,20 @@ def _new(session: Session, cmd: Command):
                   f"{session.snapshot.version}, empty conversation.")
 
 
+def _prompt_parts(session: Session) -> dict:
+    """Token counts of a request's fixed parts (docs/agent.md#context-budget)."""
+    from lily_kernel.agent import budget, loop, prompt
+    system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])
+    return budget.parts(session.model_config,
+                        {"system": system, "skills index": prompt.skills_index(session.snapshot)},
+                        loop.offered_tools(session), session.budget)
+
+
 def _model(session: Session, cmd: Command):
     if not cmd.args:
         return ModelInfo(session.model_config.as_dict(),
-                         usage=dict(session.usage) if session.usage["calls"] else None)
+                         usage=dict(session.usage) if session.usage["calls"] else None,
+                         parts=_prompt_parts(session))
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -290,6 +300,11 @@ def decide(session: Session, ref: str | None, ok: bool, always: bool = False) ->
     return ActionDone(decision.item, decision.summary, decision.result, decision.display)
 
 
+def _compact(session: Session, cmd: Command):
+    _no_args(cmd)
+    return CompactRequest()  # the runner asks the model (the router never does)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -305,6 +320,7 @@ _HANDLERS = {
     "new": _new,
     "model": _model,
     "trust": _trust,
+    "compact": _compact,
     "confirm": _confirm,
     "cancel": _confirm,
 }

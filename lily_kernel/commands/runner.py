@@ -18,8 +18,8 @@ from lily_kernel.agent import loop as agent
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
 from lily_kernel.commands import completion, router
 from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, ProposedCells, \
-    SkillRequest
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, Notice, \
+    ProposedCells, SkillRequest
 from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
@@ -93,6 +93,8 @@ class Runner:
         if isinstance(result, SkillRequest):
             self._check_variable(result)
             yield from self.ask(result.input, skill=result, live=live)
+        elif isinstance(result, CompactRequest):
+            yield from self.compact(live)
         elif isinstance(result, ActionDone) and result.tool_result is not None:
             yield result  # a confirmed tool call: its outcome, then the request goes on
             yield from self.resume(result, live)
@@ -126,6 +128,28 @@ class Runner:
         yield from self._agent(lambda on_text, on_event: agent.resume(
             session, call, result, on_text=on_text, on_event=on_event), live)
 
+    def compact(self, live: Callable[[], Live] | None = None) -> Iterator:
+        """``/compact``: the model's summary of the turns that no longer fit, shown; or a
+        notice that every turn still fits (docs/agent.md#compact)."""
+        from lily_kernel.agent import compact
+        session = self.session
+        shown = live() if live is not None else None
+        try:
+            done = compact.compact(session, shown.write if shown else None)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted; the conversation is unchanged.") from None
+        finally:
+            if shown is not None:
+                shown.close()
+        if done is None:
+            yield Notice("Nothing to compact: every earlier turn still fits the model's "
+                         "context window.")
+            return
+        n = done.turns
+        yield Answer(f"**Summary of {n} earlier turn{'s' if n != 1 else ''}**, sent from now on "
+                     f"instead of them:\n\n{done.summary}", None, (),
+                     session.model_config.model, done.usage)
+
     def decide(self, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
         """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting), for any
         face: the same path as ``/confirm`` and ``/cancel`` (``router.decide``)."""
@@ -150,7 +174,7 @@ class Runner:
         if not text.strip() and reply.proposal is not None:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
-                     self.session.model_config.model, reply.usage)
+                     self.session.model_config.model, reply.usage, reply.left_out)
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)

@@ -32,7 +32,11 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "Start a new session: new id, fresh snapshot, empty conversation."),
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
-                   "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+                   "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries, "
+                   "context_window, max_tokens) and what each part of a request costs in tokens."),
+    BuiltinCommand("compact", "/compact",
+                   "Replace the earlier turns that no longer fit the model's context window "
+                   "with a summary the model writes."),
     BuiltinCommand("trust", "/trust [--revoke]",
                    "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
                    "and trust it; --revoke undoes it."),

@@ -17,6 +17,7 @@ from lily_kernel.session import journal as journal_mod
 from lily_kernel.session import persona as persona_mod
 from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent import workspace_fs
+from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
@@ -69,6 +70,7 @@ class Session:
         self.offered: PendingItem | None = None  # proposed; pending once its card is shown
         self.approved: set[str] = set()  # tools `/confirm --always` let run without a card
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
+        self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
@@ -291,6 +293,23 @@ class Session:
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
                              "model_config": self.model_config.as_dict()})
         return self.model_config
+
+    def learn_context_window(self, tokens: int) -> None:
+        """An endpoint named its context size: ``[model] context_window`` takes it (until
+        ``/model`` or ``/new`` sets another) — docs/agent.md#context-budget."""
+        self.model_config = self.model_config.changed(context_window=str(tokens))
+        self.journal.append({"event": "context_window_learned", "session_id": self.session_id,
+                             "context_window": tokens})
+
+    def replace_turns(self, end: int, summary: list[dict[str, Any]], turns: int) -> None:
+        """``/compact``: the conversation up to ``end`` (``turns`` turns) becomes ``summary``."""
+        self.conversation[:end] = summary
+        self.journal.append({"event": "conversation_compacted", "session_id": self.session_id,
+                             "turns": turns, "messages": summary})
+
+    def _record_fit(self, entry: dict[str, Any]) -> None:
+        """Journal what a request left out to fit the context window."""
+        self.journal.append({**entry, "session_id": self.session_id})
 
     def renew(self) -> None:
         """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""

@@ -19,7 +19,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Union
 
-__all__ = ["ScriptedServer", "demo_responder", "message_text", "TURN_KEYS"]
+__all__ = ["ScriptedServer", "demo_responder", "message_text", "prompt_tokens", "TURN_KEYS"]
 
 Turn = Union[dict, str]
 Responder = Callable[[dict], Turn]
@@ -124,6 +124,35 @@ def message_text(message: Any) -> str:
                 parts.append(part["text"])
         return "".join(parts)
     return ""
+
+
+def prompt_tokens(request: dict) -> int:
+    """The prompt's tokens as this server counts them: the request's ``messages`` and
+    ``tools`` as JSON (non-ASCII kept), one token per 4 UTF-8 bytes, rounded up — about
+    what a BPE tokenizer makes of English text with a chat template's markers."""
+    data = json.dumps(request.get("messages", []), ensure_ascii=False)
+    if request.get("tools"):
+        data += json.dumps(request["tools"], ensure_ascii=False)
+    return math.ceil(len(data.encode("utf-8", "surrogatepass")) / 4)
+
+
+def _context_error(style: str, window: int, prompt: int, cap: int | None) -> str | None:
+    """The endpoint's context-length message when the request does not fit, else None."""
+    if style == "openai":
+        asked = prompt + (cap or 0)
+        if asked <= window:
+            return None
+        if cap:
+            return (f"This model's maximum context length is {window} tokens. However, you "
+                    f"requested {asked} tokens ({prompt} in the messages, {cap} in the "
+                    "completion). Please reduce the length of the messages or completion.")
+        return (f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {prompt} tokens. Please reduce the length of the "
+                "messages.")
+    if prompt <= window:
+        return None
+    return (f"request ({prompt} tokens) exceeds the available context size ({window} "
+            "tokens), try increasing it")
 
 
 def _split_even(text: str, n: int) -> list[str]:
@@ -255,12 +284,22 @@ class ScriptedServer:
         reject_params: top-level request parameters this server refuses, like a
             server that does not know them: such a request gets HTTP 400
             ``Unrecognized request argument supplied: <name>`` and uses no turn.
+        context_window: when set, a request whose prompt (:func:`prompt_tokens`) is
+            longer gets HTTP 400 with llama.cpp's message (``context_style="llama.cpp"``)
+            or OpenAI's (``"openai"``, which counts the completion cap too) and uses no turn.
+        prompt_sizes: the prompt tokens of every chat request, as counted, in order.
     """
 
     def __init__(self, script: list[Turn] | Responder | None = None, *,
                  host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model",
-                 reject_params: Iterable[str] = ()):
+                 reject_params: Iterable[str] = (), context_window: int | None = None,
+                 context_style: str = "llama.cpp"):
+        if context_style not in ("llama.cpp", "openai"):
+            raise ValueError("context_style must be 'llama.cpp' or 'openai'")
         self.host = host
+        self.context_window = context_window
+        self.context_style = context_style
+        self.prompt_sizes: list[int] = []
         self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
@@ -402,6 +441,15 @@ class ScriptedServer:
         refused = sorted(self.reject_params & set(parsed))
         if refused:
             return self._send_error(h, 400, f"Unrecognized request argument supplied: {refused[0]}")
+        size = prompt_tokens(parsed)
+        with self._lock:
+            self.prompt_sizes.append(size)
+        if self.context_window is not None:
+            cap = parsed.get("max_completion_tokens") or parsed.get("max_tokens")
+            too_long = _context_error(self.context_style, self.context_window, size,
+                                      cap if isinstance(cap, int) else None)
+            if too_long:
+                return self._send_error(h, 400, too_long)
         try:
             index, turn = self._take_turn(parsed)
         except _TurnError as err:

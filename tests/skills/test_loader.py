@@ -59,7 +59,8 @@ def test_command_tool_is_checked_against_the_registry_at_snapshot_time(env):
 
 
 @pytest.mark.parametrize("builtin", ["skills", "skill", "help", "agent", "reload_skills",
-                                     "reload_persona", "new", "model", "confirm", "cancel"])
+                                     "reload_persona", "new", "model", "compact", "confirm",
+                                     "cancel"])
 def test_command_colliding_with_a_builtin(env, builtin):
     env.write_skill(env.ws_skills, "clash", f"command: {builtin}")
     snap = env.snapshot()
