@@ -266,6 +266,13 @@ def safe_repr(value: Any, level: int = 3) -> str:
     return f"<{_type_attr(t, '__module__')}.{_type_attr(t, '__qualname__')} object>"
 
 
+def _object_dtype(dtype: Any) -> bool:
+    """A NumPy ``object`` dtype: its values can be anything, the notebook's own objects
+    too (pandas' string and other extension dtypes hold library values)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(dtype, np.dtype) and dtype.kind == "O"
+
+
 def _plain_column(values: Any) -> bool:
     """Whether an object column's values are all of library types (so pandas formats them
     without calling the user's code)."""
@@ -287,8 +294,8 @@ def _describe(obj: Any, share: bool) -> str:
         elif share:
             head = obj.head(5)
             plain_objects = all(_plain_column(head[c].to_numpy()) for c, t in obj.dtypes.items()
-                                if t.kind == "O")
-            typed = [c for c, t in list(obj.dtypes.items())[:50] if t.kind != "O"]
+                                if _object_dtype(t))
+            typed = [c for c, t in list(obj.dtypes.items())[:50] if not _object_dtype(t)]
             nulls = obj[typed].isna().sum() if typed else {}
             out.append("nulls per column: " + (", ".join(
                 f"{c if type(c) is str else safe_repr(c)}={int(n)}" for c, n in nulls.items())
@@ -304,9 +311,9 @@ def _describe(obj: Any, share: bool) -> str:
         out = [f"Series {name}: {len(obj):,} values, dtype {obj.dtype}"]
         if share:
             head = obj.head(5)
-            if obj.dtype.kind != "O":
+            if not _object_dtype(obj.dtype):
                 out.append(f"nulls: {int(obj.isna().sum())}")
-            if obj.dtype.kind != "O" or _plain_column(head.to_numpy()):
+            if not _object_dtype(obj.dtype) or _plain_column(head.to_numpy()):
                 out += ["head():", head.to_string(max_rows=5)]
         return "\n".join(out)
     if _exact(obj, "numpy", "ndarray"):
