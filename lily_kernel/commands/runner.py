@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Callable, Iterator, Protocol
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
-from lily_kernel.commands import completion, router
+from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
+from lily_kernel.commands import completion, router, sanitize
 from lily_kernel.agent.notebook_tools import ProposedCell
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, Notice, \
     ProposedCells, SkillRequest
@@ -34,7 +34,10 @@ class Live(Protocol):
 
     def event(self, kind: str, data: dict) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, interrupted: bool = False) -> None:
+        """The step ended; ``interrupted``: by the user, and what was shown stays, marked
+        so (docs/jupyter-display.md#interrupting)."""
+        ...
 
 
 class Interrupted(CommandError):
@@ -114,8 +117,17 @@ class Runner:
 
     def ask(self, text: str, skill: SkillRequest | None = None,
             live: Callable[[], Live] | None = None) -> Iterator:
-        """A prose request (or a skill request) to the agent: its answer, then any card."""
+        """A prose request (or a skill request) to the agent: its answer, then any card.
+
+        A tool call still waiting for its card's decision is declined first, and a notice
+        says so (docs/notebook-tools.md#confirmation)."""
         session = self.session
+        waiting = session.pending
+        if isinstance(waiting, HeldCall):
+            decline_waiting(session)
+            yield Notice(f"Card `{short(waiting.id)}` ({sanitize.code_span(waiting.tool, table=False)}) was "
+                         "declined: you asked something else, and the agent is told the user "
+                         "declined the call.")
         yield from self._agent(lambda on_text, on_event: agent.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
@@ -134,13 +146,15 @@ class Runner:
         from lily_kernel.agent import compact
         session = self.session
         shown = live() if live is not None else None
+        interrupted = False
         try:
             done = compact.compact(session, shown.write if shown else None)
         except KeyboardInterrupt:
+            interrupted = True
             raise Interrupted("interrupted; the conversation is unchanged.") from None
         finally:
             if shown is not None:
-                shown.close()
+                shown.close(interrupted)
         if done is None:
             yield Notice("Nothing to compact: every earlier turn still fits the model's "
                          "context window.")
@@ -163,13 +177,16 @@ class Runner:
     # -- the agent's part ------------------------------------------------------------------
     def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
         shown = live() if live is not None else None
+        interrupted = False
         try:
             reply = step(shown.write if shown else None, shown.event if shown else None)
         except KeyboardInterrupt:
+            # the cell still fails (Run All stops there); the text shown so far stays
+            interrupted = True
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         finally:
             if shown is not None:
-                shown.close()
+                shown.close(interrupted)
         text = reply.text
         if not text.strip() and reply.proposal is not None:
             text = "I would like to run the call below; it waits for your confirmation."
