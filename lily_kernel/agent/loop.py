@@ -359,7 +359,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
             turn = model.complete(client, config, [system, *session.conversation, *pending],
                                   tools, on_text, max_chars=session.limits.answer_chars)
             usage = _add_usage(usage, turn.usage)
-            session.add_usage(turn.usage)
+            session.add_usage(turn.usage, config.model)
             pending.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
