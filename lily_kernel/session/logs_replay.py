@@ -29,6 +29,41 @@ from lily_kernel.session import logs_export as export
 
 SCRIPT_SUFFIX = ".replay.json"
 FORMAT = 1
+SANITIZE_NAME = "lily_replay_sanitize.cfg"
+# What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format).
+SANITIZE = """[session ids]
+regex: New session `[0-9a-f]{12}`
+replace: New session `<id>`
+
+[snapshot hashes]
+regex: \\(([0-9a-f]{12})\\)
+replace: (<hash>)
+
+[activity ids]
+regex: urn:uuid:[0-9a-f-]{36}
+replace: urn:uuid:<uuid>
+
+[timestamps]
+regex: \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d(\\.\\d+)?Z
+replace: <time>
+
+[/skills filter keys]
+regex: lily-skills-[0-9a-f]{12}
+replace: lily-skills-<key>
+
+[replay workspace copies]
+regex: /[^\\s`'"]*lily-replay-[A-Za-z0-9_]+
+replace: <replay-workspace>
+"""
+# Applies SANITIZE when pytest runs the folder's notebooks without --nbval-sanitize-with.
+CONFTEST = '''"""Written by `lily logs replay`: nbval ignores what changes from run to run."""
+from pathlib import Path
+
+
+def pytest_configure(config):
+    if not getattr(config.option, "nbval_sanitize_with", None):
+        config.option.nbval_sanitize_with = str(Path(__file__).parent / "lily_replay_sanitize.cfg")
+'''
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -158,6 +193,9 @@ def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     nb["cells"].append(_code("%%python\nreplay.finish()"))
     nb_path = to / f"{name}.ipynb"
     export.write_notebook(nb_path, nb)
+    export.write_text(to / SANITIZE_NAME, SANITIZE)
+    if not (to / "conftest.py").exists():  # never replace the project's own
+        export.write_text(to / "conftest.py", CONFTEST)
     return nb_path, script_path
 
 
