@@ -33,6 +33,9 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+    BuiltinCommand("logs", "/logs [N] | /logs export [FILE]",
+                   "This session's journal: its summary and last N cells (default 10), "
+                   "or export it as Markdown (or a notebook, FILE.ipynb)."),
     BuiltinCommand("confirm", "/confirm",
                    "Carry out the change, dispatch or tool call waiting for confirmation."),
     BuiltinCommand("cancel", "/cancel",
