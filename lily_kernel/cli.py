@@ -156,7 +156,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         notes = logs.Notes()
         hits = logs_index.search(_logs_workspace(args), args.query, notes, tool=args.tool,
                                  model=args.model, since=since, until=until,
-                                 limit=args.n or 1_000_000)
+                                 limit=args.n or 20)
         _print_notes(notes)
         if args.json:
             print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
@@ -309,7 +309,8 @@ def add_logs_parser(sub) -> None:
     """The ``lily logs`` subcommands (docs/logs.md)."""
     logs = sub.add_parser("logs", help="browse, search, export and replay the journal")
     logs.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
-    logs.add_argument("-n", type=int, default=0, metavar="N", help="at most N sessions / matches")
+    logs.add_argument("-n", type=int, default=0, metavar="N",
+                      help="at most N sessions (default all) or matches (default 20)")
     logs.add_argument("--json", action="store_true", help="print JSON")
     logs.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
     logs.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")

@@ -200,25 +200,30 @@ class Index:
         if not words:
             raise LogsError("-q needs some text to search for")
         query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-        sql = ("SELECT session, t, kind, tool, snippet(docs, 0, '[', ']', '…', 12) "
-               "FROM docs WHERE docs MATCH ?")
+        where = "docs MATCH ?"
         params: list[Any] = [query]
         if tool:
-            sql += " AND tool = ?"
+            where += " AND tool = ?"
             params.append(tool)
         if model:
-            sql += " AND session IN (SELECT session FROM models WHERE model = ?)"
+            where += " AND session IN (SELECT session FROM models WHERE model = ?)"
             params.append(model)
         if since is not None:
-            sql += " AND t >= ?"
+            where += " AND t >= ?"
             params.append(since)
         if until is not None:
-            sql += " AND t <= ?"
+            where += " AND t <= ?"
             params.append(until)
-        sql += " ORDER BY t DESC LIMIT ?"
-        params.append(limit)
         try:
-            rows = self.db.execute(sql, params).fetchall()
+            # the newest matches first, then snippets for those only (a snippet costs)
+            ids = [r[0] for r in self.db.execute(
+                f"SELECT rowid FROM docs WHERE {where} ORDER BY t DESC LIMIT ?",
+                [*params, limit])]
+            marks = ",".join("?" * len(ids))
+            rows = self.db.execute(
+                "SELECT session, t, kind, tool, snippet(docs, 0, '[', ']', '…', 12) FROM docs "
+                f"WHERE docs MATCH ? AND rowid IN ({marks}) ORDER BY t DESC",
+                [query, *ids]).fetchall() if ids else []
         except sqlite3.Error as exc:
             raise LogsError(f"search failed: {exc}") from None
         return [Hit(r[0], float(r[1]), r[2], r[3], " ".join(r[4].split())) for r in rows]
