@@ -33,7 +33,7 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
-    BuiltinCommand("logs", "/logs [N] | /logs export [FILE]",
+    BuiltinCommand("logs", "/logs [N], /logs export [FILE]",
                    "This session's journal: its summary and last N cells (default 10), "
                    "or export it as Markdown (or a notebook, FILE.ipynb)."),
     BuiltinCommand("confirm", "/confirm",
