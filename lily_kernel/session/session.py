@@ -274,31 +274,27 @@ class Session:
         }
 
 
+def _flag(table: Any, section: str, key: str, default: bool) -> bool:
+    """The one true/false setting ``key`` of the lily.toml table ``[section]``; ValueError
+    naming it when the table or value is malformed or holds another key."""
+    if table is None:
+        return default
+    if not isinstance(table, dict):
+        raise ValueError(f"[{section}] must be a table")
+    unknown = sorted(set(table) - {key})
+    if unknown:
+        raise ValueError(f"[{section}] {unknown[0]}: unknown setting (known: {key})")
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"[{section}] {key} must be true or false, not {value!r}")
+    return value
+
+
 def _capture_reads(table: Any) -> bool:
     """``[journal] capture_reads`` (default false): journal the files tools read, for replay."""
-    if table is None:
-        return False
-    if not isinstance(table, dict):
-        raise ValueError("[journal] must be a table")
-    unknown = sorted(set(table) - {"capture_reads"})
-    if unknown:
-        raise ValueError(f"[journal] {unknown[0]}: unknown setting (known: capture_reads)")
-    value = table.get("capture_reads", False)
-    if not isinstance(value, bool):
-        raise ValueError(f"[journal] capture_reads must be true or false, not {value!r}")
-    return value
+    return _flag(table, "journal", "capture_reads", False)
 
 
 def _share_values(table: Any) -> bool:
     """``[notebook] share_values`` (default true): may the notebook tools show values and outputs?"""
-    if table is None:
-        return True
-    if not isinstance(table, dict):
-        raise ValueError("[notebook] must be a table")
-    unknown = sorted(set(table) - {"share_values"})
-    if unknown:
-        raise ValueError(f"[notebook] {unknown[0]}: unknown setting (known: share_values)")
-    value = table.get("share_values", True)
-    if not isinstance(value, bool):
-        raise ValueError(f"[notebook] share_values must be true or false, not {value!r}")
-    return value
+    return _flag(table, "notebook", "share_values", True)

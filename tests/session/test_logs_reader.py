@@ -180,3 +180,19 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
         ("a.txt", "hello\n", None), ("b.bin", None, "/wA=")]
     (ws / "lily.toml").write_text("[journal]\ncapture_reads = 1\n")
     assert "capture_reads must be true or false" in (Session(ws, env=env).config_error or "")
+
+
+def test_captured_files_are_redacted_like_every_record(tmp_path):
+    from lily_kernel.session.session import Session
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "u").mkdir()
+    secret = "sk-live-" + "q7" * 12
+    (ws / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+    (ws / ".env.example").write_text(f"OPENAI_API_KEY={secret}\nurl=https://bob:pw@x.org/\n")
+    env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u"),
+           "OPENAI_API_KEY": secret}
+    session = Session(ws, env=env, label="sec")
+    session.tools.get("read")(path=".env.example")
+    raw = (ws / ".lily" / "journal" / "sec.jsonl").read_text()
+    assert "file_read" in raw and secret not in raw and "bob:pw" not in raw
