@@ -29,10 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lily_kernel.session import logs_index  # noqa: E402
+from lily_kernel.session import logs_index
 
-WORDS = ("plan skill notebook data frame error retry cache model tool token table "
-         "journal session answer request budget invoice pipeline deploy review").split()
+WORDS = ["plan", "skill", "notebook", "data", "frame", "error", "retry", "cache", "model",
+         "tool", "token", "table", "journal", "session", "answer", "request", "budget",
+         "invoice", "pipeline", "deploy", "review"]
 
 
 def _sentence(rng: random.Random, n: int) -> str:

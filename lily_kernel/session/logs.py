@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +241,8 @@ class Logs:
                             "(lily logs lists them)")
         if len(found) > 1:
             raise LogsError(f"'{prefix}' matches {len(found)} sessions "
-                            f"({', '.join(sorted(f[:12] for f in found)[:5])}); give more of the id")
+                            f"({', '.join(sorted(f[:12] for f in found)[:5])}); "
+                            "give more of the id")
         return found[0]
 
     def records(self, session_id: str) -> list[dict[str, Any]]:
@@ -429,7 +431,7 @@ def duration(text: str) -> float:
 def when(text: str, now: float | None = None) -> float:
     """A time for --since/--until: a duration ago (``7d``), an ISO date or date-time (UTC
     unless it says otherwise); LogsError otherwise."""
-    from datetime import datetime, timezone
+    from datetime import datetime
     now = time.time() if now is None else now
     if _DURATION.match(text):
         return now - duration(text)
@@ -439,5 +441,5 @@ def when(text: str, now: float | None = None) -> float:
         raise LogsError(f"'{text}' is neither a date (2026-11-01), a date-time "
                         "(2026-11-01T09:30) nor a duration ago (7d)") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()

@@ -10,6 +10,7 @@ written the search builds the index in memory and says so in one note.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -243,7 +244,5 @@ def search(workspace: Path, text: str, notes: reader.Notes | None = None,
 def forget(workspace: Path) -> None:
     """Delete the index (it is rebuilt from the journal on the next search)."""
     for suffix in ("", "-wal", "-shm"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(str(index_path(workspace)) + suffix)
-        except FileNotFoundError:
-            pass

@@ -102,7 +102,7 @@ def model_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"sent": sent, "turn": turn})
         sent = []
     if len(calls) == len(out):  # one model_call per answered turn: its reported usage
-        for item, call in zip(out, calls):
+        for item, call in zip(out, calls, strict=True):
             usage = call.get("usage")
             if isinstance(usage, dict):
                 item["turn"]["usage"] = {k: v for k, v in usage.items() if isinstance(v, int)}

@@ -19,13 +19,14 @@ CONTEXT = 60  # characters shown around the first difference
 
 def difference(expected: str, got: str) -> str:
     """Where ``got`` first differs from ``expected``, with a little of each around it."""
-    at = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b),
+    at = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b),
               min(len(expected), len(got)))
     start = max(0, at - CONTEXT // 2)
 
     def show(text: str) -> str:
         piece = text[start:at + CONTEXT]
-        return ("…" if start else "") + repr(piece)[1:-1] + ("…" if at + CONTEXT < len(text) else "")
+        more = "…" if at + CONTEXT < len(text) else ""
+        return ("…" if start else "") + repr(piece)[1:-1] + more
 
     return f"at character {at}: expected {show(expected)} but got {show(got)}"
 
@@ -65,7 +66,7 @@ class Replayer:
         if len(got) != len(expected):
             return (f"Lily sent {len(got)} new message(s), the recording {len(expected)}"
                     + (f"; first: {difference(expected[0], got[0])}" if got and expected else ""))
-        for i, (want, have) in enumerate(zip(expected, got)):
+        for i, (want, have) in enumerate(zip(expected, got, strict=False)):
             if want != have:
                 role = sent[i].get("role", "?")
                 return f"the {role} message differs from the recording {difference(want, have)}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_support import Kernel, make_world, write_skill
+
 from lily_kernel.testing.server import ScriptedServer
 
 GREET_BODY = "# Greet\n\nGreet the person named in the request warmly, in one line.\n"

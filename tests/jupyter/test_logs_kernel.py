@@ -12,9 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from kernel_support import Kernel
 from logs_support import CELLS, GREET_BODY, Recorded, record_session
+
 from lily_kernel.cli import main
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -70,7 +70,7 @@ def test_show_prints_cells_tool_calls_results_answers_and_usage(recorded, capsys
 
 def test_search_finds_requests_answers_and_tool_calls_with_filters(recorded, capsys):
     ws = ["--workspace", str(recorded.workspace)]
-    code, out, err = lily(capsys, *ws, "-q", "write docs", "--json")
+    code, out, _ = lily(capsys, *ws, "-q", "write docs", "--json")
     hits = json.loads(out)
     assert code == 0 and {h["kind"] for h in hits} >= {"answer", "tool_result"}
     assert all(h["session"] == recorded.session_id for h in hits)
@@ -185,7 +185,8 @@ def test_a_hostile_model_cannot_read_or_change_the_journal_or_index(recorded, tm
     before = (ws / ".lily" / "journal" / "demo.ipynb.jsonl").read_bytes()
     with ScriptedServer(turns) as server:
         env = {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "k", "HOME": str(tmp_path),
-               "SKILLS_USER_DIR": str(tmp_path / "none"), "SKILLS_WORKSPACE_DIR": str(ws / "skills"),
+               "SKILLS_USER_DIR": str(tmp_path / "none"),
+               "SKILLS_WORKSPACE_DIR": str(ws / "skills"),
                "LILY_MAX_RETRIES": "0", "PATH": os.environ.get("PATH", "")}
         (tmp_path / "none").mkdir()
         session = Session(ws, env=env, journal=False)

@@ -46,7 +46,7 @@ def test_two_writers_and_a_searcher_lose_nothing(tmp_path):
 
     read = logs.Logs(ws)
     assert read.notes.all() == []  # no torn, glued or foreign line anywhere
-    for sid, tag in zip(ids, ("alpha", "beta", "gamma")):
+    for sid, tag in zip(ids, ("alpha", "beta", "gamma"), strict=True):
         cells = [t.text for t in logs.turns(read.records(sid)) if t.is_cell]
         assert len(cells) == 2 * N
         assert {c.split()[2] for c in cells} == {f"number{i}" for i in range(N)}
