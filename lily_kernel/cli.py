@@ -19,11 +19,14 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+from typing import Any, Callable
 
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
 from lily_kernel.errors import LogsError, error_line
+from lily_kernel.session import logs
 from lily_kernel.commands.results import CommandError
 
 
@@ -124,20 +127,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 # -- lily logs (docs/logs.md) ------------------------------------------------------------
 
-def _logs_workspace(args: argparse.Namespace):
-    from pathlib import Path
+def _logs_workspace(args: argparse.Namespace) -> Path:
+    """The workspace ``lily logs`` reads: ``--workspace``, else the kernel's."""
     return Path(args.workspace) if getattr(args, "workspace", None) else workspace_dir()
 
 
-def _read_logs(args: argparse.Namespace):
+def _read_logs(args: argparse.Namespace) -> logs.Logs:
     """The workspace's journal, read once; each problem line goes to stderr."""
-    from lily_kernel.session import logs
     read = logs.Logs(_logs_workspace(args))
     _print_notes(read.notes)
     return read
 
 
-def _print_notes(notes) -> None:
+def _print_notes(notes: logs.Notes) -> None:
+    """Each problem line met while reading, on stderr."""
     for line in notes.all():
         print(f"lily logs: {line}", file=sys.stderr)
 
@@ -148,7 +151,6 @@ def _count(n: int | None) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """``lily logs``: the sessions, newest first; with ``-q``, a full-text search."""
-    from lily_kernel.session import logs
     since = logs.when(args.since) if args.since else None
     until = logs.when(args.until) if args.until else None
     if args.query is not None:
@@ -190,8 +192,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_session(args: argparse.Namespace):
-    from lily_kernel.session import logs
+def _one_session(args: argparse.Namespace
+                 ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
+    """The session ``args.session`` names: the journal, its id, summary and turns."""
     read = _read_logs(args)
     sid = read.resolve(args.session)
     records = read.records(sid)
@@ -215,7 +218,6 @@ def cmd_logs_show(args: argparse.Namespace) -> int:
 
 def cmd_logs_usage(args: argparse.Namespace) -> int:
     """``lily logs usage``: token totals by model, session or day."""
-    from lily_kernel.session import logs
     rows = logs.usage(_read_logs(args), args.by)
     if getattr(args, "json", False):
         print(json.dumps(rows, indent=2))
@@ -231,6 +233,7 @@ def cmd_logs_usage(args: argparse.Namespace) -> int:
 
 
 def _ask(question: str, yes: bool) -> bool:
+    """True when ``yes``, else the answer to ``question`` on stdin (no answer: no)."""
     if yes:
         return True
     print(question + " [y/N] ", end="", flush=True)
@@ -242,6 +245,7 @@ def _ask(question: str, yes: bool) -> bool:
 
 
 def _delete(args: argparse.Namespace, ids: list[str], what: str) -> int:
+    """Delete the records of ``ids`` once the user agrees; the exit code."""
     from lily_kernel.session import logs_prune
     if not ids:
         print(f"No {what}: nothing deleted.")
@@ -263,7 +267,7 @@ def cmd_logs_rm(args: argparse.Namespace) -> int:
 
 def cmd_logs_prune(args: argparse.Namespace) -> int:
     """``lily logs prune --older-than 30d``: delete sessions idle for longer."""
-    from lily_kernel.session import logs, logs_prune
+    from lily_kernel.session import logs_prune
     seconds = logs.duration(args.older_than)
     return _delete(args, logs_prune.older_than(_read_logs(args), seconds),
                    f"session older than {args.older_than}")
@@ -271,7 +275,6 @@ def cmd_logs_prune(args: argparse.Namespace) -> int:
 
 def cmd_logs_export(args: argparse.Namespace) -> int:
     """``lily logs export SESSION --md FILE | --ipynb FILE``."""
-    from pathlib import Path
     from lily_kernel.session import logs_export
     if not (args.md or args.ipynb):
         raise LogsError("export needs --md FILE or --ipynb FILE")
@@ -288,7 +291,6 @@ def cmd_logs_export(args: argparse.Namespace) -> int:
 def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
-    from pathlib import Path
     from lily_kernel.session import logs_replay
     read = _read_logs(args)
     sid = read.resolve(args.session)
@@ -305,22 +307,23 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_logs_parser(sub) -> None:
+def add_logs_parser(sub: Any) -> None:
     """The ``lily logs`` subcommands (docs/logs.md)."""
-    logs = sub.add_parser("logs", help="browse, search, export and replay the journal")
-    logs.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
-    logs.add_argument("-n", type=int, default=0, metavar="N",
+    cmd = sub.add_parser("logs", help="browse, search, export and replay the journal")
+    cmd.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
+    cmd.add_argument("-n", type=int, default=0, metavar="N",
                       help="at most N sessions (default all) or matches (default 20)")
-    logs.add_argument("--json", action="store_true", help="print JSON")
-    logs.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
-    logs.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")
-    logs.add_argument("-m", "--model", metavar="MODEL", help="only sessions that used MODEL")
-    logs.add_argument("--since", metavar="WHEN", help="a date, date-time or duration ago (7d)")
-    logs.add_argument("--until", metavar="WHEN", help="a date, date-time or duration ago")
-    logs.set_defaults(func=cmd_logs)
-    lsub = logs.add_subparsers(dest="action")
+    cmd.add_argument("--json", action="store_true", help="print JSON")
+    cmd.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
+    cmd.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")
+    cmd.add_argument("-m", "--model", metavar="MODEL", help="only sessions that used MODEL")
+    cmd.add_argument("--since", metavar="WHEN", help="a date, date-time or duration ago (7d)")
+    cmd.add_argument("--until", metavar="WHEN", help="a date, date-time or duration ago")
+    cmd.set_defaults(func=cmd_logs)
+    lsub = cmd.add_subparsers(dest="action")
 
-    def child(name: str, help_text: str, func) -> argparse.ArgumentParser:
+    def child(name: str, help_text: str,
+              func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         p = lsub.add_parser(name, help=help_text)
         p.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
                        help="the workspace (default: as the kernel)")

@@ -190,16 +190,15 @@ def _int(value: object) -> int:
 def _call_name(call: object) -> str:
     if isinstance(call, dict):
         fn = call.get("function")
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            return fn["name"]
-        if isinstance(call.get("name"), str):
-            return call["name"]
+        name = fn.get("name") if isinstance(fn, dict) else call.get("name")
+        if isinstance(name, str):
+            return name
     return "?"
 
 
 def _call_args(call: dict[str, Any]) -> Any:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
-    raw = fn.get("arguments", "{}")
+    fn = call.get("function")
+    raw = (fn if isinstance(fn, dict) else call).get("arguments", "{}")
     if isinstance(raw, str):
         try:
             return json.loads(raw) if raw.strip() else {}
@@ -342,9 +341,9 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
                             calls[call.id] = call
                             cur.calls.append(call)
                 elif role == "tool":
-                    call = calls.get(str(m.get("tool_call_id")))
-                    if call is not None:
-                        call.result = text
+                    answered = calls.get(str(m.get("tool_call_id")))
+                    if answered is not None:
+                        answered.result = text
         elif event == "model_call" and cur is not None:
             _add(cur.models, r.get("model"))
             usage = r.get("usage")
@@ -359,8 +358,9 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             target = cur or Turn("event", "", t)
             target.approvals.append(f"{event[7:]}: {r.get('skill') or r.get('action_id')}")
         elif event == "action_proposed":
-            action = r.get("action") if isinstance(r.get("action"), dict) else {}
-            what = action.get("tool") or action.get("skill") or "?"
+            action = r.get("action")
+            what = (action.get("tool") or action.get("skill") if isinstance(action, dict)
+                    else None) or "?"
             if cur is not None:
                 cur.approvals.append(f"proposed: {what}")
         elif event not in _QUIET:

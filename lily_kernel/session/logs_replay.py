@@ -93,9 +93,9 @@ def model_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for call in m.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            args = fn.get("arguments", "{}")
-            tool_calls.append({"name": str(fn.get("name", "")), "id": str(call.get("id", "")),
+            fn = call.get("function")
+            args = fn.get("arguments", "{}") if isinstance(fn, dict) else "{}"
+            tool_calls.append({"name": reader._call_name(call), "id": str(call.get("id", "")),
                                "arguments": args if isinstance(args, (str, dict)) else "{}"})
         if tool_calls:
             turn["tool_calls"] = tool_calls
@@ -126,12 +126,14 @@ def captured_files(records: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
 
 def _model(records: list[dict[str, Any]]) -> str | None:
     for r in records:
-        if r.get("event") == "model_call" and isinstance(r.get("model"), str):
-            return r["model"]
+        model = r.get("model") if r.get("event") == "model_call" else None
+        if isinstance(model, str):
+            return model
     for r in records:
         config = r.get("model_config")
-        if isinstance(config, dict) and isinstance(config.get("model"), str):
-            return config["model"]
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, str):
+            return model
     return None
 
 
@@ -182,15 +184,15 @@ def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     }
     script_path = to / f"{name}{SCRIPT_SUFFIX}"
     export.write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
-    nb = {"nbformat": 4, "nbformat_minor": 5, "cells": [],
+    nb_cells = [_code(_setup_source(script_path.name, session_id))]
+    for turn in cells:
+        failed = not turn.ok or bool(turn.errors)
+        nb_cells.append(_code(turn.text, ["raises-exception"] if failed else []))
+    nb_cells.append(_code("%%python\nreplay.finish()"))
+    nb = {"nbformat": 4, "nbformat_minor": 5, "cells": nb_cells,
           "metadata": {"kernelspec": dict(export.KERNELSPEC),
                        "language_info": dict(export.LANGUAGE_INFO),
                        "lily": {"replay_of": session_id}}}
-    nb["cells"].append(_code(_setup_source(script_path.name, session_id)))
-    for turn in cells:
-        failed = not turn.ok or bool(turn.errors)
-        nb["cells"].append(_code(turn.text, ["raises-exception"] if failed else []))
-    nb["cells"].append(_code("%%python\nreplay.finish()"))
     nb_path = to / f"{name}.ipynb"
     export.write_notebook(nb_path, nb)
     export.write_text(to / SANITIZE_NAME, SANITIZE)
