@@ -2,8 +2,10 @@
 (docs/logs.md): every subcommand, /logs in the notebook, and the replay round trip."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from kernel_support import Kernel
 from logs_support import CELLS, GREET_BODY, Recorded, record_session
 
 from lily_kernel.cli import main
+from lily_kernel.session import logs
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -261,3 +264,45 @@ def test_replay_fails_where_a_tool_result_changed(recorded, capsys, tmp_path, re
     script_path.write_text(json.dumps(script))
     failed = nbval(replays / f"{recorded.session_id[:12]}.ipynb", replay_env)
     assert "::Cell 2 " in failed.stdout and "the tool message differs" in failed.stdout
+
+
+def test_two_kernels_appending_while_lily_logs_searches_lose_nothing(start_kernel, tmp_path):
+    from kernel_support import make_world
+    world = make_world(tmp_path / "shared", None, JPY_SESSION_NAME="same.ipynb")
+    kernels = [start_kernel("lily", world=world) for _ in range(2)]
+    loop = ("%%python\nimport lily\ns = lily.session()\n"
+            "for i in range(400):\n"
+            "    s.record_command(f'/note {tag} number{i} ' + 'x' * (i % 50) * 60, ok=True)\n"
+            "print(s.session_id)")
+    for kernel, tag in zip(kernels, ("alpha", "beta"), strict=True):
+        kernel.kc.execute(loop.replace("{tag}", tag))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    searches = 0
+    replies: list[dict | None] = [None, None]
+    while None in replies:
+        found = subprocess.run([sys.executable, "-m", "lily_kernel.cli", "logs", "-q", "note",
+                                "--workspace", str(world.workspace), "--json"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr
+        json.loads(found.stdout)
+        searches += 1
+        for n, kernel in enumerate(kernels):
+            if replies[n] is None:
+                with contextlib.suppress(queue.Empty):  # still running
+                    replies[n] = kernel.kc.get_shell_msg(timeout=0.05)
+    assert all(r is not None and r["content"]["status"] == "ok" for r in replies)
+    assert searches >= 1
+    journal = world.workspace / ".lily" / "journal"
+    assert [p.name for p in journal.iterdir()] == ["same.ipynb.jsonl"]  # one shared file
+    read = logs.Logs(world.workspace)
+    assert read.notes.all() == []
+    notes = [t.text for sid in read.by_session for t in logs.turns(read.records(sid))
+             if t.kind == "command"]
+    for tag in ("alpha", "beta"):
+        assert sorted(n.split()[2] for n in notes if f" {tag} " in n) == sorted(
+            f"number{i}" for i in range(400))
+    # the index, brought up to date, holds every record once
+    final = subprocess.run([sys.executable, "-m", "lily_kernel.cli", "logs", "-q", "note alpha",
+                            "-n", "1000", "--workspace", str(world.workspace),
+                            "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert len(json.loads(final.stdout)) == 400
