@@ -277,6 +277,7 @@ class Turn:
     tokens_in: int | None = None
     tokens_out: int | None = None
     cut: bool = False
+    asked: bool = False  # its request (the user message) has been seen
 
     @property
     def is_cell(self) -> bool:
@@ -295,6 +296,7 @@ class Turn:
 
 
 _QUIET = {"message", "command", "prose", "model_call", "file_read", "error"}
+_BETWEEN = {"model_call", "file_read", "error"}  # may come between a cell and its request
 
 
 def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
@@ -324,9 +326,11 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             text = content if isinstance(content, str) else json.dumps(content)
             if role == "user":
                 if cur is not None and cur.kind == "command" and prev == "command":
-                    cur.request = text
-                elif not (cur is not None and cur.kind == "prose" and prev == "prose"):
-                    cur = Turn("prose", text, t)  # an older journal: no prose record
+                    cur.request, cur.asked = text, True
+                elif cur is not None and cur.kind == "prose" and not cur.asked:
+                    cur.asked = True
+                else:
+                    cur = Turn("prose", text, t, asked=True)  # an older journal: no prose record
                     out.append(cur)
             else:
                 if cur is None:
@@ -365,9 +369,8 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
                 cur.approvals.append(f"proposed: {what}")
         elif event not in _QUIET:
             out.append(Turn("event", _event_text(r), t))
-        prev = event if event in ("command", "prose") else (
-            "message" if event == "message" else prev if event in ("model_call", "file_read")
-            else event)
+        if not (event in _BETWEEN or (isinstance(event, str) and event.startswith("action_"))):
+            prev = event  # what a request's user message follows
     return out
 
 

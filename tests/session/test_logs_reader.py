@@ -196,3 +196,17 @@ def test_captured_files_are_redacted_like_every_record(tmp_path):
     session.tools.get("read")(path=".env.example")
     raw = (ws / ".lily" / "journal" / "sec.jsonl").read_text()
     assert "file_read" in raw and secret not in raw and "bob:pw" not in raw
+
+
+def test_a_declined_call_between_a_prose_cell_and_its_request_keeps_one_turn():
+    rows = [record("prose", text="next question"),
+            record("action_declined", action_id="x1", skill=None),
+            record("message", message={"role": "tool", "tool_call_id": "old",
+                                       "content": "declined by the user"}),
+            record("model_call", model="m", usage=None),
+            record("message", message={"role": "user", "content": "next question"}),
+            record("message", message={"role": "assistant", "content": "answer"})]
+    turns = logs.turns(rows)
+    assert [(t.kind, t.text, t.answers) for t in turns] == [
+        ("prose", "next question", ["answer"])]
+    assert turns[0].approvals == ["declined: x1"] and turns[0].models == ["m"]
