@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py
 	$(BIN)/python bench/kernel_roundtrip.py
 	$(BIN)/python bench/agent_overhead.py
+	$(BIN)/python bench/logs_search.py
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)

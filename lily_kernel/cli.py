@@ -6,6 +6,7 @@
     lily skills validate [--strict | --lily] PATH...
     lily kernel install [--user | --sys-prefix | --prefix P]
     lily run "/command ..."             run one command cell, as the kernel would
+    lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -18,13 +19,15 @@ import argparse
 import json
 import os
 import sys
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, Callable, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
-from lily_kernel.errors import CommandError, LilyError, error_line
+from lily_kernel.errors import CommandError, LilyError, LogsError, error_line
+from lily_kernel.session import logs
 
 
 def _snapshot(args: argparse.Namespace):
@@ -142,6 +145,238 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{error_line(CommandError(f'{self.prog}: {message}; see {self.prog} --help.'))}\n")
 
 
+# -- lily logs (docs/logs.md) ------------------------------------------------------------
+
+def _logs_workspace(args: argparse.Namespace) -> Path:
+    """The workspace ``lily logs`` reads: ``--workspace``, else the kernel's."""
+    return Path(args.workspace) if getattr(args, "workspace", None) else workspace_dir()
+
+
+def _read_logs(args: argparse.Namespace) -> logs.Logs:
+    """The workspace's journal, read once; each problem line goes to stderr."""
+    read = logs.Logs(_logs_workspace(args))
+    _print_notes(read.notes)
+    return read
+
+
+def _print_notes(notes: logs.Notes) -> None:
+    """Each problem line met while reading, on stderr."""
+    for line in notes.all():
+        print(f"lily logs: {line}", file=sys.stderr)
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """``lily logs``: the sessions, newest first; with ``-q``, a full-text search."""
+    since = logs.when(args.since) if args.since else None
+    until = logs.when(args.until) if args.until else None
+    if args.query is not None:
+        from lily_kernel.session import logs_index
+        notes = logs.Notes()
+        hits = logs_index.search(_logs_workspace(args), args.query, notes, tool=args.tool,
+                                 model=args.model, since=since, until=until,
+                                 limit=args.n or 20)
+        _print_notes(notes)
+        if args.json:
+            print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
+        else:
+            rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+                     h.snippet) for h in hits]
+            print(render.table(("session", "time", "where", "snippet"), rows, width=100))
+            print(f"{len(hits)} match(es).", file=sys.stderr)
+        return 0
+    read = _read_logs(args)
+    rows = read.sessions()
+    if args.model:
+        rows = [s for s in rows if args.model in s.models]
+    if args.tool:
+        rows = [s for s in rows if args.tool in s.tools]
+    if since is not None:
+        rows = [s for s in rows if s.last >= since]
+    if until is not None:
+        rows = [s for s in rows if s.started <= until]
+    if args.n:
+        rows = rows[:args.n]
+    if args.json:
+        print(json.dumps([s.as_dict() for s in rows], indent=2, ensure_ascii=False))
+        return 0
+    print(render.table(
+        ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
+         "tokens in", "tokens out", "models"),
+        [(s.id[:12], s.label, logs.iso(s.started), logs.iso(s.last), str(s.requests),
+          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
+         for s in rows]))
+    return 0
+
+
+def _one_session(args: argparse.Namespace
+                 ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
+    """The session ``args.session`` names: the journal, its id, summary and turns."""
+    read = _read_logs(args)
+    sid = read.resolve(args.session)
+    records = read.records(sid)
+    return read, sid, logs.summarize(sid, records), logs.turns(records)
+
+
+def cmd_logs_show(args: argparse.Namespace) -> int:
+    """``lily logs show SESSION``: one session as a transcript."""
+    from lily_kernel.session import logs_export
+    _, _, summary, turns = _one_session(args)
+    if args.n:
+        cells = [i for i, t in enumerate(turns) if t.is_cell]
+        turns = turns[cells[-args.n]:] if len(cells) > args.n else turns
+    if getattr(args, "json", False):
+        print(json.dumps({"session": summary.as_dict(), "turns": [t.as_dict() for t in turns]},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(logs_export.markdown(summary, turns, truncate=args.truncate), end="")
+    return 0
+
+
+def cmd_logs_usage(args: argparse.Namespace) -> int:
+    """``lily logs usage``: token totals by model, session or day."""
+    rows = logs.usage(_read_logs(args), args.by)
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(render.table((args.by, "calls", "tokens in", "tokens out", "unreported"),
+                       [(r[args.by], str(r["calls"]), f"{r['tokens_in']:,}",
+                         f"{r['tokens_out']:,}", str(r["unreported"])) for r in rows]))
+    total_in = sum(r["tokens_in"] for r in rows)
+    total_out = sum(r["tokens_out"] for r in rows)
+    print(f"total: {total_in:,} in / {total_out:,} out over "
+          f"{sum(r['calls'] for r in rows)} model call(s)")
+    return 0
+
+
+def _ask(question: str, yes: bool) -> bool:
+    """True when ``yes``, else the answer to ``question`` on stdin (no answer: no)."""
+    if yes:
+        return True
+    print(question + " [y/N] ", end="", flush=True)
+    try:
+        answer = input()
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _delete(args: argparse.Namespace, ids: list[str], what: str) -> int:
+    """Delete the records of ``ids`` once the user agrees; the exit code."""
+    from lily_kernel.session import logs_prune
+    if not ids:
+        print(f"No {what}: nothing deleted.")
+        return 0
+    shown = ", ".join(i[:12] for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
+    if not _ask(f"Delete every journal record of {len(ids)} session(s) ({shown})?", args.yes):
+        print("Nothing deleted.")
+        return 1
+    dropped = logs_prune.remove(_logs_workspace(args), set(ids))
+    print(f"Deleted {dropped} record(s) of {len(ids)} session(s).")
+    return 0
+
+
+def cmd_logs_rm(args: argparse.Namespace) -> int:
+    """``lily logs rm SESSION``: delete one session's records (asks unless --yes)."""
+    read = _read_logs(args)
+    return _delete(args, [read.resolve(args.session)], "session")
+
+
+def cmd_logs_prune(args: argparse.Namespace) -> int:
+    """``lily logs prune --older-than 30d``: delete sessions idle for longer."""
+    from lily_kernel.session import logs_prune
+    seconds = logs.duration(args.older_than)
+    return _delete(args, logs_prune.older_than(_read_logs(args), seconds),
+                   f"session older than {args.older_than}")
+
+
+def cmd_logs_export(args: argparse.Namespace) -> int:
+    """``lily logs export SESSION --md FILE | --ipynb FILE``."""
+    from lily_kernel.session import logs_export
+    if not (args.md or args.ipynb):
+        raise LogsError("export needs --md FILE or --ipynb FILE")
+    _, _, summary, turns = _one_session(args)
+    if args.md:
+        logs_export.write_text(Path(args.md), logs_export.markdown(summary, turns))
+        print(f"Wrote {args.md}")
+    if args.ipynb:
+        logs_export.write_notebook(Path(args.ipynb), logs_export.notebook(summary, turns))
+        print(f"Wrote {args.ipynb}")
+    return 0
+
+
+def cmd_logs_replay(args: argparse.Namespace) -> int:
+    """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
+    re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
+    from lily_kernel.session import logs_replay
+    read = _read_logs(args)
+    sid = read.resolve(args.session)
+    nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
+    print(f"Wrote {script_path}")
+    if not args.no_run:
+        from lily_kernel.jupyter.replay import record_outputs
+        problem = record_outputs(nb_path)
+        if problem:
+            print(f"Wrote {nb_path}, but the replay already differs: {problem}",
+                  file=sys.stderr)
+            return 1
+    print(f"Wrote {nb_path}; check it with: pytest --nbval {nb_path}")
+    return 0
+
+
+def add_logs_parser(sub: Any) -> None:
+    """The ``lily logs`` subcommands (docs/logs.md)."""
+    cmd = sub.add_parser("logs", help="browse, search, export and replay the journal")
+    cmd.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
+    cmd.add_argument("-n", type=int, default=0, metavar="N",
+                      help="at most N sessions (default all) or matches (default 20)")
+    cmd.add_argument("--json", action="store_true", help="print JSON")
+    cmd.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
+    cmd.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")
+    cmd.add_argument("-m", "--model", metavar="MODEL", help="only sessions that used MODEL")
+    cmd.add_argument("--since", metavar="WHEN", help="a date, date-time or duration ago (7d)")
+    cmd.add_argument("--until", metavar="WHEN", help="a date, date-time or duration ago")
+    cmd.set_defaults(func=cmd_logs)
+    lsub = cmd.add_subparsers(dest="action")
+
+    def child(name: str, help_text: str,
+              func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = lsub.add_parser(name, help=help_text)
+        p.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
+                       help="the workspace (default: as the kernel)")
+        p.set_defaults(func=func)
+        return p
+
+    show = child("show", "one session as a transcript", cmd_logs_show)
+    show.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
+    show.add_argument("-n", type=int, default=0, metavar="N", help="only the last N cells")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    show.add_argument("-t", "--truncate", type=int, nargs="?", const=200, default=None,
+                      metavar="CHARS", help="cut tool arguments and results (default 200)")
+    use = child("usage", "token totals", cmd_logs_usage)
+    use.add_argument("--by", choices=("model", "session", "day"), default="model")
+    use.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    rm = child("rm", "delete one session's records", cmd_logs_rm)
+    rm.add_argument("session", metavar="SESSION")
+    rm.add_argument("--yes", action="store_true", help="do not ask")
+    prune = child("prune", "delete sessions idle for longer than a duration", cmd_logs_prune)
+    prune.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 2w")
+    prune.add_argument("--yes", action="store_true", help="do not ask")
+    exp = child("export", "a session as Markdown or a notebook", cmd_logs_export)
+    exp.add_argument("session", metavar="SESSION")
+    exp.add_argument("--md", metavar="FILE")
+    exp.add_argument("--ipynb", metavar="FILE")
+    rep = child("replay", "a session as a notebook + scripted model for pytest --nbval",
+                cmd_logs_replay)
+    rep.add_argument("session", metavar="SESSION")
+    rep.add_argument("--to", required=True, metavar="DIR")
+    rep.add_argument("--no-run", action="store_true",
+                     help="do not run it once to record its outputs (nbval then has none)")
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``lily`` command's argument parser."""
     p = _Parser(prog="lily", description="Lily: skills for Jupyter.")
@@ -172,6 +407,8 @@ def parser() -> argparse.ArgumentParser:
     inst = ksub.add_parser("install", help="install the 'lily' kernelspec")
     add_install_args(inst)
     inst.set_defaults(func=cmd_kernel_install)
+
+    add_logs_parser(sub)
 
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")

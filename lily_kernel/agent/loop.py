@@ -346,7 +346,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 on_text, session.limits.answer_chars)
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
-            session.add_usage(turn.usage)
+            session.add_usage(turn.usage, config.model)
             pending.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":

@@ -15,7 +15,7 @@ from functools import singledispatch
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, LogsView, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -197,6 +197,32 @@ def parts_line(parts: dict) -> str:
             f"({parts['tool_count']}) · skills index {parts['skills index']:,} tokens "
             f"({counted}); context window {parts['context_window']:,} ({source}), "
             f"{parts['max_tokens']:,} kept for the answer, {parts['margin']:,} margin.")
+
+
+LOGS_COLUMNS = ("#", "cell", "text", "answer", "tools", "tokens in / out")
+
+
+def _logs_head(r: LogsView) -> str:
+    s = r.summary
+    tokens = ("no usage reported" if s["tokens_in"] is None
+              else f"{s['tokens_in']:,} in / {s['tokens_out'] or 0:,} out tokens")
+    return (f"Session {s['id'][:12]} ({s['label'] or 'no label'}): started {s['started']}, "
+            f"{s['requests']} request(s), {s['tool_calls']} tool call(s), {tokens}, "
+            f"models: {', '.join(s['models']) or '-'}. Last {r.shown} of {r.total} cell(s):")
+
+
+@text.register
+def _(r: LogsView) -> str:
+    return _logs_head(r) + "\n\n" + table(LOGS_COLUMNS, list(r.rows))
+
+
+@markdown.register
+def _(r: LogsView) -> str:
+    from lily_kernel.commands import sanitize  # text from the journal is from outside
+    out = ["| " + " | ".join(LOGS_COLUMNS) + " |", "|" + " --- |" * len(LOGS_COLUMNS)]
+    out += ["| " + " | ".join(sanitize.md_cell(c) for c in row) + " |" for row in r.rows]
+    return sanitize.md_text(_logs_head(r)) + "\n\n" + (
+        "\n".join(out) if r.rows else "(no cells yet)")
 
 
 def usage_line(usage: dict) -> str:

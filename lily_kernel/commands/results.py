@@ -40,6 +40,15 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class LogsView:
+    """``/logs``: the session's summary (``lily logs`` list row) and its last cells."""
+    summary: dict[str, Any]
+    rows: tuple[tuple[str, ...], ...]
+    shown: int
+    total: int
+
+
+@dataclass(frozen=True)
 class ToolOutput:
     """A ``tool_dispatch`` skill ran its tool; the model was not involved."""
     skill: str

@@ -16,7 +16,8 @@ from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
 from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
-                                          ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput)
+                                          LogsView, ModelInfo, Notice, SkillRequest, SkillTable,
+                                          ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent import pending
@@ -305,6 +306,50 @@ def _compact(session: Session, cmd: Command):
     return CompactRequest()  # the runner asks the model (the router never does)
 
 
+def _logs(session: Session, cmd: Command):
+    """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
+    from pathlib import Path
+    from lily_kernel.session import logs, logs_export
+    if session.journal.path is None:
+        raise CommandError("this session keeps no journal, so /logs has nothing to show.")
+    read = logs.Logs(session.workspace)
+    records = read.by_session.get(session.session_id, [])
+    summary = logs.summarize(session.session_id, records)
+    cells = [t for t in logs.turns(records) if t.is_cell]
+    word, _, rest = cmd.args.partition(" ")
+    if word == "export":
+        target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
+        if not target.is_absolute():
+            target = session.workspace / target
+        try:
+            if target.suffix == ".ipynb":
+                logs_export.write_notebook(target, logs_export.notebook(summary, cells))
+            else:
+                logs_export.write_text(target, logs_export.markdown(summary, logs.turns(records)))
+        except OSError as exc:
+            raise CommandError(f"cannot write {target}: {exc.strerror or exc}.") from None
+        return Notice(f"Wrote this session's transcript ({len(cells)} cells) to `{target}`.")
+    try:
+        n = int(word) if word else 10
+    except ValueError:
+        raise CommandError(f"/logs takes a number of cells or 'export', not '{cmd.args}'.") from None
+    if n < 1:
+        raise CommandError("/logs N needs N of 1 or more.")
+    first = max(0, len(cells) - n)
+    rows = tuple(
+        (str(i + 1), t.kind + ("" if t.ok else " (failed)"), _clip(t.text, 60),
+         _clip(" ".join(t.answers) or "; ".join(t.errors), 80),
+         ", ".join(c.name for c in t.calls),
+         "" if t.tokens_in is None else f"{t.tokens_in:,} / {t.tokens_out or 0:,}")
+        for i, t in enumerate(cells) if i >= first)
+    return LogsView(summary.as_dict(), rows, len(rows), len(cells))
+
+
+def _clip(text: str, width: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[:width - 1] + "…"
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -321,6 +366,7 @@ _HANDLERS = {
     "model": _model,
     "trust": _trust,
     "compact": _compact,
+    "logs": _logs,
     "confirm": _confirm,
     "cancel": _confirm,
 }

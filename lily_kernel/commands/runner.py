@@ -116,6 +116,8 @@ class Runner:
             live: Callable[[], Live] | None = None) -> Iterator:
         """A prose request (or a skill request) to the agent: its answer, then any card."""
         session = self.session
+        if skill is None:
+            session.record_prose(text)
         yield from self._agent(lambda on_text, on_event: agent.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
@@ -167,6 +169,9 @@ class Runner:
             reply = step(shown.write if shown else None, shown.event if shown else None)
         except KeyboardInterrupt:
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
+        except CommandError as exc:  # the request failed: the journal says why (lily logs)
+            self.session.record_error(str(exc))
+            raise
         finally:
             if shown is not None:
                 shown.close()

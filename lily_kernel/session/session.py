@@ -121,6 +121,12 @@ class Session:
             self.policy, self.share_values = ToolPolicy(), False
             self._file_error = self._file_error or f"lily.toml {exc}"
         self._files = None  # the file boundary, built on first use with these caps
+        try:
+            self.capture_reads = _capture_reads(self._file_config.get("journal"))
+        except ValueError as exc:
+            self.capture_reads = False
+            self._file_error = self._file_error or f"lily.toml {exc}"
+        self._captured: set[tuple[str, int]] = set()
 
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
@@ -175,7 +181,24 @@ class Session:
         if self._files is None:
             self._files = workspace_fs.for_session(self.workspace, self.limits,
                                                    self.persona_dirs, self._env)
+            if self.capture_reads:
+                self._files.on_read = self._capture
         return self._files
+
+    def _capture(self, path: str, data: bytes) -> None:
+        """Journal a file a tool read (``[journal] capture_reads``), once per content, so
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        key = (path, hash(data))
+        if key in self._captured:
+            return
+        self._captured.add(key)
+        try:
+            record: dict[str, Any] = {"text": data.decode("utf-8")}
+        except UnicodeDecodeError:
+            import base64
+            record = {"base64": base64.b64encode(data).decode("ascii")}
+        self.journal.append({"event": "file_read", "session_id": self.session_id,
+                             "path": path, "bytes": len(data), **record})
 
     @property
     def config_error(self) -> str | None:
@@ -328,8 +351,21 @@ class Session:
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})
 
-    def add_usage(self, usage: Mapping[str, int] | None) -> None:
-        """Add one model call's reported token usage to the session's totals (``/model``)."""
+    def record_prose(self, text: str) -> None:
+        """Journal a prose cell (a request to the agent), as :meth:`record_command` does a
+        command: ``lily logs`` rebuilds the session's cells from both (docs/logs.md)."""
+        self.journal.append({"event": "prose", "session_id": self.session_id, "text": text})
+
+    def record_error(self, text: str) -> None:
+        """Journal why a request to the agent failed (one line, as the user saw it)."""
+        self.journal.append({"event": "error", "session_id": self.session_id, "error": text})
+
+    def add_usage(self, usage: Mapping[str, int] | None, model: str | None = None) -> None:
+        """Add one model call's reported token usage to the session's totals (``/model``);
+        the call, its model and usage are journaled (``lily logs usage``)."""
+        self.journal.append({"event": "model_call", "session_id": self.session_id,
+                             "model": model or self.model_config.model,
+                             "usage": dict(usage) if usage else None})
         if usage:
             self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
             self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
@@ -350,16 +386,27 @@ class Session:
         }
 
 
+def _flag(table: Any, section: str, key: str, default: bool) -> bool:
+    """The one true/false setting ``key`` of the lily.toml table ``[section]``; ValueError
+    naming it when the table or value is malformed or holds another key."""
+    if table is None:
+        return default
+    if not isinstance(table, dict):
+        raise ValueError(f"[{section}] must be a table")
+    unknown = sorted(set(table) - {key})
+    if unknown:
+        raise ValueError(f"[{section}] {unknown[0]}: unknown setting (known: {key})")
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"[{section}] {key} must be true or false, not {value!r}")
+    return value
+
+
+def _capture_reads(table: Any) -> bool:
+    """``[journal] capture_reads`` (default false): journal the files tools read, for replay."""
+    return _flag(table, "journal", "capture_reads", False)
+
+
 def _share_values(table: Any) -> bool:
     """``[notebook] share_values`` (default true): may the notebook tools show values and outputs?"""
-    if table is None:
-        return True
-    if not isinstance(table, dict):
-        raise ValueError("[notebook] must be a table")
-    unknown = sorted(set(table) - {"share_values"})
-    if unknown:
-        raise ValueError(f"[notebook] {unknown[0]}: unknown setting (known: share_values)")
-    value = table.get("share_values", True)
-    if not isinstance(value, bool):
-        raise ValueError(f"[notebook] share_values must be true or false, not {value!r}")
-    return value
+    return _flag(table, "notebook", "share_values", True)
