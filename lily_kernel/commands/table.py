@@ -37,10 +37,10 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("compact", "/compact",
                    "Replace the earlier turns that no longer fit the model's context window "
                    "with a summary the model writes."),
-    BuiltinCommand("trust", "/trust [--revoke]",
     BuiltinCommand("logs", "/logs [N], /logs export [FILE]",
                    "This session's journal: its summary and last N cells (default 10), "
                    "or export it as Markdown (or a notebook, FILE.ipynb)."),
+    BuiltinCommand("trust", "/trust [--revoke]",
                    "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
                    "and trust it; --revoke undoes it."),
     BuiltinCommand("confirm", "/confirm [id] [--always]",
