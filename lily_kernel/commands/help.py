@@ -43,6 +43,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         *([("arguments", f"`{skill.argument_hint}` (argument-hint)")] if skill.argument_hint else []),
         ("model may select it", "no (disable-model-invocation)" if skill.disable_model_invocation
          else "yes"),
+        *([] if skill.user_invocable else [("user may run it", "no (user-invocable: false)")]),
     ]
     if skill.description and skill.description != skill.summary:
         rows.append(("description", skill.description))
@@ -64,7 +65,10 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     if notes:
         lines += ["", *[f"- {n}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
-    lines += ["", f"Run it with `{usage} {skill.argument_hint or '[input]'}`."]
+    if skill.user_invocable:
+        lines += ["", f"Run it with `{usage} {skill.argument_hint or '[input]'}`."]
+    else:
+        lines += ["", "Only the model runs it, when a request needs it."]
     return HelpPage(skill.name, "\n".join(lines))
 
 

@@ -164,11 +164,16 @@ def markdown_html(md: str) -> str:
 def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = False) -> str:
     parts = [f"<p><b>{html.escape(render.skills_heading(snap))}</b></p>",
              _html_table(render.skill_columns(snap), render.skill_rows(snap), filt, styled)]
+    omissions = render.index_omissions(snap)
+    if omissions:
+        parts.append(f"<p>{html.escape(omissions)}</p>")
     if show_all:
         rows = render.excluded_rows(snap)
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")
         parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt, styled)
                      if rows else "<p>(none)</p>")
+        parts.append("<p><b>Roots, highest precedence first</b></p>")
+        parts.append(_html_table(render.ROOT_COLUMNS, render.root_rows(snap), "", styled))
     elif snap.excluded():
         parts.append(f"<p>{len(snap.excluded())} skill(s) excluded; "
                      "<code>/skills --all</code> shows why.</p>")
