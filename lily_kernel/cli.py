@@ -75,7 +75,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lily_kernel.skills.validator import validate, validate_lily
+    from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
         from lily_kernel.agent.builtin_tools import register_builtins
         from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -90,10 +90,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for kind, reason in found:
                 print(f"{path}: {kind}: {reason}")
             continue
-        problems = validate(path, strict=args.strict)
+        warnings: list[str] = []
+        if args.strict:  # a value type stricter than skills-ref's: a warning, exit 0
+            problems, warnings = validate_strict(path)
+        else:
+            problems = validate(path)
         bad += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
+        for warning in warnings:
+            print(f"{path}: warning: {warning}")
     rules = (" (strict Agent Skills rules)" if args.strict else
              " (what Lily would load here)" if args.lily else "")
     print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}.", file=sys.stderr)
