@@ -43,6 +43,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         from lily_kernel.commands.results import SkillTable
         print(render.text(SkillTable(snap, show_all=args.all)))
+        if args.all:  # where each source's skills come from (docs/loader.md#roots)
+            print("\nRoots, highest precedence first:\n")
+            print(render.table(render.ROOT_COLUMNS, render.root_rows(snap), width=100))
     return 0
 
 

@@ -49,7 +49,7 @@ ROOT_COLUMNS = ("source", "root", "state")
 
 def root_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     """Each root the snapshot read, highest precedence first: where every source's skills
-    come from (docs/loader.md#roots)."""
+    come from (docs/loader.md#roots; ``lily skills list --all`` prints them)."""
     import os
     rows = []
     for root in snap.roots:
@@ -123,8 +123,6 @@ def _(r: SkillTable) -> str:
         rows = excluded_rows(snap)
         out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
         out.append(table(EXCLUDED_COLUMNS, rows, width=100) if rows else "(none)")
-        out += ["", "Roots, highest precedence first:", "",
-                table(ROOT_COLUMNS, root_rows(snap), width=100)]
     elif snap.excluded():
         out += ["", f"{len(snap.excluded())} skill(s) excluded; /skills --all shows why."]
     return "\n".join(out)
@@ -141,8 +139,6 @@ def _(r: SkillTable) -> str:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
         out.append(md_table(EXCLUDED_COLUMNS, rows) if rows else "(none)")
-        out += ["", "**Roots, highest precedence first**", "",
-                md_table(ROOT_COLUMNS, root_rows(snap))]
     return "\n".join(out)
 
 

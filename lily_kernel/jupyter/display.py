@@ -172,8 +172,6 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")
         parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt, styled)
                      if rows else "<p>(none)</p>")
-        parts.append("<p><b>Roots, highest precedence first</b></p>")
-        parts.append(_html_table(render.ROOT_COLUMNS, render.root_rows(snap), "", styled))
     elif snap.excluded():
         parts.append(f"<p>{len(snap.excluded())} skill(s) excluded; "
                      "<code>/skills --all</code> shows why.</p>")

@@ -39,7 +39,7 @@ def test_precedence_is_the_documented_order(env):
         assert env.session(journal=False).snapshot.get("shared").source == SOURCES[i + 1]
 
 
-def test_skills_all_shows_each_skill_and_each_root_with_its_origin(env):
+def test_skills_all_shows_each_skill_with_its_origin_and_the_cli_each_root(env):
     env.write_skill(env.compat_skills["workspace-agents"], "from-agents", "description: A.")
     env.write_skill(env.compat_skills["user-openclaw"], "from-openclaw",
                     'description: O.\nmetadata: {"openclaw": {"requires": {"bins": ["nope"]}}}')
@@ -52,14 +52,17 @@ def test_skills_all_shows_each_skill_and_each_root_with_its_origin(env):
     assert any(line.split()[:2] == ["from-claude", "workspace-claude"] for line in text.splitlines())
     assert any(line.split()[:3] == ["from-openclaw", "user-openclaw", "ineligible"]
                for line in text.splitlines())
-    roots = text.split("Roots, highest precedence first:")[1]
+    listed = env.cli("skills", "list", "--all", check_rc=0).stdout
+    roots = listed.split("Roots, highest precedence first:")[1]
     for source in SOURCES:
         assert source in roots
     row = next(line for line in roots.splitlines() if line.startswith("user-agents "))
     assert row.split() == ["user-agents", str(env.compat_skills["user-agents"]), "default,",
                            "absent"]
-    markdown = render.markdown(table)
-    assert f"| workspace-agents | {env.compat_skills['workspace-agents']} | default |" in markdown
+    row = next(line for line in roots.splitlines() if line.startswith("workspace-agents "))
+    assert row.split() == ["workspace-agents", str(env.compat_skills["workspace-agents"]),
+                           "default"]
+    assert "| from-agents | workspace-agents |" in render.markdown(table)
 
 
 def test_the_same_tree_gives_the_same_hash(env):
