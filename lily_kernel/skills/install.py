@@ -177,25 +177,42 @@ def _unsafe_member(name: str) -> str | None:
     return None
 
 
+def _vet(path: Path, members: list[tuple[str | None, int]]) -> None:
+    """Refuse the archive ``path`` for its first unsafe member, or for its unpacked size."""
+    for problem, _ in members:
+        if problem:
+            raise InstallError(f"refused {path.name}: {problem}; nothing was installed")
+    total = sum(size for _, size in members)
+    if total > MAX_TOTAL_BYTES:
+        raise InstallError(f"refused {path.name}: it unpacks to {total:,} bytes; the cap "
+                           f"is {MAX_TOTAL_BYTES:,}")
+
+
+def _zip_problem(info: zipfile.ZipInfo) -> str | None:
+    if info.flag_bits & 0x1:
+        return f"'{info.filename}' is encrypted (a password-protected archive)"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return f"'{info.filename}' is a symlink inside the archive"
+    return _unsafe_member(info.filename)
+
+
+def _tar_problem(member: tarfile.TarInfo) -> str | None:
+    if member.issym() or member.islnk():
+        link = PurePosixPath(member.name).parent / member.linkname
+        if member.linkname.startswith("/") or _unsafe_member(str(link)):
+            return f"'{member.name}' links outside the skill (to {member.linkname})"
+    elif not (member.isfile() or member.isdir()):
+        return f"'{member.name}' is not a regular file or folder"
+    return _unsafe_member(member.name)
+
+
 def _unzip(path: Path, out: Path) -> None:
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
         raise InstallError(f"{path.name} is not a readable zip archive: {exc}") from None
     with archive:
-        total = 0
-        for info in archive.infolist():
-            problem = _unsafe_member(info.filename)
-            if info.flag_bits & 0x1:
-                problem = f"'{info.filename}' is encrypted (a password-protected archive)"
-            elif stat.S_ISLNK(info.external_attr >> 16):
-                problem = f"'{info.filename}' is a symlink inside the archive"
-            total += info.file_size
-            if problem:
-                raise InstallError(f"refused {path.name}: {problem}; nothing was installed")
-        if total > MAX_TOTAL_BYTES:
-            raise InstallError(f"refused {path.name}: it unpacks to {total:,} bytes; the cap "
-                               f"is {MAX_TOTAL_BYTES:,}")
+        _vet(path, [(_zip_problem(info), info.file_size) for info in archive.infolist()])
         for info in archive.infolist():
             target = out.joinpath(*PurePosixPath(info.filename.replace("\\", "/")).parts)
             if info.is_dir():
@@ -213,21 +230,7 @@ def _untar(path: Path, out: Path) -> None:
         raise InstallError(f"{path.name} is not a readable .tar.gz archive: {exc}") from None
     with archive:
         members = archive.getmembers()
-        total = 0
-        for member in members:
-            problem = _unsafe_member(member.name)
-            if member.issym() or member.islnk():
-                link = PurePosixPath(member.name).parent / member.linkname
-                if member.linkname.startswith("/") or _unsafe_member(str(link)):
-                    problem = f"'{member.name}' links outside the skill (to {member.linkname})"
-            elif not (member.isfile() or member.isdir()):
-                problem = f"'{member.name}' is not a regular file or folder"
-            total += member.size
-            if problem:
-                raise InstallError(f"refused {path.name}: {problem}; nothing was installed")
-        if total > MAX_TOTAL_BYTES:
-            raise InstallError(f"refused {path.name}: it unpacks to {total:,} bytes; the cap "
-                               f"is {MAX_TOTAL_BYTES:,}")
+        _vet(path, [(_tar_problem(m), m.size) for m in members])
         archive.extractall(out, members=members, **_tar_filter())
 
 
