@@ -16,9 +16,9 @@ import subprocess
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Mapping
 
 from lily_kernel.errors import SkillError
 from lily_kernel.skills.install_scan import MAX_TOTAL_BYTES, Finding, scan
@@ -225,18 +225,15 @@ def _unzip(path: Path, out: Path) -> None:
 
 def _untar(path: Path, out: Path) -> None:
     try:
-        archive = tarfile.open(path, "r:gz")
-    except (tarfile.TarError, OSError) as exc:
+        with tarfile.open(path, "r:gz") as archive:
+            members = archive.getmembers()
+            _vet(path, [(_tar_problem(m), m.size) for m in members])
+            if hasattr(tarfile, "data_filter"):  # Python's own 'data' filter (3.11.4+)
+                archive.extractall(out, members=members, filter="data")
+            else:  # pragma: no cover - older 3.11: the members were vetted above
+                archive.extractall(out, members=members)
+    except (tarfile.TarError, EOFError, OSError) as exc:
         raise InstallError(f"{path.name} is not a readable .tar.gz archive: {exc}") from None
-    with archive:
-        members = archive.getmembers()
-        _vet(path, [(_tar_problem(m), m.size) for m in members])
-        archive.extractall(out, members=members, **_tar_filter())
-
-
-def _tar_filter() -> dict[str, object]:
-    """Python's own 'data' extraction filter where it exists (3.11.4+)."""
-    return {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
 def _git(spec: str, tmp: Path) -> Path:

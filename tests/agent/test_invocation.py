@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
 from lily_kernel.commands import render, router
 from lily_kernel.commands.results import CommandError, SkillRequest, SkillTable
 from lily_kernel.skills.substitution import substitute_arguments, with_arguments
-from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

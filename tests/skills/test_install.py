@@ -236,7 +236,7 @@ def test_sha256_pins_the_archive(tmp_path):
     env = env_for(tmp_path)
     archive = zip_of(skill(tmp_path), tmp_path / "pdf-forms.zip")
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    with pytest.raises(InstallError, match="not the 00+ given with --sha256"):
+    with pytest.raises(InstallError, match=r"not the 0+ given with --sha256"):
         install(str(archive), check, "user", sha256="0" * 64, env=env)
     assert tree(tmp_path / "user") == {}
     assert install(str(archive), check, "user", sha256=digest.upper(), env=env).name == "pdf-forms"
@@ -245,7 +245,7 @@ def test_sha256_pins_the_archive(tmp_path):
 def test_git_ref_is_what_gets_installed(tmp_path):
     env = env_for(tmp_path)
     repo = git_repo(tmp_path)
-    with pytest.raises(InstallError, match="setup.sh:1: downloads code"):  # the newest commit
+    with pytest.raises(InstallError, match=r"setup\.sh:1: downloads code"):  # the newest commit
         install(f"git:{repo}#skills/pdf-forms", check, "user", env=env)
     assert install(f"git:{repo}@v1#skills/pdf-forms", check, "user", env=env).name == "pdf-forms"
 
@@ -253,9 +253,9 @@ def test_git_ref_is_what_gets_installed(tmp_path):
 def test_names_and_collisions(tmp_path):
     env = env_for(tmp_path)
     source = skill(tmp_path)
-    with pytest.raises(InstallError, match="cannot install as '../x'"):
+    with pytest.raises(InstallError, match=r"cannot install as '\.\./x'"):
         install(str(source), check, "user", name="../x", env=env)
-    with pytest.raises(InstallError, match="'name' is 'pdf-forms' but the skill directory is 'other'"):
+    with pytest.raises(InstallError, match=r"'name' is 'pdf-forms' but the skill directory is 'other'"):
         install(str(source), check, "user", name="other", env=env)
     install(str(source), check, "user", env=env)
     with pytest.raises(InstallError, match="already in the user root"):
