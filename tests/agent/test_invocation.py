@@ -10,7 +10,7 @@ from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
-from lily_kernel.commands import render, router
+from lily_kernel.commands import completion, render, router
 from lily_kernel.commands.results import CommandError, SkillRequest, SkillTable
 from lily_kernel.skills.substitution import substitute_arguments, with_arguments
 
@@ -84,6 +84,10 @@ def test_model_only_skill_is_refused_by_skill_and_by_its_alias(world, server):
     assert "LEGACY-BODY" in results["a"]
     page = router.run(session, "/help legacy-context").markdown
     assert "| user may run it | no (user-invocable: false) |" in page
+    # and, as in Claude Code's / menu, completion does not offer it
+    assert completion.complete(session, "/leg", 4).matches == ()
+    assert completion.complete(session, "/skill leg", 10).matches == ()
+    assert completion.complete(session, "/help leg", 9).matches == ("legacy-context",)
 
 
 # -- placeholders -----------------------------------------------------------------------
