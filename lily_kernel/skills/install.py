@@ -68,7 +68,7 @@ def install(source: str, check: LilyCheck, target: str = "user", name: str | Non
     root = target_root(target, env)
     with tempfile.TemporaryDirectory(prefix="lily-install-") as tmp:
         skill_dir = _fetch(source, Path(tmp), sha256)
-        final = name or _declared_name(skill_dir) or skill_dir.name
+        final = name or _declared_name(skill_dir) or _source_name(source, skill_dir, Path(tmp))
         problem = name_problem(final)
         if problem:
             raise InstallError(f"cannot install as '{final}': {problem}")
@@ -156,6 +156,23 @@ def _fetch(source: str, tmp: Path, sha256: str | None) -> Path:
     else:
         raise InstallError(f"{path.name} is not a .zip or .tar.gz archive")
     return _skill_folder(unpacked, source)
+
+
+def _source_name(source: str, skill_dir: Path, tmp: Path) -> str:
+    """The name a skill without a declared ``name`` gets: its folder's, unless that folder
+    is Lily's own unpacking or clone folder; then the archive's or repository's name."""
+    if not skill_dir.is_relative_to(tmp) or skill_dir.parent != tmp:
+        return skill_dir.name
+    base = source.split("#")[0].rstrip("/")
+    if source.startswith("git:"):
+        at = base.rfind("@")
+        base = base[:at] if at > base.rfind("/") else base
+        base = base.removesuffix(".git")
+    stem = os.path.basename(base)
+    for suffix in ARCHIVE_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            return stem[:-len(suffix)]
+    return stem
 
 
 def _skill_folder(path: Path, source: str) -> Path:

@@ -280,3 +280,23 @@ def test_cli_install_and_remove(env, tmp_path):
     env.cli("skills", "remove", "pdf-forms", check_rc=0)
     assert not (env.ws_skills / "pdf-forms").exists()
     assert not (tmp_path / "RAN").exists()
+
+
+def test_a_skill_without_a_name_is_named_after_its_archive_or_repository(tmp_path):
+    env = env_for(tmp_path)
+    text = "---\ndescription: Untitled.\n---\nDo it.\n"
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "SKILL.md").write_text(text)
+    archive = tmp_path / "my-tool.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(flat / "SKILL.md", arcname="SKILL.md")  # SKILL.md at the archive's top
+    assert install(str(archive), check, "user", env=env).name == "my-tool"
+    repo = tmp_path / "notes-skill.git"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "SKILL.md").write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    assert install(f"git:{repo}", check, "user", env=env).name == "notes-skill"
+    assert install(str(flat), check, "user", env=env).name == "flat"
