@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+	$(BIN)/python -m pytest tests notebooks --nbval
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py

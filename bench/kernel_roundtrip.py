@@ -7,8 +7,9 @@
 2. Round trip: execute_request sent → status idle received on iopub, for
    `/help` and `/skills` on Lily and `pass` on ipykernel, interleaved so both
    kernels see the same machine noise. The first runs warm up (imports).
-   `/skills` reuses the widget of its snapshot; "first /skills" is the round
-   trip right after a `/reload_skills` (not counted), which builds a new one.
+   Every `/skills` builds a filter widget of its own (issue 23.4: one filter per
+   output); "first /skills" is the round trip right after a `/reload_skills`
+   (not counted), kept to compare with the runs from before that change.
    A second baseline, ipykernel displaying the very bundle `/help` displays,
    shows what any cell with that output costs: `pass` sends no output at all.
 

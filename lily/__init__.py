@@ -17,6 +17,7 @@ def load_ipython_extension(shell) -> None:
     if existing is not None:
         return  # already active (the Lily kernel, or loaded twice)
     Integration(shell, kernel_mode=False).install()
+    print("Lily is loaded: /help lists the commands; %%lily sends a cell to the agent.")
 
 
 def unload_ipython_extension(shell) -> None:

@@ -20,12 +20,13 @@ import argparse
 import json
 import os
 import sys
+from typing import NoReturn
 
+from lily_kernel import __version__
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
-from lily_kernel.errors import error_line
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError, LilyError, error_line
 
 
 def _snapshot(args: argparse.Namespace):
@@ -68,11 +69,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     if skill is None:
         diag = snap.exclusion(args.name)
         if diag:
-            print(f"Error: skill '{args.name}' is excluded ({diag.kind}): {diag.reason}",
-                  file=sys.stderr)
-        else:
-            print(f"Error: no skill named '{args.name}'.", file=sys.stderr)
-        return 1
+            raise CommandError(f"skill '{args.name}' is excluded ({diag.kind}): {diag.reason}")
+        raise CommandError(f"no skill named '{args.name}'.")
     print(render.text(skill_help(snap, skill)))
     return 0
 
@@ -85,11 +83,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         tools = ToolRegistry()
         register_builtins(tools, workspace_dir())
         policy = ToolPolicy.from_env()
-    bad = 0
+    bad = notebook = 0
     for path in args.paths:
+        if not os.path.exists(path):
+            print(error_line(CommandError(f"{path}: no such file or folder.")), file=sys.stderr)
+            bad += 1
+            continue
         if args.lily:  # what a load here would say: errors and ineligibility fail, notes do not
             found = validate_lily(path, tools, policy)
-            bad += any(kind != "note" for kind, _ in found)
+            faults = [(k, r) for k, r in found if k != "note"]
+            if faults and all(k == "ineligible" and _notebook_only(r) for k, r in faults):
+                notebook += 1  # not a fault of the skill: the CLI has no notebook tools
+                found = [("valid in a notebook" if k == "ineligible" else k, r) for k, r in found]
+            else:
+                bad += bool(faults)
             for kind, reason in found:
                 print(f"{path}: {kind}: {reason}")
             continue
@@ -105,7 +112,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"{path}: warning: {warning}")
     rules = (" (strict Agent Skills rules)" if args.strict else
              " (what Lily would load here)" if args.lily else "")
-    print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}.", file=sys.stderr)
+    needs = f"; {notebook} of them need{'s' if notebook == 1 else ''} a notebook" if notebook else ""
+    print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}{needs}.",
+          file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -153,6 +162,12 @@ def cmd_skills_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notebook_only(reason: str) -> bool:
+    """Is ``reason`` only that the skill needs a notebook (the CLI has no notebook tools)?"""
+    from lily_kernel.skills.eligibility import NOTEBOOK_ONLY
+    return reason.startswith(NOTEBOOK_ONLY) and ";" not in reason
+
+
 def cmd_kernel_install(args: argparse.Namespace) -> int:
     from lily_kernel.jupyter.install import install
     print(f"Installed kernelspec 'lily' in {install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)}")
@@ -162,26 +177,34 @@ def cmd_kernel_install(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """One cell through the core, as the kernel runs it: a command, and for a skill request
     (``/plan ...``) the agent, when a model is configured (docs/architecture.md#one-cell)."""
+    from lily_kernel.commands.results import ActionCard
     from lily_kernel.commands.runner import Runner
     from lily_kernel.session.session import Session
     runner = Runner(lambda: Session(journal=False))
     if runner.session_error is not None:
         raise LoaderError(runner.session_error)  # exit 2, as for every command here
-    try:
-        for result in runner.command(args.command):
-            print(render.text(result))
-    except CommandError as exc:
-        print(exc.line(), file=sys.stderr)
-        return 1
+    for result in runner.command(args.command):
+        print(render.text(result))
+        if isinstance(result, ActionCard):
+            runner.shown(result)  # printed: it waits (until this process ends)
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with Lily's error shape: one ``Error:`` line and exit 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{error_line(CommandError(f'{self.prog}: {message}; see {self.prog} --help.'))}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lily", description="Lily: skills for Jupyter.")
-    sub = p.add_subparsers(dest="group", required=True)
+    """The ``lily`` command's argument parser."""
+    p = _Parser(prog="lily", description="Lily: skills for Jupyter.")
+    p.add_argument("--version", action="version", version=f"lily {__version__}")
+    sub = p.add_subparsers(dest="group")
 
     skills = sub.add_parser("skills", help="inspect and validate skills")
-    ssub = skills.add_subparsers(dest="action", required=True)
+    ssub = skills.add_subparsers(dest="action")
     lst = ssub.add_parser("list", help="list the skills the kernel would load here")
     lst.add_argument("--all", action="store_true", help="also list excluded skills and why")
     lst.add_argument("--json", action="store_true", help="print one JSON object")
@@ -216,7 +239,7 @@ def parser() -> argparse.ArgumentParser:
     rem.set_defaults(func=cmd_skills_remove)
 
     kernel = sub.add_parser("kernel", help="the Jupyter kernel")
-    ksub = kernel.add_subparsers(dest="action", required=True)
+    ksub = kernel.add_subparsers(dest="action")
     inst = ksub.add_parser("install", help="install the 'lily' kernelspec")
     add_install_args(inst)
     inst.set_defaults(func=cmd_kernel_install)
@@ -243,7 +266,14 @@ def add_install_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Run the ``lily`` command; return its exit code (0 fine, 1 problems, 2 usage/loader)."""
+    p = parser()
+    args = p.parse_args(argv)
+    if getattr(args, "func", None) is None:  # `lily` alone, or a group without an action
+        if args.group is None:
+            p.print_help()
+            return 0
+        p.error(f"{args.group} needs an action")
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -251,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     except LoaderError as exc:
         print(error_line(exc), file=sys.stderr)
         return 2
+    except LilyError as exc:  # a failed command: one line, as in a notebook
+        print(error_line(exc), file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`lily skills list --json | head`): stop quietly, as Unix
         # tools do. stdout is pointed at devnull so the flush at exit cannot fail again.

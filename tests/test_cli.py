@@ -83,7 +83,7 @@ def test_check_fails_on_a_skill_error(world):
 
 def test_info(world):
     proc = world.cli("skills", "info", "alpha", check_rc=0)
-    assert "alpha" in proc.stdout and "Alpha summary" in proc.stdout and "`/al`" in proc.stdout
+    assert "alpha" in proc.stdout and "Alpha summary" in proc.stdout and "/al" in proc.stdout and "`" not in proc.stdout
     proc = world.cli("skills", "info", "nope", check_rc=1)
     assert "no skill named 'nope'" in proc.stderr
     proc = world.cli("skills", "info", "gamma", check_rc=1)
@@ -250,8 +250,57 @@ def test_validate_strict_names_are_compared_exactly(env):
 
 
 def test_validate_a_folder_that_is_not_a_skill(env, tmp_path):
+    proc = env.cli("skills", "validate", str(tmp_path), check_rc=1)
+    assert "SKILL.md is missing" in proc.stdout
     proc = env.cli("skills", "validate", str(tmp_path / "nothing"), check_rc=1)
-    assert "is not a skill folder" in proc.stdout
+    assert proc.stderr.splitlines()[0] == f"Error: {tmp_path / 'nothing'}: no such file or folder."
+
+
+def test_no_arguments_prints_help_and_version_prints_the_version(env):
+    from lily_kernel import __version__
+    proc = env.cli(check_rc=0)
+    assert proc.stdout.startswith("usage: lily") and "skills" in proc.stdout
+    assert env.cli("--version", check_rc=0).stdout.strip() == f"lily {__version__}"
+
+
+@pytest.mark.parametrize("argv", [("skills",), ("skills", "list", "--bogus"), ("kernel",),
+                                  ("bogus",), ("skills", "validate")])
+def test_usage_errors_are_one_error_line(env, argv):
+    proc = env.cli(*argv, check_rc=2)
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("Error: lily")
+    assert "usage:" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_info_and_run_help_print_text_tables_not_markdown(env):
+    env.write_skill(env.ws_skills, "alpha", "summary: Alpha does things\ncommand: al")
+    info = env.cli("skills", "info", "alpha", check_rc=0).stdout
+    run = env.cli("run", "/help", check_rc=0).stdout
+    for text in (info, run):
+        assert "| ---" not in text and "**" not in text and "`" not in text
+    assert any(line.split() == ["alias", "/al"] for line in info.splitlines())
+    assert env.cli("skills", "info", "nope", check_rc=1).stderr == "Error: no skill named 'nope'.\n"
+
+
+def test_model_prints_the_same_table_as_in_a_notebook(env):
+    from lily_kernel.commands import render
+    from lily_kernel.commands.results import ModelInfo
+    out = env.cli("run", "/model", check_rc=0).stdout
+    assert out.splitlines()[:2] == ["Model configuration", ""]
+    assert out.splitlines()[2].split() == ["setting", "value"]
+    md = render.markdown(ModelInfo({"model": "m", "timeout": None}))
+    assert "| setting | value |" in md and "| timeout | — |" in md
+    assert any(line.split() == ["temperature", "—"] for line in out.splitlines())
+
+
+def test_run_a_notebook_skill_alias_says_it_needs_a_notebook(env):
+    env.write_skill(env.ws_skills, "fixer", "summary: Fix.\ncommand: fix\n"
+                                              "requires_tools: [last_error, propose_cell]")
+    proc = env.cli("run", "/fix", check_rc=1)
+    assert proc.stderr.startswith("Error: /fix runs the skill 'fixer', which is not available "
+                                  "here: needs a notebook (the Lily kernel or %load_ext lily)")
+    proc = env.cli("skills", "validate", "--lily", str(env.ws_skills / "fixer"), check_rc=0)
+    assert "valid in a notebook: needs a notebook" in proc.stdout
+    assert "1 of 1 skill(s) valid (what Lily would load here); 1 of them needs a notebook." in proc.stderr
 
 
 def test_usage_errors_exit_2(env):

@@ -10,11 +10,12 @@ writes capped.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
@@ -26,6 +27,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache_
              ".ipynb_checkpoints", ".lily", ".mypy_cache", ".pytest_cache", ".tox",
              "build", "dist"}
 TODO_RE = re.compile(r"\b(TODO|FIXME|XXX|HACK)\b(?:\([^)]*\))?(?::|\s|$)\s*(.*)")
+READ_ONLY = {"readOnlyHint": True}
 MAX_SCAN_BYTES = 1_000_000
 MAX_NOTEBOOK_BYTES = 16_000_000  # saved outputs (images) make notebooks large; only sources count
 
@@ -53,23 +55,24 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
     """
     fs = files or default_files(Path(workspace))
 
-    @registry.register(name="read")
+    @registry.register(name="read", annotations=READ_ONLY)
     def read_file(path: str) -> str:
         """Read a UTF-8 text file in the workspace. `path` is relative to the workspace."""
         return fs().read(path)
 
-    @registry.register(name="write")
+    @registry.register(name="write", change=lambda args: write_change(fs(), args),
+                       annotations={"readOnlyHint": False, "destructiveHint": True})
     def write_file(path: str, content: str) -> str:
         """Write a UTF-8 text file in the workspace, creating folders as needed."""
         fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
-    @registry.register(name="list")
+    @registry.register(name="list", annotations=READ_ONLY)
     def list_files(path: str = ".") -> str:
         """List a folder in the workspace (folders end with '/')."""
         return "\n".join(name + ("/" if is_dir else "") for name, is_dir in fs().list(path))
 
-    @registry.register(name="scan_todos")
+    @registry.register(name="scan_todos", annotations=READ_ONLY)
     def scan_todos(input: str = "") -> str:
         """Find TODO, FIXME, XXX and HACK markers in the workspace's text files and notebooks.
 
@@ -89,7 +92,29 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
             lines.append(f"| {shown} | {lineno} | {tag} | {note} |")
         return "\n".join(lines)
 
-    registry.register(compile_plan)
+    registry.register(compile_plan, annotations=READ_ONLY)
+
+
+def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
+    """What a ``write`` would change in a file that exists: a unified diff; None for a new
+    file (or one the boundary refuses: the write is refused too). Read through the file
+    boundary, never around it (docs/notebook-tools.md#confirmation)."""
+    path, content = args.get("path"), args.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return None
+    try:
+        data, size = fs.read_bytes_of(path)
+    except ToolError:
+        return None
+    if size > fs.read_bytes:
+        return (f"(the file exists and holds {size:,} bytes, more than a read shows: "
+                "the whole file is replaced)")
+    old = data.decode("utf-8", errors="replace")
+    shown = "/".join(workspace_fs.split(path))
+    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True),
+                                        content.splitlines(keepends=True),
+                                        f"a/{shown}", f"b/{shown}"))
+    return diff or "(no change: the file already holds exactly this content)"
 
 
 _CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"
@@ -167,11 +192,20 @@ def _markers(path: str, data: bytes):
         yield f"`{path}`", lineno, tag, note
 
 
+# A marker counts in a comment (after a comment opener on its line) or at the start of a
+# line (after a list bullet or heading marks); the word in running prose ("Which TODO
+# markers are there?") or in a string is not a marker (docs/agent.md#tools).
+_COMMENT_OPENERS = ("#", "//", "/*", "<!--", "--", ";")
+_LINE_START = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|#+\s*|\[[ xX]\]\s+)*$")
+
+
 def _line_markers(text: str):
     for lineno, line in enumerate(text.splitlines(), 1):
-        m = TODO_RE.search(line)
-        if m:
-            yield lineno, m.group(1), m.group(2)
+        for m in TODO_RE.finditer(line):
+            before = line[:m.start()]
+            if _LINE_START.match(before) or any(o in before for o in _COMMENT_OPENERS):
+                yield lineno, m.group(1), m.group(2)
+                break
 
 
 def _notebook_sources(data: bytes):

@@ -6,11 +6,28 @@ Both work on the first line of a command cell only: the command word after
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 
 from lily_kernel.commands import table as commands
 from lily_kernel.commands import help as help_mod
 from lily_kernel.session.session import Session
+
+
+Variables = Callable[[], Iterable[str]]  # the notebook's variable names (a face gives them)
+
+
+def takes_variable(skill) -> bool:
+    """Does the skill's first argument name a notebook variable? Its ``argument-hint`` says
+    so (``<variable>``, ``[dataframe variable]``): Tab completes the notebook's variables and
+    a name that does not exist fails before the model is called (docs/commands.md#variables-as-arguments)."""
+    hint = getattr(skill, "argument_hint", None) or ""
+    return "variable" in hint.lower()
+
+
+def _model_settings() -> list[str]:
+    from lily_kernel.agent.config import ModelConfig
+    return [f"{f.name}=" for f in fields(ModelConfig) if f.name != "model"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +66,10 @@ def _runnable(session: Session) -> list[str]:
     return [s.name for s in session.snapshot.skills if s.user_invocable]
 
 
-def complete(session: Session, code: str, cursor: int) -> Completion | None:
+def complete(session: Session, code: str, cursor: int,
+             variables: Variables | None = None) -> Completion | None:
+    """What Tab offers at ``cursor`` in a command cell; ``variables`` lists the notebook's
+    variables where the face has a notebook."""
     found = _first_line(code, cursor)
     if found is None:
         return None
@@ -59,12 +79,23 @@ def complete(session: Session, code: str, cursor: int) -> Completion | None:
         return Completion(start, cursor, tuple("/" + w for w in _command_words(session)
                                                if w.startswith(word)))
     head, _, rest = text.partition(" ")
+    if head == "/model":  # any number of key=value settings
+        arg = rest.split(" ")[-1]
+        if "=" in arg:
+            return Completion(cursor, cursor, ())
+        return Completion(cursor - len(arg), cursor,
+                          tuple(o for o in _model_settings() if o.startswith(arg)))
     if " " in rest.strip() or rest.endswith("  "):
         return Completion(cursor, cursor, ())
     arg = rest.lstrip()
     arg_start = cursor - len(arg)
     options: list[str] = []
-    if head == "/skill":
+    skill = _skill_of(session, head[1:])
+    if skill is not None and variables is not None and takes_variable(skill):
+        options = sorted(variables())
+    if options:
+        pass
+    elif head == "/skill":
         options = _runnable(session)
     elif head == "/help":
         options = session.snapshot.names() + ["/" + w for w in _command_words(session)]
@@ -73,6 +104,11 @@ def complete(session: Session, code: str, cursor: int) -> Completion | None:
     elif head == "/skills":
         options = ["--all"]
     return Completion(arg_start, cursor, tuple(o for o in options if o.startswith(arg)))
+
+
+def _skill_of(session: Session, alias: str):
+    snap = session.snapshot
+    return snap.get(snap.aliases[alias]) if alias in snap.aliases else None
 
 
 def _word_at(line: str, pos: int) -> tuple[int, str]:

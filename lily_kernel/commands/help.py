@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from lily_kernel.commands import table as commands
+from lily_kernel.commands.sanitize import code_span, md_cell, md_text
 from lily_kernel.commands.render import mode_label
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.skills.skill import Skill
@@ -11,7 +12,8 @@ from lily_kernel.skills.snapshot import Snapshot
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Markdown Lily built (code spans of escaped values) as one table cell."""
+    return str(text).replace("\n", " ")
 
 
 def commands_page(snap: Snapshot) -> HelpPage:
@@ -20,7 +22,8 @@ def commands_page(snap: Snapshot) -> HelpPage:
     if snap.aliases:
         lines += ["", "**Skill aliases** in this snapshot:", "",
                   "| alias | runs |", "| --- | --- |"]
-        lines += [f"| `/{a}` | `/skill {s}` |" for a, s in sorted(snap.aliases.items())]
+        lines += [f"| {code_span('/' + a)} | {code_span('/skill ' + s)} |"
+                  for a, s in sorted(snap.aliases.items())]
     lines += ["", "Any other cell goes to the agent. `/help <skill>` shows one skill."]
     return HelpPage("Lily commands", "\n".join(lines))
 
@@ -31,42 +34,44 @@ def command_help(cmd: commands.BuiltinCommand) -> HelpPage:
 
 def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     rows = [
-        ("summary", skill.summary or "—"),
-        ("source", f"{skill.source} (`{skill.path}`)"),
-        ("invocation mode", mode_label(skill)),
-        ("alias", f"`/{skill.command}`" + (" (disabled: claimed by several skills)"
-                                           if skill.command in snap.alias_clashes else "")
+        ("summary", md_cell(skill.summary or "—")),
+        ("source", f"{md_cell(skill.source)} ({code_span(str(skill.path))})"),
+        ("invocation mode", md_cell(mode_label(skill))),
+        ("alias", code_span(f"/{skill.command}") + (" (disabled: claimed by several skills)"
+                                                   if skill.command in snap.alias_clashes else "")
          if skill.command else "—"),
-        ("command tool", f"`{skill.command_tool}`" if skill.command_tool else "—"),
-        ("required tools", ", ".join(f"`{t}`" for t in skill.requires_tools) or "—"),
-        ("eligibility", _eligibility(skill)),
-        *([("arguments", f"`{skill.argument_hint}` (argument-hint)")] if skill.argument_hint else []),
+        ("command tool", code_span(skill.command_tool) if skill.command_tool else "—"),
+        ("required tools", ", ".join(code_span(t) for t in skill.requires_tools) or "—"),
+        ("eligibility", md_cell(_eligibility(skill))),
+        *([("arguments", f"{code_span(skill.argument_hint)} (argument-hint)")]
+          if skill.argument_hint else []),
         ("model may select it", "no (disable-model-invocation)" if skill.disable_model_invocation
          else "yes"),
         *([] if skill.user_invocable else [("user may run it", "no (user-invocable: false)")]),
     ]
     if skill.description and skill.description != skill.summary:
-        rows.append(("description", skill.description))
+        rows.append(("description", md_cell(skill.description)))
     if skill.license:
-        rows.append(("license", skill.license))
+        rows.append(("license", md_cell(skill.license)))
     if skill.compatibility:
-        rows.append(("compatibility", skill.compatibility))
+        rows.append(("compatibility", md_cell(skill.compatibility)))
     declared = skill.declared_not_enforced()
     if declared:  # docs/skills-compat.md#claude-code-conventions
         rows.append(("declared, not enforced by Lily", "; ".join(
-            f"{k}: {_declared(skill, k, v)}" for k, v in declared)))
+            f"{md_text(k)}: {_declared(skill, k, v)}" for k, v in declared)))
     for key, value in skill.metadata.items():
-        rows.append((f"metadata.{key}", value))
+        rows.append((md_cell(f"metadata.{key}"), md_cell(value)))
     lines = ["| field | value |", "| --- | --- |"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
     if skill.typed is not None:
         lines += ["", *typed_lines(skill)]
     notes = [d.reason for d in snap.for_skill(skill.name) if d.kind in ("note", "shadowed")]
     if notes:
-        lines += ["", *[f"- {n}" for n in notes]]
+        lines += ["", *[f"- {md_text(n)}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
     if skill.user_invocable:
-        lines += ["", f"Run it with `{usage} {skill.argument_hint or '[input]'}`."]
+        run = f"{usage} {skill.argument_hint or '[input]'}"
+        lines += ["", f"Run it with {code_span(run, table=False)}."]
     else:
         lines += ["", "Only the model runs it, when a request needs it."]
     return HelpPage(skill.name, "\n".join(lines))
@@ -74,23 +79,25 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
 
 def typed_lines(skill: Skill) -> list[str]:
     spec = skill.typed
-    out = [f"**Typed skill ({spec.kind})**: {' '.join(spec.purpose.split())}", ""]
+    out = [f"**Typed skill ({md_text(spec.kind)})**: {md_text(' '.join(spec.purpose.split()))}", ""]
     if spec.params:
         out += ["| parameter | type | required | constraints | description |",
                 "| --- | --- | --- | --- | --- |"]
-        out += [f"| `{p.name}` | {p.type} | {'yes' if p.required else 'no'} | "
-                f"{_cell(p.constraints()) or '—'} | {_cell(p.description) or '—'} |"
+        out += [f"| {code_span(p.name)} | {md_cell(p.type)} | {'yes' if p.required else 'no'} | "
+                f"{md_cell(p.constraints()) or '—'} | {md_cell(p.description) or '—'} |"
                 for p in spec.params]
     else:
         out.append("No parameters.")
     if spec.kind == "internal":
-        out += ["", f"Config ACL: read {', '.join(f'`{p}`' for p in spec.acl_read) or '—'}; "
-                    f"write {', '.join(f'`{p}`' for p in spec.acl_write) or '—'}."]
+        acl = [", ".join(code_span(p, table=False) for p in paths) or "—"
+               for paths in (spec.acl_read, spec.acl_write)]
+        out += ["", f"Config ACL: read {acl[0]}; write {acl[1]}."]
     else:
-        out += ["", f"Sends an ActivityStreams **{spec.activity}** activity."]
+        out += ["", f"Sends an ActivityStreams **{md_text(spec.activity)}** activity."]
     example = {p.name: "…" for p in spec.params if p.required}
-    out += ["", f"Programmatic call (no confirmation): `/skill {skill.name} "
-                f"{json.dumps(example, ensure_ascii=False)}` with every required parameter."]
+    call = f"/skill {skill.name} {json.dumps(example, ensure_ascii=False)}"
+    out += ["", f"Programmatic call (no confirmation): {code_span(call, table=False)} "
+                "with every required parameter."]
     return out
 
 
@@ -113,7 +120,7 @@ def _eligibility(skill: Skill) -> str:
 
 def _declared(skill: Skill, key: str, value) -> str:
     if key == "allowed-tools":
-        return " ".join(f"`{t}`" for t in skill.allowed_tools) + " (grants nothing)"
+        return " ".join(code_span(t) for t in skill.allowed_tools) + " (grants nothing)"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return f"`{value}`"
+    return code_span(str(value))

@@ -7,9 +7,15 @@ beside it.
 from __future__ import annotations
 
 import json
+import json
+import re
+from collections.abc import Mapping
 from functools import singledispatch
 
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.agent.pending import HeldCall, short
+from lily_kernel.commands import sanitize
+from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -83,10 +89,16 @@ def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60
     return "\n".join(out)
 
 
-def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    esc = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]],
+             markup: tuple[int, ...] = ()) -> str:
+    """A Markdown pipe table; every cell shown literally (docs/trust-boundary.md#display),
+    except the columns in ``markup``, which hold Markdown Lily built (code spans)."""
+    def esc(i: int, v: object) -> str:
+        if i in markup:
+            return str(v).replace("\n", " ")
+        return sanitize.md_cell(str(v))
     out = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(esc(i, c) for i, c in enumerate(r)) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -131,10 +143,11 @@ def _(r: SkillTable) -> str:
 @markdown.register
 def _(r: SkillTable) -> str:
     snap = r.snapshot
-    out = [f"**{skills_heading(snap)}**", "", md_table(skill_columns(snap), skill_rows(snap))]
+    out = [f"**{sanitize.md_text(skills_heading(snap))}**", "",
+           md_table(skill_columns(snap), skill_rows(snap))]
     omissions = index_omissions(snap)
     if omissions:
-        out += ["", omissions]
+        out += ["", sanitize.md_text(omissions)]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
@@ -144,12 +157,12 @@ def _(r: SkillTable) -> str:
 
 @text.register
 def _(r: HelpPage) -> str:
-    return f"{r.title}\n\n{r.markdown}"
+    return f"{r.title}\n\n{plain_text(r.markdown)}"
 
 
 @markdown.register
 def _(r: HelpPage) -> str:
-    return f"### {r.title}\n\n{r.markdown}"
+    return f"### {sanitize.md_text(r.title)}\n\n{sanitize.markdown(r.markdown)}"
 
 
 @text.register
@@ -160,12 +173,13 @@ def _(r: AgentList) -> str:
 
 @markdown.register
 def _(r: AgentList) -> str:
-    head = f"Switched to agent **{r.active}**." if r.switched else "**Agents**"
+    md = sanitize.md_text
+    head = f"Switched to agent **{md(r.active)}**." if r.switched else "**Agents**"
     return head + "\n\n" + "\n".join(
-        f"- **{a}** (active)" if a == r.active else f"- {a}" for a in r.agents)
+        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents)
 
 
-_markdown_first(Notice, lambda r: r.markdown)
+_markdown_first(Notice, lambda r: sanitize.markdown(r.markdown))
 
 
 @text.register
@@ -177,8 +191,8 @@ def _(r: ToolOutput) -> str:
 def _(r: ToolOutput) -> str:
     value = r.value
     if isinstance(value, str):
-        return value
-    return "```json\n" + _value(value) + "\n```"
+        return sanitize.markdown(value)
+    return sanitize.code_block(_value(value), "json")
 
 
 @text.register
@@ -186,18 +200,22 @@ def _(r: SkillRequest) -> str:
     return f"[skill {r.skill.name}: prompt_rewrite request for the agent]\n\n{r.prompt}"
 
 
+def _model_rows(r: ModelInfo) -> list[tuple[str, ...]]:
+    return [(k, "—" if v is None else str(v)) for k, v in r.config.items()]
+
+
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
-    return head + ":\n" + "\n".join(f"  {k} = {v}" for k, v in r.config.items()) \
+    return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
 @markdown.register
 def _(r: ModelInfo) -> str:
-    head = "**Model configuration**" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
-    return head + "\n\n" + md_table(("setting", "value"),
-                                    [(k, "—" if v is None else v) for k, v in r.config.items()]) \
+    head = "**Model configuration**" + (
+        f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
+    return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
@@ -216,48 +234,102 @@ def _(r: Answer) -> str:
 
 @markdown.register
 def _(r: Answer) -> str:
-    return f"{r.text.rstrip()}\n\n<sub>{r.footer()}</sub>"
+    return f"{sanitize.markdown(r.text.rstrip())}\n\n<sub>{sanitize.md_text(r.footer())}</sub>"
 
 
-def tool_card_markdown(card: ActionCard, footer: bool = True) -> str:
-    """A held tool call: the exact arguments; code in a fenced, highlighted block."""
+HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
+         ("openWorldHint", "open world"))
+
+
+def hints(annotations: Mapping[str, bool]) -> str:
+    """A tool's annotations in words ("destructive, open world"); "none given" when empty."""
+    said = [f"{word}" if annotations[key] else f"not {word}"
+            for key, word in HINTS if key in annotations]
+    return ", ".join(said) or "none given"
+
+
+def origin_of(call: HeldCall) -> str:
+    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME"."""
+    if call.origin == "mcp":
+        return f"MCP server {call.server or '?'}"
+    return {"builtin": "built-in"}.get(call.origin, call.origin)
+
+
+def decide_line(card: ActionCard) -> str:
+    """How to decide a card, by its id (docs/typed-skills.md#confirmation)."""
+    a, ref = card.action, short(card.action.id)
+    if not isinstance(a, HeldCall):
+        return f"Nothing happens until you confirm: `/confirm {ref}` or `/cancel {ref}`."
+    always = (f"`/confirm {ref} --always` (this tool runs without a card until /new), "
+              if a.always_refusal is None else "")
+    return (f"Nothing runs until you decide: `/confirm {ref}` (run once), {always}"
+            f"`/cancel {ref}` (deny).")
+
+
+def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:
+    """The approval card of a held call: tool, origin, hints, the full arguments as JSON
+    (redacted and capped by the runner), a write's diff; the code of run_python again,
+    highlighted. Everything from outside is escaped (commands/sanitize.py), except in
+    the ``plain`` text version, which is never rendered."""
     a = card.action
-    out = [f"**Confirm {a.tool}** (tool call)" + (f": {card.purpose}" if card.purpose else "")]
-    short = [(k, f"`{json.dumps(v, ensure_ascii=False)}`") for k, v in a.args.items()
-             if not (isinstance(v, str) and ("\n" in v or k == "code"))]
-    if short:
-        out += ["", md_table(("argument", "value"), short)]
-    for k, v in a.args.items():
-        if isinstance(v, str) and ("\n" in v or k == "code"):
-            fence = "````" if "```" in v else "```"
-            lang = "python" if a.tool == "run_python" else ""
-            out += ["", f"`{k}`:", "", f"{fence}{lang}", v.rstrip("\n"), fence]
+    assert isinstance(a, HeldCall)
+    esc, cell = (str, lambda t: " ".join(str(t).split())) if plain else (md_text, md_cell)
+    out = [f"**Approve {esc(a.tool)}** (tool call, card `{short(a.id)}`)"
+           + (f": {esc(card.purpose)}" if card.purpose else ""), "",
+           md_table(("tool", "from", "hints"),
+                    [(code_span(a.tool), cell(origin_of(a)), cell(hints(a.annotations)))],
+                    markup=(0, 1, 2)),
+           "", "Arguments:", "", code_block(card.arguments, "json")]
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str):
+        out += ["", "The code:", "", code_block(code, "python")]
+    if card.change is not None:
+        out += ["", "The change to the file:", "", code_block(card.change, "diff")]
     if footer:
-        out += ["", "Nothing runs until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 def card_markdown(card: ActionCard, footer: bool = True) -> str:
+    """A card in Markdown: a held call's approval card, or a typed action's effect."""
     a = card.action
-    if a.kind == "tool":
+    if isinstance(a, HeldCall):
         return tool_card_markdown(card, footer)
-    out = [f"**Confirm {a.skill}** ({a.kind})" + (f": {card.purpose}" if card.purpose else ""), "",
-           md_table(("parameter", "value"), [(k, f"`{json.dumps(v)}`") for k, v in a.params.items()])]
+    md, span = sanitize.md_text, sanitize.code_span
+    purpose = f": {md(card.purpose)}" if card.purpose else ""
+    params = [(k, span(json.dumps(v))) for k, v in a.params.items()]
+    out = [f"**Confirm {md(a.skill)}** ({md(a.kind)}, card `{short(a.id)}`){purpose}", "",
+           md_table(("parameter", "value"), params, markup=(1,))]
     if a.kind == "internal":
         out += ["", md_table(("setting", "now", "after"),
-                             [(f"`{p}`", "—" if a.old.get(p) is None else f"`{json.dumps(a.old[p])}`",
-                               f"`{json.dumps(v)}`") for p, v in a.changes.items()])]
+                             [(span(p), "—" if a.old.get(p) is None else span(json.dumps(a.old[p])),
+                               span(json.dumps(v))) for p, v in a.changes.items()],
+                             markup=(0, 1, 2))]
     else:
-        out += ["", f"Sends a **{a.activity['type']}** activity to {a.target} "
-                    f"(id `{a.activity['id']}`):", "", "```json",
-                json.dumps(a.activity, indent=2, ensure_ascii=False), "```"]
+        activity = a.activity or {}
+        out += ["", f"Sends a **{md(str(activity.get('type')))}** activity to {md(a.target)} "
+                    f"(id {span(str(activity.get('id')), table=False)}):", "",
+                sanitize.code_block(json.dumps(activity, indent=2, ensure_ascii=False), "json")]
     if footer:
-        out += ["", "Nothing happens until you confirm: `/confirm` or `/cancel`."]
+        out += ["", decide_line(card)]
     return "\n".join(out)
 
 
 _markdown_first(ActionCard, card_markdown)
-_markdown_first(ActionDone, lambda r: r.summary)
+text.register(ActionCard, lambda r: _plain(
+    tool_card_markdown(r, plain=True) if isinstance(r.action, HeldCall) else card_markdown(r)))
+_markdown_first(ActionDone, lambda r: sanitize.markdown(r.summary))
+
+
+@text.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join(f"Proposed cell (copy it into a new cell):\n\n{code.rstrip()}"
+                       for code in r.cells)
+
+
+@markdown.register
+def _(r: ProposedCells) -> str:
+    return "\n\n".join("Proposed cell:\n\n" + code_block(code, "python") for code in r.cells)
 
 
 @text.register
@@ -278,11 +350,11 @@ def _(r: ConfirmedRun) -> str:
 def _(r: ConfirmedRun) -> str:
     out = [markdown(r.done)]
     if r.output.strip():
-        out.append("Output:\n\n```\n" + r.output.rstrip() + "\n```")
+        out.append("Output:\n\n" + sanitize.code_block(r.output.rstrip()))
     if r.answer is not None:
         out.append(markdown(r.answer))
     for code in r.proposed:
-        out.append("Proposed cell:\n\n```python\n" + code.rstrip() + "\n```")
+        out.append("Proposed cell:\n\n" + sanitize.code_block(code.rstrip(), "python"))
     if r.card is not None:
         out.append(markdown(r.card))
     return "\n\n".join(out)
@@ -291,6 +363,32 @@ def _(r: ConfirmedRun) -> str:
 def _plain(md: str) -> str:
     """Short Markdown as plain text: bold and code marks dropped."""
     return md.replace("**", "").replace("`", "")
+
+
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+
+
+def plain_text(md: str) -> str:
+    """Lily's own Markdown (help pages) as terminal text: each Markdown table becomes a
+    fixed-width table like ``/skills``'s, headings and bold and code marks are dropped."""
+    out: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
+            block = [lines[i]]
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            rows = [tuple(_plain(c.strip().replace("\\|", "|"))
+                          for c in _CELL_SPLIT.split(row.strip())[1:-1]) for row in block]
+            out.append(table(rows[0], rows[1:], width=100))
+            continue
+        out.append(_plain(lines[i].lstrip("#").lstrip() if lines[i].startswith("#") else lines[i]))
+        i += 1
+    return "\n".join(out)
 
 
 def _value(value) -> str:

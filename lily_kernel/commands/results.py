@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 from lily_kernel.skills.snapshot import Snapshot
@@ -97,17 +98,27 @@ class Answer:
 
 @dataclass(frozen=True)
 class ActionCard:
-    """A typed-skill action waiting for the user: what would happen, and how to allow it."""
-    action: Any  # actions.Action
+    """Pending work shown to the user: what would happen, and how to allow it. The face
+    tells the runner once it is displayed (``Runner.shown``); only then does it wait."""
+    action: PendingItem
     purpose: str = ""
+    arguments: str = ""  # a held call: its arguments as pretty JSON, redacted and capped
+    change: str | None = None  # a write over an existing file: the diff, redacted and capped
 
 
 @dataclass(frozen=True)
 class ActionDone:
     """A typed-skill action carried out (or cancelled), or a held tool call decided."""
-    action: Any
+    action: PendingItem
     summary: str
     tool_result: str | None = None  # a confirmed tool call: the agent continues with this
+    display: object | None = None  # what it showed (the face's own data), for the face
+
+
+@dataclass(frozen=True)
+class ProposedCells:
+    """Cells the agent proposed while no cell ran to take them (after a card's button)."""
+    cells: tuple[str, ...]
 
 
 @dataclass(frozen=True)

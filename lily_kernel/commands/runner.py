@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Protocol
 
-from lily_kernel.agent import confirmation
 from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
-from lily_kernel.errors import ActionError, CommandError, LoaderError, command_error
+from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
+from lily_kernel.commands import completion, router
+from lily_kernel.agent.notebook_tools import ProposedCell
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, ProposedCells, \
+    SkillRequest
+from lily_kernel.errors import CommandError, LoaderError
+from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
@@ -45,8 +48,10 @@ class Runner:
     :meth:`command` and :meth:`ask`, makes the face's live display for one agent request.
     """
 
-    def __init__(self, new_session: Callable[[], Session]) -> None:
+    def __init__(self, new_session: Callable[[], Session],
+                 variables: completion.Variables | None = None) -> None:
         self._new_session = new_session
+        self.variables = variables  # the notebook's variable names, where there is a notebook
         self._session: Session | None = None
         self.session_error: str | None = None
         self.start()
@@ -86,12 +91,24 @@ class Runner:
         except KeyboardInterrupt:
             raise Interrupted("interrupted.") from None
         if isinstance(result, SkillRequest):
+            self._check_variable(result)
             yield from self.ask(result.input, skill=result, live=live)
         elif isinstance(result, ActionDone) and result.tool_result is not None:
             yield result  # a confirmed tool call: its outcome, then the request goes on
             yield from self.resume(result, live)
         else:
             yield result
+
+    def _check_variable(self, request: SkillRequest) -> None:
+        """A skill whose argument is a notebook variable: a missing name fails here, in code,
+        before the model is asked (docs/commands.md#variables-as-arguments)."""
+        if self.variables is None or not completion.takes_variable(request.skill):
+            return
+        name = (request.input.split() or [""])[0]
+        if name and name not in set(self.variables()):
+            raise CommandError(f"no variable named '{name}' in this notebook; "
+                               f"{request.skill.name} needs one (its argument is "
+                               f"{request.skill.argument_hint}).")
 
     def ask(self, text: str, skill: SkillRequest | None = None,
             live: Callable[[], Live] | None = None) -> Iterator:
@@ -103,16 +120,21 @@ class Runner:
     def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator:
         """After a held tool call ran: the same request goes on with its output."""
         session = self.session
+        call, result = done.action, done.tool_result
+        if not isinstance(call, HeldCall) or result is None:
+            raise CommandError("only a confirmed tool call resumes a request.")
         yield from self._agent(lambda on_text, on_event: agent.resume(
-            session, done.action, done.tool_result, on_text=on_text, on_event=on_event), live)
+            session, call, result, on_text=on_text, on_event=on_event), live)
 
-    def decide(self, action, ok: bool) -> ActionDone:
-        """Confirm (``ok``) or cancel ``action`` (None: whatever is pending), for any face."""
-        try:
-            outcome = confirmation.decide(self.session, action, ok)
-        except ActionError as exc:
-            raise command_error(exc) from None
-        return ActionDone(outcome.action, outcome.summary, outcome.result)
+    def decide(self, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
+        """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting), for any
+        face: the same path as ``/confirm`` and ``/cancel`` (``router.decide``)."""
+        return router.decide(self.session, ref, ok, always)
+
+    def shown(self, card: ActionCard) -> None:
+        """The face displayed ``card``: its item now waits for the user's decision
+        (docs/typed-skills.md#confirmation). A card never shown leaves nothing waiting."""
+        self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
     def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
@@ -129,17 +151,36 @@ class Runner:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
                      self.session.model_config.model, reply.usage)
+        cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
+        if cells:
+            yield ProposedCells(cells)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 
-    def card(self, action) -> ActionCard:
-        """The confirmation card of a held action, with the purpose it is shown under."""
+    def card(self, action: PendingItem) -> ActionCard:
+        """The card of pending work, with the purpose it is shown under; a held call's
+        arguments (and a write's diff) redacted and capped here, once, for every face."""
         session = self.session
-        if action.kind == "tool":
+        if isinstance(action, HeldCall):
             tool = session.tools.get(action.tool)
             words = " ".join((tool.description if tool else "").split())
             purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
-        else:
-            skill = session.snapshot.get(action.skill)
-            purpose = skill.typed.purpose if skill and skill.typed else ""
+            env = session.environ
+            change = action.change
+            return ActionCard(action, purpose,
+                              _capped(redact(arguments_json(action.args), env), "arguments"),
+                              None if change is None else _capped(redact(change, env), "diff"))
+        skill = session.snapshot.get(action.skill)
+        purpose = skill.typed.purpose if skill and skill.typed else ""
         return ActionCard(action, purpose)
+
+
+CARD_CHARS = 20_000  # what a card shows of a call's arguments, and of a diff
+
+
+def _capped(text: str, what: str) -> str:
+    """``text`` within :data:`CARD_CHARS`, saying how much of the ``what`` is not shown."""
+    if len(text) <= CARD_CHARS:
+        return text
+    return (text[:CARD_CHARS] + f"\n[… {len(text) - CARD_CHARS:,} more characters of the "
+            f"{what} are not shown …]")

@@ -33,9 +33,10 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
-    BuiltinCommand("confirm", "/confirm",
-                   "Carry out the change, dispatch or tool call waiting for confirmation."),
-    BuiltinCommand("cancel", "/cancel",
+    BuiltinCommand("confirm", "/confirm [id] [--always]",
+                   "Carry out the change, dispatch or tool call waiting for confirmation "
+                   "(--always: that tool runs without a card until /new)."),
+    BuiltinCommand("cancel", "/cancel [id]",
                    "Discard the change, dispatch or tool call waiting for confirmation."),
 )
 

@@ -8,27 +8,28 @@ only its live filter is an ipywidget, displayed apart (docs/jupyter-display.md).
 """
 from __future__ import annotations
 
-import html
 import re
 import uuid
 
-from lily_kernel.commands import render
+from lily_kernel.agent.pending import HeldCall, short
+from lily_kernel.commands import render, sanitize
+from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, SkillTable
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import error_line
 
 
-def bundle(result, confirm=None) -> dict:
+def bundle(result, confirm=None, shown=None) -> dict:
     """The MIME bundle for any command result.
 
-    ``confirm(action, ok) -> result`` makes an :class:`ActionCard` live: the
-    bundle then carries Confirm / Cancel buttons that call it.
+    ``confirm(action, ok, always) -> result`` makes an :class:`ActionCard` live: the
+    bundle then carries its buttons, which call it (``shown``: see :func:`card_widget`).
     """
     if isinstance(result, SkillTable):
         return skills_bundle(result)
     data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
     if isinstance(result, ActionCard) and confirm is not None:
-        view = card_widget(result, confirm)
+        view = card_widget(result, confirm, shown)
         if view is not None:
             data["application/vnd.jupyter.widget-view+json"] = {
                 "version_major": 2, "version_minor": 0, "model_id": view.model_id}
@@ -40,10 +41,11 @@ def card_html(card: ActionCard) -> str:
     whose captured display would leak into saved notebooks)."""
     import json
     a = card.action
-    if a.kind == "tool":
+    if isinstance(a, HeldCall):
         return tool_card_html(card)
-    title = f"<p><b>Confirm {html.escape(a.skill)}</b> ({a.kind})"
-    title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
+    title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
+             f"<code>{short(a.id)}</code>)")
+    title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     parts = [title, _html_table(("parameter", "value"),
                                 [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
                                 styled=True)]
@@ -52,25 +54,30 @@ def card_html(card: ActionCard) -> str:
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
                                    json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
-        parts.append(f"<p>Sends a <b>{html.escape(a.activity['type'])}</b> activity to "
-                     f"{html.escape(a.target)}:</p><pre>"
-                     f"{html.escape(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
+        parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
+                     f"{html_text(a.target)}:</p><pre>"
+                     f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
+    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
     return "\n".join(parts)
 
 
 def tool_card_html(card: ActionCard) -> str:
-    """A held tool call: its arguments, code syntax-highlighted (pygments comes with IPython)."""
-    import json
+    """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
+    run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
-    title = f"<p><b>Confirm {html.escape(a.tool)}</b> (tool call)"
-    title += f": {html.escape(card.purpose)}</p>" if card.purpose else "</p>"
-    parts = [title]
-    for name, value in a.args.items():
-        if isinstance(value, str) and ("\n" in value or name == "code"):
-            parts.append(f"<p><code>{html.escape(name)}</code>:</p>" + _highlight(value, a.tool))
-        else:
-            parts.append(f"<p><code>{html.escape(name)}</code> = "
-                         f"<code>{html.escape(json.dumps(value, ensure_ascii=False))}</code></p>")
+    assert isinstance(a, HeldCall)
+    title = (f"<p><b>Approve {html_text(a.tool)}</b> (tool call, card "
+             f"<code>{short(a.id)}</code>)")
+    title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
+    parts = [title, _html_table(("tool", "from", "hints"),
+                                [(a.tool, render.origin_of(a), render.hints(a.annotations))],
+                                styled=True),
+             "<p>Arguments:</p>", f"<pre>{html_text(card.arguments)}</pre>"]
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str):
+        parts += ["<p>The code:</p>", _highlight(code, a.tool)]
+    if card.change is not None:
+        parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
     return "\n".join(parts)
 
 
@@ -80,37 +87,53 @@ def _highlight(code: str, tool: str) -> str:
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer, TextLexer
     except ImportError:  # pragma: no cover
-        return f"<pre>{html.escape(code)}</pre>"
+        return f"<pre>{html_text(code)}</pre>"
     lexer = PythonLexer() if tool == "run_python" else TextLexer()
     return highlight(code, lexer, HtmlFormatter(noclasses=True))
 
 
-def card_widget(card: ActionCard, confirm):
-    """The card with Confirm / Cancel buttons; the outcome appears under them."""
+def card_widget(card: ActionCard, confirm, shown=None):
+    """The card with its buttons; the outcome appears under them. A typed action: Confirm /
+    Cancel. A held call: Run once / Always this session (not for run_python) / Deny.
+    ``confirm(action, ok, always)`` decides; ``shown(card)`` is told of a further card the
+    outcome displays."""
     try:
         import ipywidgets as w
     except ImportError:  # pragma: no cover
         return None
-    yes = w.Button(description="Confirm", button_style="success", icon="check")
-    no = w.Button(description="Cancel", icon="times")
+    call = isinstance(card.action, HeldCall)
+    yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
+                   icon="check")
+    no = w.Button(description="Deny" if call else "Cancel", icon="times")
+    buttons = [yes]
+    if call and card.action.always_refusal is None:
+        buttons.append(w.Button(description="Always this session", icon="check-double"))
+    buttons.append(no)
     status = w.HTML()
 
-    def click(ok: bool):
+    def click(ok: bool, always: bool = False):
         def handler(_button) -> None:
-            yes.disabled = no.disabled = True
+            for b in buttons:
+                b.disabled = True
             try:
-                outcome = confirm(card.action, ok)
+                outcome = confirm(card.action, ok, always)
             except Exception as exc:  # one readable line, never a traceback
-                yes.disabled = no.disabled = False
+                for b in buttons:
+                    b.disabled = False
                 line = error_line(exc)
-                status.value = f"<p style='color:#b00'>{html.escape(line)}</p>"
+                status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
             status.value = markdown_html(render.markdown(outcome))
+            further = getattr(outcome, "card", None)
+            if further is not None and shown is not None:
+                shown(further)
         return handler
 
     yes.on_click(click(True))
     no.on_click(click(False))
-    return w.VBox([w.HTML(card_html(card)), w.HBox([yes, no]), status])
+    if len(buttons) == 3:
+        buttons[1].on_click(click(True, always=True))
+    return w.VBox([w.HTML(card_html(card)), w.HBox(buttons), status])
 
 
 # Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own
@@ -120,58 +143,58 @@ _CELL = ("text-align:left;padding:2px 10px;"
 _HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
 
 
-def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
+def _matching(rows, filt: str) -> list:
+    """The rows that hold ``filt`` (case-insensitive) in any cell; all rows without one."""
     f = filt.lower().strip()
-    shown = [r for r in rows if not f or any(f in str(c).lower() for c in r)]
+    return [r for r in rows if not f or any(f in str(c).lower() for c in r)]
+
+
+def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
+    shown = _matching(rows, filt)
     th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
-    head = "".join(f"<th style='{th}'>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td style='{td}'>{html.escape(str(c))}</td>"
+    head = "".join(f"<th style='{th}'>{html_text(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='{td}'>{html_text(str(c))}</td>"
                                     for c in r) + "</tr>" for r in shown)
     style = " style='border-collapse:collapse;margin:4px 0'" if styled else ""
     return (f"<table class='lily-table'{style}><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
 
 
-def _inline(text: str) -> str:
-    """`code` and **bold** of one escaped line of short Markdown."""
-    out = html.escape(text)
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
-
-
 def markdown_html(md: str) -> str:
-    """Short Markdown (paragraphs, pipe tables, `code`, **bold**) as styled HTML.
+    """Markdown (an action outcome, as ``/confirm`` shows it) as styled HTML for a widget.
 
-    Action outcomes are Markdown (as ``/confirm`` shows them); a widget holds HTML, so
-    the card's Confirm button shows the same table through this.
+    Rendered by the one sanitizer (raw HTML off, unsafe links dropped,
+    docs/trust-boundary.md#display); a widget gets no notebook table CSS, so tables
+    get theirs here.
     """
-    parts: list[str] = []
-    for block in re.split(r"\n\s*\n", md.strip()):
-        lines = block.strip().splitlines()
-        if len(lines) >= 2 and lines[0].startswith("|") and set(lines[1]) <= set("|-: "):
-            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", ln.strip())[1:-1]]
-                     for ln in lines if ln.strip()]
-            head = "".join(f"<th style='{_HEAD}'>{_inline(c)}</th>" for c in cells[0])
-            body = "".join("<tr>" + "".join(f"<td style='{_CELL}'>{_inline(c)}</td>" for c in r)
-                           + "</tr>" for r in cells[2:])
-            parts.append("<table class='lily-table' style='border-collapse:collapse;margin:4px 0'>"
-                         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-        else:
-            parts.append("<p>" + "<br>".join(_inline(ln) for ln in lines) + "</p>")
-    return "\n".join(parts)
+    out = sanitize.markdown_html(md)
+    out = out.replace("<table>", "<table class='lily-table' style='border-collapse:collapse;"
+                                 "margin:4px 0'>")
+    out = re.sub(r"<th( style=\"[^\"]*\")?>", f"<th style='{_HEAD}'>", out)
+    return re.sub(r"<td( style=\"[^\"]*\")?>", f"<td style='{_CELL}'>", out)
 
 
 def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = False) -> str:
-    parts = [f"<p><b>{html.escape(render.skills_heading(snap))}</b></p>",
-             _html_table(render.skill_columns(snap), render.skill_rows(snap), filt, styled)]
+    """The /skills table as HTML; filtered, its heading counts what is shown
+    ("2 of 8 skills"), and an empty result says "no skill matches"."""
+    rows = render.skill_rows(snap)
+    if filt.strip():
+        n, total = len(_matching(rows, filt)), len(rows)
+        heading = (f"{n} of {total} skill{'s' if total != 1 else ''} match "
+                   f"“{filt.strip()}”" if n else f"no skill matches “{filt.strip()}”")
+    else:
+        heading = render.skills_heading(snap)
+    parts = [f"<p><b>{html_text(heading)}</b></p>"]
+    if not filt.strip() or _matching(rows, filt):
+        parts.append(_html_table(render.skill_columns(snap), rows, filt, styled))
     omissions = render.index_omissions(snap)
     if omissions:
-        parts.append(f"<p>{html.escape(omissions)}</p>")
+        parts.append(f"<p>{html_text(omissions)}</p>")
     if show_all:
-        rows = render.excluded_rows(snap)
-        parts.append(f"<p><b>Excluded, shadowed and notes ({len(rows)})</b></p>")
-        parts.append(_html_table(render.EXCLUDED_COLUMNS, rows, filt, styled)
-                     if rows else "<p>(none)</p>")
+        excluded = render.excluded_rows(snap)
+        parts.append(f"<p><b>Excluded, shadowed and notes ({len(excluded)})</b></p>")
+        parts.append(_html_table(render.EXCLUDED_COLUMNS, excluded, filt, styled)
+                     if excluded else "<p>(none)</p>")
     elif snap.excluded():
         parts.append(f"<p>{len(snap.excluded())} skill(s) excluded; "
                      "<code>/skills --all</code> shows why.</p>")
@@ -187,52 +210,45 @@ _HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.ju
                      ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
 
 
-def skills_bundle(result: SkillTable) -> dict:
-    """The /skills table itself: text and HTML only, so it survives a restart."""
-    key = _key(result)
+def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
+    """The /skills table itself: text and HTML only, so it survives a restart.
+
+    ``key`` names the filter displayed just before it (:func:`filter_bundle`): that
+    filter, and no other, hides this table while it filters.
+    """
     body = skills_html(result.snapshot, result.show_all)
     if key is not None:
         body = f"{_HIDE_DEAD_FILTER}\n<div class='lily-skills lily-skills-{key}'>\n{body}\n</div>"
     return {"text/plain": render.text(result), "text/html": body}
 
 
-def filter_bundle(result: SkillTable) -> dict | None:
-    """The live filter of a /skills table, a display of its own (None without ipywidgets).
+def filter_bundle(result: SkillTable) -> tuple[dict, str] | None:
+    """The live filter of one /skills output, a display of its own, and the key its
+    table carries (None without ipywidgets).
 
-    Its ``text/plain`` is empty: a front end without widgets shows nothing for it, and
-    once its kernel is gone, "model not found" appears here (hidden by the table's
-    HTML in JupyterLab), never in place of the table.
+    Every /skills output gets a filter of its own (typing in one never filters
+    another, and a new one starts empty). Its ``text/plain`` is empty: a front end
+    without widgets shows nothing for it, and once its kernel is gone, "model not
+    found" appears here (hidden by the table's HTML in JupyterLab), never in place of
+    the table.
     """
-    view = skills_widget(result)
-    if view is None:
+    made = skills_widget(result)
+    if made is None:
         return None
+    view, key = made
     return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
-        "version_major": 2, "version_minor": 0, "model_id": view.model_id}}
-
-
-# One widget per (snapshot, --all): building one costs ~5 ms and a dozen comm
-# messages, so showing the same snapshot again displays another view of the
-# same model (its views stay in sync: it is the same table). Each has a key that
-# the static tables of that snapshot carry as a CSS class.
-_widgets: dict[tuple[int, bool], tuple[Snapshot, object, str]] = {}
-_WIDGET_CACHE = 8
-
-
-def _key(result: SkillTable) -> str | None:
-    cached = _widgets.get((id(result.snapshot), result.show_all))
-    return cached[2] if cached is not None and cached[0] is result.snapshot else None
+        "version_major": 2, "version_minor": 0, "model_id": view.model_id}}, key
 
 
 def skills_widget(result: SkillTable):
-    """The filter: a Text box, and under it the matching rows while it is not empty.
+    """A new filter: a Text box, and under it the matching rows while it is not empty;
+    returns ``(view, key)``, or None without ipywidgets.
 
     While filtering, the view also carries a one-rule stylesheet that hides the static
-    tables of the same snapshot, so a person sees one table, filtered in place.
+    table of the same output (the one whose class holds ``key``), so a person sees one
+    table, filtered in place.
     """
     snap, show_all = result.snapshot, result.show_all
-    cached = _widgets.get((id(snap), show_all))
-    if cached is not None and cached[0] is snap and getattr(cached[1], "comm", None) is not None:
-        return cached[1]
     try:
         import ipywidgets as w
     except ImportError:  # pragma: no cover - ipywidgets is a dependency
@@ -249,8 +265,4 @@ def skills_widget(result: SkillTable):
             + skills_html(snap, show_all, text, styled=True))
 
     box.observe(refilter, names="value")
-    view = w.VBox([box, table])
-    if len(_widgets) >= _WIDGET_CACHE:
-        _widgets.clear()
-    _widgets[(id(snap), show_all)] = (snap, view, key)
-    return view
+    return w.VBox([box, table]), key

@@ -21,8 +21,9 @@ import time
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, ConfirmedRun, SkillTable
+from lily_kernel.commands import router, sanitize
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
+    ProposedCells, SkillTable
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
@@ -48,9 +49,15 @@ class Integration:
         self.kernel_mode = kernel_mode
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
-        self.notebook = ShellNotebook(shell)
+        self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
         self.runner = Runner(lambda: Session(label=session_label(os.environ),
-                                             add_tools=self._add_tools))
+                                             add_tools=self._add_tools),
+                             variables=self.variable_names)
+
+    def variable_names(self) -> list[str]:
+        """The notebook's variables, as the notebook tools see them (completion, checks)."""
+        from lily_kernel.agent.notebook_tools import variable_names
+        return variable_names(self.notebook)
 
     def _add_tools(self, session: Session) -> None:
         from lily_kernel.agent import notebook_tools
@@ -101,7 +108,13 @@ class Integration:
         if stripped.startswith("%%python"):
             first = cell.index("%%python")
             newline = cell.find("\n", first)
-            return [] if newline == -1 else cell[newline + 1:].splitlines(keepends=True)
+            if newline == -1:
+                return []
+            # the header becomes a comment line, not nothing: line N of a traceback is
+            # line N of the cell the user sees (docs/jupyter-display.md#python-cells)
+            header = cell[:newline + 1]
+            return ["# %%python" + "\n" * header.count("\n"),
+                    *cell[newline + 1:].splitlines(keepends=True)]
         if stripped[0] in "%!" or stripped.rstrip() in EXIT_WORDS:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
@@ -116,32 +129,37 @@ class Integration:
         return _LiveText if hasattr(self.shell, "kernel") else None
 
     def _show_all(self, results) -> None:
-        """Show each result as the core yields it (a held call's output before the answer)."""
+        """Show each result as the core yields it (a held call's output before the answer);
+        a card waits for the user's decision only once it is displayed."""
         for result in results:
-            if isinstance(result, ActionDone) and result.tool_result is not None:
-                captured, self.notebook.capture = self.notebook.capture, None
-                if captured is not None:
-                    captured.show()  # run_python: what the code printed and showed
-                    continue
+            if isinstance(result, ActionDone) and result.display is not None:
+                result.display.show()  # run_python: what the code printed and showed
+                continue
             if isinstance(result, ActionCard):
-                _display_result(result, confirm=self._confirm)
+                _display_result(result, confirm=self._confirm, shown=self.runner.shown)
+                self.runner.shown(result)
             else:
                 _display_result(result)
 
-    def _confirm(self, action, ok: bool):
+    def _confirm(self, action, ok: bool, always: bool = False):
         """A card's button: the same decision as /confirm and /cancel."""
-        done = self.runner.decide(action, ok)
+        done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
             return done
         # no cell is running after a click: the output and the answer go into the card
-        captured, self.notebook.capture = self.notebook.capture, None
         output = ""
-        if captured is not None:
-            from lily_kernel.jupyter.notebook import _captured_text
-            output = _captured_text(captured)
-        answer, *card = self.runner.resume(done)
-        proposed, self.notebook.undelivered = self.notebook.undelivered, []
-        return ConfirmedRun(done, output, answer, tuple(proposed), card[0] if card else None)
+        if done.display is not None:
+            from lily_kernel.jupyter.notebook import captured_text
+            output = captured_text(done.display)
+        answer, proposed, card = None, (), None
+        for result in self.runner.resume(done):
+            if isinstance(result, Answer):
+                answer = result
+            elif isinstance(result, ProposedCells):
+                proposed = result.cells
+            elif isinstance(result, ActionCard):
+                card = result
+        return ConfirmedRun(done, output, answer, proposed, card)
 
 
 class _LiveText:
@@ -164,6 +182,7 @@ class _LiveText:
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
+        self.gap = self.INTERVAL  # grows with the cost of rendering a long answer
         self.waiting = ""  # the waiting line, while the timer runs
         self._timer: threading.Event | None = None
         self._lock = threading.Lock()
@@ -174,7 +193,7 @@ class _LiveText:
             self._stop_waiting()
         self.parts.append(piece)
         now = time.monotonic()
-        if now - self.last >= self.INTERVAL:
+        if now - self.last >= self.gap:
             self.last = now
             self._show()
 
@@ -223,8 +242,19 @@ class _LiveText:
         if self.handle is None:
             from IPython.display import display
             self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-        lines = [line for line in (self.status, "".join(self.parts), self.waiting) if line]
-        self.handle.update({"text/plain": "\n".join(lines)}, raw=True)
+        text = "".join(self.parts)
+        lines = [line for line in (self.status, text, self.waiting) if line]
+        # Markdown as it arrives (a front end wraps it at word boundaries, where a plain
+        # text output breaks words), made inert like the final answer; the status and the
+        # waiting line carry names from the model and configuration, shown literally
+        # (sanitizing is linear in the text: updates of a long answer space out so it
+        # costs at most a quarter of the streaming time, never quadratic time)
+        began = time.monotonic()
+        md = [part for part in (sanitize.md_text(self.status), sanitize.markdown(text),
+                                sanitize.md_text(self.waiting)) if part]
+        self.gap = max(self.INTERVAL, 4 * (time.monotonic() - began))
+        self.handle.update({"text/plain": "\n".join(lines),
+                            "text/markdown": "\n\n".join(md)}, raw=True)
 
     def close(self) -> None:
         self._stop_waiting()
@@ -267,17 +297,17 @@ def _redact_history(shell, install: bool) -> None:
     history.store_inputs = store_inputs
 
 
-def _display_result(result, confirm=None) -> None:
+def _display_result(result, confirm=None, shown=None) -> None:
     from IPython.display import display
-    from lily_kernel.jupyter.display import bundle, filter_bundle
+    from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
         live = filter_bundle(result)
         with _nothing_to_flush():
             if live is not None:
-                display(live, raw=True)
-            display(bundle(result), raw=True)
+                display(live[0], raw=True)
+            display(skills_bundle(result, live[1] if live is not None else None), raw=True)
         return
-    display(bundle(result, confirm=confirm), raw=True)
+    display(bundle(result, confirm=confirm, shown=shown), raw=True)
 
 
 class _nothing_to_flush:

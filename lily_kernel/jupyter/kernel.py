@@ -27,14 +27,22 @@ class LilyKernel(IPythonKernel):
     implementation_version = __version__
     banner = ("Lily: a skill-driven agent in Jupyter. /help lists the commands, "
               "/skills the skills; %%python runs Python.")
+    # Python, not Markdown: a front end picks one editor mode for every code cell from
+    # this, and %%python cells must highlight as Python (Markdown mode drew `[1, 2]` as a
+    # link). Prose cells still go to the agent: routing is Lily's, never the front end's
+    # (docs/jupyter-display.md#python-cells).
     language_info = {
-        "name": "markdown",
-        "mimetype": "text/markdown",
-        "file_extension": ".md",
-        "pygments_lexer": "markdown",
-        "codemirror_mode": "markdown",
+        "name": "python",
+        "version": sys.version.split()[0],
+        "mimetype": "text/x-python",
+        "file_extension": ".py",
+        "pygments_lexer": "ipython3",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "nbconvert_exporter": "python",
     }
-    help_links = [{"text": "Lily commands: run /help", "url": "https://jupyter.org"}]
+    # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
+    # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
+    help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
     def __init__(self, **kwargs) -> None:
         _enter_working_dir()
@@ -64,7 +72,8 @@ class LilyKernel(IPythonKernel):
     async def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
-            found = completion.complete(self.lily.session, code, cursor_pos)
+            found = completion.complete(self.lily.session, code, cursor_pos,
+                                        self.lily.variable_names)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
                         "cursor_start": found.start, "cursor_end": found.end,

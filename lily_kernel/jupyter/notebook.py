@@ -21,13 +21,19 @@ from lily_kernel.commands.results import CommandError
 
 
 class ShellNotebook:
-    def __init__(self, shell) -> None:
+    """The notebook of one IPython shell, as the notebook tools see and act on it.
+
+    ``python_cell`` is the first line a proposed Python cell needs to run as Python in
+    this face: ``%%python`` in the Lily kernel (where plain text goes to the agent),
+    nothing under ``%load_ext lily`` in a Python kernel (docs/notebook-tools.md#acting).
+    """
+
+    def __init__(self, shell, python_cell: str = "") -> None:
         self.shell = shell
+        self.python_cell = python_cell
         self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
         self._error: tuple[int | None, str, BaseException] | None = None
         self._proposals: list[str] = []
-        self.undelivered: list[str] = []  # proposals made outside a cell (a button click)
-        self.capture = None  # the last run's captured output, for the face to show
 
     # -- events -------------------------------------------------------------------------
     def install(self) -> None:
@@ -75,13 +81,18 @@ class ShellNotebook:
         return _error_info(count, source, exc)
 
     # -- what the tools do --------------------------------------------------------------
-    def propose(self, code: str) -> None:
-        if not self.running:  # no execute reply will carry a payload: the face shows it
-            self.undelivered.append(code)
-            return
+    def propose(self, code: str) -> bool:
+        """Put ``code`` in the next cell (a ``set_next_input`` payload); False when no cell
+        runs (a button click): no execute reply will carry it, the face shows it instead.
+        In the Lily kernel the cell starts with ``%%python`` (docs/notebook-tools.md#acting)."""
+        if self.python_cell and not code.lstrip().startswith("%%"):
+            code = f"{self.python_cell}\n{code}"  # a cell magic (%%bash, ...) stays as written
+        if not self.running:
+            return False
         self._proposals.append(code.rstrip("\n"))
         # One set_next_input payload per reply (ipykernel keeps the last): join the proposals.
         self.shell.set_next_input("\n\n".join(self._proposals), replace=False)
+        return True
 
     def run(self, code: str) -> RunResult:
         from IPython.core.inputtransformer2 import TransformerManager
@@ -105,14 +116,14 @@ class ShellNotebook:
                 self._error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
-        self.capture = captured
-        return RunResult(_captured_text(captured), error)
+        return RunResult(captured_text(captured), error, captured)
 
 
 def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
     tb = exc.__traceback__
-    while tb is not None and "IPython" in tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/"):
-        tb = tb.tb_next  # IPython's own frames (run_code) are not the user's
+    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__ or "IPython" in
+                              tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
+        tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
 
@@ -136,7 +147,8 @@ def _output_text(hm, n: int) -> str:
     return "\n".join(p.rstrip("\n") for p in parts if p)
 
 
-def _captured_text(captured) -> str:
+def captured_text(captured) -> str:
+    """What captured output printed and showed, as text (for the model and a card)."""
     parts = [captured.stdout, captured.stderr]
     for out in captured.outputs:
         parts.append(str(out.data.get("text/plain", "")))

@@ -16,7 +16,7 @@ from typing import Mapping
 
 from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,20 @@ def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
         reason = tool_reasons[skill.command_tool]
         if reason:
             problems.append(f"its command_tool is unavailable: {reason}")
+    notebook = []
     for tool in skill.requires_tools:
         reason = tool_reasons[tool]
-        if reason:
+        if reason and reason.endswith(NEEDS_NOTEBOOK):
+            notebook.append(tool)
+        elif reason:
             problems.append(f"requires tool '{tool}': {reason}")
+    if notebook:  # one reason, not one per tool: the fix is the same (open a notebook)
+        problems.append(f"{NOTEBOOK_ONLY} (the Lily kernel or %load_ext lily) for its notebook "
+                        f"tool{'s' if len(notebook) > 1 else ''} {', '.join(notebook)}")
     return "; ".join(problems) or None
+
+
+NOTEBOOK_ONLY = "needs a notebook"  # the start of the reason a notebook face removes
 
 
 def notes(skill: Skill) -> list[str]:

@@ -158,6 +158,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
                 for w in map(winners.__getitem__, order)]
 
     included: list[Skill] = []
+    excluded_aliases: dict[str, str] = {}
     append = included.append
     parse = skill_mod.parse
     which = _WhichCache(host.path)
@@ -197,6 +198,8 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
             if reason:
                 diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
+                if skill.command:
+                    excluded_aliases.setdefault(skill.command, name)
                 continue
         if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
             for note in _notes(skill):
@@ -212,6 +215,8 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         roots=roots,
         aliases=MappingProxyType(aliases),
         alias_clashes=MappingProxyType(clashes),
+        excluded_aliases=MappingProxyType({a: n for a, n in excluded_aliases.items()
+                                           if a not in aliases and a not in clashes}),
     )
     if collect:
         gc.collect(1)

@@ -35,6 +35,8 @@ class Snapshot:
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # alias -> the skills that all claim it (the alias is disabled)
     alias_clashes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    # alias -> the excluded skill that declares it (so /fix can say why it is not here)
+    excluded_aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {s.name: s for s in self.skills})

@@ -464,6 +464,7 @@ class ScriptedServer:
         return calls
 
     def _usage(self, request: dict, turn: dict, content: str | None, calls: list[dict]) -> dict:
+        """The turn's ``usage`` as given, or (``usage: True`` or none) an estimate."""
         if isinstance(turn.get("usage"), dict):
             usage = dict(turn["usage"])
             usage.setdefault("total_tokens", int(usage.get("prompt_tokens", 0))
@@ -534,7 +535,7 @@ class ScriptedServer:
                                                        "function": {"arguments": piece}}]}))
         finish = turn.get("finish_reason") or ("tool_calls" if calls else "stop")
         closing = [chunk({}, finish)]
-        if include_usage and isinstance(turn.get("usage"), dict):
+        if include_usage and (isinstance(turn.get("usage"), dict) or turn.get("usage") is True):
             last = chunk(None)
             last["usage"] = self._usage(request, turn, content, calls)
             closing.append(last)

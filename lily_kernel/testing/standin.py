@@ -57,12 +57,87 @@ def _count_table_rows(text: str) -> int:
     return len(rows)
 
 
+def _forced_skill(user_text: str) -> tuple[str | None, str]:
+    """The skill a ``/skill`` or alias request forces, and the user's input after it."""
+    found = re.search(r'<skill name="([^"]+)">', user_text)
+    if not found:
+        return None, user_text
+    _, _, rest = user_text.partition("</skill>")
+    return found.group(1), rest.strip()
+
+
+def _results_since(messages: list, start: int) -> dict[str, str]:
+    """Each tool's latest result after message ``start``, by tool name."""
+    found: dict[str, str] = {}
+    for msg in messages[start + 1:]:
+        if msg.get("role") == "tool":
+            name, _ = _answered_call(messages, msg)
+            if name:
+                found[name] = message_text(msg)
+    return found
+
+
+def _corrected(source: str, error: str) -> str:
+    """A corrected cell for a failed one: a clearly marked placeholder for a missing name,
+    else the cell with a comment naming the error (the stand-in knows no more)."""
+    body = re.sub(r"^%%python[^\n]*\n", "", source)
+    missing = re.search(r"NameError: name '([A-Za-z_]\w*)' is not defined", error)
+    if missing:
+        name = missing.group(1)
+        return (f"{name} = 7  # [scripted model] define {name} first: put the value you meant\n"
+                f"{body}")
+    return f"# [scripted model] this cell raised {error.splitlines()[0] if error else 'an error'}\n{body}"
+
+
+def _fix(user_text: str, results: dict[str, str]) -> dict | None:
+    """``/fix`` (fix_error): read the last error, propose a corrected cell, explain."""
+    if "last_error" not in results:
+        return {"tool_calls": [{"name": "last_error", "arguments": {}}]}
+    report = results["last_error"]
+    if report.startswith("No cell has failed"):
+        return {"content": f"{_DEMO_PREFIX}No cell has failed in this session, so there is "
+                           "nothing to fix."}
+    source = report.partition("--- source ---\n")[2].partition("\n--- error ---")[0]
+    error = report.partition("--- error ---\n")[2].partition("\n---")[0].strip()
+    if "propose_cell" not in results:
+        return {"tool_calls": [{"name": "propose_cell",
+                                "arguments": {"code": _corrected(source, error)}}]}
+    return {"content": (f"{_DEMO_PREFIX}The last failed cell raised `{error.splitlines()[0]}`. "
+                        "I proposed a corrected cell below: read it, change what it marks, "
+                        "and run it. Nothing ran.")}
+
+
+def _explore(user_text: str, results: dict[str, str]) -> dict | None:
+    """``/explore NAME`` (explore_data): inspect the variable, propose a cell, summarise."""
+    name = (user_text.split() or [""])[0]
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return {"content": f"{_DEMO_PREFIX}Name a variable to explore: `/explore df`."}
+    if "inspect_variable" not in results:
+        return {"tool_calls": [{"name": "inspect_variable", "arguments": {"name": name}}]}
+    summary = results["inspect_variable"]
+    if summary.startswith("Error:"):
+        return {"content": f"{_DEMO_PREFIX}{summary.removeprefix('Error:').strip()}"}
+    if "propose_cell" not in results:
+        table = "DataFrame" in summary.splitlines()[0]
+        code = f"{name}.describe(include='all')" if table else f"{name}"
+        return {"tool_calls": [{"name": "propose_cell", "arguments": {"code": code}}]}
+    lines = [line for line in summary.splitlines() if line.strip()][:6]
+    return {"content": (f"{_DEMO_PREFIX}Here is `{name}` at a glance:\n\n"
+                        + "\n".join(f"- {line.strip()}" for line in lines)
+                        + "\n\nI proposed a cell below with a first look at its values; "
+                        "nothing ran.")}
+
+
 def demo_responder(request: dict) -> dict:
     """A rule-based stand-in "model" for ``make demo`` when no API key is set.
 
     Use it as ``ScriptedServer(demo_responder)``. It is clearly labelled: every
     text it returns starts with ``"[scripted model] "``. Rules, first match wins:
 
+    0. ``/fix`` (the ``fix_error`` skill forced): call ``last_error``, then
+       ``propose_cell`` with a corrected cell (a marked placeholder for a missing name),
+       then explain. ``/explore NAME`` (``explore_data``): call ``inspect_variable``,
+       then ``propose_cell``, then summarise what it saw.
     1. The last message is a tool result: after ``scan_todos``, summarise
        ``I found N markers.`` (N = the table rows of the result); after
        ``list_variables``, repeat what it listed; after ``run_python``, say
@@ -80,7 +155,16 @@ def demo_responder(request: dict) -> dict:
        user to confirm).
     5. Otherwise echo: ``You said: <first 200 characters>.`` plus a note on how
        to use a real model.
+
+    Every answer reports token usage (an estimate from the request's size), as real
+    endpoints do, so the answer's footer shows it.
     """
+    turn = _respond(request)
+    turn["usage"] = True  # ScriptedServer: report an estimate
+    return turn
+
+
+def _respond(request: dict) -> dict:
     messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
     tools = _offered_tools(request)
     last = messages[-1] if messages else {}
@@ -88,6 +172,12 @@ def demo_responder(request: dict) -> dict:
                        default=-1)
     user_text = message_text(messages[last_user_at]).strip() if last_user_at >= 0 else ""
 
+    forced, forced_input = _forced_skill(user_text)
+    results = _results_since(messages, last_user_at)
+    if forced == "fix_error" and {"last_error", "propose_cell"} <= tools:
+        return _fix(forced_input, results)
+    if forced == "explore_data" and {"inspect_variable", "propose_cell"} <= tools:
+        return _explore(forced_input, results)
     if last.get("role") == "tool":
         name, args = _answered_call(messages, last)
         result = message_text(last)

@@ -211,6 +211,30 @@ def test_todos_reads_notebooks_as_notebooks_and_skips_what_is_not_the_users_work
     assert router.run(session, "/todos nb.ipynb").value.count("-MARK") == 2
 
 
+def test_todos_counts_markers_in_comments_and_at_line_starts_not_in_prose(tmp_path):
+    world = World(tmp_path)
+    ws = world.workspace
+    (ws / "code.py").write_text(
+        'x = 1  # TODO: IN-COMMENT\n'
+        '"""Find TODO markers in DOCSTRING-PROSE."""\n'
+        'raise ValueError("TODO STRING-PROSE")\n'
+        '# note: FIXME(ana) LATER-IN-COMMENT\n')
+    (ws / "app.js").write_text("let a = 1; // HACK: JS-COMMENT\n/* XXX BLOCK-COMMENT */\n")
+    (ws / "notes.md").write_text("# TODO: HEADING-MARK\n- XXX BULLET-MARK\n"
+                                 "1. FIXME NUMBERED-MARK\n- [ ] TODO CHECKBOX-MARK\n"
+                                 "Which TODO MD-PROSE are there?\n<!-- TODO: HTML-COMMENT -->\n")
+    (ws / "ask.ipynb").write_text(notebook([
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
+         "source": "Which TODO CELL-PROSE are there?"}]))
+    out = router.run(world.session(None), "/todos").value
+    for mark in ("IN-COMMENT", "LATER-IN-COMMENT", "JS-COMMENT", "BLOCK-COMMENT",
+                 "HEADING-MARK", "BULLET-MARK", "NUMBERED-MARK", "CHECKBOX-MARK", "HTML-COMMENT"):
+        assert mark in out, (mark, out)
+    for prose in ("DOCSTRING-PROSE", "STRING-PROSE", "MD-PROSE", "CELL-PROSE"):
+        assert prose not in out, (prose, out)
+    assert out.startswith("**9 markers**")
+
+
 def test_todos_refuses_a_protected_start(tmp_path):
     world = World(tmp_path)
     session = world.session(None)

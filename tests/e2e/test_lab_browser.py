@@ -180,3 +180,18 @@ def test_the_launcher_shows_lilys_logo(lab, page):
     logo = card.locator("img")
     expect(logo).to_have_attribute("src", re.compile(r"/kernelspecs/lily/logo-"))
     page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=logo.element_handle())
+
+
+def test_the_help_menu_opens_lilys_help_page(lab, page):
+    """Help > Lily help opens the page the kernelspec ships (not jupyter.org)."""
+    Notebook(page, lab, "quickstart.ipynb")
+    page.locator(".lm-MenuBar-itemLabel", has_text="Help").click()
+    entry = page.locator(".lm-Menu-itemLabel", has_text="Lily help")
+    expect(entry).to_be_visible(timeout=LONG)
+    entry.click()
+    # JupyterLab opens a local help link in a tab of its own, as an iframe
+    frame = page.locator("iframe[src$='/kernelspecs/lily/help.html']")
+    expect(frame).to_be_visible(timeout=LONG)
+    inner = page.frame_locator("iframe[src$='/kernelspecs/lily/help.html']")
+    expect(inner.locator("h1")).to_have_text("Lily")
+    expect(inner.locator("table").nth(1)).to_contain_text("/reload_skills")

@@ -82,6 +82,23 @@ def test_tool_dispatch_command_makes_no_model_request(kernel, server, turns):
     assert len(server.requests) == before
 
 
+def test_streaming_text_is_inert_markdown_as_it_arrives(kernel, turns):
+    """Issue 23.12: the live display carries Markdown (a front end wraps it at words and
+    renders it as it grows), made inert like the final answer."""
+    turns.append({"content": "<img src=x onerror=alert(1)> **one**\n\n- two\n- three",
+                  "chunks": 4})
+    run = kernel.ok("stream it")
+    live = [m for m in run.of_type("display_data") if "text/markdown" not in m["content"]["data"]]
+    live_id = live[0]["content"]["transient"]["display_id"]
+    updates = [m["content"]["data"] for m in run.of_type("update_display_data")
+               if m["content"]["transient"]["display_id"] == live_id]
+    growing = [u["text/markdown"] for u in updates if u.get("text/markdown")]
+    assert growing and growing[0].startswith("&lt;img"), updates  # the first chunk at once
+    assert all("<img" not in md for md in growing)
+    assert all(u.get("text/plain") != "" for u in updates if "text/markdown" in u)
+    assert updates[-1] == {"text/plain": ""}
+
+
 # -- the waiting indicator --------------------------------------------------------------
 
 def live_updates(run) -> list[str]:

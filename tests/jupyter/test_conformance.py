@@ -18,7 +18,7 @@ from kernel_support import STARTUP_TIMEOUT, make_world
 
 class LilyKernelConformance(jupyter_kernel_test.KernelTests):
     kernel_name = "lily"
-    language_name = "markdown"
+    language_name = "python"
     file_extension = ".md"
 
     @classmethod

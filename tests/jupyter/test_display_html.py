@@ -23,7 +23,7 @@ def test_an_outcome_table_becomes_an_html_table():
     assert "|" not in html
     assert cells(html, "th") == ["setting", "was", "now"]
     assert cells(html, "td") == ["messaging.rcs.read_receipts", "—", "false"]
-    assert "<code>false</code>" in html and "<b>read_receipts</b>" in html
+    assert "<code>false</code>" in html and "<strong>read_receipts</strong>" in html
     assert "border-collapse:collapse" in html  # styled: a widget gets no notebook table CSS
 
 

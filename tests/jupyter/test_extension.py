@@ -157,7 +157,11 @@ def test_unload_restores_the_shell(shell):
     before = (list(ip.input_transformers_cleanup), ip.custom_exceptions, ip.CustomTB,
               set(ip.magics_manager.magics["line"]), set(ip.magics_manager.magics["cell"]))
 
-    assert shell.run("%load_ext lily")[0].success
+    result, captured = shell.run("%load_ext lily")
+    assert result.success
+    # one line on success: what works now
+    assert captured.stdout == ("Lily is loaded: /help lists the commands; %%lily sends a cell "
+                               "to the agent.\n")
     assert "lily" in ip.magics_manager.magics["line"] and "lily" in ip.magics_manager.magics["cell"]
     assert len(ip.input_transformers_cleanup) == len(before[0]) + 1
 
@@ -210,7 +214,7 @@ def test_python3_kernel_extension(py3):
     assert before.status == "error" and before.errors[0]["ename"] == "NameError"
     assert "skills" in before.errors[0]["evalue"]
 
-    assert py3.ok("%load_ext lily").outputs == []
+    assert py3.ok("%load_ext lily").stdout.startswith("Lily is loaded: /help")
     run = py3.ok("/skills")
     live, data = run.displays
     assert live[WIDGET_MIME]["model_id"] in {m["content"]["comm_id"] for m in run.of_type("comm_open")}

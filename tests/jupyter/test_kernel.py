@@ -78,6 +78,25 @@ def test_python_errors_keep_their_traceback(lily):
     assert run.errors[0]["ename"] == "ZeroDivisionError"
 
 
+@pytest.mark.parametrize("cell", ["%%python\nx = 1\n\n1 / 0", "\n\n%%python\n1 / 0"])
+def test_python_traceback_line_numbers_are_the_cells_own(lily, cell):
+    """Issue 23.11: line N of a %%python traceback is line N of the cell the user sees."""
+    run = lily.run(cell)
+    line = cell.splitlines().index("1 / 0") + 1
+    tb = "\n".join(run.errors[0]["traceback"])
+    assert re.search(rf"\bline {line}\b", re.sub(r"\x1b\[[0-9;]*m", "", tb)), tb
+
+
+def test_language_info_is_python_so_python_cells_highlight(lily):
+    """Issue 23.11: a front end picks the editor mode from language_info (Markdown drew
+    `[1, 2]` as a link); prose still goes to the agent, routing is Lily's."""
+    info = lily.kc.kernel_info(reply=True, timeout=30)["content"]["language_info"]
+    assert info["name"] == "python" and info["mimetype"] == "text/x-python"
+    assert info["codemirror_mode"] == {"name": "ipython", "version": 3}
+    assert info["pygments_lexer"] == "ipython3"
+    assert lily.ok("%%python\n[1, 2]").result == {"text/plain": "[1, 2]"}
+
+
 @pytest.mark.parametrize("prose", ["What is a skill?", "Summarise this notebook.\nThen list its cells.",
                                    "  hello /skills", "%lily what is a skill?",
                                    "%%lily\nwhat is a skill?"])
@@ -168,11 +187,26 @@ def test_skills_table_is_html_and_its_filter_a_widget_apart(start_kernel):
     assert f".lily-skills-{key} {{display: none}}" in shown
     assert type_into(kernel, kids[0], "")[kids[1]] == ""  # cleared: the static table again
 
-    # shown again: a view of a model the front end has (opened now, or just before)
+    # shown again: a filter of its own (issue 23.4), which starts empty and hides only
+    # its own table; typing in the first one leaves the second alone
+    type_into(kernel, kids[0], "plan")
     again = kernel.run("/skills")
     live2, data2 = skills_displays(again)
-    assert live2[WIDGET_MIME]["model_id"] in set(models) | set(widget_models(again))
-    assert data2["text/html"] == data["text/html"]
+    models2 = widget_models(again)
+    model2 = live2[WIDGET_MIME]["model_id"]
+    assert model2 != model_id and model2 in models2
+    kids2 = [ref.removeprefix("IPY_MODEL_") for ref in models2[model2]["children"]]
+    assert models2[kids2[0]]["value"] == "" and models2[kids2[1]]["value"] == ""
+    key2 = re.search(r"lily-skills-([0-9a-f]{12})", data2["text/html"]).group(1)
+    assert key2 != key
+    assert data2["text/html"].replace(key2, key) == data["text/html"]
+    updates = type_into(kernel, kids2[0], "todo")
+    assert kids[1] not in updates and kids2[1] in updates  # only the second table changed
+    assert f".lily-skills-{key2} {{display: none}}" in updates[kids2[1]]
+    assert f".lily-skills-{key} " not in updates[kids2[1]]
+    # its heading counts what it shows
+    assert re.search(r"1 of \d+ skills match “todo”", updates[kids2[1]])
+    assert "no skill matches “zzz-none”" in type_into(kernel, kids2[0], "zzz-none")[kids2[1]]
 
 
 def test_after_skills_output_keeps_its_order(lily):
@@ -242,6 +276,30 @@ def test_completion_on_the_first_line_of_a_multiline_command(lily):
     code = "/skill pla\nbody text"
     reply = lily.complete(code, cursor_pos=len("/skill pla"))
     assert reply["matches"] == ["plan_compiler"]
+
+
+def test_a_variable_argument_completes_the_notebooks_variables(lily):
+    lily.ok("%%python\nsales_df = [1]\nsales_total = 2\n_sales_private = 3\nsales_api_key = 'x'\n"
+            "def sales_fn(): pass")
+    reply = lily.complete("/explore sal")
+    assert set(reply["matches"]) == {"sales_df", "sales_total"}  # no private, secret or callable
+    assert (reply["cursor_start"], reply["cursor_end"]) == (9, 12)
+
+
+@pytest.mark.parametrize("code, matches", [
+    ("/model temp", {"temperature="}),
+    ("/model gpt-4o timeout=5 max_r", {"max_retries="}),
+    ("/model timeout=", set()),
+])
+def test_model_completes_setting_names(lily, code, matches):
+    assert set(lily.complete(code)["matches"]) == matches
+
+
+def test_a_missing_variable_fails_before_the_model_is_asked(lily):
+    run = lily.run("/explore no_such_frame")
+    assert run.status == "error"
+    # the lily fixture has no model: reaching the agent would say "no model is configured"
+    assert run.error_line().startswith("Error: no variable named 'no_such_frame' in this notebook")
 
 
 def test_agent_completion_lists_every_agent(lily):

@@ -137,12 +137,26 @@ def test_read_cells_and_last_error_after_a_failed_cell(face, server, turns):
 
 
 def test_propose_cell_sends_the_set_next_input_payload(face, server, turns):
-    turns.extend([call("propose_cell", {"code": "df.describe()"}, "pc1"), "Proposed below."])
+    turns.extend([call("propose_cell", {"code": "print(40 + 2)"}, "pc1"), "Proposed below."])
     run = face.ask("propose a cell")
     assert run.status == "ok"
     payloads = run.reply.get("payload", [])
-    assert {"source": "set_next_input", "text": "df.describe()", "replace": False} in payloads
+    # In the Lily kernel plain text is a request to the agent: the proposed cell must start
+    # with %%python to run as Python; in a Python kernel it stays plain Python.
+    text = "%%python\nprint(40 + 2)" if face.name == "lily" else "print(40 + 2)"
+    assert {"source": "set_next_input", "text": text, "replace": False} in payloads
     assert "nothing ran" in tool_result(server, "pc1")
+    asked = len(server.chat_requests())
+    proposed = face.kernel.run(text)  # run as the user would, unchanged: it is Python
+    assert proposed.status == "ok" and proposed.stdout.strip() == "42", proposed.messages
+    assert len(server.chat_requests()) == asked  # the model was not asked
+
+
+def test_a_proposed_cell_magic_is_kept_as_written(face, server, turns):
+    turns.extend([call("propose_cell", {"code": "%%bash\necho hi"}, "pc2"), "Proposed."])
+    run = face.ask("propose a shell cell")
+    assert {"source": "set_next_input", "text": "%%bash\necho hi", "replace": False} \
+        in run.reply.get("payload", [])
 
 
 # -- run_python: only after the user confirms ---------------------------------------------
@@ -155,7 +169,7 @@ def propose_run(face: Face, turns, id: str, code: str = "run_count = globals().g
     turns.append(call("run_python", {"code": code}, id))
     run = face.ask("run it")
     assert run.status == "ok", run.messages
-    cards = [d for d in run.displays if "Confirm run_python" in d.get("text/markdown", "")]
+    cards = [d for d in run.displays if "**Approve run\\_python** (tool call" in d.get("text/markdown", "")]
     assert len(cards) == 1, run.displays
     assert "```python\n" + code in cards[0]["text/markdown"]
     return run, cards[0]
@@ -186,7 +200,7 @@ def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, tu
               for m in run.of_type("comm_open")}
     buttons = {s.get("description"): cid for cid, s in opened.items()
                if s.get("_model_name") == "ButtonModel"}
-    assert WIDGET_MIME in card and set(buttons) == {"Confirm", "Cancel"}
+    assert WIDGET_MIME in card and set(buttons) == {"Run once", "Deny"}  # never "Always"
     assert counter(face) == before
     turns.append({"expect": {"contains": "RAN"}, "content": "BUTTON-ANSWER"})
 
@@ -199,10 +213,10 @@ def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, tu
         return " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
                         for m in updates if m["msg_type"] == "comm_msg")
 
-    shown = click(buttons["Confirm"])
+    shown = click(buttons["Run once"])
     assert "RAN" in shown and "BUTTON-ANSWER" in shown, shown
     assert counter(face) == before + 1
-    again = click(buttons["Confirm"])
+    again = click(buttons["Run once"])
     assert "nothing is waiting for confirmation" in again
     assert counter(face) == before + 1
     assert_consistent(conversation(face))

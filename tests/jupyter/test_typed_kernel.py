@@ -108,7 +108,7 @@ def test_the_confirm_button_sends_once(kernel, turns):
 
     shown = click(buttons["Confirm"])
     assert "stored in the local outbox" in shown, shown
-    assert "<b>send_message</b>" in shown and "**" not in shown, shown  # rendered, as /confirm
+    assert "<strong>send_message</strong>" in shown and "**" not in shown, shown  # as /confirm
     assert len(stored(kernel)) == before + 1
     assert stored(kernel)[-1]["activity"]["object"]["content"] == "clicked"
 

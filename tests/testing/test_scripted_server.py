@@ -12,6 +12,7 @@ import pytest
 
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.testing.server import ScriptedServer, demo_responder
+from lily_kernel.testing.standin import demo_responder as standin_responder
 from lily_kernel.agent.tools import ToolRegistry
 
 USER = [{"role": "user", "content": "hi"}]
@@ -368,6 +369,11 @@ def test_responder_errors_become_500s():
 
 
 def test_demo_responder_rules():
+    def demo_responder(request):  # every answer reports usage; the rules are the rest
+        turn = standin_responder(request)
+        assert turn.pop("usage") is True
+        return turn
+
     def req(messages, tools=("load_skill", "scan_todos")):
         return {"model": "m", "messages": messages,
                 "tools": [{"type": "function", "function": {"name": t}} for t in tools]}
