@@ -4,8 +4,9 @@ Three kinds of secret are removed from any text Lily shows or records (errors, t
 ``/model`` output, the kernel's input history): the ``user:password@`` part of every URL,
 the credentials of an ``Authorization`` header or after ``Bearer``, and the live values
 of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
-replaced by ``***``. Every pass is linear in the length of the
-text, whatever it holds. See docs/limits-and-secrets.md#secrets.
+replaced by ``***``; so is the value a cell gives a secret-looking variable with ``%env``,
+``%set_env`` or ``os.environ[...] =`` (before that value is live). Every pass is linear in
+the length of the text, whatever it holds. See docs/limits-and-secrets.md#secrets.
 """
 from __future__ import annotations
 
@@ -28,6 +29,43 @@ _USERINFO = re.compile(r"://([^/?#\s\"'<>\\]*)@")
 # Only in an Authorization header, or after "Bearer": "Basic understanding" stays as it is.
 _AUTH = re.compile(r"\b(Authorization\W{0,4}(?:Basic|Bearer|Token|Digest)\s+|Bearer\s+)"
                    r"[A-Za-z0-9+/=._~-]{8,}", re.IGNORECASE)
+
+
+#: A variable name that looks like it holds a secret (API_KEY, GITHUB_TOKEN, db_password).
+SECRET_NAME = re.compile(r"key|token|secret|passw|credential", re.IGNORECASE)
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# A secret-looking variable set in a cell, masked before IPython stores the cell (In, _ih,
+# history.sqlite): `%env NAME=value`, `%set_env NAME value`, their transformed form
+# `run_line_magic('env', 'NAME=value')`, `os.environ['NAME'] = value`,
+# `os.environ.setdefault('NAME', value)` and `os.putenv('NAME', value)`. Each starts at a
+# literal word, and the value runs to the end of its line (or its closing quote): linear.
+_ENV_SET = re.compile(
+    r"(?P<head>%(?:set_)?env[ \t]+(?P<n1>" + _NAME + r")(?:[ \t]*=[ \t]*|[ \t]+))(?P<v1>[^\n]+)"
+    r"|(?P<head2>run_line_magic\(\s*['\"](?:set_)?env['\"]\s*,\s*(?P<q2>['\"])(?P<n2>" + _NAME
+    + r")(?:[ \t]*=[ \t]*|[ \t]+))(?P<v2>[^'\"\n]+)"
+    r"|(?P<head3>environ[ \t]*\[[ \t]*(?P<q3>['\"])(?P<n3>" + _NAME
+    + r")(?P=q3)[ \t]*\][ \t]*=(?!=)[ \t]*)(?P<v3>[^\n]+)"
+    r"|(?P<head4>(?:setdefault|putenv)\([ \t]*(?P<q4>['\"])(?P<n4>" + _NAME
+    + r")(?P=q4)[ \t]*,[ \t]*)(?P<v4>[^\n)]+)")
+
+
+def _mask_set(m: re.Match[str]) -> str:
+    for i in ("", "2", "3", "4"):
+        head = m.group("head" + i)
+        if head is not None:
+            name = m.group("n" + (i or "1"))
+            if not SECRET_NAME.search(name):
+                return m.group(0)
+            return head + MASK
+    return m.group(0)  # pragma: no cover - one branch always matched
+
+
+def mask_env_assignments(text: str) -> str:
+    """``text`` with the value of every secret-looking variable it sets masked: the
+    ``%env``/``%set_env``/``os.environ[...] =`` forms, before the value is live."""
+    if "env" not in text:
+        return text
+    return _ENV_SET.sub(_mask_set, text)
 
 
 def redact_urls(text: str) -> str:
@@ -54,7 +92,7 @@ def redact(text: str, env: Mapping[str, str] | None = None, also: Iterable[str] 
     whatever their length."""
     if not isinstance(text, str):
         text = str(text)
-    text = redact_urls(text)
+    text = mask_env_assignments(redact_urls(text))
     if "uthorization" in text or "earer" in text or "EARER" in text:
         text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
     for value in (*(v for v in also if v), *live_secrets(env)):

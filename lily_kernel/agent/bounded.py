@@ -1,7 +1,8 @@
-"""Run a function for at most a few seconds: how a slow ``__repr__`` ends as "too slow to show".
+"""Run a function for at most a few seconds: how slow library code ends as "(… timed out)".
 
-The notebook tools call user code (``repr``, ``DataFrame.head``) in the kernel's
-main thread, where the agent loop runs. On the main thread of a Unix process
+The notebook tools call library code (``DataFrame.head``, NumPy statistics) in the
+kernel's main thread, where the agent loop runs; they call no code of the notebook's own
+classes at all, because such code can swallow every exception sent to stop it. On the main thread of a Unix process
 whose SIGALRM is free, :func:`call` arms ``signal.setitimer`` and the alarm
 raises :class:`TooSlow` inside the function: the work really stops, like a
 Ctrl-C the user could have pressed, and the timer re-fires every 50 ms in case

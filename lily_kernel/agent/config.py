@@ -21,6 +21,8 @@ ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
             "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries"}
 CONFIG_FILE = "lily.toml"
+MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
+MAX_RETRIES = 10
 
 
 def read_config_file(workspace) -> dict:
@@ -35,9 +37,15 @@ def read_config_file(workspace) -> dict:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path} cannot be read: {exc}") from None
-    for table in ("model", "tools", "limits"):
+    for table in ("model", "tools", "limits", "activitypub"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"{path}: [{table}] must be a table")
+    outbox = data.get("activitypub", {}).get("outbox")
+    if isinstance(outbox, str):
+        from lily_kernel.typed.outbox import plain_http_reason
+        reason = plain_http_reason(outbox)
+        if reason:
+            raise ConfigError(f"{path}: [activitypub] {reason}")
     return data
 
 
@@ -128,12 +136,14 @@ def _parse(key: str, raw: str):
         return value
     if key == "timeout":
         value = _number(key, raw)
-        if not 0 < value < float("inf"):  # also refuses nan, which no socket accepts
-            raise ConfigError(f"timeout must be a positive number of seconds, not {raw}")
+        if not 0 < value <= MAX_TIMEOUT:  # also refuses nan, which no socket accepts
+            raise ConfigError(f"timeout must be a number of seconds above 0 and at most "
+                              f"{MAX_TIMEOUT:g}, not {raw}")
         return value
     if key == "max_retries":
-        if not raw.isdigit():
-            raise ConfigError(f"max_retries must be a whole number ≥ 0, not '{raw}'")
+        if not raw.isdigit() or len(raw) > 3 or int(raw) > MAX_RETRIES:
+            raise ConfigError(f"max_retries must be a whole number from 0 to {MAX_RETRIES}, "
+                              f"not '{raw[:20]}'")
         return int(raw)
     if key == "reasoning_effort" and raw not in REASONING_EFFORTS:
         raise ConfigError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, not '{raw}'")

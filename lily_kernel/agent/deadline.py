@@ -21,6 +21,9 @@ from typing import Iterator
 import httpx2
 
 EXPIRED_HEADER = "x-lily-deadline"
+#: The longest line of a response body Lily reads (an SSE reader buffers a line whole);
+#: one streamed delta is far smaller. docs/limits-and-secrets.md#caps.
+MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 class DeadlineExceeded(httpx2.ReadTimeout):
@@ -60,9 +63,14 @@ class DeadlineTransport(httpx2.HTTPTransport):
         return min(0.5 * 2 ** self.attempts, 8.0)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        # No compression: a small compressed body could hold gigabytes, decoded before any
+        # cap of Lily's could see it (docs/limits-and-secrets.md#caps).
+        request.headers["Accept-Encoding"] = "identity"
         left = self.remaining()
         if left is None:
-            return super().handle_request(request)
+            response = super().handle_request(request)
+            response.stream = _Bounded(response.stream, self, None, _encoding(response))
+            return response
         if left <= 0:
             return self._expired(request)
         request.extensions = {**request.extensions, "timeout": {
@@ -85,7 +93,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         if sock is not None:
             with self._lock:
                 self._sockets.add(sock)
-        response.stream = _Bounded(response.stream, self, sock)
+        response.stream = _Bounded(response.stream, self, sock, _encoding(response))
         return response
 
     def forget(self, sock) -> None:
@@ -104,18 +112,39 @@ class DeadlineTransport(httpx2.HTTPTransport):
                 pass
 
 
-class _Bounded(httpx2.SyncByteStream):
-    """A response body that stops at the deadline, chunk by chunk."""
+class StreamRefused(httpx2.ReadError):
+    """The response body broke one of Lily's caps; reading stopped there."""
 
-    def __init__(self, inner, owner: DeadlineTransport, sock) -> None:
+
+def _encoding(response: httpx2.Response) -> str:
+    """The response's content coding, lower case ('' or 'identity' when none)."""
+    return response.headers.get("content-encoding", "").strip().lower()
+
+
+class _Bounded(httpx2.SyncByteStream):
+    """A response body that stops at the deadline, chunk by chunk, and before any line grows
+    past :data:`MAX_LINE_BYTES` (the SSE reader above buffers a whole line)."""
+
+    def __init__(self, inner, owner: DeadlineTransport, sock, encoding: str = "") -> None:
         self.inner, self.owner, self.sock = inner, owner, sock
+        self.encoding = encoding
 
     def __iter__(self) -> Iterator[bytes]:
+        if self.encoding not in ("", "identity"):
+            raise StreamRefused(f"the endpoint sent a {self.encoding[:40]}-compressed response "
+                                "though Lily asked for none (Accept-Encoding: identity); it "
+                                "was not decompressed")
+        run = 0  # bytes since the last line end
         for chunk in self.inner:
             left = self.owner.remaining()
             if left is not None and left <= 0:
                 self.owner.expired = True
                 raise DeadlineExceeded("the request's deadline passed")
+            end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            run = len(chunk) - end - 1 if end >= 0 else run + len(chunk)
+            if run > MAX_LINE_BYTES:
+                raise StreamRefused(f"a line of the response was longer than "
+                                    f"{MAX_LINE_BYTES:,} bytes; Lily stopped reading it")
             yield chunk
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ user". See docs/notebook-tools.md#confirmation.
 """
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,13 @@ WITHDRAWN = ("Error: not run: the request ended before the user saw this proposa
 __all__ = ["DECLINED", "AgentError", "Reply", "decline", "resume", "run"]
 NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
            "call it again afterwards if it is still needed")
+
+
+def too_many(limits) -> str:
+    """The answer to a tool call past a cap (docs/trust-boundary.md#caps)."""
+    return (f"Error: not run: too many calls (at most {limits.tool_calls_per_step} per step, "
+            f"and {limits.conversation_chars:,} characters of conversation per request: "
+            "lily.toml [limits] tool_calls_per_step, conversation_chars)")
 
 LOAD_SKILL = {"type": "function", "function": {
     "name": "load_skill",
@@ -131,11 +139,14 @@ class _Request:
         return True
 
     def execute(self, name: str, args: dict) -> str:
-        """The tool result text, capped; refusals and tool failures start with 'Error:'."""
+        """The tool result text, redacted then capped; refusals and tool failures start with
+        'Error:'. Every result and error passes the live-secret redaction before it reaches
+        the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
+        env = self.session.environ
         try:
-            return self._cap(self._execute(name, args))
+            return self._cap(secrets.redact(self._execute(name, args), env))
         except ToolError as exc:
-            return f"Error: {exc}"
+            return secrets.redact(f"Error: {exc}", env)
 
     def _execute(self, name: str, args: dict) -> str:
         if name == "load_skill":
@@ -260,6 +271,8 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     env = session.environ
     problem = session.config_error or model.not_configured(env, session.model_config)
     if problem:
+        if session.untrusted_note:  # a withheld endpoint explains the missing model
+            problem = f"{problem} {session.untrusted_note}"
         raise AgentError(problem)
     request = _Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
@@ -325,6 +338,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
         _commit(session, messages)
 
     turn_start = len(pending)
+    limits = session.limits
+    size = sum(len(json.dumps(m, default=str)) for m in (*session.conversation, *pending))
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
@@ -346,11 +361,22 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                     shown += (f"\n\n*({n} tool result{'s were' if n != 1 else ' was'} cut at "
                               f"{session.limits.tool_result_chars:,} characters: lily.toml "
                               "[limits] tool_result_chars.)*")
+                if session.untrusted_note and not session.trust_note_shown:
+                    # Once per session: the workspace's endpoint or outbox was not used.
+                    session.trust_note_shown = True
+                    shown += f"\n\n*({html.escape(session.untrusted_note)})*"  # sanitize
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage, request.shown)
             held = None
-            for call in turn.tool_calls:
+            size += len(json.dumps(pending[-1], default=str))
+            for n, call in enumerate(turn.tool_calls):
                 before = request.skill
+                if n >= limits.tool_calls_per_step or size > limits.conversation_chars:
+                    # Answered, not run: every call needs a result, none runs past a cap.
+                    result = too_many(limits)
+                    pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                    emit("tool", {"name": call.name, "ok": False})
+                    continue
                 args = call.parsed()
                 try:
                     confirm_first = held is None and request.needs_confirmation(call.name, args)
@@ -367,6 +393,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.proposal is not None and request.proposal_call is None:
                     request.proposal_call = call.id
+                size += len(result)
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})

@@ -12,8 +12,8 @@ docs/notebook-tools.md.
 """
 from __future__ import annotations
 
+import itertools
 import re
-import reprlib
 import sys
 import types
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
+from lily_kernel.redaction import SECRET_NAME
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
 LIST_CHARS = 8_000          # characters of one list_variables answer
@@ -33,8 +34,9 @@ ERROR_CHARS = 4_000         # characters of last_error's traceback
 RUN_OUTPUT_CHARS = 6_000    # characters of run_python's output given to the model
 STATS_MAX_ELEMENTS = 10_000_000  # ndarray min/max/mean only below this size (C loops ignore the bound)
 
-IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
-SECRET_RE = re.compile(r"key|token|secret|passw|credential", re.IGNORECASE)
+IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "_", "__", "___",
+                           "_oh", "_ih", "_dh", "_i", "_ii", "_iii"})
+SECRET_RE = SECRET_NAME  # one rule for secret-looking names (redaction.py)
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                    types.BuiltinMethodType, type)
@@ -93,39 +95,92 @@ def plain(text: str) -> str:
 
 
 # -- shapes: one line, no user code run ----------------------------------------------------
+#
+# Only ``type()`` of a user object is looked at, and only types that are exactly a built-in,
+# NumPy or pandas type are asked anything more: an ``isinstance`` could call a user
+# ``__class__``, a ``len`` a user ``__len__`` (docs/notebook-tools.md#bounds).
 
-def _module_class(obj: Any, module: str, name: str) -> bool:
-    """Is ``obj`` an instance of ``module.name``, without importing ``module``?"""
+_BUILTIN_TYPES = frozenset({str, bytes, bytearray, int, float, complex, bool, type(None),
+                            list, tuple, dict, set, frozenset, range})
+
+
+def _type_attr(t: type, attr: str) -> str:
+    """``t.__name__``/``__qualname__``/``__module__`` read from ``type``'s own slots, never
+    through a metaclass of the user's."""
+    try:
+        value = type.__dict__[attr].__get__(t, type)
+    except Exception:  # noqa: BLE001 - an odd type still gets a name
+        return "?"
+    return value if type(value) is str else "?"
+
+
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def type_name(obj: Any) -> str:
+    """The name of ``obj``'s type, without running any of the user's code."""
+    t = type(obj)
+    if t in _BUILTIN_TYPES:
+        return t.__name__
+    try:
+        value = _TYPE_NAME.__get__(t, type)
+    except Exception:  # noqa: BLE001
+        return "?"
+    return value if type(value) is str else "?"
+
+
+def _classes() -> tuple[Any, Any, Any]:
+    """pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
+    pd, np = sys.modules.get("pandas"), sys.modules.get("numpy")
+    return (pd.__dict__.get("DataFrame") if pd is not None else None,
+            pd.__dict__.get("Series") if pd is not None else None,
+            np.__dict__.get("ndarray") if np is not None else None)
+
+
+def _exact(obj: Any, module: str, name: str) -> bool:
+    """Is ``obj`` exactly of type ``module.name`` (not a subclass), without importing it?"""
     mod = sys.modules.get(module)
-    cls = getattr(mod, name, None) if mod is not None else None
-    return isinstance(cls, type) and isinstance(obj, cls)
+    cls = mod.__dict__.get(name) if mod is not None else None
+    return cls is not None and type(obj) is cls
 
 
-def shape(obj: Any) -> str:
-    """``DataFrame 1,000×12``, ``ndarray float64 (3, 224, 224)``, ``list[37]``, ``str[1,204]``."""
-    kind = type(obj).__name__
-    if _module_class(obj, "pandas", "DataFrame"):
+def _library_type(t: type) -> bool:
+    """A built-in type, or one of NumPy's or pandas' own (checked by identity, not name)."""
+    if t in _BUILTIN_TYPES:
+        return True
+    name = _type_attr(t, "__name__")
+    for module in ("numpy", "pandas"):
+        mod = sys.modules.get(module)
+        if mod is not None and mod.__dict__.get(name) is t:
+            return True
+    return False
+
+
+def shape(obj: Any, classes: tuple[Any, Any, Any] | None = None) -> str:
+    """``DataFrame 1,000×12``, ``ndarray float64 (3, 224, 224)``, ``list[37]``, ``str[1,204]``.
+    ``classes``: :func:`_classes`, when the caller asks for many."""
+    t = type(obj)
+    if t in _SIZED:
+        return f"{t.__name__}[{len(obj):,}]"
+    frame, series, ndarray = classes or _classes()
+    if t is frame and t is not None:
         rows, cols = obj.shape
         return f"DataFrame {rows:,}×{cols:,}"
-    if _module_class(obj, "pandas", "Series"):
+    if t is series and t is not None:
         return f"Series {obj.dtype} [{len(obj):,}]"
-    if _module_class(obj, "numpy", "ndarray"):
+    if t is ndarray and t is not None:
         return f"ndarray {obj.dtype} {tuple(obj.shape)}"
-    if isinstance(obj, _SIZED) and type(obj).__len__ in (t.__len__ for t in _SIZED):
-        return f"{kind}[{len(obj):,}]"
-    return kind
+    return type_name(obj)
 
 
-def _listed(name: str, value: Any, hidden: Mapping[str, Any], include_callables: bool) -> bool:
-    if name.startswith("_") or name in IPYTHON_NAMES:
+def _listed(name: Any, value: Any, hidden: Mapping[str, Any], include_callables: bool) -> bool:
+    if type(name) is not str or name.startswith("_") or name in IPYTHON_NAMES:
         return False
     if name in hidden and hidden[name] is value:
         return False
-    if isinstance(value, types.ModuleType):
+    if issubclass(type(value), types.ModuleType):
         return False
-    if not include_callables and isinstance(value, _CALLABLE_TYPES):
-        return False
-    return True
+    return include_callables or not issubclass(type(value), _CALLABLE_TYPES)
 
 
 def variable_names(nb: Notebook) -> list[str]:
@@ -150,11 +205,12 @@ def list_variables(nb: Notebook, include_callables: bool = False) -> str:
         shown.append(name)
     lines = []
     older = max(0, len(shown) - LIST_SHOWN)
+    classes = _classes()
     for name in shown[older:]:  # the most recently defined ones
         try:
-            lines.append(f"{name}: {shape(ns[name])}")
+            lines.append(f"{name}: {shape(ns[name], classes)}")
         except Exception:  # noqa: BLE001 - an odd object still gets its name and type
-            lines.append(f"{name}: {type(ns.get(name)).__name__}")
+            lines.append(f"{name}: {type_name(ns.get(name))}")
     head = (f"{len(shown)} variable{'s' if len(shown) != 1 else ''}"
             + (f" ({older:,} older ones not listed; inspect_variable takes any name)" if older else "")
             + (f"; {secret} hidden (their names look like secrets)" if secret else "")
@@ -163,35 +219,97 @@ def list_variables(nb: Notebook, include_callables: bool = False) -> str:
 
 
 # -- inspect ------------------------------------------------------------------------------
+#
+# inspect_variable runs no code the user defined: values are shown only when their type is
+# exactly a built-in, NumPy or pandas one (:func:`safe_repr`); an object of the user's own
+# class shows its type and the plain attributes of its instance dict, read statically. A
+# thread cannot be killed and a user ``__repr__`` can swallow every exception sent to stop
+# it, so not calling it is the only bound that always holds; the time bound
+# (:mod:`bounded`) stays for the library code that does run (a huge ``to_string``).
 
-_repr = reprlib.Repr()
-_repr.maxstring = 200
-_repr.maxother = 200
-_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 10
-_repr.maxlevel = 3
+MAX_INT_BITS = 1024  # a larger int is shown by its size (its decimal form could take long)
+REPR_ITEMS = 10
+REPR_CHARS = 200
+
+
+def safe_repr(value: Any, level: int = 3) -> str:
+    """A short repr of ``value`` that runs none of the user's code."""
+    t = type(value)
+    if t in (str, bytes, bytearray):
+        text = repr(value[:REPR_CHARS])
+        return text + ("…" if len(value) > REPR_CHARS else "")
+    if t is int and value.bit_length() > MAX_INT_BITS:
+        return f"<int of {value.bit_length():,} bits>"
+    if t in (int, float, complex, bool, type(None), range):
+        return repr(value)
+    if t in (list, tuple, set, frozenset, dict):
+        if level <= 0:
+            return "[…]" if t is list else "(…)" if t is tuple else "{…}"
+        if t is dict:
+            items = [f"{safe_repr(k, level - 1)}: {safe_repr(v, level - 1)}"
+                     for k, v in itertools.islice(dict.items(value), REPR_ITEMS)]
+        else:
+            items = [safe_repr(v, level - 1) for v in itertools.islice(value, REPR_ITEMS)]
+        more = ", …" if len(value) > REPR_ITEMS else ""
+        inner = ", ".join(items) + more
+        if t is list:
+            return f"[{inner}]"
+        if t is tuple:
+            return f"({inner}{',' if len(value) == 1 else ''})"
+        if t is dict:
+            return "{" + inner + "}"
+        name = _type_attr(t, "__name__")
+        return f"{name}({{{inner}}})" if value else f"{name}()"
+    if _library_type(t):  # a NumPy or pandas scalar (C or library code)
+        text = repr(value)
+        return text[:REPR_CHARS] + ("…" if len(text) > REPR_CHARS else "")
+    return f"<{_type_attr(t, '__module__')}.{_type_attr(t, '__qualname__')} object>"
+
+
+def _plain_column(values: Any) -> bool:
+    """Whether an object column's values are all of library types (so pandas formats them
+    without calling the user's code)."""
+    return all(_library_type(type(v)) for v in values)
 
 
 def _describe(obj: Any, share: bool) -> str:
-    kind = type(obj).__name__
-    if _module_class(obj, "pandas", "DataFrame"):
+    kind = type_name(obj)
+    if _exact(obj, "pandas", "DataFrame"):
         rows, cols = obj.shape
         out = [f"DataFrame {rows:,} rows × {cols:,} columns", "columns (dtype):"]
-        out += [f"  {c!s}: {t}" for c, t in list(obj.dtypes.items())[:50]]
+        out += [f"  {c if type(c) is str else safe_repr(c)}: {t}"
+                for c, t in list(obj.dtypes.items())[:50]]
         if cols > 50:
             out.append(f"  … {cols - 50} more columns")
-        if share:
-            nulls = obj.isna().sum()
-            out.append("nulls per column: " + ", ".join(
-                f"{c!s}={int(n)}" for c, n in list(nulls.items())[:50]))
-            out += ["head():", obj.head(5).to_string(max_cols=20, max_colwidth=40)]
+        if share and not all(_library_type(type(c)) for c in obj.columns):
+            out.append("values: not shown (a column label is an object of the notebook's "
+                       "own classes; Lily runs none of their code)")
+        elif share:
+            head = obj.head(5)
+            plain_objects = all(_plain_column(head[c].to_numpy()) for c, t in obj.dtypes.items()
+                                if t.kind == "O")
+            typed = [c for c, t in list(obj.dtypes.items())[:50] if t.kind != "O"]
+            nulls = obj[typed].isna().sum() if typed else {}
+            out.append("nulls per column: " + (", ".join(
+                f"{c if type(c) is str else safe_repr(c)}={int(n)}" for c, n in nulls.items())
+                or "(object columns are not counted)"))
+            if plain_objects:
+                out += ["head():", head.to_string(max_cols=20, max_colwidth=40)]
+            else:
+                out.append("head(): not shown (a column holds objects of the notebook's own "
+                           "classes; Lily runs none of their code)")
         return "\n".join(out)
-    if _module_class(obj, "pandas", "Series"):
-        out = [f"Series {obj.name!s}: {len(obj):,} values, dtype {obj.dtype}"]
+    if _exact(obj, "pandas", "Series"):
+        name = obj.name if type(obj.name) is str else safe_repr(obj.name)
+        out = [f"Series {name}: {len(obj):,} values, dtype {obj.dtype}"]
         if share:
-            out.append(f"nulls: {int(obj.isna().sum())}")
-            out += ["head():", obj.head(5).to_string(max_rows=5)]
+            head = obj.head(5)
+            if obj.dtype.kind != "O":
+                out.append(f"nulls: {int(obj.isna().sum())}")
+            if obj.dtype.kind != "O" or _plain_column(head.to_numpy()):
+                out += ["head():", head.to_string(max_rows=5)]
         return "\n".join(out)
-    if _module_class(obj, "numpy", "ndarray"):
+    if _exact(obj, "numpy", "ndarray"):
         out = [f"ndarray shape {tuple(obj.shape)}, dtype {obj.dtype}, {obj.size:,} elements"]
         if share and obj.size and obj.dtype.kind in "biuf":
             if obj.size <= STATS_MAX_ELEMENTS:
@@ -199,33 +317,82 @@ def _describe(obj: Any, share: bool) -> str:
             else:
                 out.append(f"(min/max/mean skipped above {STATS_MAX_ELEMENTS:,} elements)")
         return "\n".join(out)
-    if isinstance(obj, (str, bytes, bytearray)):
+    t = type(obj)
+    if t in (str, bytes, bytearray):
         head = f"{kind} of length {len(obj):,}"
-        return head + (f"; starts: {_repr.repr(obj[:300])}" if share else "")
-    if isinstance(obj, (list, tuple, set, frozenset, dict)):
+        return head + (f"; starts: {safe_repr(obj[:300])}" if share else "")
+    if t in (list, tuple, set, frozenset, dict):
         head = f"{kind} of length {len(obj):,}"
         if not share:
             return head
-        items = list(obj.items())[:10] if isinstance(obj, dict) else list(obj)[:10]
-        shown = [f"  {_repr.repr(k)}: {_repr.repr(v)}" if isinstance(obj, dict) else f"  {_repr.repr(v)}"
-                 for k, v in (items if isinstance(obj, dict) else enumerate(items))]
+        if t is dict:
+            shown = [f"  {safe_repr(k)}: {safe_repr(v)}"
+                     for k, v in itertools.islice(dict.items(obj), REPR_ITEMS)]
+        else:
+            shown = [f"  {safe_repr(v)}" for v in itertools.islice(obj, REPR_ITEMS)]
         return "\n".join([head + (", first items:" if shown else ""), *shown])
-    head = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    return head + (f": {_repr.repr(obj)}" if share else "")
+    head = f"{_type_attr(t, '__module__')}.{_type_attr(t, '__qualname__')}"
+    if not share:
+        return head
+    if _library_type(t):
+        return f"{head}: {safe_repr(obj)}"
+    # The user's own class: its plain attributes, read without calling anything of its own.
+    attrs = _instance_dict(obj)
+    if type(attrs) is not dict or not attrs:
+        return f"{head} (its repr is not run: Lily runs no code of the notebook's own classes)"
+    fields = [f"  {k}: {safe_repr(v)}" for k, v in itertools.islice(attrs.items(), REPR_ITEMS)
+              if type(k) is str]
+    return "\n".join([f"{head}, attributes (its repr is not run):", *fields])
+
+
+def _instance_dict(obj: Any) -> dict | None:
+    """``obj``'s instance ``__dict__`` through the interpreter's own slot descriptor, found
+    in its class's MRO without any attribute lookup of the user's; None when the class
+    defines ``__dict__`` itself (a property could run code) or has none."""
+    try:
+        for klass in type.__dict__["__mro__"].__get__(type(obj), type):
+            slot = type.__dict__["__dict__"].__get__(klass, type).get("__dict__")
+            if slot is None:
+                continue
+            if type(slot) is not types.GetSetDescriptorType:
+                return None
+            value = slot.__get__(obj, type(obj))
+            return value if type(value) is dict else None
+    except Exception:  # noqa: BLE001 - an odd object shows its type only
+        return None
+    return None
+
+
+def refusal(nb: Notebook, name: str) -> str | None:
+    """Why inspect_variable will not show ``name`` (list_variables' rules), or None."""
+    if name in IPYTHON_NAMES or name.startswith("_"):
+        return (f"'{name}' is one of IPython's own names or a private one (In, Out, _, __, "
+                f"___, _N, _oh, _ih, _dh, exit, quit, get_ipython and names starting with "
+                f"'_' are not shown, as in list_variables)")
+    if is_secret(name):
+        return f"'{name}' looks like a secret; Lily does not show it to the model"
+    hidden = nb.hidden()
+    ns = nb.namespace()
+    if name in hidden and name in ns and hidden[name] is ns[name]:
+        return f"'{name}' is one of the shell's own names, not a variable of yours"
+    return None
 
 
 def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
+    if not isinstance(name, str):
+        raise ToolError("name must be a string")
+    reason = refusal(nb, name)
+    if reason:
+        raise ToolError(reason)
     ns = nb.namespace()
-    if is_secret(name):
-        raise ToolError(f"'{name}' looks like a secret; Lily does not show it to the model")
     if name not in ns:
         raise ToolError(f"no variable named '{name}' in the notebook (see list_variables)")
     value = ns[name]
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
-        return f"{name}: {type(value).__name__} — too slow to show (over {INSPECT_SECONDS:g} s)"
+        return f"{name}: {type_name(value)} (… timed out: over {INSPECT_SECONDS:g} s)"
     if isinstance(text, BaseException):
-        return f"{name}: {type(value).__name__} — could not be summarised ({type(text).__name__})"
+        return f"{name}: {type_name(value)} — could not be summarised ({type_name(text)})"
     return clip(f"{name}: {text}" + ("" if share else f"\n{NOT_SHARED}"), INSPECT_CHARS)
 
 
@@ -305,32 +472,51 @@ READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
 
 
+def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
+    """``fn()``; with share_values = false, a failure names only its type: its message could
+    carry a value from the user's objects (docs/notebook-tools.md#privacy-share_values)."""
+    if share:
+        return fn()
+    try:
+        return fn()
+    except ToolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported without its message
+        raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
+
+
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
-    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call."""
+    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call.
+    Their results and errors pass the live-secret redaction in the agent loop, like every
+    tool's (docs/limits-and-secrets.md#secrets)."""
 
     @registry.register(name="list_variables", origin="notebook", annotations=READ_ONLY)
     def _list_variables(include_callables: bool = False) -> str:
         """List the user's notebook variables: name, type and a one-line shape (e.g. DataFrame
         1,000×12). Leaves out private names, modules, and functions/classes unless
         include_callables; names that look like secrets are counted, never shown."""
-        return list_variables(nb, include_callables)
+        share = share_values()
+        return _guarded("list_variables", share, lambda: list_variables(nb, include_callables))
 
     @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
         """A bounded summary of one notebook variable: for a DataFrame its columns, dtypes,
         nulls and head(); for an array its shape, dtype and min/max/mean; for containers and
         strings their length and first items."""
-        return inspect_variable(nb, name, share_values())
+        share = share_values()
+        return _guarded("inspect_variable", share, lambda: inspect_variable(nb, name, share))
 
     @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
         """The sources and text outputs of the last executed notebook cells (oldest first)."""
-        return read_cells(nb, last, share_values())
+        share = share_values()
+        return _guarded("read_cells", share, lambda: read_cells(nb, last, share))
 
     @registry.register(name="last_error", origin="notebook", annotations=READ_ONLY)
     def _last_error() -> str:
         """The last failed notebook cell: its source, the exception and the traceback."""
-        return last_error(nb, share_values())
+        share = share_values()
+        return _guarded("last_error", share, lambda: last_error(nb, share))
 
     @registry.register(name="propose_cell", origin="notebook",
                        annotations={"readOnlyHint": False, "destructiveHint": False})

@@ -1,8 +1,11 @@
 """Protected paths: what no model-callable tool may list, read or write.
 
 ``.lily/`` (journal, Config Registry, outbox store), ``lily.toml``, ``contacts.yaml``, the
-persona folders and every skill root, wherever they lie inside the workspace, and every
-``.git`` at any depth (hooks git runs later, remote credentials) -- compared on NFC,
+persona folders and every skill root, wherever they lie inside the workspace, every
+``.git`` at any depth (hooks git runs later, remote credentials), and the places where code
+runs by itself (``site-packages``, ``*.pth``, ``sitecustomize.py``, ``.ipython``, ``.jupyter``,
+``.config``, the workspace's ``.venv``/``venv``/``env``; folders holding ``pyvenv.cfg`` or
+``kernel.json`` are refused by ``workspace_fs`` as it walks) -- compared on NFC,
 case-folded components, lexically and after resolving symlinks, and guarded by inode as
 well. Contract: docs/trust-boundary.md#protected-paths.
 """
@@ -19,6 +22,29 @@ from lily_kernel.skills.paths import workspace_skill_dirs
 
 GIT_DIR = ".git"
 GIT_WHAT = "the repository's own data"
+_RUNS = "code Python or Jupyter runs by itself"
+#: Names protected at any depth because something runs what they hold without asking
+#: (docs/trust-boundary.md#protected-paths): (name, is a folder, what it is).
+AUTORUN_NAMES: tuple[tuple[str, bool, str], ...] = (
+    ("site-packages", True, f"installed Python packages ({_RUNS})"),
+    ("dist-packages", True, f"installed Python packages ({_RUNS})"),
+    ("sitecustomize.py", False, f"a start-up hook ({_RUNS})"),
+    ("usercustomize.py", False, f"a start-up hook ({_RUNS})"),
+    ("pyvenv.cfg", False, f"a virtual environment's marker ({_RUNS})"),
+    ("kernel.json", False, f"a Jupyter kernelspec ({_RUNS})"),
+    (".ipython", True, f"IPython's profiles and start-up files ({_RUNS})"),
+    (".jupyter", True, f"Jupyter's configuration ({_RUNS})"),
+    (".config", True, f"tools' configuration ({_RUNS})"),
+)
+#: A file suffix protected at any depth: .pth lines starting with "import" run at start-up.
+PTH_SUFFIX = ".pth"
+#: The workspace's own virtual-environment folders, under their usual names.
+VENV_NAMES = (".venv", "venv", "env")
+#: A folder holding one of these files is protected with everything in it, at any depth.
+MARKERS: tuple[tuple[str, str], ...] = (
+    ("pyvenv.cfg", f"a virtual environment ({_RUNS})"),
+    ("kernel.json", f"a Jupyter kernelspec ({_RUNS})"),
+)
 
 
 def fold(name: str) -> str:
@@ -35,9 +61,12 @@ class Protected:
     shown: str  # e.g. "lily.toml", ".lily/"
     what: str   # e.g. "Lily's configuration"
     anywhere: bool = False  # a name protected at any depth (.git), not only at ``parts``
+    suffix: bool = False  # ``parts[0]`` is a file suffix protected at any depth (.pth)
 
     def covers(self, folded: tuple[str, ...]) -> bool:
         """Whether the folded components ``folded`` are this path or lie inside it."""
+        if self.suffix:
+            return any(c.endswith(self.parts[0]) for c in folded)
         if folded[:len(self.parts)] == self.parts:
             return True
         return self.anywhere and self.parts[0] in folded
@@ -45,6 +74,9 @@ class Protected:
     def refusal(self, path: str, verb: str) -> str:
         if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
             return f"{self.shown} is {self.what}; tools cannot {verb} it"
+        if self.suffix or (self.anywhere and not self.shown.endswith("/")
+                           and fold(path.rstrip("/").rsplit("/", 1)[-1]) == self.parts[0]):
+            return f"'{path}' is a {self.shown} file, {self.what}; tools cannot {verb} it"
         return f"'{path}' is inside {self.shown}, {self.what}; tools cannot {verb} it"
 
 
@@ -61,9 +93,11 @@ def _inside(root: str, path: str) -> tuple[str, ...] | None:
 
 
 def protected_set(workspace: Path, persona_dirs: Iterable[Path],
-                  skill_roots: Iterable[Path]) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
+                  skill_roots: Iterable[Path], data_dirs: Iterable[Path] = (),
+                  ) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
     """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
-    absolute paths whose inodes are guarded as well."""
+    absolute paths whose inodes are guarded as well. ``data_dirs``: the user's data folder
+    for Lily (the workspace trust record), protected when it lies inside the workspace."""
     from lily_kernel.agent.config import CONFIG_FILE
     from lily_kernel.typed.contacts import CONTACTS_FILE
     items: list[tuple[Path, str, bool]] = [
@@ -80,6 +114,10 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
               for d in (workspace / "persona", *persona_dirs)]
     items += [(Path(r), "a skill root of Lily's", True)
               for r in (*workspace_skill_dirs(workspace), *skill_roots)]
+    # The trust record decides where secrets go: a model that could write it would trust
+    # the workspace for the user (docs/trust-boundary.md#workspace-trust).
+    items += [(Path(d), "Lily's data folder (the workspace trust record)", True)
+              for d in data_dirs]
     lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
     found: dict[tuple[str, ...], Protected] = {}
     guard: list[str] = []
@@ -96,5 +134,15 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
             found.setdefault(key, Protected(key, shown, what))
     # .git is protected at any depth as well (a nested clone's hooks run just the same).
     found[(GIT_DIR,)] = Protected((GIT_DIR,), f"{GIT_DIR}/", GIT_WHAT, anywhere=True)
+    # Places where code runs by itself: a .pth or sitecustomize.py runs at every Python
+    # start, a kernelspec's argv or an IPython start-up file at every kernel start.
+    for name in VENV_NAMES:
+        found.setdefault((name,), Protected((name,), f"{name}/",
+                                            f"the workspace's virtual environment ({_RUNS})"))
+    for name, is_dir, what in AUTORUN_NAMES:
+        key = (fold(name),)
+        found.setdefault(key, Protected(key, name + ("/" if is_dir else ""), what, anywhere=True))
+    found[("*" + PTH_SUFFIX,)] = Protected((PTH_SUFFIX,), "*" + PTH_SUFFIX,
+                                           f"a path configuration file ({_RUNS})", suffix=True)
     return tuple(found.values()), tuple(Path(p) for p in dict.fromkeys(guard))
 

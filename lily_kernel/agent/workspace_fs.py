@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.protected import Protected, fold, protected_set
+from lily_kernel.agent.protected import MARKERS, Protected, fold, protected_set
 from lily_kernel.agent.tools import ToolError
 
 _SEP = re.compile(r"[/\\]")
@@ -155,6 +155,12 @@ class WorkspaceFS:
                 os.close(fd)
                 fd = child
                 self._check_identity(os.fstat(fd), here, verb, ids)
+                marker = _marker(fd)
+                if marker:
+                    where = (f"'{'/'.join(here)}/' is" if here == parts else
+                             f"'{'/'.join(parts)}' is inside '{'/'.join(here)}/',")
+                    raise ToolError(f"{where} {marker[1]}: it holds {marker[0]}; "
+                                    f"tools cannot {verb} it")
             return fd
         except BaseException:
             os.close(fd)
@@ -303,18 +309,20 @@ class WorkspaceFS:
         with _Fd(self._open_dir(parts, "list", ids)) as dfd:
             with os.scandir(dfd) as entries:
                 for entry in entries:
-                    if self._hidden(parts, entry, ids):
+                    if self._hidden(parts, entry, ids, dfd):
                         continue
                     out.append((entry.name, entry.is_dir(follow_symlinks=False)))
         return sorted(out)
 
-    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry, ids) -> bool:
+    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry, ids, dfd: int) -> bool:
         if self.protection(parts + (entry.name,)):
             return True
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             return True
+        if stat.S_ISDIR(st.st_mode) and _holds_marker(dfd, entry.name):
+            return True  # a virtual environment or kernelspec under any name
         return (st.st_dev, st.st_ino) in ids
 
     def scan(self, relpath: str, limit: Callable[[str], int],
@@ -344,7 +352,7 @@ class WorkspaceFS:
             entries = sorted(it, key=lambda e: e.name)
         for entry in entries:
             here = parts + (entry.name,)
-            if self._hidden(parts, entry, ids):
+            if self._hidden(parts, entry, ids, dfd):
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -371,6 +379,20 @@ class WorkspaceFS:
                     data = _read_upto(fd, limit(entry.name) + 1)
                 if len(data) <= limit(entry.name):
                     yield "/".join(here), data
+
+
+def _marker(dir_fd: int) -> tuple[str, str] | None:
+    """The marker file (pyvenv.cfg, kernel.json) the open folder holds, and what it makes the
+    folder (docs/trust-boundary.md#protected-paths), or None."""
+    for name, what in MARKERS:
+        if _lstat(dir_fd, name) is not None:
+            return name, what
+    return None
+
+
+def _holds_marker(dir_fd: int, name: str) -> bool:
+    """Whether the folder ``name`` in ``dir_fd`` (a listed folder, not a link) holds a marker."""
+    return any(_lstat(dir_fd, f"{name}/{marker}") is not None for marker, _ in MARKERS)
 
 
 def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
@@ -406,8 +428,9 @@ def decode_capped(data: bytes, cap: int, size: int) -> str:
 def for_session(workspace: Path, limits: Limits, persona_dirs: Iterable[Path],
                 env: Mapping[str, str]) -> WorkspaceFS:
     """The boundary of one session: its workspace, protected set and caps."""
+    from lily_kernel.agent.trust import data_dir
     from lily_kernel.skills.paths import skill_roots
     roots = [r.path for r in skill_roots(env, workspace)]
-    protected, guard = protected_set(Path(workspace), persona_dirs, roots)
+    protected, guard = protected_set(Path(workspace), persona_dirs, roots, [data_dir(env)])
     return WorkspaceFS(workspace, protected, guard=guard, read_bytes=limits.read_bytes,
                        write_bytes=limits.write_bytes)

@@ -276,6 +276,11 @@ def _model(session: Session, cmd: Command):
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
+def _trust(session: Session, cmd: Command):
+    from lily_kernel.commands import trust
+    return trust.run(session, cmd.args)
+
+
 def _confirm(session: Session, cmd: Command) -> ActionDone:
     words = cmd.args.split()
     always = "--always" in words
@@ -310,6 +315,7 @@ _HANDLERS = {
     "reload_persona": _reload_persona,
     "new": _new,
     "model": _model,
+    "trust": _trust,
     "confirm": _confirm,
     "cancel": _confirm,
 }

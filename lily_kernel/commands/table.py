@@ -33,6 +33,9 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+    BuiltinCommand("trust", "/trust [--revoke]",
+                   "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
+                   "and trust it; --revoke undoes it."),
     BuiltinCommand("confirm", "/confirm [id] [--always]",
                    "Carry out the change, dispatch or tool call waiting for confirmation "
                    "(--always: that tool runs without a card until /new)."),

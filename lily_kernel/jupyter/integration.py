@@ -47,6 +47,7 @@ class Integration:
     def __init__(self, shell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
+        self._checking = False  # True while is_complete asks IPython about a %%python cell
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
@@ -110,14 +111,23 @@ class Integration:
             newline = cell.find("\n", first)
             if newline == -1:
                 return []
+            body = cell[newline + 1:].splitlines(keepends=True)
+            if self._checking:  # IPython's check_complete misreads a comment line first
+                return body
             # the header becomes a comment line, not nothing: line N of a traceback is
             # line N of the cell the user sees (docs/jupyter-display.md#python-cells)
-            header = cell[:newline + 1]
-            return ["# %%python" + "\n" * header.count("\n"),
-                    *cell[newline + 1:].splitlines(keepends=True)]
+            return ["# %%python" + "\n" * cell[:newline + 1].count("\n"), *body]
         if stripped[0] in "%!" or stripped.rstrip() in EXIT_WORDS:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
+
+    def check_complete(self, cell: str):
+        """IPython's ``check_complete`` of a cell, as Lily transforms it (for is_complete)."""
+        self._checking = True
+        try:
+            return self.shell.input_transformer_manager.check_complete(cell)
+        finally:
+            self._checking = False
 
     def run_command(self, cell: str) -> None:
         self._show_all(self.runner.command(cell, live=self._live()))
@@ -267,7 +277,8 @@ class _LiveText:
 def _redact_history(shell, install: bool) -> None:
     """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
     while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
-    userinfo masked, and any cell with the live secret values masked
+    userinfo masked, and any cell with the live secret values masked, and the values it
+    gives secret-looking variables (``%env``, ``%set_env``, ``os.environ[...] =``) too
     (docs/limits-and-secrets.md#secrets). The cell itself runs unchanged."""
     history = getattr(shell, "history_manager", None)
     if history is None:
@@ -289,7 +300,8 @@ def _redact_history(shell, install: bool) -> None:
             return secrets.redact(text)
         for value in secrets.live_secrets():
             text = text.replace(value, secrets.MASK)
-        return text
+        # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
+        return secrets.mask_env_assignments(text)
 
     def store_inputs(line_num, source, source_raw=None):
         return store(line_num, clean(source), clean(source_raw))

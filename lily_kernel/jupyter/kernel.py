@@ -96,7 +96,7 @@ class LilyKernel(IPythonKernel):
             return {"status": "complete"}
         stripped = code.lstrip()
         if stripped.startswith("%%python"):
-            return python_cell_status(code, self.shell.input_transformer_manager.check_complete)
+            return python_cell_status(code, self.lily.check_complete)
         if stripped and stripped[0] not in "%!":
             return {"status": "complete"}  # prose for the agent: Enter runs it
         return await _settle(super().do_is_complete(code))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from lily_kernel.session import journal as journal_mod
 from lily_kernel.session import persona as persona_mod
+from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
@@ -54,25 +55,9 @@ class Session:
 
     # -- lifecycle -----------------------------------------------------------
     def _start(self) -> None:
-        # lily.toml is read at session start (and so again by /new); a broken file is
-        # reported by the agent, and commands keep working on defaults.
-        self._file_error: str | None = None
         self._model_error: str | None = None
-        try:
-            self._file_config = read_config_file(self.workspace)
-        except ConfigError as exc:
-            self._file_config, self._file_error = {}, str(exc)
-        try:
-            self.limits = Limits.from_table(self._file_config.get("limits"))
-        except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
-            self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
-        try:
-            self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
-            self.share_values = _share_values(self._file_config.get("notebook"))
-        except ValueError as exc:  # fail closed, like a broken cap
-            self.policy, self.share_values = ToolPolicy(), False
-            self._file_error = self._file_error or f"lily.toml {exc}"
-        self._files = None  # the file boundary, built on first use with these caps
+        self._model_set: dict[str, object] = {}  # what /model changed, kept across /trust
+        self._load_config()
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -95,12 +80,78 @@ class Session:
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),
                              **self._snapshot_record()})
 
+    def _load_config(self) -> None:
+        """Read lily.toml (at session start, /new and /trust); a broken file is reported by
+        the agent, and commands keep working on defaults. An untrusted workspace's settings
+        that would send a secret elsewhere are withheld (docs/trust-boundary.md#workspace-trust)."""
+        self._file_error: str | None = None
+        try:
+            self._file_config = read_config_file(self.workspace)
+        except ConfigError as exc:
+            self._file_config, self._file_error = {}, str(exc)
+        self.withheld: list[trust_mod.Withheld] = []
+        self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
+        self.trust_note_shown = False
+        if trust_mod.withheld(self._file_config, self._env):
+            try:
+                trusted = trust_mod.is_trusted(self.workspace, self._env)
+            except ConfigError as exc:
+                trusted, self.trust_problem = False, str(exc)
+            if not trusted:
+                self.withheld = trust_mod.withheld(self._file_config, self._env)
+                self._file_config = trust_mod.without(self._file_config, self.withheld)
+        own_outbox = self._env.get("LILY_OUTBOX_URL")
+        if own_outbox:  # the user's own outbox wins over the file's
+            from lily_kernel.typed.outbox import plain_http_reason
+            reason = plain_http_reason(own_outbox)
+            if reason:
+                self._file_error = self._file_error or f"LILY_OUTBOX_URL: {reason}"
+            else:
+                self._file_config.setdefault("activitypub", {})["outbox"] = own_outbox
+        try:
+            self.limits = Limits.from_table(self._file_config.get("limits"))
+        except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
+            self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
+        try:
+            self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
+            self.share_values = _share_values(self._file_config.get("notebook"))
+        except ValueError as exc:  # fail closed, like a broken cap
+            self.policy, self.share_values = ToolPolicy(), False
+            self._file_error = self._file_error or f"lily.toml {exc}"
+        self._files = None  # the file boundary, built on first use with these caps
+
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
         if errors:
             self._model_error = (f"model configuration: {'; '.join(errors)}; fix it, "
                                  "or set it with /model")
         return config
+
+    @property
+    def untrusted_note(self) -> str | None:
+        """The one line saying which lily.toml settings are withheld and how to trust the
+        workspace, or None when nothing is withheld."""
+        if not self.withheld:
+            return None
+        return trust_mod.untrusted_line(self.withheld, self.trust_problem)
+
+    def apply_trust(self, trusted: bool) -> None:
+        """``/trust`` or ``/trust --revoke``: record it, then read lily.toml again; the
+        conversation, agent and what ``/model`` set are kept."""
+        (trust_mod.trust if trusted else trust_mod.revoke)(self.workspace, self._env)
+        policy = self.policy
+        self._load_config()
+        self._model_error = None
+        config = self._initial_model_config()
+        if self._model_set:
+            config = config.changed(**self._model_set)
+        self.model_config = config
+        self.journal.append({"event": "workspace_trusted" if trusted else "workspace_untrusted",
+                             "session_id": self.session_id,
+                             "fingerprint": trust_mod.fingerprint(self.workspace),
+                             "model_config": self.model_config.as_dict()})
+        if self.policy != policy:  # eligibility (requires_tools) follows the policy
+            self.reload_skills()
 
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
@@ -235,6 +286,7 @@ class Session:
 
     def set_model(self, **values: object) -> ModelConfig:
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
+        self._model_set.update(values)
         self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
                              "model_config": self.model_config.as_dict()})

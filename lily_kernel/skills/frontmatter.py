@@ -3,7 +3,8 @@
 Rules (docs/skill-format.md#reading): a UTF-8 BOM is stripped, CRLF is accepted, frontmatter exists
 only when the first line is exactly ``---`` and ends at the next line that is
 exactly ``---``. The YAML must be a mapping; anchors, aliases and explicit tags
-are refused; frontmatter over 64 KiB and files over 256 KiB are errors.
+are refused; frontmatter over 64 KiB, nesting deeper than 64 levels and files over 256 KiB
+are errors.
 """
 from __future__ import annotations
 
@@ -29,6 +30,66 @@ _FORBIDDEN_TOKENS = {
 
 class FrontmatterError(SkillError):
     """The frontmatter cannot be read; the message says why."""
+
+
+#: Deepest nesting of YAML collections read (flow brackets plus block levels). libyaml and
+#: PyYAML recurse once per level: 30,000 nested lists in 60 KB crash the interpreter, so
+#: the depth is measured on the text before any YAML parser sees it.
+MAX_NESTING = 64
+
+
+def check_nesting(source: str) -> None:
+    """FrontmatterError when ``source`` nests collections deeper than :data:`MAX_NESTING`.
+
+    Conservative (docs/skill-format.md#reading): brackets outside quotes and comments
+    count, and each block level (deeper indentation, or a ``- ``/``? `` on the same line)
+    counts one, so it may over-count, never under-count. Linear in the text's length; a
+    small frontmatter takes a fast path that never loops over characters.
+    """
+    if (source.count("[") + source.count("{") <= MAX_NESTING
+            and source.count("\n") + source.count("-") + source.count("?") <= MAX_NESTING):
+        return
+    flow = 0
+    quote = ""
+    stack: list[int] = []  # indentation of the open block levels
+    for line in source.split("\n"):
+        if not quote and flow == 0:
+            body = line.lstrip(" ")
+            if body and body[0] != "#":
+                indent = len(line) - len(body)
+                while stack and stack[-1] >= indent:
+                    stack.pop()
+                stack.append(indent)
+                compact = 0
+                while body[:2] in ("- ", "? ") or body in ("-", "?"):
+                    compact += 1
+                    body = body[2:].lstrip(" ")
+                if len(stack) + compact > MAX_NESTING:
+                    raise _too_deep()
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if quote:
+                if c == "\\" and quote == '"':
+                    i += 1
+                elif c == quote:
+                    quote = ""
+            elif c in "\"'":
+                quote = c
+            elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+                break
+            elif c in "[{":
+                flow += 1
+                if flow + len(stack) > MAX_NESTING:
+                    raise _too_deep()
+            elif c in "]}" and flow:
+                flow -= 1
+            i += 1
+
+
+def _too_deep() -> FrontmatterError:
+    return FrontmatterError(f"frontmatter nests lists or mappings more than {MAX_NESTING} "
+                            "levels deep (the nesting limit); it was not read")
 
 
 def decode(data: bytes) -> str:
@@ -86,6 +147,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict]:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
+    check_nesting(source)
     value = fastyaml.parse(source)
     if value is fastyaml.FALLBACK:
         return text, body, _load_yaml(source)
@@ -99,6 +161,7 @@ def parse_yaml(source: str) -> dict:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
+    check_nesting(source)
     value = fastyaml.parse(source)
     if value is not fastyaml.FALLBACK:
         return {} if value is None else value

@@ -27,7 +27,7 @@ Responder = Callable[[dict], Turn]
 TURN_KEYS = frozenset({
     "content", "tool_calls", "finish_reason", "usage", "chunks", "chunk_delay", "delay",
     "status", "retry_after", "error_message", "raw", "truncate", "expect",
-    "endless", "stream_chars", "drip", "max_duration", "echo_headers",
+    "endless", "stream_chars", "drip", "max_duration", "echo_headers", "gzip_line",
 })
 _BIG_PIECE = "x" * 65536  # one content delta of an endless or huge stream
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "id"})
@@ -96,6 +96,9 @@ def _validate_turn(turn: Any, where: str) -> dict:
         raise ValueError(f"{where}: 'raw' must be a str")
     if "chunks" in turn and not (isinstance(turn["chunks"], int) and turn["chunks"] >= 1):
         raise ValueError(f"{where}: 'chunks' must be an int >= 1")
+    if "gzip_line" in turn and not (isinstance(turn["gzip_line"], int)
+                                    and turn["gzip_line"] >= 0):
+        raise ValueError(f"{where}: 'gzip_line' must be an int >= 0")
     if "stream_chars" in turn and not (isinstance(turn["stream_chars"], int)
                                        and turn["stream_chars"] >= 0):
         raise ValueError(f"{where}: 'stream_chars' must be an int >= 0")
@@ -141,6 +144,21 @@ def _content_pieces(content: str, chunks: int | None) -> list[str]:
     if chunks is not None:
         return _split_even(content, chunks)
     return re.findall(r"\s*\S+\s*", content) or [content]
+
+
+def _gzip_line(size: int) -> bytes:
+    """A gzip body holding one SSE line of ``size`` bytes and no line end (a compression
+    bomb: 300 MB of it compress to about 0.3 MB), made without holding it uncompressed."""
+    import zlib
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    out = [packer.compress(b"data: ")]
+    block = b"x" * (1 << 20)
+    left = size
+    while left > 0:
+        out.append(packer.compress(block[:left]))
+        left -= len(block)
+    out.append(packer.flush())
+    return b"".join(out)
 
 
 def _format_seconds(value: float) -> str:
@@ -440,6 +458,9 @@ class ScriptedServer:
                 message = f"{message or 'bad request'} (request headers: {echoed})"
             return self._send_error(h, turn["status"], message, extra,
                                     truncate=bool(turn.get("truncate")))
+        if "gzip_line" in turn:
+            return self._send_bytes(h, 200, _gzip_line(turn["gzip_line"]), "text/event-stream",
+                                    {"Content-Encoding": "gzip"})
         if stream:
             return self._stream(h, request, turn)
         if "raw" in turn:

@@ -15,7 +15,6 @@ confirms or cancels it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import uuid
 from dataclasses import dataclass, field, replace
@@ -131,7 +130,15 @@ def _activity_settings(session) -> dict:
 
 
 def _target(session) -> str:
-    return _activity_settings(session).get("outbox") or "local outbox"
+    return _activity_settings(session).get("outbox") or "local outbox" + _withheld(session)
+
+
+def _withheld(session) -> str:
+    """`` (the line saying so)`` when an untrusted lily.toml's outbox is not used, else ''
+    (docs/trust-boundary.md#workspace-trust)."""
+    if any(w.table == "activitypub" for w in getattr(session, "withheld", ())):
+        return f" ({session.untrusted_note})"
+    return ""
 
 
 def _activity(session, spec: TypedSpec, params: dict) -> dict:
@@ -194,7 +201,7 @@ def execute(session, action: Action) -> Outcome:
         if exc.uncertain:
             raise Uncertain(str(exc)) from None
         raise ActionError(str(exc)) from None
-    verb = {"stored": "stored in the local outbox", "delivered": f"delivered to {delivery.target}",
+    verb = {"stored": "stored in the local outbox" + _withheld(session), "delivered": f"delivered to {delivery.target}",
             "duplicate": "already sent earlier; not sent again"}.get(delivery.status, delivery.status)
     return Outcome(action, f"**{skill.name}**: {action.activity['type']} `{delivery.activity_id}` "
                            f"{verb}.")
@@ -205,9 +212,9 @@ def _delivery_settings(session) -> tuple[float, int]:
     table = _activity_settings(session)
     timeout, retries = table.get("timeout", 10.0), table.get("retries", 2)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not 0 < timeout < math.inf:
-        raise ActionError(f"lily.toml [activitypub] timeout must be a positive number of "
-                          f"seconds, not {timeout!r}")
+            or not 0 < timeout <= 600:
+        raise ActionError(f"lily.toml [activitypub] timeout must be a number of seconds above "
+                          f"0 and at most 600, not {timeout!r}")
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
         raise ActionError(f"lily.toml [activitypub] retries must be a whole number from 0 to "
                           f"10, not {retries!r}")

@@ -96,6 +96,32 @@ def _redact(text: str, token: str | None) -> str:
     return redact(text, also=(token,) if token else ())
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_http_reason(url: str) -> str | None:
+    """Why ``url`` may not be an outbox (the token would cross the network in clear text), or
+    None: an outbox is ``https`` unless it is on this machine (docs/trust-boundary.md#workspace-trust)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return None  # _check_url says what is wrong with it
+    if parts.scheme == "http" and not is_loopback(host):
+        return (f"outbox URL must use https unless it is on this machine (localhost, "
+                f"127.0.0.1, ::1), not http://{host}")
+    return None
+
+
 def _check_url(url: Any) -> str:
     if not isinstance(url, str) or not url:
         raise DispatchError(f"outbox URL must be an http(s) URL, got {url!r}")
@@ -111,6 +137,9 @@ def _check_url(url: Any) -> str:
         raise DispatchError(f"outbox URL must use http or https, not {parts.scheme or 'no scheme'!r}")
     if not host:
         raise DispatchError("outbox URL has no host")
+    reason = plain_http_reason(url)
+    if reason:
+        raise DispatchError(reason)
     if parts.username is not None or parts.password is not None:
         # Never echo it: the user info may be a password. Credentials go in `token`.
         raise DispatchError("outbox URL must not contain user info (user:password@); "

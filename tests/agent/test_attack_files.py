@@ -448,3 +448,70 @@ def test_default_write_cap_stops_a_larger_write(world):
         session.tools.get("write")("huge.txt", "x" * (1024 * 1024 + 1))
     assert "write_bytes" in str(info.value)
     assert not (world.workspace / "huge.txt").exists()
+
+
+# -- places where code runs by itself (issue 15 point 2) ----------------------------------
+
+AUTORUN = {  # path the model names -> words the refusal must hold (the rule it names)
+    "lib/python3.11/site-packages/evil.py": "site-packages/",
+    "usr/lib/python3/dist-packages/evil.py": "dist-packages/",
+    "evil.pth": "*.pth file",
+    "deep/er/Evil.PTH": "*.pth file",
+    "sitecustomize.py": "sitecustomize.py is a start-up hook",
+    "src/usercustomize.py": "usercustomize.py file",
+    ".ipython/profile_default/startup/00.py": ".ipython/",
+    ".jupyter/jupyter_server_config.py": ".jupyter/",
+    ".config/git/config": ".config/",
+    "share/jupyter/kernels/x/kernel.json": "kernel.json file",
+    "kernels/lily/kernel.json": "kernel.json file",
+    "kernels/lily/logo.py": "kernelspec",  # a folder holding kernel.json
+    ".venv/bin/python": ".venv/",
+    "venv/lib/x.py": "venv/",
+    "env/bin/activate": "env/",
+    "tools/myenv/bin/activate": "virtual environment",  # a venv under any name (pyvenv.cfg)
+    "tools/myenv/pyvenv.cfg": "virtual environment",
+    "pyvenv.cfg": "pyvenv.cfg is",  # would make the workspace itself a venv
+}
+
+
+def _autorun_world(world: World) -> None:
+    ws = world.workspace
+    (ws / "tools" / "myenv" / "bin").mkdir(parents=True)
+    (ws / "tools" / "myenv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (ws / "tools" / "myenv" / "bin" / "activate").write_text("ORIGINAL-ACTIVATE\n")
+    (ws / "kernels" / "lily").mkdir(parents=True)
+    (ws / "kernels" / "lily" / "kernel.json").write_text('{"argv": ["ORIGINAL"]}')
+    (ws / ".config" / "git").mkdir(parents=True)
+    (ws / ".config" / "git" / "config").write_text("ORIGINAL-CONFIG\n")
+
+
+@pytest.mark.parametrize("path", list(AUTORUN))
+def test_a_model_cannot_reach_places_where_code_runs_by_itself(world, server, path):
+    _autorun_world(world)
+    session = world.session(server)
+    ws = world.workspace
+    before = {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    results = attack(server, session,
+                     call("write", {"path": path, "content": FORGED}, "w"),
+                     call("read", {"path": path}, "r"))
+    assert results["w"].startswith("Error:") and "tools cannot write" in results["w"], results
+    assert AUTORUN[path] in results["w"], results  # the refusal names the rule
+    assert results["r"].startswith("Error:"), results
+    assert "ORIGINAL" not in json.dumps(results)
+    after = {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_listing_hides_places_where_code_runs_by_itself(world, server):
+    _autorun_world(world)
+    (world.workspace / "notes.md").write_text("mine\n")
+    (world.workspace / "x.pth").write_text("import os\n")
+    session = world.session(server)
+    results = attack(server, session, call("list", {"path": "."}, "top"),
+                     call("list", {"path": "tools"}, "tools"),
+                     call("list", {"path": "tools/myenv"}, "venv"),
+                     call("list", {"path": "kernels"}, "kernels"))
+    assert results["top"].splitlines() == ["kernels/", "notes.md", "tools/"], results
+    assert "lily" not in results["kernels"]
+    assert "myenv" not in results["tools"]
+    assert "pyvenv.cfg" in results["venv"] and "tools cannot list" in results["venv"]

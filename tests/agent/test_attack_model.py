@@ -72,6 +72,93 @@ def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
     assert agent.run(session, "next").text == "recovered"
 
 
+def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
+    """0.3 MB on the wire, 300 MB as one SSE line: Lily asks for no compression, refuses a
+    compressed answer and never buffers the line (docs/limits-and-secrets.md#caps)."""
+    session = world.session(server, journal=True)
+    server.add({"gzip_line": 300_000_000})
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    line = one_line_failure(session, "compress it")
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown < 64 * 1024, f"peak memory grew by {grown} KiB"
+    assert "compressed" in line and "not decompressed" in line
+    assert server.requests[0]["headers"].get("Accept-Encoding") == "identity"
+    server.add("recovered")
+    assert agent.run(session, "next").text == "recovered"
+
+
+def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
+    from lily_kernel.agent.deadline import MAX_LINE_BYTES, DeadlineTransport, StreamRefused, _Bounded
+    sent: list[int] = []
+
+    def body():
+        yield b"data: {}\n\n"
+        for _ in range(10_000):  # 10 GB if it were all read
+            sent.append(1)
+            yield b"x" * (1 << 20)
+
+    stream = _Bounded(body(), DeadlineTransport(), None)
+    with pytest.raises(StreamRefused, match="longer than"):
+        for _ in stream:
+            pass
+    assert len(sent) <= MAX_LINE_BYTES // (1 << 20) + 1
+
+
+def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
+    """100 calls in one step: 16 run (the default cap), the rest are answered, not run."""
+    (world.workspace / "notes.md").write_text("n\n")
+    session = world.session(server)
+    calls = [{"name": "read", "arguments": {"path": "notes.md"}, "id": f"c{i}"}
+             for i in range(100)]
+    server.add({"tool_calls": calls}, "done")
+    reply = agent.run(session, "flood")
+    assert reply.text == "done"
+    results = [m["content"] for m in server.chat_requests()[-1]["messages"]
+               if m.get("role") == "tool"]
+    assert len(results) == 100  # every call has its answer
+    assert results[:16] == ["n\n"] * 16
+    assert all(r.startswith("Error: not run: too many calls") for r in results[16:])
+    assert "tool_calls_per_step" in results[16]
+    assert_consistent(session.conversation)
+
+
+def test_the_conversation_cap_stops_a_request_that_grows_without_end(world, server):
+    (world.workspace / "big.txt").write_text("y" * 40_000)
+    limits(world, conversation_chars=100_000)
+    session = world.session(server)
+    step = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"b{i}"}
+                           for i in range(5)]}
+    server.add(step, "done")
+    agent.run(session, "grow")
+    results = [m["content"] for m in server.chat_requests()[-1]["messages"]
+               if m.get("role") == "tool"]
+    ran = [r for r in results if r.startswith("y")]
+    assert 2 <= len(ran) < 5 and "too many calls" in results[-1]
+    assert sum(map(len, ran)) <= 100_000 + 40_000
+
+
+@pytest.mark.parametrize("toml, words", [
+    ("[model]\ntimeout = 1e10\n", "timeout must be"),
+    ("[model]\nmax_retries = 100000000000000000000\n", "max_retries must be"),
+    ("[limits]\nread_bytes = 100000000000000\n", "read_bytes must be at most"),
+    ("[limits]\ntool_calls_per_step = 100000\n", "tool_calls_per_step must be at most"),
+])
+def test_a_huge_number_in_lily_toml_is_one_config_line(world, server, toml, words):
+    (world.workspace / "lily.toml").write_text(toml)
+    session = world.session(server)
+    line = one_line_failure(session)
+    assert words in line
+    assert server.requests == []
+
+
+def test_a_huge_timeout_from_the_environment_or_model_is_one_line(world, server):
+    session = world.session(server, LILY_TIMEOUT="1e10")
+    assert "timeout must be" in one_line_failure(session)
+    with pytest.raises(CommandError) as info:
+        router.run(session, "/model timeout=1e300")
+    assert "timeout must be" in info.value.line()
+
+
 def test_a_tool_result_is_cut_and_the_user_is_told(world, server):
     limits(world, tool_result_chars=1000)
     session = world.session(server)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent import trust
 from lily_kernel.session import journal
 from lily_kernel.commands import router
 from lily_kernel.agent.config import DEFAULT_MODEL, ConfigError, ModelConfig
@@ -25,12 +26,14 @@ SECRET = "sk-lily-config-SECRET-55aa"
 
 
 def make_session(workspace: Path, toml: str | None = None, journal: bool = False,
-                 **env: str) -> Session:
+                 trusted: bool = False, **env: str) -> Session:
     if toml is not None:
         (workspace / "lily.toml").write_text(toml, encoding="utf-8")
     full = {"SKILLS_WORKSPACE_DIR": str(workspace / "skills"),
             "SKILLS_USER_DIR": str(workspace.parent / "user_skills"),
             "HOME": str(workspace.parent / "home"), **env}
+    if trusted:  # docs/trust-boundary.md#workspace-trust: as /trust records it
+        trust.trust(workspace, full)
     return Session(workspace=workspace, env=full, journal=journal)
 
 
@@ -43,13 +46,16 @@ def test_defaults(workspace):
             config.max_retries) == (DEFAULT_MODEL, None, None, 60.0, 2)
 
 
-def test_lily_toml_over_defaults(workspace):
+@pytest.mark.parametrize("trusted", [True, False])
+def test_lily_toml_over_defaults(workspace, trusted):
     config = make_session(workspace, "[model]\nmodel = 'file-model'\ntemperature = 0.3\n"
                                      "reasoning_effort = 'low'\ntimeout = 7\n"
-                                     "base_url = 'http://127.0.0.1:1/v1'\n").model_config
+                                     "base_url = 'http://127.0.0.1:1/v1'\n",
+                          trusted=trusted).model_config
+    # An untrusted workspace's endpoint is withheld (it would receive OPENAI_API_KEY).
     assert (config.model, config.temperature, config.reasoning_effort, config.timeout,
             config.base_url, config.max_retries) == \
-        ("file-model", 0.3, "low", 7.0, "http://127.0.0.1:1/v1", 2)
+        ("file-model", 0.3, "low", 7.0, "http://127.0.0.1:1/v1" if trusted else None, 2)
 
 
 def test_environment_over_lily_toml(workspace):

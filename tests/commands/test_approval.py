@@ -110,7 +110,7 @@ def test_a_write_over_an_existing_file_asks_with_a_diff_and_a_new_file_does_not(
         md = render.markdown(card)
         assert "**Approve write** (tool call, card `" + card.action.id[:8] + "`)" in md
         assert "```diff\n--- a/notes.txt\n+++ b/notes.txt" in md
-        assert "| `write` | built\\-in | not read\\-only, destructive |" in md
+        assert "| `write` | built-in | not read-only, destructive |" in md
         assert json.loads(card.arguments) == {"path": "notes.txt",
                                               "content": "keep\nnew line\n"}
         ref = card.action.id[:8]
@@ -148,7 +148,7 @@ def test_the_card_shows_origin_server_hints_and_redacted_capped_arguments(world)
     assert len(card.arguments) < CARD_CHARS + 200
     assert "more characters of the arguments are not shown" in card.arguments
     md = render.markdown(card)
-    assert "| `lookup` | MCP server search\\-srv | read\\-only, open world |" in md
+    assert "| `lookup` | MCP server search-srv | read-only, open world |" in md
     assert "<script>" not in md.split("```json", 1)[0]  # outside the code block: nothing raw
     from lily_kernel.jupyter.display import card_html
     page = card_html(card)

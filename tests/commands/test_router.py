@@ -320,7 +320,7 @@ def test_model_change(session):
     ("/model reasoning_effort=extreme", "reasoning_effort must be one of"),
     ("/model verbosity=loud", "verbosity must be one of"),
     ("/model base_url=ftp://x", "base_url must start with http"),
-    ("/model timeout=0", "timeout must be a positive"),
+    ("/model timeout=0", "timeout must be a number of seconds above 0"),
     ("/model max_retries=-1", "max_retries"),
     ("/model colour=blue", "unknown model setting 'colour'"),
     ("/model a b", "one model name"),

@@ -19,7 +19,7 @@ from kernel_support import STARTUP_TIMEOUT, make_world
 class LilyKernelConformance(jupyter_kernel_test.KernelTests):
     kernel_name = "lily"
     language_name = "python"
-    file_extension = ".md"
+    file_extension = ".py"
 
     @classmethod
     def setUpClass(cls) -> None:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from lily_kernel.agent import trust
 from lily_kernel.agent import loop as agent
 from lily_kernel import safejson
 from lily_kernel.commands import router
@@ -193,6 +194,7 @@ def outbox_settings(world: World, url: str, timeout: float = 0.3, retries: int =
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "{url}"\ntimeout = {timeout}\n'
         f"retries = {retries}\n", encoding="utf-8")
+    trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
 
 
 SEND = '/skill send_message {"recipient": "' + BOB + '", "content": "exactly once"}'
@@ -246,6 +248,7 @@ def test_bad_outbox_settings_are_one_error_line(world, table, words):
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "http://127.0.0.1:9/x"\n{table}\n',
         encoding="utf-8")
+    trust.trust(world.workspace, world.env(None))
     assert words in error_line(world.session(None), SEND)
 
 
@@ -269,3 +272,27 @@ def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiv
     keys = {p["headers"]["Idempotency-Key"] for p in slow_receiver.requests}
     assert keys == {action.activity["id"]}
     assert len(slow_receiver.accepted) == 1
+
+
+def test_an_untrusted_outbox_never_receives_the_token(world, monkeypatch):
+    """A cloned workspace's lily.toml names the attacker's outbox: the activity stays in
+    the local outbox and the token goes nowhere until the user trusts the workspace
+    (docs/trust-boundary.md#workspace-trust)."""
+    token = "outbox-TOKEN-of-the-user-5e6f"
+    monkeypatch.setenv("LILY_OUTBOX_TOKEN", token)
+    keep_loopback_direct(monkeypatch)
+    with receivers(path="/users/me/outbox") as make:
+        evil = make()
+        (world.workspace / "lily.toml").write_text(
+            f'[activitypub]\nactor = "{ME}"\noutbox = "{evil.url}"\n', encoding="utf-8")
+        session = world.session(None)
+        done = router.run(session, SEND)
+        assert isinstance(done, ActionDone) and "stored in the local outbox" in done.summary
+        assert "not trusted" in done.summary and "/trust" in done.summary
+        assert evil.requests == []
+        # The user's own outbox (LILY_OUTBOX_URL) gets it, with the token.
+        mine = make()
+        own = world.session(None, LILY_OUTBOX_URL=mine.url)
+        router.run(own, SEND.replace("exactly once", "to my own outbox"))
+        assert evil.requests == [] and len(mine.requests) == 1
+        assert mine.requests[0]["headers"]["Authorization"] == f"Bearer {token}"

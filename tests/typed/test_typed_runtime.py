@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lily_kernel.agent import pending
+from lily_kernel.agent import trust
 from lily_kernel.typed import actions
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
@@ -452,6 +453,7 @@ def receiver():
 def configure_outbox(world: World, receiver: Receiver, monkeypatch) -> None:
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "{receiver.url}"\n', encoding="utf-8")
+    trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
     monkeypatch.setenv("LILY_OUTBOX_TOKEN", TOKEN)
 
 
