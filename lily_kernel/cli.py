@@ -4,6 +4,8 @@
     lily skills check                   every diagnostic; exit 1 on errors
     lily skills info NAME               one skill, as /help shows it
     lily skills validate [--strict | --lily] PATH...
+    lily skills install SOURCE [--user | --workspace] [--as NAME] [--sha256 HASH] [--allow-risky]
+    lily skills remove NAME [--user | --workspace]
     lily kernel install [--user | --sys-prefix | --prefix P]
     lily run "/command ..."             run one command cell, as the kernel would
     lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
@@ -45,6 +47,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         from lily_kernel.commands.results import SkillTable
         print(render.text(SkillTable(snap, show_all=args.all)))
+        if args.all:  # where each source's skills come from (docs/loader.md#roots)
+            print("\nRoots, highest precedence first:\n")
+            print(render.table(render.ROOT_COLUMNS, render.root_rows(snap), width=100))
     return 0
 
 
@@ -74,7 +79,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lily_kernel.skills.validator import validate, validate_lily
+    from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
         from lily_kernel.agent.builtin_tools import register_builtins
         from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -98,16 +103,66 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for kind, reason in found:
                 print(f"{path}: {kind}: {reason}")
             continue
-        problems = validate(path, strict=args.strict)
+        warnings: list[str] = []
+        if args.strict:  # a value type stricter than skills-ref's: a warning, exit 0
+            problems, warnings = validate_strict(path)
+        else:
+            problems = validate(path)
         bad += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
+        for warning in warnings:
+            print(f"{path}: warning: {warning}")
     rules = (" (strict Agent Skills rules)" if args.strict else
              " (what Lily would load here)" if args.lily else "")
     needs = f"; {notebook} of them need{'s' if notebook == 1 else ''} a notebook" if notebook else ""
     print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}{needs}.",
           file=sys.stderr)
     return 1 if bad else 0
+
+
+def _lily_checker():
+    """``lily skills validate --lily`` for one folder, with this host's tools and policy."""
+    from lily_kernel.agent.builtin_tools import register_builtins
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.skills.validator import validate_lily
+    tools = ToolRegistry()
+    register_builtins(tools, workspace_dir())
+    policy = ToolPolicy.from_env()
+    return lambda folder: validate_lily(folder, tools, policy)
+
+
+def cmd_skills_install(args: argparse.Namespace) -> int:
+    """Scan, check and copy one skill into Lily's user or workspace root
+    (docs/skills-compat.md#installing-skills); exit 1 when refused."""
+    from lily_kernel.skills.install import InstallError, install
+    try:
+        done = install(args.source, _lily_checker(), "workspace" if args.workspace else "user",
+                       name=args.name, sha256=args.sha256, allow_risky=args.allow_risky)
+    except InstallError as exc:
+        print(error_line(exc), file=sys.stderr)
+        for finding in exc.findings:
+            print(f"  {finding}", file=sys.stderr)
+        return 1
+    for finding in done.allowed:
+        print(f"allowed (--allow-risky): {finding}")
+    for note in done.notes:
+        print(f"note: {note}")
+    print(f"Installed skill '{done.name}' in {done.path}")
+    return 0
+
+
+def cmd_skills_remove(args: argparse.Namespace) -> int:
+    """Delete one skill from Lily's user or workspace root."""
+    from lily_kernel.skills.install import InstallError, remove
+    target = "workspace" if args.workspace else "user" if args.user else None
+    try:
+        path = remove(args.name, target)
+    except InstallError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 1
+    print(f"Removed skill '{args.name}' from {path.parent}")
+    return 0
 
 
 def _notebook_only(reason: str) -> bool:
@@ -401,6 +456,22 @@ def parser() -> argparse.ArgumentParser:
                        help="what Lily would load here: the loader's reasons, eligibility, notes")
     val.add_argument("paths", nargs="+", metavar="PATH")
     val.set_defaults(func=cmd_validate)
+    ins = ssub.add_parser("install", help="scan a skill and copy it into Lily's user or "
+                          "workspace root")
+    ins.add_argument("source", metavar="SOURCE",
+                     help="a skill folder, a .zip or .tar.gz file, or git:URL[@ref][#subdir]")
+    _add_target(ins)
+    ins.add_argument("--as", dest="name", metavar="NAME", help="install under this name")
+    ins.add_argument("--sha256", metavar="HASH", help="refuse an archive with another SHA-256")
+    ins.add_argument("--allow-risky", action="store_true",
+                     help="install despite findings of the scan (never a symlink leaving the "
+                          "skill, a special file or an unsafe archive)")
+    ins.set_defaults(func=cmd_skills_install)
+    rem = ssub.add_parser("remove", help="delete an installed skill from the user or "
+                          "workspace root")
+    rem.add_argument("name", metavar="NAME")
+    _add_target(rem)
+    rem.set_defaults(func=cmd_skills_remove)
 
     kernel = sub.add_parser("kernel", help="the Jupyter kernel")
     ksub = kernel.add_subparsers(dest="action")
@@ -414,6 +485,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
     return p
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="Lily's user root (the default "
+                       "for install): SKILLS_USER_DIR, else ~/.lily/skills")
+    where.add_argument("--workspace", action="store_true", help="the workspace root: "
+                       "SKILLS_WORKSPACE_DIR, else <workspace>/skills")
 
 
 def add_install_args(p: argparse.ArgumentParser) -> None:

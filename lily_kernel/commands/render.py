@@ -50,6 +50,32 @@ def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
             for d in snap.diagnostics if d.kind != "loader_error"]
 
 
+ROOT_COLUMNS = ("source", "root", "state")
+
+
+def root_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """Each root the snapshot read, highest precedence first: where every source's skills
+    come from (docs/loader.md#roots; ``lily skills list --all`` prints them)."""
+    import os
+    rows = []
+    for root in snap.roots:
+        state = ("set by its variable" if root.explicit else
+                 "default" if os.path.isdir(root.path) else "default, absent")
+        rows.append((root.source, str(root.path), state))
+    return rows
+
+
+def index_omissions(snap: Snapshot) -> str | None:
+    """The line saying which skills the model's index leaves out for its budget, or None
+    (docs/agent.md#skills-index)."""
+    from lily_kernel.agent.prompt import INDEX_BUDGET, index_plan
+    _, omitted = index_plan(snap)
+    if not omitted:
+        return None
+    return (f"{len(omitted)} skill(s) not in the model's index (capped at {INDEX_BUDGET:,} "
+            f"characters): {', '.join(omitted)}. The model can still load them by name.")
+
+
 def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
     """A fixed-width text table; long cells are shortened with '…'."""
     def clip(v: str) -> str:
@@ -102,6 +128,9 @@ def _markdown_first(cls: type, markdown_of) -> None:
 def _(r: SkillTable) -> str:
     snap = r.snapshot
     out = [skills_heading(snap), "", table(skill_columns(snap), skill_rows(snap))]
+    omissions = index_omissions(snap)
+    if omissions:
+        out += ["", omissions]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
@@ -116,6 +145,9 @@ def _(r: SkillTable) -> str:
     snap = r.snapshot
     out = [f"**{sanitize.md_text(skills_heading(snap))}**", "",
            md_table(skill_columns(snap), skill_rows(snap))]
+    omissions = index_omissions(snap)
+    if omissions:
+        out += ["", sanitize.md_text(omissions)]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]

@@ -114,7 +114,9 @@ def _dispatch(session: Session, cmd: Command):
             f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
             f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
     if cmd.name in snap.aliases:
-        return _invoke(session, snap.get(snap.aliases[cmd.name]), cmd.input)
+        skill = snap.get(snap.aliases[cmd.name])
+        _user_may_run(skill, f"/{cmd.name}")
+        return _invoke(session, skill, cmd.input)
     if not cmd.name:
         raise CommandError("unknown command /: a command needs a name right after '/'. "
                            "Run /help for the list of commands.")
@@ -140,6 +142,7 @@ def _skill(session: Session, cmd: Command):
     if not name:
         raise CommandError("/skill requires a skill name.")
     skill = _lookup(session, name)
+    _user_may_run(skill, f"/skill {name}")
     return _invoke(session, skill, "\n".join(p for p in (rest.strip(), cmd.body) if p.strip()))
 
 
@@ -153,6 +156,14 @@ def _lookup(session: Session, name: str) -> Skill:
         raise CommandError(f"skill '{name}' is excluded from this session's snapshot "
                            f"(version {snap.version}): {excluded.reason}.")
     raise CommandError(f"no skill named '{name}' in this session's snapshot (version {snap.version}).")
+
+
+def _user_may_run(skill: Skill, how: str) -> None:
+    """Refuse a skill its author marked ``user-invocable: false`` (the model's only)."""
+    if not skill.user_invocable:
+        raise CommandError(f"{how}: skill '{skill.name}' is not for running by hand "
+                           "(user-invocable: false); the model loads it when a request needs "
+                           "it, so ask in prose instead.")
 
 
 def _invoke(session: Session, skill: Skill, text: str):

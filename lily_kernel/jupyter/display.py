@@ -187,6 +187,9 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
     parts = [f"<p><b>{html_text(heading)}</b></p>"]
     if not filt.strip() or _matching(rows, filt):
         parts.append(_html_table(render.skill_columns(snap), rows, filt, styled))
+    omissions = render.index_omissions(snap)
+    if omissions:
+        parts.append(f"<p>{html_text(omissions)}</p>")
     if show_all:
         excluded = render.excluded_rows(snap)
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(excluded)})</b></p>")
