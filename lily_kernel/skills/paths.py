@@ -46,6 +46,13 @@ def workspace_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(os.getcwd())
 
 
+def shared_workspace(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``LILY_SHARED_WORKSPACE`` says the workspace is on a volume several hosts
+    write (set by the Enterprise Gateway kernelspecs; docs/deploy.md#shared-workspace)."""
+    env = os.environ if env is None else env
+    return env.get("LILY_SHARED_WORKSPACE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:
     """The three roots, highest precedence first, from the environment."""
     env = os.environ if env is None else env
