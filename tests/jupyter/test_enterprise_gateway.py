@@ -15,7 +15,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 from pathlib import Path
 
@@ -24,7 +23,9 @@ from tornado.websocket import websocket_connect
 
 from kernel_support import make_world
 from lily_kernel.skills.paths import bundled
-from test_kernel_gateway import STARTUP, Channels, free_port, http, run_in_own_loop
+from test_kernel_gateway import (Channels, check_first_cells, first_cells, free_port, http,
+                                 run_in_own_loop, scripted_model_env, stop, team_workspace,
+                                 wait_until_serving)
 
 REPO = Path(__file__).resolve().parents[2]
 EG_VENV = REPO / ".venv-eg"
@@ -75,23 +76,9 @@ def gateway(tmp_path, ipython_dir):
                             cwd=str(world.workspace), env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP
-    while True:
-        try:
-            http("GET", base + "/api/kernelspecs")
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(log_path.read_text()) from None
-            time.sleep(0.2)
+    wait_until_serving(proc, base + "/api/kernelspecs", log_path)
     yield base, world.workspace, log_path
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc)
     log.close()
 
 
@@ -106,28 +93,21 @@ def test_enterprise_gateway_refuses_root(gateway):
 def test_a_lily_kernel_through_enterprise_gateway(gateway, tmp_path, server, turns):
     base, gateway_home, log_path = gateway
     assert "lily" in http("GET", base + "/api/kernelspecs")["kernelspecs"]
-    workspace = tmp_path / "volume" / "alice"
-    skill = workspace / "skills" / "team_notes"
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text("---\nname: team_notes\ndescription: The team's notes.\n"
-                                    "---\nBody.\n")
+    workspace = team_workspace(tmp_path / "volume" / "alice")
     turns.append({"content": "Hello through Enterprise Gateway."})
     kernel = http("POST", base + "/api/kernels", {"name": "lily", "env": {
         "KERNEL_USERNAME": "alice", "KERNEL_WORKING_DIR": str(workspace),
-        "OPENAI_BASE_URL": server.url, "LILY_MODEL": "scripted-test-model",
-        "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "10"}})
+        **scripted_model_env(server)}})
     url = f"ws{base[4:]}/api/kernels/{kernel['id']}/channels"
     try:
         async def first_run():
             ws = await websocket_connect(url)
             try:
-                channels = Channels(ws)
-                return (await channels.execute("/skills"), await channels.execute("Say hello."),
-                        await channels.execute("%%python\nimport os\nprint(os.getcwd())"))
+                return await first_cells(Channels(ws))
             finally:
                 ws.close()
 
-        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = run_in_own_loop(first_run)
+        runs = run_in_own_loop(first_run)
         http("POST", f"{base}/api/kernels/{kernel['id']}/restart", {})
 
         async def after_restart():
@@ -141,11 +121,7 @@ def test_a_lily_kernel_through_enterprise_gateway(gateway, tmp_path, server, tur
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
-    assert s_reply["status"] == "ok" and "team_notes" in json.dumps(s_out)
-    assert p_reply["status"] == "ok", p_out
-    assert "Hello through Enterprise Gateway." in json.dumps(p_out)
-    assert len(server.chat_requests()) == 1
-    assert w_reply["status"] == "ok" and w_out[0]["text"].strip() == str(workspace)
+    check_first_cells(runs, "Hello through Enterprise Gateway.", workspace, server)
     assert h_reply["status"] == "ok" and "/skills" in json.dumps(h_out)
     # One journal, named after the kernel id EG gave (no other label was sent), in the
     # workspace: the restart ended the first session there, the shutdown the second.
