@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 import threading
+from types import FrameType
+from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -21,6 +23,7 @@ from lily_kernel.commands import completion
 from lily_kernel.commands import render
 from lily_kernel.commands import router
 from lily_kernel.jupyter.integration import Integration
+from lily_kernel.skills.paths import workspace_dir
 
 
 class LilyKernel(IPythonKernel):
@@ -44,8 +47,9 @@ class LilyKernel(IPythonKernel):
         self.lily.install()
         _stop_cleanly_on_sigterm(self)
 
-    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
-                         allow_stdin=False, **kwargs):
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: dict | None = None, allow_stdin: bool = False,
+                         **kwargs: Any) -> dict:
         """Run the cell; the first cell also shows a start-up notice (a missing
         ``KERNEL_WORKING_DIR``, docs/front-ends.md#remote-kernels) so it is never silent."""
         if self._notice and not silent:
@@ -55,7 +59,7 @@ class LilyKernel(IPythonKernel):
         return await super().do_execute(code, silent, store_history, user_expressions,
                                          allow_stdin, **kwargs)
 
-    async def do_shutdown(self, restart):
+    async def do_shutdown(self, restart: bool) -> dict:
         """Journal the session's end (a gateway's shutdown or restart), then IPython's."""
         self.end_session("restart" if restart else "shutdown")
         return await _settle(super().do_shutdown(restart))
@@ -162,8 +166,9 @@ def _enter_working_dir() -> str | None:
         os.chdir(os.path.expanduser(target))
     except OSError as exc:
         notice = (f"Lily: KERNEL_WORKING_DIR is not a folder on the kernel's host "
-                  f"({exc.strerror}: {target}); the workspace is {os.getcwd()}, where the "
-                  "kernel was started. Mount the folder there, or set LILY_WORKSPACE.")
+                  f"({exc.strerror}: {target}); the kernel stays in {os.getcwd()}, where it "
+                  f"was started, and the workspace is {workspace_dir()}. Mount the folder "
+                  "there, or set LILY_WORKSPACE.")
         print(notice, file=sys.stderr, flush=True)
         return notice
     return None
@@ -176,7 +181,7 @@ def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread
 
-    def stop(signum, frame) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         kernel.end_session("SIGTERM")
         loop = kernel.io_loop
         loop.asyncio_loop.call_soon_threadsafe(loop.stop)

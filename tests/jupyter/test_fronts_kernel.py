@@ -90,6 +90,7 @@ def test_a_missing_kernel_working_dir_leaves_the_kernel_where_it_started(
                      if m["content"]["name"] == "stderr")
     assert "KERNEL_WORKING_DIR is not a folder on the kernel's host" in notice
     assert str(tmp_path / "not-on-this-host") in notice
+    assert f"the kernel stays in {world.workspace}" in notice
     assert f"the workspace is {world.workspace}" in notice
     later = kernel.ok("/help")
     assert not later.of_type("stream")
