@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -25,14 +27,18 @@ from jupyter_client.connect import write_connection_file
 from kernel_support import STARTUP_TIMEOUT, Kernel, make_world
 from lily_kernel.jupyter.enterprise_gateway import install_enterprise_gateway
 
-# The launcher's last step, as EG's launch_ipykernel.py does it: the kernel class comes
-# from --kernel-class-name, the connection file is the one the launcher wrote.
+# The launcher's last step, as EG 3.x's launch_ipykernel.py takes it: the kernel class comes
+# from --kernel-class-name, the namespace is the launcher's emptied module namespace, the
+# connection file is the one the launcher wrote (EG binds 0.0.0.0; here 127.0.0.1).
 LAUNCH = """
 import sys
 from ipykernel.kernelapp import IPKernelApp
 from traitlets.utils.importstring import import_item
 kernel_class = import_item(sys.argv[1])
-app = IPKernelApp.instance(kernel_class=kernel_class, connection_file=sys.argv[2], ip="127.0.0.1")
+connection_file = sys.argv[2]
+namespace = {k: v for k, v in globals().items() if k.startswith("__")}
+app = IPKernelApp.instance(kernel_class=kernel_class, user_ns=namespace,
+                           connection_file=connection_file, ip="127.0.0.1")
 app.initialize([])
 app.start()
 """
@@ -52,7 +58,30 @@ class LaunchedKernel(Kernel):
         self.kc = BlockingKernelClient(connection_file=self.connection_file)
         self.kc.load_connection_file()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
+        self.wait_for_ready()
+
+    def wait_for_ready(self) -> None:
+        """Ask kernel_info until it is answered; the process, not the heartbeat, says whether
+        the kernel died (on a loaded machine a late heartbeat looked like a death)."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            msg_id = self.kc.kernel_info()
+            try:
+                self.reply(msg_id, timeout=2)
+                break
+            except queue.Empty:
+                assert self.proc.poll() is None, (self.world.base / "kernel.log").read_text()
+                assert time.monotonic() < deadline, "the kernel did not answer kernel_info"
+        while True:  # the replies to the earlier, unanswered kernel_info requests
+            try:
+                self.kc.get_shell_msg(timeout=0.5)
+            except queue.Empty:
+                break
+        while True:
+            try:
+                self.kc.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                return
 
     def shutdown(self) -> None:
         self.kc.stop_channels()
