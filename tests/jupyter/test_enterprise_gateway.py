@@ -7,7 +7,7 @@ Lily's own Python: the gateway and the kernel are separate services, as on a clu
 The client does what JupyterLab does through a gateway: it starts a kernel with
 ``KERNEL_USERNAME`` and ``KERNEL_WORKING_DIR`` (EG refuses to start kernels for the users in
 ``EG_UNAUTHORIZED_USERS``, ``root`` by default), runs ``/skills`` and an agent request,
-restarts the kernel and shuts it down (docs/deploy.md).
+restarts the kernel, interrupts a running cell and shuts the kernel down (docs/deploy.md).
 """
 from __future__ import annotations
 
@@ -110,18 +110,27 @@ def test_a_lily_kernel_through_enterprise_gateway(gateway, tmp_path, server, tur
         runs = run_in_own_loop(first_run)
         http("POST", f"{base}/api/kernels/{kernel['id']}/restart", {})
 
+        def interrupt_once_started(output: dict) -> None:
+            if "started" in output.get("text", ""):  # EG's interrupt: its REST call
+                http("POST", f"{base}/api/kernels/{kernel['id']}/interrupt", {})
+
         async def after_restart():
             ws = await websocket_connect(url)
             try:
-                return await Channels(ws).execute("/help")
+                channels = Channels(ws)
+                stopped = await channels.execute(
+                    "%%python\nimport time\nprint('started', flush=True)\n"
+                    "for _ in range(600): time.sleep(0.1)", on_output=interrupt_once_started)
+                return stopped, await channels.execute("/help")
             finally:
                 ws.close()
 
-        h_reply, h_out = run_in_own_loop(after_restart)
+        (i_reply, _), (h_reply, h_out) = run_in_own_loop(after_restart)
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
     check_first_cells(runs, "Hello through Enterprise Gateway.", workspace, server)
+    assert i_reply["status"] == "error" and i_reply["ename"] == "KeyboardInterrupt"
     assert h_reply["status"] == "ok" and "/skills" in json.dumps(h_out)
     # One journal, named after the kernel id EG gave (no other label was sent), in the
     # workspace: the restart ended the first session there, the shutdown the second.

@@ -19,6 +19,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from tornado.websocket import websocket_connect
@@ -104,7 +105,10 @@ class Channels:
         self.ws = ws
         self.session = uuid.uuid4().hex
 
-    async def execute(self, code: str, timeout: float = STARTUP) -> tuple[dict, list[dict]]:
+    async def execute(self, code: str, timeout: float = STARTUP,
+                      on_output: Callable[[dict], None] | None = None
+                      ) -> tuple[dict, list[dict]]:
+        """Run ``code``; its reply and outputs (each also handed to ``on_output``)."""
         msg_id = uuid.uuid4().hex
         await self.ws.write_message(json.dumps({
             "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
@@ -127,6 +131,8 @@ class Channels:
                 idle = msg["content"]["execution_state"] == "idle"
             elif kind in ("display_data", "execute_result", "stream", "error"):
                 outputs.append(msg["content"])
+                if on_output is not None:
+                    on_output(msg["content"])
         return reply, outputs
 
 
