@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
         args = p.parse_args(argv[1:])
         if args.enterprise_gateway is not None:
             if args.user or args.sys_prefix or args.prefix is not None:
-                p.error("--enterprise-gateway writes to DIR: drop --user, --sys-prefix and --prefix")
+                p.error("--enterprise-gateway writes to DIR: "
+                        "drop --user, --sys-prefix and --prefix")
             from lily_kernel.jupyter.enterprise_gateway import install_enterprise_gateway
             for folder in install_enterprise_gateway(args.enterprise_gateway, args.image,
                                                      args.kernels_path, args.docker):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from lily_kernel.skills.paths import bundled
 
@@ -32,7 +33,7 @@ SPECS = {"lily_kubernetes": ("on Kubernetes", "launch_kubernetes.py"),
 
 
 def kernelspec(name: str, image: str = DEFAULT_IMAGE, kernels_path: str = KERNELS_PATH,
-               docker: str = "swarm") -> dict:
+               docker: str = "swarm") -> dict[str, Any]:
     """The ``kernel.json`` of the EG kernelspec ``name`` (``lily_kubernetes``, ``lily_docker``).
 
     The argv is EG's container launcher with the placeholders EG fills in, then
@@ -75,7 +76,7 @@ def install_enterprise_gateway(target: str | Path, image: str = DEFAULT_IMAGE,
     if docker not in DOCKER_PROXIES:
         raise ValueError(f"--docker must be one of {', '.join(DOCKER_PROXIES)}")
     source = bundled("kernelspec")
-    written = []
+    written: list[Path] = []
     for name in SPECS:
         folder = Path(target) / name
         (folder / "scripts").mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,8 @@ import uuid
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
-
 from kernel_support import STARTUP_TIMEOUT, Kernel, make_world
+
 from lily_kernel.jupyter.enterprise_gateway import install_enterprise_gateway
 
 # The launcher's last step, as EG 3.x's launch_ipykernel.py takes it: the kernel class comes

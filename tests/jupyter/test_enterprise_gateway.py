@@ -19,13 +19,22 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from kernel_support import make_world
+from test_kernel_gateway import (
+    Channels,
+    check_first_cells,
+    first_cells,
+    free_port,
+    http,
+    run_in_own_loop,
+    scripted_model_env,
+    stop,
+    team_workspace,
+    wait_until_serving,
+)
 from tornado.websocket import websocket_connect
 
-from kernel_support import make_world
 from lily_kernel.skills.paths import bundled
-from test_kernel_gateway import (Channels, check_first_cells, first_cells, free_port, http,
-                                 run_in_own_loop, scripted_model_env, stop, team_workspace,
-                                 wait_until_serving)
 
 REPO = Path(__file__).resolve().parents[2]
 EG_VENV = REPO / ".venv-eg"
