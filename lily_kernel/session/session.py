@@ -22,7 +22,7 @@ from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
 from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
-from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.skills.paths import shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
@@ -71,6 +71,7 @@ class Session:
         self.approved: set[str] = set()  # tools `/confirm --always` let run without a card
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
         self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
+        self._ended = False
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
@@ -222,7 +223,8 @@ class Session:
         """The workspace's Config Registry (typed internal skills), opened on first use."""
         if self._config_registry is None:
             from lily_kernel.typed.registry import ConfigRegistry
-            self._config_registry = ConfigRegistry.for_workspace(self.workspace)
+            self._config_registry = ConfigRegistry.for_workspace(
+                self.workspace, shared=shared_workspace(self._env))
         return self._config_registry
 
     @property
@@ -333,6 +335,14 @@ class Session:
     def _record_fit(self, entry: dict[str, Any]) -> None:
         """Journal what a request left out to fit the context window."""
         self.journal.append({**entry, "session_id": self.session_id})
+
+    def end(self, reason: str) -> None:
+        """Journal this session's end (``shutdown``, ``restart``, ``SIGTERM``); once only."""
+        if self._ended:
+            return
+        self._ended = True
+        self.journal.append({"event": "session_ended", "session_id": self.session_id,
+                             "reason": reason})
 
     def renew(self) -> None:
         """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""

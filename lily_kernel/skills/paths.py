@@ -64,6 +64,13 @@ def home_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env["HOME"]) if env.get("HOME") else Path.home()
 
 
+def shared_workspace(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``LILY_SHARED_WORKSPACE`` says the workspace is on a volume several hosts
+    write (set by the Enterprise Gateway kernelspecs; docs/deploy.md#shared-workspace)."""
+    env = os.environ if env is None else env
+    return env.get("LILY_SHARED_WORKSPACE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:
     """Every root, highest precedence first (the order of SOURCES), from the environment.
 
