@@ -7,7 +7,6 @@ beside it.
 from __future__ import annotations
 
 import json
-import json
 import re
 from collections.abc import Mapping
 from functools import singledispatch

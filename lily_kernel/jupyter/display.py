@@ -57,7 +57,7 @@ def card_html(card: ActionCard) -> str:
         parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
-    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
+    parts.append(markdown_html(render.decide_line(card)))
     return "\n".join(parts)
 
 
