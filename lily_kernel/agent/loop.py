@@ -124,7 +124,11 @@ class _Request:
     def needs_confirmation(self, name: str, args: dict) -> bool:
         """Is this a valid, allowed call of a tool the user must confirm first?"""
         session = self.session
-        if name in RESERVED or not session.policy.needs_confirmation(name):
+        if name in RESERVED:
+            return False
+        # An MCP tool asks by default (``ask``, unless in its server's auto_approve).
+        if not (session.policy.needs_confirmation(name)
+                or getattr(session.tools.get(name), "ask", False)):
             return False
         if session.policy.model_refusal(session.tools, name):
             return False  # refused anyway: execute() answers with the refusal
@@ -341,6 +345,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
            on_event: Callable[[str, dict], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
     session = request.session
+    if session.mcp is not None:  # the MCP servers' current tools (docs/mcp.md#tools)
+        session.mcp.sync(session.tools)
     config = session.model_config
     client = session.model_clients.get(config, session.environ)
     system = {"role": "system",

@@ -7,8 +7,8 @@ lines). The model's arguments are validated with the same pydantic model,
 strictly: ``"1"`` is not an integer. pydantic is imported on first use only, so
 a session start or a command never pays for it (docs/agent.md#tool-schemas).
 The policy decides, in code, which registered tools may be used at all
-(allow/deny, deny wins) and which the model may call (never an owner-only
-tool). Each session owns its own registry, so two notebooks never share tools.
+(allow/deny, deny wins; names or globs such as ``mcp__notes__*``) and which the model
+may call (never an owner-only tool). Each session owns its own registry, so two notebooks never share tools.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import json
 import os
 import re
 import typing
+from fnmatch import fnmatchcase
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Callable, Mapping
@@ -95,6 +96,14 @@ class ToolRegistry:
             return f
         return add(func) if func is not None else add
 
+    def add(self, tool: Tool) -> None:
+        """Register a ready-made :class:`Tool` (an MCP server's, docs/mcp.md#tools)."""
+        self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        """Forget tool ``name`` (an MCP tool its server no longer lists)."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
@@ -111,6 +120,13 @@ class ToolRegistry:
         new = ToolRegistry()
         new._tools = dict(self._tools)
         return new
+
+
+def matches(name: str, names: frozenset[str]) -> bool:
+    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)?"""
+    if name in names:
+        return True
+    return any(fnmatchcase(name, p) for p in names if "*" in p or "?" in p or "[" in p)
 
 
 def _name_set(value: str | None) -> frozenset[str] | None:
@@ -153,15 +169,15 @@ class ToolPolicy:
 
     def needs_confirmation(self, name: str) -> bool:
         """Must the user confirm a model's call of ``name`` before it runs?"""
-        return name in self.confirm
+        return matches(name, self.confirm)
 
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
         if name not in registry:
             return f"tool '{name}' is not registered"
-        if name in self.deny:
+        if matches(name, self.deny):
             return f"tool '{name}' is denied by the tool policy"
-        if self.allow is not None and name not in self.allow:
+        if self.allow is not None and not matches(name, self.allow):
             return f"tool '{name}' is not in the tool policy's allow list"
         return None
 

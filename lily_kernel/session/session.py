@@ -19,7 +19,8 @@ from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
+from lily_kernel.agent.config import (ConfigError, ModelConfig, merged, read_config_file,
+                                      user_config_path)
 from lily_kernel.skills.paths import skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.agent.limits import Limits
@@ -56,10 +57,15 @@ class Session:
         # reported by the agent, and commands keep working on defaults.
         self._file_error: str | None = None
         self._model_error: str | None = None
-        try:
-            self._file_config = read_config_file(self.workspace)
+        try:  # defaults < the user's file < the workspace's lily.toml (docs/mcp.md#configuration)
+            self._user_config = read_config_file(self.workspace, user_config_path(self._env))
         except ConfigError as exc:
-            self._file_config, self._file_error = {}, str(exc)
+            self._user_config, self._file_error = {}, str(exc)
+        try:
+            self._workspace_config = read_config_file(self.workspace)
+        except ConfigError as exc:
+            self._workspace_config, self._file_error = {}, self._file_error or str(exc)
+        self._file_config = merged(self._user_config, self._workspace_config)
         try:
             self.limits = Limits.from_table(self._file_config.get("limits"))
         except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
@@ -71,6 +77,7 @@ class Session:
             self.policy, self.share_values = ToolPolicy(), False
             self._file_error = self._file_error or f"lily.toml {exc}"
         self._files = None  # the file boundary, built on first use with these caps
+        self._start_mcp()
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -90,6 +97,25 @@ class Session:
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),
                              **self._snapshot_record()})
+
+    def _start_mcp(self) -> None:
+        """Start the configured MCP servers (docs/mcp.md); the SDK is imported only then."""
+        old, self.mcp = getattr(self, "mcp", None), None
+        if old is not None:
+            old.close()
+        from lily_kernel.mcp import config as mcp_config
+        if not mcp_config.configured(self.workspace, self._env, self._user_config,
+                                     self._workspace_config):
+            return
+        try:
+            servers = mcp_config.load(self.workspace, self._env, self._user_config,
+                                      self._workspace_config)
+        except ConfigError as exc:
+            self._file_error = self._file_error or str(exc)
+            return
+        from lily_kernel.mcp.hub import Hub
+        self.mcp = Hub(servers, self.workspace, _trusted(self.workspace))
+        self.mcp.start()
 
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
@@ -236,6 +262,15 @@ class Session:
             "reload_count": self.reload_count,
             "command_history": list(self.command_history),
         }
+
+
+def _trusted(workspace: Path) -> bool:
+    """Has the user trusted ``workspace`` (``/trust``)? Fails closed without the record."""
+    try:
+        from lily_kernel.agent import trust
+    except ImportError:
+        return False
+    return bool(trust.is_trusted(workspace))
 
 
 def _share_values(table: Any) -> bool:
