@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, McpStatus, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -268,3 +268,30 @@ def _value(value) -> str:
         return json.dumps(value, indent=2, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _mcp_markdown(r: McpStatus) -> str:
+    """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
+    import html  # sanitize: html_text / md_text once commands/sanitize.py lands
+    esc = lambda v: html.escape(str(v)).replace("*", "\\*").replace("_", "\\_")  # noqa: E731
+    if not r.servers:
+        return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
+    out = []
+    if r.restarted:
+        out.append(f"Restarted MCP server **{esc(r.restarted)}**.\n")
+    for row in r.servers:
+        state = row["state"] + (f": {esc(row['reason'])}" if row.get("reason") else "")
+        out.append(f"**{esc(row['name'])}** ({row['transport']}, {row['source']}): {state}")
+        if row.get("note"):
+            out.append(f"\n*{esc(row['note'])}*")
+        if row.get("stderr"):
+            out.append("\n" + "\n".join(f"> {esc(line)}" for line in row["stderr"]))
+        if row["tools"]:
+            out.append("\n" + md_table(("tool", "approval"),
+                                        [(esc(t["name"]), t["mode"]) for t in row["tools"]]))
+        out.append("")
+    out += [f"*{esc(p)}*" for p in r.problems]
+    return "\n".join(out).strip()
+
+
+_markdown_first(McpStatus, _mcp_markdown)

@@ -15,7 +15,7 @@ from lily_kernel.commands import table as commands
 from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, ModelInfo, Notice, SkillRequest,
+from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, McpStatus, ModelInfo, Notice, SkillRequest,
                       SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
@@ -268,6 +268,24 @@ def _confirm(session: Session, cmd: Command):
     return ActionDone(outcome.action, outcome.summary, outcome.result)
 
 
+def _mcp(session: Session, cmd: Command):
+    hub = session.mcp
+    words = cmd.args.split()
+    restarted = None
+    if words:
+        if words[0] != "restart" or len(words) != 2:
+            raise CommandError("usage: /mcp, or /mcp restart NAME.")
+        if hub is None or words[1] not in hub.servers:
+            raise CommandError(f"no MCP server named '{words[1]}'. Run /mcp for the list.")
+        hub.restart(words[1])
+        restarted = words[1]
+    if hub is None:
+        return McpStatus(())
+    hub.sync(session.tools, wait=5.0)
+    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
+                     restarted)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -282,6 +300,7 @@ _HANDLERS = {
     "reload_persona": _reload_persona,
     "new": _new,
     "model": _model,
+    "mcp": _mcp,
     "confirm": _confirm,
     "cancel": _confirm,
 }

@@ -33,6 +33,8 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
+    BuiltinCommand("mcp", "/mcp [restart NAME]",
+                   "Show each MCP server's state and tools with their approval mode, or restart one."),
     BuiltinCommand("confirm", "/confirm",
                    "Carry out the change, dispatch or tool call waiting for confirmation."),
     BuiltinCommand("cancel", "/cancel",
