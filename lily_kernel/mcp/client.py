@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -39,6 +40,11 @@ LAUNCHER = ("import ctypes,os,signal,sys\n"
             "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
             "try:\n os.execvp(sys.argv[2],sys.argv[2:])\n"
             "except OSError as e:\n sys.stderr.write(f'cannot start {sys.argv[2]}: {e.strerror}\\n'); os._exit(127)\n")
+
+
+# The SDK logs a server's faults with tracebacks; Lily reports them as one line instead.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+logging.getLogger("mcp").propagate = False
 
 
 class _Loop:
@@ -157,6 +163,8 @@ class Server:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
+                ended = asyncio.Event()
+                read = await stack.enter_async_context(self._watch(read, ended))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, message_handler=self._on_message))
                 async with asyncio.timeout(START_TIMEOUT):
@@ -164,7 +172,15 @@ class Server:
                     await self._list(session)
                 self._session, self.state = session, "ready"
                 self._ready.set()
-                await self._stop.wait()
+                stop = asyncio.ensure_future(self._stop.wait())
+                end = asyncio.ensure_future(ended.wait())
+                await asyncio.wait([stop, end], return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                end.cancel()
+                if ended.is_set() and not self._stop.is_set():
+                    self.state = "failed"
+                    self.reason = self._fault or self._ended_reason()
+                    self._fail_inflight(self.reason)
         except BaseException as exc:  # the fault is the server's state, one line
             if self.state != "stopped" and not (self._stop and self._stop.is_set()):
                 self.state = "failed"
@@ -179,6 +195,35 @@ class Server:
             self._session = None
             self._fail_inflight(self.reason or "the server stopped")
             self._ready.set()
+
+    def _ended_reason(self) -> str:
+        tail = self.stderr_tail(2)
+        return ("the server exited" if self.config.transport == "stdio" else
+                "the server closed the connection") + (f" ({' / '.join(tail)})" if tail else "")
+
+    @contextlib.asynccontextmanager
+    async def _watch(self, read: Any, ended: asyncio.Event) -> Any:
+        """``read`` passed through, setting ``ended`` when the server's side closes (a child
+        that exits mid-call fails its call at once instead of at its timeout)."""
+        import anyio
+        send, recv = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            try:
+                async with send:
+                    async for item in read:
+                        await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+            finally:
+                ended.set()
+                self._fail_inflight(self._fault or self._ended_reason())
+        task = asyncio.ensure_future(pump())
+        try:
+            async with recv:
+                yield recv
+        finally:
+            task.cancel()
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> Any:
