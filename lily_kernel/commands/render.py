@@ -294,4 +294,20 @@ def _mcp_markdown(r: McpStatus) -> str:
     return "\n".join(out).strip()
 
 
-_markdown_first(McpStatus, _mcp_markdown)
+markdown.register(McpStatus, _mcp_markdown)
+
+
+@text.register
+def _(r: McpStatus) -> str:
+    if not r.servers:
+        return _plain(_mcp_markdown(r))
+    out = [f"Restarted MCP server {r.restarted}.\n"] if r.restarted else []
+    for row in r.servers:
+        state = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
+        out.append(f"{row['name']} ({row['transport']}, {row['source']}): {state}")
+        out += [f"  {row['note']}"] if row.get("note") else []
+        out += [f"  | {line}" for line in row.get("stderr") or []]
+        if row["tools"]:
+            out.append(table(("tool", "approval"), [(t["name"], t["mode"]) for t in row["tools"]]))
+        out.append("")
+    return "\n".join([*out, *r.problems]).strip()

@@ -158,8 +158,10 @@ def _said(structured: Any, parts: list[str]) -> bool:
     """Does a text block already hold ``structured`` as JSON (servers often send both)?"""
     for part in parts:
         try:
-            if json.loads(part) == structured:
-                return True
+            said = json.loads(part)
         except ValueError:
             continue
+        # the SDK wraps a non-object return value as {"result": value}
+        if said == structured or structured == {"result": said}:
+            return True
     return False

@@ -32,7 +32,7 @@ def main() -> None:
         with open(args[args.index("--pidfile") + 1], "w") as fh:
             fh.write(str(os.getpid()))
     if "--fail-start" in args:
-        sys.stderr.write("starting hostile server\nfatal: the database is locked\n")
+        sys.stderr.write("starting <script>alert(1)</script>\nfatal: the database is locked\n")
         sys.exit(3)
     count = int(args[args.index("--tools") + 1]) if "--tools" in args else 0
     tools = [tool("echo", INJECTION, text="string"), tool("html"), tool("crash"), tool("hang"),
