@@ -33,6 +33,7 @@ class Hub:
         self.problems: list[str] = []  # one line each: name collisions
         self.shown: list[Shown] = []  # images returned since the face last took them
         self._synced: dict[str, int] = {}
+        self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:
             server = Server(config, str(self.workspace))
             if config.from_workspace and not trusted and not config.error and not config.disabled:
@@ -70,10 +71,13 @@ class Hub:
                 server.stop()
 
     # -- tools in the registry ---------------------------------------------------
-    def sync(self, registry: ToolRegistry, wait: float = START_TIMEOUT) -> None:
+    def sync(self, registry: ToolRegistry, wait: float = START_TIMEOUT,
+             budget: float | None = None) -> None:
         """Put the ready servers' current tools into ``registry`` (waiting up to ``wait``
-        seconds for servers still starting); a name collision is one line in
+        seconds for servers still starting); a call then ends at its server's timeout or
+        ``budget``, the request's deadline, whichever is first. A name collision is one line in
         :attr:`problems` naming both tools, and the first keeps the name."""
+        self.budget = budget
         for server in self.servers.values():
             server.wait(wait)
         current = {name: server.generation for name, server in self.servers.items()
@@ -101,10 +105,12 @@ class Hub:
                                        server.config.auto_approve, self.shown))
         self._synced = current
 
-    @staticmethod
-    def _caller(server: Server, tool: str) -> Any:
+    def _caller(self, server: Server, tool: str) -> Any:
         def call(args: dict[str, Any]) -> Any:
-            return server.call(tool, args, server.config.timeout)
+            timeout = server.config.timeout
+            if self.budget is not None:  # within the request's deadline
+                timeout = min(timeout, self.budget)
+            return server.call(tool, args, timeout)
         return call
 
     # -- /mcp ------------------------------------------------------------------------
