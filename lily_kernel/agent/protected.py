@@ -59,9 +59,11 @@ def _inside(root: str, path: str) -> tuple[str, ...] | None:
 
 
 def protected_set(workspace: Path, persona_dirs: Iterable[Path],
-                  skill_roots: Iterable[Path]) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
+                  skill_roots: Iterable[Path], data_dirs: Iterable[Path] = (),
+                  ) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
     """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
-    absolute paths whose inodes are guarded as well."""
+    absolute paths whose inodes are guarded as well. ``data_dirs``: the user's data folder
+    for Lily (the workspace trust record), protected when it lies inside the workspace."""
     from lily_kernel.agent.config import CONFIG_FILE
     from lily_kernel.typed.contacts import CONTACTS_FILE
     items: list[tuple[Path, str, bool]] = [
@@ -78,6 +80,10 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
               for d in (workspace / "persona", *persona_dirs)]
     items += [(Path(r), "a skill root of Lily's", True)
               for r in (workspace / "skills", *skill_roots)]
+    # The trust record decides where secrets go: a model that could write it would trust
+    # the workspace for the user (docs/trust-boundary.md#workspace-trust).
+    items += [(Path(d), "Lily's data folder (the workspace trust record)", True)
+              for d in data_dirs]
     lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
     found: dict[tuple[str, ...], Protected] = {}
     guard: list[str] = []

@@ -406,8 +406,9 @@ def decode_capped(data: bytes, cap: int, size: int) -> str:
 def for_session(workspace: Path, limits: Limits, persona_dirs: Iterable[Path],
                 env: Mapping[str, str]) -> WorkspaceFS:
     """The boundary of one session: its workspace, protected set and caps."""
+    from lily_kernel.agent.trust import data_dir
     from lily_kernel.skills.paths import skill_roots
     roots = [r.path for r in skill_roots(env, workspace)]
-    protected, guard = protected_set(Path(workspace), persona_dirs, roots)
+    protected, guard = protected_set(Path(workspace), persona_dirs, roots, [data_dir(env)])
     return WorkspaceFS(workspace, protected, guard=guard, read_bytes=limits.read_bytes,
                        write_bytes=limits.write_bytes)
