@@ -1,0 +1,228 @@
+"""Text from outside, made safe to display (docs/trust-boundary.md#display).
+
+JupyterLab and Notebook 7 trust the outputs of a live session: a ``text/markdown``
+bundle goes through ``marked`` and into the page *unsanitised*, scripts and event
+handlers included, and again every time the saved (and signed) notebook is reopened.
+So every text Lily shows that came from the model, a skill, configuration or a
+notebook passes through this one module before it enters a bundle, a widget or the
+waiting line:
+
+- :func:`markdown` — Markdown from outside (an answer, a skill body): it still renders
+  as Markdown (headings, lists, tables, code, links) but is inert: every ``<`` that
+  could open raw HTML or an autolink is escaped, and a link or image whose URL has a
+  scheme other than http, https or mailto is left as plain text. The result is checked
+  with a CommonMark parser (``markdown-it-py``, raw HTML *on*, so nothing hides from it);
+  should any HTML or unsafe link survive, everything is escaped instead.
+- :func:`md_text` — a value (a skill name, a model name, a path) shown literally inside
+  Markdown: every Markdown and HTML character is backslash-escaped.
+- :func:`html_text` — a value shown inside HTML (widgets, the /skills table).
+- :func:`code_span`, :func:`code_block` — a value shown verbatim as code inside Markdown,
+  with a fence no content can close.
+"""
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+#: URL schemes a link may carry; anything else (javascript:, vbscript:, data:, file:,
+#: jupyter-specific ones) is shown as text, not linked.
+SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+
+# Block structure as the output means it: raw HTML off, so a ``<div>`` that would have
+# opened an HTML block is text here, as it is once escaped.
+_BLOCKS = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+# The check of the result: raw HTML on, every URL kept, so nothing can hide from it.
+_CHECK = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+_CHECK.validateLink = lambda url: True  # type: ignore[method-assign]
+
+_SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
+_PUNCT = frozenset("\\`*_{}[]()#+-.!|<>~$&\"'=:;")
+_URL_NOISE = re.compile(r"[\t\n\r]")
+
+
+def html_text(text: str) -> str:
+    """``text`` escaped for HTML: element content or a quoted attribute value."""
+    return html.escape(str(text), quote=True)
+
+
+def md_text(text: str) -> str:
+    """``text`` escaped so Markdown shows it literally: no formatting, link or HTML.
+
+    Every character with a meaning in Markdown (or to JupyterLab's math) gets a
+    backslash, which CommonMark and ``marked`` both drop when rendering.
+    """
+    return "".join("\\" + c if c in _PUNCT else c for c in str(text))
+
+
+def md_cell(text: str) -> str:
+    """``text`` shown literally in one cell of a Markdown pipe table (one line)."""
+    return md_text(" ".join(str(text).splitlines()))
+
+
+def code_span(text: str) -> str:
+    """``text`` as inline code, verbatim: one line, fenced by more backticks than it holds.
+
+    A ``|`` is escaped, which GFM tables (and ``marked``) turn back into ``|`` inside
+    code, so the span is safe in a table cell too.
+    """
+    one = " ".join(str(text).splitlines()).replace("|", "\\|")
+    if not one:
+        return "` `"
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", one)), default=0) + 1)
+    pad = " " if one.startswith("`") or one.endswith("`") else ""
+    return f"{ticks}{pad}{one}{pad}{ticks}"
+
+
+def code_block(text: str, lang: str = "") -> str:
+    """``text`` as a fenced code block, verbatim; no line of it can close the fence."""
+    body = str(text).rstrip("\n")
+    longest = max((len(r) for r in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    info = re.sub(r"[^A-Za-z0-9_+\-]", "", lang)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def safe_url(url: str) -> bool:
+    """True when ``url`` is relative or uses a scheme in :data:`SAFE_SCHEMES`.
+
+    Looks at the URL as a browser would: entities decoded, tabs and newlines dropped,
+    leading control characters, spaces and ``<`` stripped.
+    """
+    u = _URL_NOISE.sub("", html.unescape(url)).lstrip("\x00\x01\x02\x03\x04\x05\x06\x07"
+                                                     "\x08\x0b\x0c\x0e\x0f\x10\x11\x12\x13"
+                                                     "\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c"
+                                                     "\x1d\x1e\x1f <")
+    m = _SCHEME.match(u)
+    return m is None or m.group(1).lower() in SAFE_SCHEMES
+
+
+def markdown(text: str) -> str:
+    """Markdown from outside, safe for a trusted ``text/markdown`` bundle.
+
+    Keeps Markdown (headings, emphasis, lists, tables, code, http/https/mailto links and
+    images); escapes every ``<`` outside code (so no raw HTML, comment or autolink
+    survives) and leaves links with any other scheme as plain text.
+    """
+    src = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
+    out = _inert(src)
+    if _is_inert(out):
+        return out
+    # Something looked like code to us and not to the parser: escape everywhere.
+    out = _inert(src, code=False)
+    return out if _is_inert(out) else md_text(src)
+
+
+def _code_lines(src: str) -> set[int]:
+    """Line numbers inside fenced or indented code blocks (an opening fence line excluded)."""
+    lines: set[int] = set()
+    for tok in _BLOCKS.parse(src):
+        if tok.map is None:
+            continue
+        start, end = tok.map
+        if tok.type == "code_block":
+            lines.update(range(start, end))
+        elif tok.type == "fence":  # the lines after the opening fence, the closing one too
+            lines.update(range(start + 1, end))
+    return lines
+
+
+def _inert(src: str, code: bool = True) -> str:
+    """Escape ``<`` outside code and unlink unsafe URLs, keeping everything else."""
+    lines = src.split("\n")
+    skip = _code_lines(src) if code else set()
+    out: list[str] = []
+    chunk: list[str] = []
+    for i, line in enumerate(lines):
+        if i in skip:
+            if chunk:
+                out.append(_inline("\n".join(chunk), code))
+                chunk = []
+            out.append(line)
+        else:
+            chunk.append(line)
+    if chunk:
+        out.append(_inline("\n".join(chunk), code))
+    return "\n".join(out)
+
+
+def _inline(text: str, code: bool) -> str:
+    """One run of non-code lines: code spans kept, ``<`` escaped, unsafe links unlinked."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in _PUNCT:
+            if text[i + 1] == "<":  # \< shows a literal < already; keep it so
+                out.append("\\<")
+            else:
+                out.append(text[i:i + 2])
+            i += 2
+        elif c == "`":
+            j = i
+            while j < n and text[j] == "`":
+                j += 1
+            run = text[i:j]
+            end = _span_end(text, j, len(run)) if code else -1
+            if end >= 0:
+                out.append(text[i:end])
+                i = end
+            else:
+                out.append(run)
+                i = j
+        elif c == "<":
+            out.append("&lt;")
+            i += 1
+        elif c == "]" and i + 1 < n and text[i + 1] in "(:":
+            dest = text[i + 2:].lstrip(" \t\n")
+            first = dest.split(None, 1)[0] if dest.split(None, 1) else ""
+            out.append("]" if safe_url(first) else "]\\")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _span_end(text: str, start: int, width: int) -> int:
+    """End of a code span opened by ``width`` backticks before ``start``; -1 to distrust it.
+
+    Only a span on one line without ``|`` is kept verbatim (a table splits cells before
+    it finds code, and a span never crosses blocks); any other is escaped like prose.
+    """
+    k = start
+    while k < len(text):
+        if text[k] == "\n":
+            return -1
+        if text[k] == "`":
+            m = k
+            while m < len(text) and text[m] == "`":
+                m += 1
+            if m - k == width:
+                return -1 if "|" in text[start:k] else m
+            k = m
+        else:
+            k += 1
+    return -1
+
+
+def _walk(tokens: Iterable[Token]) -> Iterable[Token]:
+    for tok in tokens:
+        yield tok
+        if tok.children:
+            yield from _walk(tok.children)
+
+
+def _is_inert(md: str) -> bool:
+    """No raw HTML and no unsafe link or image in ``md``, read by a CommonMark parser."""
+    for tok in _walk(_CHECK.parse(md)):
+        if tok.type in ("html_block", "html_inline"):
+            return False
+        for attr in ("href", "src"):
+            value = tok.attrGet(attr)
+            if isinstance(value, str) and not safe_url(value):
+                return False
+    return True
