@@ -61,3 +61,13 @@ class Script:
         if not self.turns:
             return {"status": 500, "error_message": f"{self.label}: no turn queued"}
         return self.turns.popleft()
+
+
+def run_shown(session, text: str, **kwargs):
+    """``agent.run`` as a face runs it: a proposal's card is displayed, so it waits now
+    (docs/typed-skills.md#confirmation)."""
+    from lily_kernel.agent import loop
+    reply = loop.run(session, text, **kwargs)
+    if reply.proposal is not None:
+        session.show(reply.proposal.id)
+    return reply

@@ -10,11 +10,12 @@ writes capped.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
@@ -26,6 +27,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache_
              ".ipynb_checkpoints", ".lily", ".mypy_cache", ".pytest_cache", ".tox",
              "build", "dist"}
 TODO_RE = re.compile(r"\b(TODO|FIXME|XXX|HACK)\b(?:\([^)]*\))?(?::|\s|$)\s*(.*)")
+READ_ONLY = {"readOnlyHint": True}
 MAX_SCAN_BYTES = 1_000_000
 MAX_NOTEBOOK_BYTES = 16_000_000  # saved outputs (images) make notebooks large; only sources count
 
@@ -53,23 +55,24 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
     """
     fs = files or default_files(Path(workspace))
 
-    @registry.register(name="read")
+    @registry.register(name="read", annotations=READ_ONLY)
     def read_file(path: str) -> str:
         """Read a UTF-8 text file in the workspace. `path` is relative to the workspace."""
         return fs().read(path)
 
-    @registry.register(name="write")
+    @registry.register(name="write", change=lambda args: write_change(fs(), args),
+                       annotations={"readOnlyHint": False, "destructiveHint": True})
     def write_file(path: str, content: str) -> str:
         """Write a UTF-8 text file in the workspace, creating folders as needed."""
         fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
-    @registry.register(name="list")
+    @registry.register(name="list", annotations=READ_ONLY)
     def list_files(path: str = ".") -> str:
         """List a folder in the workspace (folders end with '/')."""
         return "\n".join(name + ("/" if is_dir else "") for name, is_dir in fs().list(path))
 
-    @registry.register(name="scan_todos")
+    @registry.register(name="scan_todos", annotations=READ_ONLY)
     def scan_todos(input: str = "") -> str:
         """Find TODO, FIXME, XXX and HACK markers in the workspace's text files and notebooks.
 
@@ -89,7 +92,29 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
             lines.append(f"| {shown} | {lineno} | {tag} | {note} |")
         return "\n".join(lines)
 
-    registry.register(compile_plan)
+    registry.register(compile_plan, annotations=READ_ONLY)
+
+
+def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
+    """What a ``write`` would change in a file that exists: a unified diff; None for a new
+    file (or one the boundary refuses: the write is refused too). Read through the file
+    boundary, never around it (docs/notebook-tools.md#confirmation)."""
+    path, content = args.get("path"), args.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return None
+    try:
+        data, size = fs.read_bytes_of(path)
+    except ToolError:
+        return None
+    if size > fs.read_bytes:
+        return (f"(the file exists and holds {size:,} bytes, more than a read shows: "
+                "the whole file is replaced)")
+    old = data.decode("utf-8", errors="replace")
+    shown = "/".join(workspace_fs.split(path))
+    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True),
+                                        content.splitlines(keepends=True),
+                                        f"a/{shown}", f"b/{shown}"))
+    return diff or "(no change: the file already holds exactly this content)"
 
 
 _CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"

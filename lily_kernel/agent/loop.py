@@ -10,29 +10,32 @@ the step budget is spent. Refusals are tool errors the model can read; only
 endpoint faults end the request. The conversation is committed only in a
 consistent state: every assistant tool call has its result.
 
-A call of a tool the policy puts behind confirmation (``[tools] confirm``,
-always ``run_python``) pauses the request: it ends with a card, and the call is
-answered when the user decides — :func:`resume` with the tool's result after
-Confirm, :func:`decline` ("declined by the user") after Cancel or when a new
-request comes first. See docs/notebook-tools.md#confirmation.
+A call the user must approve (``agent/pending.asks``: ``run_python`` always, a
+tool marked ``ask`` or listed in ``[tools] confirm``, a ``write`` over an existing
+file) pauses the request: it ends with a card, and the call is answered when the
+user decides (``agent/pending.decide``) — :func:`resume` goes on with the tool's
+result after Confirm; Cancel, or a new request first, answers it "declined by the
+user". See docs/notebook-tools.md#confirmation.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from lily_kernel.agent import prompt as context
 from lily_kernel.agent import client as model
+from lily_kernel.agent import pending as waiting
 from lily_kernel import redaction as secrets
+from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
 from lily_kernel.session.session import Session
-from lily_kernel.agent.tools import ToolError, check_args
+from lily_kernel.agent.tools import ToolError, check_args, invoke
 
 MAX_STEPS = 8
-DECLINED = "declined by the user"
+__all__ = ["DECLINED", "AgentError", "Reply", "decline", "resume", "run"]
 NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's confirmation; "
            "call it again afterwards if it is still needed")
 
@@ -71,30 +74,14 @@ class AgentError(CommandError):
 
 @dataclass
 class Reply:
+    """One request's end: the answer, and what it used."""
+
     text: str
     skill: str | None
     tools_used: list[str] = field(default_factory=list)
     steps: int = 0
-    proposal: object = None  # an actions.Action now waiting for the user's confirmation
+    proposal: PendingItem | None = None  # offered: pending once the face shows its card
     usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
-
-
-@dataclass
-class Paused:
-    """A request stopped at a tool call that waits for the user (kept in the tool Action)."""
-    pending: list[dict]  # the request's messages so far; the held call has no result yet
-    call_id: str
-    skill: str | None
-    tools_used: list[str]
-    steps: int
-    usage: dict | None
-    at: int = -1  # where in ``pending`` the held call's result goes (calls answered in order)
-
-    def answered(self, result: str) -> list[dict]:
-        """``pending`` with the held call answered by ``result``, in call order."""
-        at = len(self.pending) if self.at < 0 else self.at
-        return [*self.pending[:at], {"role": "tool", "tool_call_id": self.call_id,
-                                     "content": result}, *self.pending[at:]]
 
 
 class _Request:
@@ -104,7 +91,7 @@ class _Request:
         self.session = session
         self.skill = skill
         self.tools_used: list[str] = []
-        self.proposal = None
+        self.proposal: PendingItem | None = None
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
     # -- tools offered to the model -----------------------------------------
@@ -121,23 +108,20 @@ class _Request:
         return specs
 
     # -- executing one call ----------------------------------------------------
-    def needs_confirmation(self, name: str, args: dict) -> bool:
-        """Is this a valid, allowed call of a tool the user must confirm first?"""
+    def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
+        """Is this a valid, allowed call the user must approve first (``pending.asks``)?
+        While another item waits, it is refused (a :class:`ToolError`): never replaced."""
         session = self.session
-        if name in RESERVED:
-            return False
-        # An MCP tool asks by default (``ask``, unless in its server's auto_approve).
-        if not (session.policy.needs_confirmation(name)
-                or getattr(session.tools.get(name), "ask", False)):
-            return False
-        if session.policy.model_refusal(session.tools, name):
+        tool = session.tools.get(name)
+        if name in RESERVED or tool is None or session.policy.model_refusal(session.tools, name):
             return False  # refused anyway: execute() answers with the refusal
-        if check_args(session.tools.get(name).parameters, args) is not None:
+        if check_args(tool.parameters, args) is not None:
             return False
-        from lily_kernel.typed import actions
-        blocked = actions.uncertain_block(session)  # an unsure delivery is never replaced
-        if blocked:
-            raise ToolError(blocked)
+        if not waiting.asks(session, tool, args):
+            return False
+        refusal = waiting.waiting_refusal(session, self.proposal)
+        if refusal:
+            raise ToolError(refusal)
         return True
 
     def execute(self, name: str, args: dict) -> str:
@@ -161,12 +145,9 @@ class _Request:
     def _cap(self, text: str) -> str:
         """Every tool result, built-in or registered, kept to [limits] tool_result_chars
         (docs/limits-and-secrets.md#caps)."""
-        cap = self.session.limits.tool_result_chars
-        if len(text) <= cap:
-            return text
-        self.cut_results += 1
-        return (text[:cap] + f"\n[… cut: Lily kept the first {cap:,} characters of this "
-                "tool result (lily.toml [limits] tool_result_chars) …]")
+        text, cut = waiting.cap(text, self.session.limits.tool_result_chars)
+        self.cut_results += cut
+        return text
 
     def load_skill(self, args: dict) -> str:
         problem = check_args(LOAD_SKILL["function"]["parameters"], args)
@@ -207,11 +188,14 @@ class _Request:
         if problem:
             raise ToolError(f"propose_action: {problem}")
         skill = self._typed_skill()
+        refusal = waiting.waiting_refusal(self.session, self.proposal)
+        if refusal:  # a new proposal never replaces one that waits
+            raise ToolError(refusal)
         try:
             action = actions.prepare(self.session, skill, args["parameters"])
         except actions.ActionError as exc:
             raise ToolError(str(exc)) from None
-        self.session.propose(action)
+        self.session.offer(action)
         self.proposal = action
         return (f"Proposed {skill.name} with {json.dumps(action.params)}. The user now sees a "
                 "confirmation card (Confirm / Cancel, or /confirm and /cancel); nothing has "
@@ -253,34 +237,15 @@ class _Request:
         if problem:
             raise ToolError(f"{name}: {problem}")
         self.tools_used.append(name)
-        try:
-            value = tool(**args)
-        except ToolError:
-            raise
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # the tool's own failure is information for the model
-            raise ToolError(f"tool '{name}' raised {type(exc).__name__}: {exc}") from None
-        return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def _consistent(messages: list[dict]) -> list[dict]:
-    """``messages`` with a result added for any tool call left without one."""
-    out = list(messages)
-    answered = {m.get("tool_call_id") for m in out if m.get("role") == "tool"}
-    for m in messages:
-        for call in m.get("tool_calls") or []:
-            if call["id"] not in answered:
-                out.append({"role": "tool", "tool_call_id": call["id"],
-                            "content": "Error: interrupted before this tool ran"})
-    return out
+        return invoke(tool, args).text  # a tool's own failure is information for the model
 
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[str, dict], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
-    decline_waiting(session)  # a new request first: a call still waiting is declined
+    waiting.decline_waiting(session)  # a new request first: a call still waiting is declined
+    session.withdraw()  # a card offered by a request that failed was never shown
     env = session.environ
     problem = session.config_error or model.not_configured(env, session.model_config)
     if problem:
@@ -292,43 +257,27 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     return _drive(request, [user], 1, None, on_text, on_event)
 
 
-def resume(session: Session, action, result: str,
+def resume(session: Session, call: HeldCall, result: str,
            on_text: Callable[[str], None] | None = None,
            on_event: Callable[[str, dict], None] | None = None) -> Reply:
     """Continue a paused request with the confirmed tool call's ``result``."""
-    paused: Paused = action.paused
+    paused = call.paused
     pending = paused.answered(result)
     problem = session.config_error or model.not_configured(session.environ, session.model_config)
     if problem:
         _commit(session, pending)
         raise AgentError(problem)
     request = _Request(session, paused.skill)
-    request.tools_used = [*paused.tools_used, action.tool]
+    request.tools_used = [*paused.tools_used, call.tool]
     return _drive(request, pending, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
 
 
-def decline(session: Session, action, reason: str = DECLINED) -> None:
-    """Answer a paused request's held call with ``reason`` and keep the request as it was."""
-    _commit(session, action.paused.answered(reason))
-
-
-def decline_waiting(session: Session) -> None:
-    """If a tool call waits for confirmation, settle it as declined by the user."""
-    waiting = session.pending
-    if waiting is not None and waiting.kind == "tool":
-        session.settle(waiting, "declined")
-        decline(session, waiting)
-
-
-def run_confirmed(session: Session, action) -> str:
-    """Run the tool call the user confirmed; its result text (errors start with 'Error:')."""
-    return _Request(session, action.paused.skill).execute(action.tool, action.args)
+decline = waiting.decline  # Cancel's answer to the model: "declined by the user"
 
 
 def _commit(session: Session, messages: list[dict]) -> None:
-    for message in _consistent(messages):
-        session.add_message(message)
+    waiting.commit(session, messages)
 
 
 def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
@@ -402,22 +351,26 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
             if held is not None:
-                from lily_kernel.typed import actions
                 call, args, at = held
                 paused = Paused(pending, call.id, request.skill, list(request.tools_used),
                                 step, usage, at)
-                action = actions.hold_tool(session, call.name, args, paused)
-                session.propose(action)
-                return Reply(turn.content, request.skill, request.tools_used, step, action, usage)
+                tool = session.tools.get(call.name)
+                assert tool is not None  # needs_confirmation found it
+                item = waiting.hold(tool, args, paused)
+                session.offer(item)
+                return Reply(turn.content, request.skill, request.tools_used, step, item, usage)
         commit(pending)
+        session.withdraw()  # the request ends in an error: its card is never shown
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
     except model.ModelError as exc:
+        session.withdraw()  # the request ends in an error: its card is never shown
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
         raise AgentError(secrets.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
+        session.withdraw()
         if len(pending) > 1:
             commit(pending)
         raise

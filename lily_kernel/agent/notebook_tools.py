@@ -19,7 +19,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-from lily_kernel.agent.tools import ToolError, ToolRegistry
+from lily_kernel.agent.tools import Shown, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -62,6 +62,7 @@ class ErrorInfo:
 class RunResult:
     output: str  # what the code printed and showed, as text
     error: ErrorInfo | None = None
+    display: object | None = None  # the face's own record of it, shown where the user decided
 
 
 class Notebook(Protocol):
@@ -266,21 +267,25 @@ def propose_cell(nb: Notebook, code: str) -> str:
             "and runs it.")
 
 
-def run_python(nb: Notebook, code: str, share: bool = True) -> str:
+def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
+    """Run ``code`` like a cell: the model's text, and the output for the face to show."""
     if not code.strip():
         raise ToolError("code is empty")
     result = nb.run(code)
     if not share:
-        return ("The code ran" + (f" and raised {result.error.ename}." if result.error
-                                  else " without an error.") + f" {NOT_SHARED}")
+        return Shown("The code ran" + (f" and raised {result.error.ename}." if result.error
+                                       else " without an error.") + f" {NOT_SHARED}",
+                     result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
     status = (f"The code ran and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
               if result.error else "The code ran without an error.")
-    return f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing."
+    return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
+                 result.display)
 
 
 # -- registration ---------------------------------------------------------------------------
 
+READ_ONLY = {"readOnlyHint": True}
 NAMES = ("list_variables", "inspect_variable", "read_cells", "last_error", "propose_cell",
          "run_python")
 
@@ -288,38 +293,41 @@ NAMES = ("list_variables", "inspect_variable", "read_cells", "last_error", "prop
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
     """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call."""
 
-    @registry.register(name="list_variables")
+    @registry.register(name="list_variables", origin="notebook", annotations=READ_ONLY)
     def _list_variables(include_callables: bool = False) -> str:
         """List the user's notebook variables: name, type and a one-line shape (e.g. DataFrame
         1,000×12). Leaves out private names, modules, and functions/classes unless
         include_callables; names that look like secrets are counted, never shown."""
         return list_variables(nb, include_callables)
 
-    @registry.register(name="inspect_variable")
+    @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
         """A bounded summary of one notebook variable: for a DataFrame its columns, dtypes,
         nulls and head(); for an array its shape, dtype and min/max/mean; for containers and
         strings their length and first items."""
         return inspect_variable(nb, name, share_values())
 
-    @registry.register(name="read_cells")
+    @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
         """The sources and text outputs of the last executed notebook cells (oldest first)."""
         return read_cells(nb, last, share_values())
 
-    @registry.register(name="last_error")
+    @registry.register(name="last_error", origin="notebook", annotations=READ_ONLY)
     def _last_error() -> str:
         """The last failed notebook cell: its source, the exception and the traceback."""
         return last_error(nb, share_values())
 
-    @registry.register(name="propose_cell")
+    @registry.register(name="propose_cell", origin="notebook",
+                       annotations={"readOnlyHint": False, "destructiveHint": False})
     def _propose_cell(code: str) -> str:
         """Put Python code into a new cell below the current one, for the user to read, edit
         and run. Nothing runs."""
         return propose_cell(nb, code)
 
-    @registry.register(name="run_python")
-    def _run_python(code: str) -> str:
+    @registry.register(name="run_python", origin="notebook", ask=True,
+                       annotations={"readOnlyHint": False, "destructiveHint": True,
+                                    "openWorldHint": True})
+    def _run_python(code: str) -> Shown:
         """Run Python code in the notebook's namespace, like a cell. The user sees the code on
         a confirmation card first; it runs only if they confirm. Returns its output."""
         return run_python(nb, code, share_values())

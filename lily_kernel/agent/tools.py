@@ -20,7 +20,7 @@ import typing
 from fnmatch import fnmatchcase
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from lily_kernel.errors import LilyError
 
@@ -31,6 +31,31 @@ class ToolError(LilyError):
     """A tool could not run or refused its input; the message is for the reader."""
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A tool result with something the user should see where it ran: ``text`` goes to the
+    model; ``display`` is the face's (IPython's captured output of ``run_python``)."""
+
+    text: str
+    display: object | None = None
+
+
+def invoke(tool: "Tool", args: Mapping[str, Any]) -> Shown:
+    """Call ``tool`` with checked ``args``; its result as text (JSON for other values).
+
+    A tool's own failure becomes a :class:`ToolError` naming it (information for the
+    model); an interrupt goes through."""
+    try:
+        value = tool(**args)
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise ToolError(f"tool '{tool.name}' raised {type(exc).__name__}: {exc}") from None
+    if isinstance(value, Shown):
+        return value
+    return Shown(value if isinstance(value, str) else json.dumps(value, default=str))
+
+
 class Schema(dict):
     """A tool's JSON schema (a plain dict to JSON) that also knows how to check arguments."""
 
@@ -39,12 +64,30 @@ class Schema(dict):
         self.check = check
 
 
+Origin = Literal["builtin", "notebook", "mcp"]
+
+
 @dataclass(frozen=True)
 class Tool:
+    """A registered tool: the callable, what the model reads, and how approval works.
+
+    ``origin`` and ``server`` say where it comes from (an MCP tool names its server);
+    ``annotations`` are MCP's hints (``readOnlyHint``, ``destructiveHint``,
+    ``openWorldHint``), shown on the approval card; ``ask`` means a model's call needs the
+    user's approval by default, as ``[tools] confirm`` does; ``change(args)`` says what a
+    call would change in something that exists (``write``: a unified diff), or None — a
+    call with a change asks too (docs/notebook-tools.md#confirmation).
+    """
+
     name: str
     func: Callable[..., Any]
     description: str
     owner_only: bool = False
+    origin: Origin = "builtin"
+    server: str | None = None
+    annotations: Mapping[str, bool] = field(default_factory=dict)
+    ask: bool = False
+    change: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -87,12 +130,17 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
 
     def register(self, func: Callable[..., Any] | None = None, *, name: str | None = None,
-                 description: str | None = None, owner_only: bool = False):
-        """Register ``func`` (usable as a decorator, with or without arguments)."""
+                 description: str | None = None, owner_only: bool = False,
+                 origin: Origin = "builtin", server: str | None = None,
+                 annotations: Mapping[str, bool] | None = None, ask: bool = False,
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> Any:
+        """Register ``func`` (usable as a decorator, with or without arguments); the
+        keywords are :class:`Tool`'s fields."""
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or f.__name__
             doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
-            self._tools[tool_name] = Tool(tool_name, f, doc, owner_only)
+            self.add(Tool(tool_name, f, doc, owner_only, origin, server,
+                          dict(annotations or {}), ask, change))
             return f
         return add(func) if func is not None else add
 
@@ -168,7 +216,9 @@ class ToolPolicy:
                    confirm=ALWAYS_CONFIRM | frozenset(confirm))
 
     def needs_confirmation(self, name: str) -> bool:
-        """Must the user confirm a model's call of ``name`` before it runs?"""
+        """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``, a
+        glob such as ``mcp__notes__*``)? The whole rule, with a tool's own ``ask``, is
+        ``agent/pending.asks``."""
         return matches(name, self.confirm)
 
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import CommandError  # re-exported: callers import it from here
@@ -124,17 +125,19 @@ class Answer:
 
 @dataclass(frozen=True)
 class ActionCard:
-    """A typed-skill action waiting for the user: what would happen, and how to allow it."""
-    action: Any  # actions.Action
+    """Pending work shown to the user: what would happen, and how to allow it. The face
+    tells the runner once it is displayed (``Runner.shown``); only then does it wait."""
+    action: PendingItem
     purpose: str = ""
 
 
 @dataclass(frozen=True)
 class ActionDone:
     """A typed-skill action carried out (or cancelled), or a held tool call decided."""
-    action: Any
+    action: PendingItem
     summary: str
     tool_result: str | None = None  # a confirmed tool call: the agent continues with this
+    display: object | None = None  # what it showed (the face's own data), for the face
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, M
                       SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
+from lily_kernel.agent import pending
 from lily_kernel.agent.tools import ToolError
 from lily_kernel.errors import ActionError, command_error
 
@@ -258,14 +259,24 @@ def _model(session: Session, cmd: Command):
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
-def _confirm(session: Session, cmd: Command):
-    _no_args(cmd)
-    from lily_kernel.agent import confirmation
+def _confirm(session: Session, cmd: Command) -> ActionDone:
+    words = cmd.args.split()
+    always = "--always" in words
+    refs = [w for w in words if w != "--always"]
+    if len(refs) > 1 or any(r.startswith("-") for r in refs):
+        raise CommandError(f"/{cmd.name} takes a card's id and, for /confirm, --always; "
+                           f"not '{cmd.args}'.")
+    return decide(session, refs[0] if refs else None, ok=cmd.name == "confirm", always=always)
+
+
+def decide(session: Session, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
+    """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting) — the one
+    decide path for ``/confirm``, ``/cancel`` and a card's buttons (``agent/pending.decide``)."""
     try:
-        outcome = confirmation.decide(session, None, ok=cmd.name == "confirm")
+        decision = pending.decide(session, ref, ok, always)
     except ActionError as exc:
         raise command_error(exc) from None
-    return ActionDone(outcome.action, outcome.summary, outcome.result)
+    return ActionDone(decision.item, decision.summary, decision.result, decision.display)
 
 
 def _mcp(session: Session, cmd: Command):

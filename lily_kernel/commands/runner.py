@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Protocol
 
-from lily_kernel.agent import confirmation
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent.pending import HeldCall, PendingItem
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
-from lily_kernel.errors import ActionError, CommandError, LoaderError, command_error
+from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.session.session import Session
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
@@ -103,16 +103,21 @@ class Runner:
     def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator:
         """After a held tool call ran: the same request goes on with its output."""
         session = self.session
+        call, result = done.action, done.tool_result
+        if not isinstance(call, HeldCall) or result is None:
+            raise CommandError("only a confirmed tool call resumes a request.")
         yield from self._agent(lambda on_text, on_event: agent.resume(
-            session, done.action, done.tool_result, on_text=on_text, on_event=on_event), live)
+            session, call, result, on_text=on_text, on_event=on_event), live)
 
-    def decide(self, action, ok: bool) -> ActionDone:
-        """Confirm (``ok``) or cancel ``action`` (None: whatever is pending), for any face."""
-        try:
-            outcome = confirmation.decide(self.session, action, ok)
-        except ActionError as exc:
-            raise command_error(exc) from None
-        return ActionDone(outcome.action, outcome.summary, outcome.result)
+    def decide(self, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
+        """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting), for any
+        face: the same path as ``/confirm`` and ``/cancel`` (``router.decide``)."""
+        return router.decide(self.session, ref, ok, always)
+
+    def shown(self, card: ActionCard) -> None:
+        """The face displayed ``card``: its item now waits for the user's decision
+        (docs/typed-skills.md#confirmation). A card never shown leaves nothing waiting."""
+        self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
     def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
@@ -132,10 +137,10 @@ class Runner:
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 
-    def card(self, action) -> ActionCard:
+    def card(self, action: PendingItem) -> ActionCard:
         """The confirmation card of a held action, with the purpose it is shown under."""
         session = self.session
-        if action.kind == "tool":
+        if isinstance(action, HeldCall):
             tool = session.tools.get(action.tool)
             words = " ".join((tool.description if tool else "").split())
             purpose = words.split(". ")[0].rstrip(".") + "." if words else ""

@@ -35,9 +35,10 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries)."),
     BuiltinCommand("mcp", "/mcp [restart NAME]",
                    "Show each MCP server's state and tools with their approval mode, or restart one."),
-    BuiltinCommand("confirm", "/confirm",
-                   "Carry out the change, dispatch or tool call waiting for confirmation."),
-    BuiltinCommand("cancel", "/cancel",
+    BuiltinCommand("confirm", "/confirm [id] [--always]",
+                   "Carry out the change, dispatch or tool call waiting for confirmation "
+                   "(--always: that tool runs without a card until /new)."),
+    BuiltinCommand("cancel", "/cancel [id]",
                    "Discard the change, dispatch or tool call waiting for confirmation."),
 )
 

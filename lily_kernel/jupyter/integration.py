@@ -116,32 +116,35 @@ class Integration:
         return _LiveText if hasattr(self.shell, "kernel") else None
 
     def _show_all(self, results) -> None:
-        """Show each result as the core yields it (a held call's output before the answer)."""
+        """Show each result as the core yields it (a held call's output before the answer);
+        a card waits for the user's decision only once it is displayed."""
         for result in results:
-            if isinstance(result, ActionDone) and result.tool_result is not None:
-                captured, self.notebook.capture = self.notebook.capture, None
-                if captured is not None:
-                    captured.show()  # run_python: what the code printed and showed
-                    continue
+            if isinstance(result, ActionDone) and result.display is not None:
+                result.display.show()  # run_python: what the code printed and showed
+                continue
             if isinstance(result, ActionCard):
                 _display_result(result, confirm=self._confirm)
+                self.runner.shown(result)
             else:
                 _display_result(result)
 
-    def _confirm(self, action, ok: bool):
+    def _confirm(self, action, ok: bool, always: bool = False):
         """A card's button: the same decision as /confirm and /cancel."""
-        done = self.runner.decide(action, ok)
+        done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
             return done
         # no cell is running after a click: the output and the answer go into the card
-        captured, self.notebook.capture = self.notebook.capture, None
         output = ""
-        if captured is not None:
-            from lily_kernel.jupyter.notebook import _captured_text
-            output = _captured_text(captured)
+        if done.display is not None:
+            from lily_kernel.jupyter.notebook import captured_text
+            output = captured_text(done.display)
         answer, *card = self.runner.resume(done)
         proposed, self.notebook.undelivered = self.notebook.undelivered, []
         return ConfirmedRun(done, output, answer, tuple(proposed), card[0] if card else None)
+
+    def shown(self, card: ActionCard) -> None:
+        """A card inside a clicked card's outcome was displayed: it waits now."""
+        self.runner.shown(card)
 
 
 class _LiveText:

@@ -27,7 +27,6 @@ class ShellNotebook:
         self._error: tuple[int | None, str, BaseException] | None = None
         self._proposals: list[str] = []
         self.undelivered: list[str] = []  # proposals made outside a cell (a button click)
-        self.capture = None  # the last run's captured output, for the face to show
 
     # -- events -------------------------------------------------------------------------
     def install(self) -> None:
@@ -105,8 +104,7 @@ class ShellNotebook:
                 self._error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
-        self.capture = captured
-        return RunResult(_captured_text(captured), error)
+        return RunResult(captured_text(captured), error, captured)
 
 
 def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
@@ -136,7 +134,8 @@ def _output_text(hm, n: int) -> str:
     return "\n".join(p.rstrip("\n") for p in parts if p)
 
 
-def _captured_text(captured) -> str:
+def captured_text(captured) -> str:
+    """What captured output printed and showed, as text (for the model and a card)."""
     parts = [captured.stdout, captured.stderr]
     for out in captured.outputs:
         parts.append(str(out.data.get("text/plain", "")))

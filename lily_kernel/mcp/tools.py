@@ -13,7 +13,7 @@ import base64
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel.agent.tools import Schema, Tool, ToolError
@@ -76,12 +76,9 @@ def input_schema(raw: Any) -> Schema:
 
 @dataclass(frozen=True)
 class McpTool(Tool):
-    """A server's tool in the session's registry (``origin`` "mcp")."""
+    """A server's tool in the session's registry (``origin`` "mcp"): its schema is the
+    server's, not one derived from a Python signature."""
 
-    origin: str = "mcp"
-    server: str | None = None
-    annotations: Mapping[str, bool] = field(default_factory=dict)
-    ask: bool = True
     schema: Schema | None = None
 
     @property

@@ -24,7 +24,9 @@ from lily_kernel.agent.config import (ConfigError, ModelConfig, merged, read_con
 from lily_kernel.skills.paths import skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.agent.limits import Limits
+from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.errors import ActionError
 
 
 class Session:
@@ -85,7 +87,9 @@ class Session:
         self.conversation: list[dict[str, Any]] = []
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
-        self.pending = None  # an Action (typed skill or tool call) waiting for /confirm or /cancel
+        self.pending: PendingItem | None = None  # shown, waiting for /confirm or /cancel
+        self.offered: PendingItem | None = None  # proposed; pending once its card is shown
+        self.approved: set[str] = set()  # tools `/confirm --always` let run without a card
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
@@ -179,17 +183,54 @@ class Session:
             self._outbox = Outbox.for_workspace(self.workspace)
         return self._outbox
 
-    def propose(self, action) -> None:
-        """Hold a typed-skill action until /confirm or /cancel; a newer proposal replaces it."""
-        self.pending = action
-        self.journal.append({"event": "action_proposed", "session_id": self.session_id,
-                             "action": action.as_dict()})
+    def offer(self, item: PendingItem) -> None:
+        """Keep ``item`` until its card is shown (:meth:`show`); while anything waits, a new
+        proposal is refused, never replacing it (docs/typed-skills.md#confirmation)."""
+        held = self.pending or self.offered
+        if held is not None and held.id != item.id:
+            raise ActionError(f"card {short(held.id)} still waits for a decision")
+        self.offered = item
 
-    def settle(self, action, outcome: str) -> None:
-        if self.pending is not None and self.pending.id == action.id:
+    def show(self, item_id: str) -> bool:
+        """The face displayed the card of the offered item ``item_id``: it is pending now
+        (and journaled). False when that item is not on offer."""
+        item = self.offered
+        if item is None or item.id != item_id:
+            return False
+        self.offered, self.pending = None, item
+        self.journal.append({"event": "action_proposed", "session_id": self.session_id,
+                             "action": item.as_dict()})
+        return True
+
+    def withdraw(self) -> None:
+        """Drop an offered item whose card was never shown (its request failed); a held
+        call is answered, so the conversation stays consistent."""
+        item, self.offered = self.offered, None
+        if isinstance(item, HeldCall):
+            decline(self, item, "Error: not run: the request ended before the user saw "
+                                "this call")
+
+    def keep(self, item: PendingItem) -> None:
+        """Hold ``item`` pending as it is now (an uncertain delivery: only /confirm or
+        /cancel may end it); it replaces only itself."""
+        if self.pending is not None and self.pending.id != item.id:
+            raise ActionError(f"card {short(self.pending.id)} still waits for a decision")
+        self.pending = item
+        self.journal.append({"event": "action_proposed", "session_id": self.session_id,
+                             "action": item.as_dict()})
+
+    def settle(self, item: Pending, outcome: str) -> None:
+        """``item`` is decided (``outcome``: executed, confirmed, cancelled, declined)."""
+        if self.pending is not None and self.pending.id == item.id:
             self.pending = None
         self.journal.append({"event": "action_" + outcome, "session_id": self.session_id,
-                             "action_id": action.id, "skill": action.skill})
+                             "action_id": item.id, "skill": item.skill})
+
+    def approve(self, tool: str) -> None:
+        """``/confirm --always``: ``tool`` runs without a card until /new or a restart."""
+        self.approved.add(tool)
+        self.journal.append({"event": "tool_approved", "session_id": self.session_id,
+                             "tool": tool, "until": "/new"})
 
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:

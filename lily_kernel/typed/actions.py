@@ -8,9 +8,9 @@ Nothing changes until :func:`execute` runs it — after the user confirms (a
 button, ``/confirm``), or at once for a programmatic ``/skill <id> {json}``
 call that carries every required parameter.
 
-The same card, ``/confirm``, ``/cancel`` and :func:`decide` serve a model's call
-of a tool that needs confirmation (``[tools] confirm``): an Action of kind
-``tool`` holds the call and the paused request (docs/notebook-tools.md#confirmation).
+An Action waits for the user's decision as pending work (``agent/pending.py``,
+where a model's held tool call waits the same way), and ``agent/pending.decide``
+confirms or cancels it.
 """
 from __future__ import annotations
 
@@ -36,23 +36,20 @@ class Uncertain(ActionError):
 
 @dataclass(frozen=True)
 class Action:
+    """A typed skill's validated effect, computed before anything changes."""
+
     id: str
     skill: str
-    kind: str  # internal | external | tool
+    kind: str  # internal | external
     params: dict[str, Any]
     changes: dict[str, Any] = field(default_factory=dict)  # internal: path -> new value
     old: dict[str, Any] = field(default_factory=dict)  # internal: path -> value now
     activity: dict[str, Any] | None = None  # external
     target: str = ""  # external: "local outbox" or the outbox URL
     uncertain: bool = False  # a delivery may have happened; only /confirm or /cancel end it
-    tool: str = ""  # tool: the tool the model called
-    args: dict[str, Any] = field(default_factory=dict)  # tool: the call's arguments
-    paused: Any = field(default=None, compare=False, repr=False)  # tool: loop.Paused
 
-    def as_dict(self) -> dict:
-        if self.kind == "tool":
-            return {"id": self.id, "skill": self.skill, "kind": self.kind, "tool": self.tool,
-                    "args": self.args}
+    def as_dict(self) -> dict[str, Any]:
+        """The action as plain data, for the journal."""
         return {"id": self.id, "skill": self.skill, "kind": self.kind, "params": self.params,
                 "changes": self.changes, "old": self.old, "activity": self.activity,
                 "target": self.target, "uncertain": self.uncertain}
@@ -223,7 +220,7 @@ def _activity_id(action: Action) -> str:
 
 def held(session, action: Action, exc: Exception) -> ActionError:
     """Keep ``action`` pending as uncertain; the one line that says so."""
-    session.propose(replace(action, uncertain=True))
+    session.keep(replace(action, uncertain=True))
     return ActionError(f"{exc}; it may have been delivered, so it stays pending: /confirm "
                        "retries it with the same id and Idempotency-Key, /cancel drops it")
 
@@ -234,12 +231,6 @@ def execute_now(session, action: Action) -> Outcome:
         return execute(session, action)
     except Uncertain as exc:
         raise held(session, action, exc) from None
-
-
-def hold_tool(session, name: str, args: dict, paused: Any) -> Action:
-    """An Action holding a model's tool call until the user confirms or cancels it."""
-    return Action(uuid.uuid4().hex, getattr(paused, "skill", None) or "", "tool", {},
-                  tool=name, args=dict(args), paused=paused)
 
 
 def _fmt(value: Any) -> str:

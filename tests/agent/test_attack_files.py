@@ -291,6 +291,7 @@ def test_symlink_swap_race_on_read_and_write_never_escapes(world, server):
     outside = _outside(world.base)
     before = _snapshot(outside)
     session = world.session(server)
+    session.approve("write")  # /confirm --always: a write over t.txt runs without a card
     turns = []
     for r in range(ROUNDS):
         turns.append({"tool_calls": [

@@ -12,7 +12,7 @@ from lily_kernel.agent import bounded, notebook_tools as nt
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.tools import ToolPolicy
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import World
+from agent_support import run_shown, World
 
 
 class Book:
@@ -110,12 +110,12 @@ def test_the_cli_session_has_no_notebook_tools(tmp_path):
 def test_a_server_that_rejects_stream_options_is_asked_again_without(tmp_path):
     with ScriptedServer(["PLAIN-ANSWER"], reject_params=["stream_options"]) as server:
         session = World(tmp_path).session(server)
-        reply = agent.run(session, "hello")
+        reply = run_shown(session, "hello")
         assert reply.text == "PLAIN-ANSWER" and reply.usage is None
         first, second = server.requests[0]["json"], server.requests[1]["json"]
         assert "stream_options" in first and "stream_options" not in second
         server.add("AGAIN")
-        agent.run(session, "once more")
+        run_shown(session, "once more")
         assert "stream_options" not in server.chat_requests()[-1]  # remembered for the endpoint
 
 
@@ -126,7 +126,7 @@ def test_usage_sums_over_the_steps_of_a_request(tmp_path):
         {"content": "done", "usage": {"prompt_tokens": 30, "completion_tokens": 5}},
     ]) as server:
         session = World(tmp_path).session(server)
-        reply = agent.run(session, "list files")
+        reply = run_shown(session, "list files")
         assert reply.usage == {"prompt_tokens": 40, "completion_tokens": 7}
         assert session.usage == {"prompt_tokens": 40, "completion_tokens": 7, "calls": 2}
 
@@ -157,9 +157,9 @@ def test_the_tools_cost_nothing_until_called(tmp_path):
         session = Session(workspace=world.workspace, env=world.env(server), journal=False,
                           add_tools=lambda s: nt.register(s.tools, Counting(), lambda: True))
         assert set(nt.NAMES) <= set(session.tools.names())
-        agent.run(session, "no tools needed")
+        run_shown(session, "no tools needed")
         assert calls == []  # offered, never walked
-        agent.run(session, "now list them")
+        run_shown(session, "now list them")
         assert calls == ["namespace", "hidden"]
 
 
@@ -178,7 +178,7 @@ class Runner(Book):
 def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
     from agent_support import assert_consistent
     from lily_kernel.session.session import Session
-    from lily_kernel.agent import confirmation
+    from lily_kernel.agent import pending
     from lily_kernel.typed import actions
     book = Runner()
     with ScriptedServer([
@@ -190,14 +190,14 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
         world = World(tmp_path)
         session = Session(workspace=world.workspace, env=world.env(server), journal=False,
                           add_tools=lambda s: nt.register(s.tools, book, lambda: True))
-        reply = agent.run(session, "do three things")
+        reply = run_shown(session, "do three things")
         assert reply.proposal is session.pending and reply.proposal.kind == "tool"
         assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed
-        outcome = confirmation.decide(session, None, ok=True)
+        outcome = pending.decide(session, None, ok=True)
         assert book.ran == ["x = 1"] and session.pending is None
         with pytest.raises(actions.ActionError):
-            confirmation.decide(session, None, ok=True)  # a second Confirm finds nothing
-        final = agent.resume(session, outcome.action, outcome.result)
+            pending.decide(session, None, ok=True)  # a second Confirm finds nothing
+        final = agent.resume(session, outcome.item, outcome.result)
         assert final.text == "FINAL" and book.ran == ["x = 1"]
         sent = server.chat_requests()[-1]["messages"]
         assert any("RESULT-OF x = 1" in (m.get("content") or "") for m in sent)

@@ -16,7 +16,7 @@ from lily_kernel.agent import loop as agent
 from lily_kernel import safejson
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ActionDone, CommandError
-from agent_support import World, assert_consistent
+from agent_support import run_shown, World, assert_consistent
 from receiver_support import keep_loopback_direct, receivers
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -95,11 +95,11 @@ def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversati
     for text in (deep, ODD["huge number"], ODD["lone surrogate"]):
         server.add({"tool_calls": [{"name": "load_skill", "arguments": text}]})
         with pytest.raises(agent.AgentError) as info:
-            agent.run(session, "set the knobs")
+            run_shown(session, "set the knobs")
         assert "invalid JSON arguments" in info.value.line()
         assert "\n" not in info.value.line()
     server.add("fine")
-    assert agent.run(session, "hello").text == "fine"
+    assert run_shown(session, "hello").text == "fine"
     assert_consistent(session.conversation)
 
 
@@ -142,7 +142,7 @@ def test_a_damaged_config_registry_is_a_tool_error_for_the_model(world, server):
                {"tool_calls": [{"name": "read_config", "arguments": {"path": "app.knobs.level"},
                                 "id": "r"}]},
                "It is damaged.")
-    agent.run(session, "what level?")
+    run_shown(session, "what level?")
     result = [m for m in server.chat_requests()[-1]["messages"] if m.get("tool_call_id") == "r"]
     assert result[0]["content"].startswith("Error:") and "damaged" in result[0]["content"]
     assert path.read_bytes() == b"\x00garbage" * 500
@@ -260,7 +260,8 @@ def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiv
     session = world.session(None)
     action = actions.prepare(session, session.snapshot.get("send_message"),
                              {"recipient": BOB, "content": "card"})
-    session.propose(action)  # what the model's propose_action does
+    session.offer(action)  # what the model's propose_action does
+    session.show(action.id)  # ... and the face, once the card is displayed
     line = error_line(session, "/confirm")
     assert "may have been delivered" in line and session.pending.id == action.id
     assert session.pending.uncertain

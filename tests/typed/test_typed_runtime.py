@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.agent import confirmation
+from lily_kernel.agent import pending
 from lily_kernel.typed import actions
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
@@ -28,7 +28,7 @@ from lily_kernel.typed.registry import ConfigRegistry
 from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import World as AgentWorld
+from agent_support import run_shown, World as AgentWorld
 from receiver_support import Receiver, keep_loopback_direct, receivers
 
 ALICE = "https://alice.example/users/alice"
@@ -154,7 +154,7 @@ def test_read_config_outside_the_acl_is_a_tool_error(world, server):
                                call("read_config", {"path": "messaging.rcs"}, "in2")]
                 + [call("read_config", {"path": p}, f"out{i}") for i, p in enumerate(outside)]},
                {"content": "Read receipts are on."})
-    reply = agent.run(session, "are my read receipts on?")
+    reply = run_shown(session, "are my read receipts on?")
     assert reply.text == "Read receipts are on." and reply.skill == "read_receipts"
     results = tool_results(server)
     assert results["in1"] == "true"
@@ -173,7 +173,7 @@ def test_read_config_needs_a_loaded_internal_skill(world, server):
                {"tool_calls": [call("load_skill", {"name": "send_message"}, "l")]},
                {"tool_calls": [call("read_config", {"path": RR_PATH}, "ext")]},
                {"content": "done"})
-    agent.run(session, "peek at the settings")
+    run_shown(session, "peek at the settings")
     results = tool_results(server)
     assert results["early"] == "Error: load a typed skill with load_skill first"
     assert results["ext"].startswith("Error:") and repr(RR_PATH) in results["ext"]
@@ -193,7 +193,7 @@ def test_parameter_config_path_outside_the_write_acl_is_never_written(world, ser
 
     # The model asking for it gets a tool error, and nothing waits for confirmation.
     server.add(*propose_turns("sneaky", {"volume": 5})[:2], {"content": "I could not."})
-    reply = agent.run(session, "set the volume to 5")
+    reply = run_shown(session, "set the volume to 5")
     assert tool_results(server)["load1"].startswith("Error:")
     assert reply.proposal is None and session.pending is None
 
@@ -206,7 +206,7 @@ def test_parameter_config_path_outside_the_write_acl_is_never_written(world, ser
                                 changes={path: 5})
         with pytest.raises(actions.ActionError, match="may not write"):
             actions.execute(session, forged)
-    session.propose(forged)
+    session.keep(forged)
     with pytest.raises(CommandError, match="may not write.*still waiting"):
         router.run(session, "/confirm")
     assert session.pending is forged  # a failed execution stays pending ...
@@ -224,7 +224,7 @@ def test_model_proposal_changes_nothing_until_confirm(world, server):
                {"tool_calls": [call("propose_action", {"parameters": {"read_receipts": True}}, "p")]},
                {"expect": {"contains": "nothing has happened yet"},
                 "content": "I will turn read receipts on once you confirm."})
-    reply = agent.run(session, "turn on my read receipts")
+    reply = run_shown(session, "turn on my read receipts")
     assert reply.text == "I will turn read receipts on once you confirm."
     action = session.pending
     assert action is not None and reply.proposal is action
@@ -250,7 +250,7 @@ def test_model_proposal_changes_nothing_until_confirm(world, server):
 
     # A new request: propose turning them off, then cancel.
     server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=2))
-    agent.run(session, "actually, turn them off")
+    run_shown(session, "actually, turn them off")
     assert session.pending is not None and session.pending.old == {RR_PATH: True}
     cancelled = router.run(session, "/cancel")
     assert isinstance(cancelled, ActionDone) and "Cancelled" in cancelled.summary
@@ -265,34 +265,42 @@ def test_audit_records_old_and_new_for_each_confirmed_change(world, server):
     session = world.session(server)
     for n, value in enumerate([True, False], 1):
         server.add(*propose_turns("read_receipts", {"read_receipts": value}, n=n))
-        agent.run(session, f"set read receipts to {value}")
+        run_shown(session, f"set read receipts to {value}")
         router.run(session, "/confirm")
     assert world.audit() == [("read_receipts", RR_PATH, None, True),
                              ("read_receipts", RR_PATH, True, False)]
     assert world.settings() == {RR_PATH: False}
 
 
-def test_a_replaced_proposal_can_no_longer_be_decided(world, server):
+def test_a_new_proposal_is_refused_while_one_waits(world, server):
+    # Issue 15.6: a new proposal never silently replaces the card the user is looking at.
     session = world.session(server)
     server.add(*propose_turns("read_receipts", {"read_receipts": True}, n=1))
-    agent.run(session, "turn read receipts on")
+    run_shown(session, "turn read receipts on")
     old = session.pending
-    server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=2))
-    agent.run(session, "no wait, off")
-    new = session.pending
-    assert new is not None and new.id != old.id
-
-    for ok in (True, False):  # the old card's Confirm and Cancel both do nothing
-        with pytest.raises(actions.ActionError, match="no longer waiting"):
-            confirmation.decide(session, old, ok)
-    assert session.pending is new
+    server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=2)[:2],
+               {"content": "One card already waits."})
+    reply = run_shown(session, "no wait, off")
+    assert reply.proposal is None and session.pending is old
+    assert tool_results(server)["prop2"].startswith(f"Error: not run: card {old.id[:8]}")
     assert world.settings() == {}
 
-    outcome = confirmation.decide(session, new, True)
-    assert outcome.action is new
+    cancelled = pending.decide(session, old.id, False)
+    assert cancelled.item is old and session.pending is None
+    for ok in (True, False):  # the old card's Confirm and Cancel both do nothing now
+        with pytest.raises(actions.ActionError, match="no longer waiting"):
+            pending.decide(session, old.id, ok)
+    server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=3))
+    new = run_shown(session, "off, please").proposal
+    assert new is not None and session.pending is new
+    with pytest.raises(actions.ActionError, match=f"card {old.id[:8]} is no longer waiting.*"
+                                                  f"card {new.id[:8]} waits"):
+        pending.decide(session, old.id, True)
+    outcome = pending.decide(session, new.id[:8], True)  # the id a card shows
+    assert outcome.item is new
     assert world.audit() == [("read_receipts", RR_PATH, None, False)]
-    with pytest.raises(actions.ActionError, match="nothing is waiting"):
-        confirmation.decide(session, new, True)
+    with pytest.raises(actions.ActionError, match="no longer waiting"):
+        pending.decide(session, new.id, True)
     assert len(world.audit()) == 1
 
 
@@ -300,7 +308,7 @@ def test_send_message_goes_to_the_outbox_only_after_confirm(world, server):
     session = world.session(server)
     server.add(*propose_turns("send_message", {"recipient": "Alice Chen",
                                                "content": "Lunch at noon?"}))
-    reply = agent.run(session, "tell Alice Chen: lunch at noon?")
+    reply = run_shown(session, "tell Alice Chen: lunch at noon?")
     action = session.pending
     assert reply.proposal is action and action.kind == "external"
     assert action.params == {"recipient": ALICE, "content": "Lunch at noon?"}
@@ -347,7 +355,7 @@ def test_invalid_proposal_is_a_tool_error_naming_the_parameter(world, server, sk
     server.add({"tool_calls": [call("load_skill", {"name": skill}, "l")]},
                {"tool_calls": [call("propose_action", {"parameters": params}, "p")]},
                {"expect": {"contains": "Error:"}, "content": "That did not work."})
-    reply = agent.run(session, "do it")
+    reply = run_shown(session, "do it")
     assert server.remaining() == 0
     last = server.chat_requests()[-1]["messages"][-1]
     assert last["role"] == "tool" and last["tool_call_id"] == "p"
@@ -363,7 +371,7 @@ def test_propose_action_needs_a_loaded_typed_skill(world, server):
                {"tool_calls": [call("load_skill", {"name": "plan_compiler"}, "l")]},
                {"tool_calls": [call("propose_action", {"parameters": {"read_receipts": True}}, "q")]},
                {"content": "no"})
-    agent.run(session, "turn on receipts")
+    run_shown(session, "turn on receipts")
     results = tool_results(server)
     assert results["p"] == "Error: load a typed skill with load_skill first"
     assert results["q"] == "Error: the loaded skill 'plan_compiler' is not a typed skill"
@@ -453,7 +461,7 @@ def test_confirmed_message_is_posted_once_to_the_configured_outbox(world, server
     configure_outbox(world, r, monkeypatch)
     session = world.session(server)
     server.add(*propose_turns("send_message", {"recipient": "ali", "content": "See you at 6"}))
-    agent.run(session, "tell ali see you at 6")
+    run_shown(session, "tell ali see you at 6")
     action = session.pending
     assert action.target == r.url
     assert r.requests == [] and world.outbox() == []  # nothing sent before /confirm
@@ -508,7 +516,7 @@ def test_a_failed_delivery_stays_pending_and_is_sent_once_on_retry(world, server
     configure_outbox(world, r, monkeypatch)
     session = world.session(server)
     server.add(*propose_turns("send_message", {"recipient": "alice", "content": "ping"}))
-    agent.run(session, "ping alice")
+    run_shown(session, "ping alice")
     action = session.pending
     with pytest.raises(CommandError) as info:
         router.run(session, "/confirm")
