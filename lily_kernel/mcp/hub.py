@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,11 @@ _LIVE: weakref.WeakSet[Hub] = weakref.WeakSet()
 class Hub:
     """The MCP servers of one session."""
 
-    def __init__(self, configs: Iterable[ServerConfig], workspace: Path, trusted: bool) -> None:
+    def __init__(self, configs: Iterable[ServerConfig], workspace: Path,
+                 trusted: Callable[[], bool]) -> None:
         self.workspace = Path(workspace)
-        self.trusted = trusted
+        self._is_trusted = trusted  # asked again while workspace servers wait for /trust
+        self.trusted = trusted()
         self.servers: dict[str, Server] = {}
         self.problems: list[str] = []  # one line each: name collisions
         self.shown: list[Shown] = []  # images returned since the face last took them
@@ -36,7 +38,7 @@ class Hub:
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:
             server = Server(config, str(self.workspace))
-            if config.from_workspace and not trusted and not config.error and not config.disabled:
+            if config.from_workspace and not self.trusted and not config.error and not config.disabled:
                 server.state = "untrusted"
                 server.reason = ("the workspace is not trusted: run /trust to start the "
                                  f"servers of {self.workspace}")
@@ -78,6 +80,9 @@ class Hub:
         ``budget``, the request's deadline, whichever is first. A name collision is one line in
         :attr:`problems` naming both tools, and the first keeps the name."""
         self.budget = budget
+        if not self.trusted and any(s.state == "untrusted" for s in self.servers.values()) \
+                and self._is_trusted():
+            self.trust()  # the user ran /trust since: the workspace's servers start now
         for server in self.servers.values():
             server.wait(wait)
         current = {name: server.generation for name, server in self.servers.items()

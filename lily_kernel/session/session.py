@@ -118,7 +118,7 @@ class Session:
             self._file_error = self._file_error or str(exc)
             return
         from lily_kernel.mcp.hub import Hub
-        self.mcp = Hub(servers, self.workspace, _trusted(self.workspace))
+        self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
         self.mcp.start()
 
     def _initial_model_config(self) -> ModelConfig:
@@ -305,13 +305,14 @@ class Session:
         }
 
 
-def _trusted(workspace: Path) -> bool:
-    """Has the user trusted ``workspace`` (``/trust``)? Fails closed without the record."""
+def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
+    """Has the user trusted ``workspace`` (``/trust``, agent/trust.py)? An unreadable trust
+    record means untrusted."""
+    from lily_kernel.agent import trust
     try:
-        from lily_kernel.agent import trust
-    except ImportError:
+        return trust.is_trusted(workspace, env)
+    except ConfigError:
         return False
-    return bool(trust.is_trusted(workspace))
 
 
 def _share_values(table: Any) -> bool:

@@ -23,6 +23,15 @@ def world_with_server(mcp_world, server, monkeypatch, policy: str = "",
     return runner
 
 
+def shown(runner, results) -> list:
+    """The results as a face shows them: a displayed card waits for the user's decision."""
+    results = list(results)
+    for result in results:
+        if isinstance(result, ActionCard):
+            runner.shown(result)
+    return results
+
+
 def offered(server) -> list[str]:
     return [t["function"]["name"] for t in server.chat_requests()[0].get("tools", [])]
 
@@ -41,16 +50,16 @@ def test_an_auto_approved_tool_runs_without_a_card(mcp_world, server, monkeypatc
 def test_another_mcp_tool_waits_for_confirm_and_cancel_declines(mcp_world, server, monkeypatch):
     runner = world_with_server(mcp_world, server, monkeypatch)
     server.add({"tool_calls": [{"name": "mcp__notes__html", "arguments": {}}]})
-    out = list(runner.ask("show html"))
+    out = shown(runner, runner.ask("show html"))
     assert isinstance(out[-1], ActionCard) and out[-1].action.tool == "mcp__notes__html"
     assert len(server.chat_requests()) == 1  # nothing ran yet
     server.add("the page is shown")
-    done = list(runner.command("/confirm"))
+    done = shown(runner, runner.command("/confirm"))
     assert isinstance(done[0], ActionDone) and "<script>" in done[0].tool_result
     assert isinstance(done[-1], Answer) and done[-1].text.startswith("the page is shown")
     # a second call is asked again; /cancel answers the model "declined by the user"
     server.add({"tool_calls": [{"name": "mcp__notes__html", "arguments": {}}]})
-    assert isinstance(list(runner.ask("again"))[-1], ActionCard)
+    assert isinstance(shown(runner, runner.ask("again"))[-1], ActionCard)
     list(runner.command("/cancel"))
     server.add("ok")
     list(runner.ask("next"))
@@ -73,7 +82,7 @@ def test_confirm_glob_asks_even_for_an_auto_approved_tool(mcp_world, server, mon
     runner = world_with_server(mcp_world, server, monkeypatch,
                                policy='\n[tools]\nconfirm = ["mcp__notes__*"]\n')
     server.add({"tool_calls": [{"name": "mcp__notes__echo", "arguments": {"text": "x"}}]})
-    assert isinstance(list(runner.ask("echo"))[-1], ActionCard)
+    assert isinstance(shown(runner, runner.ask("echo"))[-1], ActionCard)
 
 
 def test_expanded_secrets_never_reach_the_model_the_outputs_or_the_journal(
@@ -96,3 +105,16 @@ def test_expanded_secrets_never_reach_the_model_the_outputs_or_the_journal(
     assert SECRET not in text and list(journal.read(session.journal.path))
     from lily_kernel.commands import render
     assert SECRET not in render.text(list(runner.command("/mcp"))[0])
+
+
+def test_confirm_always_stops_the_card_for_that_tool_only(mcp_world, server, monkeypatch):
+    runner = world_with_server(mcp_world, server, monkeypatch)
+    server.add({"tool_calls": [{"name": "mcp__notes__html", "arguments": {}}]})
+    card = shown(runner, runner.ask("html"))[-1]
+    assert isinstance(card, ActionCard)
+    server.add("shown once")
+    shown(runner, runner.command("/confirm --always"))
+    server.add({"tool_calls": [{"name": "mcp__notes__html", "arguments": {}}]}, "no card")
+    assert [type(r) for r in shown(runner, runner.ask("html again"))] == [Answer]
+    server.add({"tool_calls": [{"name": "mcp__notes__image", "arguments": {}}]})
+    assert isinstance(shown(runner, runner.ask("an image"))[-1], ActionCard)  # others still ask
