@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from functools import singledispatch
 
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, McpStatus, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, McpImage, McpStatus, ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -272,8 +272,8 @@ def _value(value) -> str:
 
 def _mcp_markdown(r: McpStatus) -> str:
     """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
-    import html  # sanitize: html_text / md_text once commands/sanitize.py lands
-    esc = lambda v: html.escape(str(v)).replace("*", "\\*").replace("_", "\\_")  # noqa: E731
+    from lily_kernel.commands.sanitize import md_text
+    esc = lambda v: md_text(str(v))  # noqa: E731
     if not r.servers:
         return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
     out = []
@@ -281,7 +281,7 @@ def _mcp_markdown(r: McpStatus) -> str:
         out.append(f"Restarted MCP server **{esc(r.restarted)}**.\n")
     for row in r.servers:
         state = row["state"] + (f": {esc(row['reason'])}" if row.get("reason") else "")
-        out.append(f"**{esc(row['name'])}** ({row['transport']}, {row['source']}): {state}")
+        out.append(f"**{esc(row['name'])}** ({row['transport']}, {esc(row['source'])}): {state}")
         if row.get("note"):
             out.append(f"\n*{esc(row['note'])}*")
         if row.get("stderr"):
@@ -311,3 +311,8 @@ def _(r: McpStatus) -> str:
             out.append(table(("tool", "approval"), [(t["name"], t["mode"]) for t in row["tools"]]))
         out.append("")
     return "\n".join([*out, *r.problems]).strip()
+
+
+@text.register
+def _(r: McpImage) -> str:
+    return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"

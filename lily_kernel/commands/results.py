@@ -42,6 +42,14 @@ class McpStatus:
 
 
 @dataclass(frozen=True)
+class McpImage:
+    """An image an MCP tool returned (``image/png`` or ``image/jpeg``), shown in the notebook."""
+    mime: str
+    data: bytes
+    tool: str
+
+
+@dataclass(frozen=True)
 class Notice:
     """A short confirmation, in Markdown."""
     markdown: str

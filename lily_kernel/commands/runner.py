@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Protocol
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.pending import HeldCall, PendingItem
 from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Notice, SkillRequest
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, McpImage, Notice, SkillRequest
 from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.session.session import Session
 
@@ -134,6 +134,10 @@ class Runner:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
                      self.session.model_config.model, reply.usage)
+        hub = self.session.mcp
+        while hub is not None and hub.shown:  # images MCP tools returned (docs/mcp.md#tools)
+            image = hub.shown.pop(0)
+            yield McpImage(image.mime, image.data, image.tool)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import HOSTILE, toml_server
 
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, McpImage
 from lily_kernel.commands.runner import Runner
 from lily_kernel.session import journal
 
@@ -118,3 +118,15 @@ def test_confirm_always_stops_the_card_for_that_tool_only(mcp_world, server, mon
     assert [type(r) for r in shown(runner, runner.ask("html again"))] == [Answer]
     server.add({"tool_calls": [{"name": "mcp__notes__image", "arguments": {}}]})
     assert isinstance(shown(runner, runner.ask("an image"))[-1], ActionCard)  # others still ask
+
+
+def test_an_image_is_shown_and_described_to_the_model_by_size(mcp_world, server, monkeypatch):
+    runner = world_with_server(mcp_world, server, monkeypatch, auto=("image",))
+    server.add({"tool_calls": [{"name": "mcp__notes__image", "arguments": {}}]}, "a picture")
+    out = list(runner.ask("draw"))
+    assert [type(r) for r in out] == [Answer, McpImage]
+    assert out[1].mime == "image/png" and out[1].data.startswith(b"\x89PNG")
+    told = server.chat_requests()[1]["messages"][-1]["content"]
+    assert told == "[image image/png, 72 bytes: shown to the user in the notebook]"
+    from lily_kernel.jupyter.display import bundle
+    assert set(bundle(out[1])) == {"text/plain", "image/png"}
