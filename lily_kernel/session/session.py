@@ -267,9 +267,13 @@ class Session:
         return self.model_config
 
     def renew(self) -> None:
-        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""
+        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model;
+        the configuration (lily.toml, the user's file, MCP servers) read again, with the
+        kernel's environment as it is now (``%env`` in the notebook) when none was given."""
         old = self.session_id
         self.journal.append({"event": "session_ended", "session_id": old, "reason": "/new"})
+        if not self._explicit_env:
+            self._env = dict(os.environ)
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
