@@ -39,7 +39,8 @@ LAUNCHER = ("import ctypes,os,signal,sys\n"
             "ctypes.CDLL(None,use_errno=True).prctl(1,signal.SIGKILL,0,0,0)\n"
             "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
             "try:\n os.execvp(sys.argv[2],sys.argv[2:])\n"
-            "except OSError as e:\n sys.stderr.write(f'cannot start {sys.argv[2]}: {e.strerror}\\n'); os._exit(127)\n")
+            "except OSError as e:\n"
+            " sys.stderr.write(f'cannot start {sys.argv[2]}: {e.strerror}\\n'); os._exit(127)\n")
 
 
 # The SDK logs a server's faults with tracebacks; Lily reports them as one line instead.
@@ -107,7 +108,9 @@ class Server:
         self._stop: asyncio.Event | None = None
         self._inflight: set[asyncio.Task[Any]] = set()
         self._fault: str | None = None
-        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        # the child's stderr, kept for /mcp; open for the server's life
+        self._errlog = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+", encoding="utf-8", errors="replace")
         self._ready = threading.Event()
         self._future: concurrent.futures.Future[None] | None = None
         if config.error:

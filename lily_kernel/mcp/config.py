@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from lily_kernel import redaction
 from lily_kernel.agent.config import read_config_file, user_config_path
@@ -153,7 +154,8 @@ def _parse(name: str, table: Any, source: str, env: Mapping[str, str]) -> Server
     if url is not None and not isinstance(url, str):
         raise ConfigError("'url' must be a string")
     args = [expand(a, env, secrets) for a in _strings(table.get("args", []), "'args'")]
-    child_env = {k: expand(v, env, secrets) for k, v in _table(table.get("env", {}), "'env'").items()}
+    child_env = {k: expand(v, env, secrets)
+                 for k, v in _table(table.get("env", {}), "'env'").items()}
     headers = {k: expand(v, env, secrets)
                for k, v in _table(table.get("headers", {}), "'headers'").items()}
     command = expand(command, env, secrets) if command is not None else None
@@ -161,7 +163,8 @@ def _parse(name: str, table: Any, source: str, env: Mapping[str, str]) -> Server
     if url is not None and not url.startswith(("http://", "https://")):
         raise ConfigError("'url' must start with http:// or https://")
     timeout = table.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 86400:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not 0 < timeout < 86400:
         raise ConfigError("'timeout' must be a positive number of seconds")
     disabled = table.get("disabled", False)
     if not isinstance(disabled, bool):

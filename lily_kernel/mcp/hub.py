@@ -38,7 +38,8 @@ class Hub:
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:
             server = Server(config, str(self.workspace))
-            if config.from_workspace and not self.trusted and not config.error and not config.disabled:
+            waits = not (config.error or config.disabled)
+            if config.from_workspace and not self.trusted and waits:
                 server.state = "untrusted"
                 server.reason = ("the workspace is not trusted: run /trust to start the "
                                  f"servers of {self.workspace}")
@@ -119,7 +120,8 @@ class Hub:
         return call
 
     # -- /mcp ------------------------------------------------------------------------
-    def status(self, registry: ToolRegistry | None = None, policy: Any = None) -> list[dict[str, Any]]:
+    def status(self, registry: ToolRegistry | None = None,
+               policy: Any = None) -> list[dict[str, Any]]:
         """Each server's state, reason, stderr's last lines and tools (approval mode)."""
         rows = []
         for name, server in self.servers.items():

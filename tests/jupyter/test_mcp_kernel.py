@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kernel_support import Kernel, call, scripted_kernel_world, tool_result
 
 HOSTILE = str(Path(__file__).parent.parent / "mcp" / "hostile_server.py")

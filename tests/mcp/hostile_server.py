@@ -77,7 +77,7 @@ def main() -> None:
                 tools.append(tool("grown"))
                 send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             result = {
-                "echo": lambda: text(str(arguments.get("text"))),
+                "echo": lambda: text(str(arguments.get("text"))),  # noqa: B023
                 "html": lambda: text("<img src=x onerror=alert(1)><script>alert(2)</script>"),
                 "huge": lambda: text("x" * 5_000_000),
                 "fail": lambda: text("the disk is full", error=True),
@@ -85,7 +85,7 @@ def main() -> None:
                                                "mimeType": "image/png"}]},
                 "env": lambda: text(json.dumps(dict(os.environ))),
                 "grow": lambda: text("grown"),
-            }.get(name, lambda: text("ok " + name))()
+            }.get(name, lambda: text("ok " + name))()  # noqa: B023 (called at once)
             send({"jsonrpc": "2.0", "id": mid, "result": result})
         else:
             send({"jsonrpc": "2.0", "id": mid,

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import HOSTILE, toml_server
 
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, McpImage
@@ -104,7 +103,7 @@ def test_expanded_secrets_never_reach_the_model_the_outputs_or_the_journal(
     text = session.journal.path.read_text(encoding="utf-8")
     assert SECRET not in text and list(journal.read(session.journal.path))
     from lily_kernel.commands import render
-    assert SECRET not in render.text(list(runner.command("/mcp"))[0])
+    assert SECRET not in render.text(next(iter(runner.command("/mcp"))))
 
 
 def test_confirm_always_stops_the_card_for_that_tool_only(mcp_world, server, monkeypatch):
