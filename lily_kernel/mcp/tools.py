@@ -53,7 +53,8 @@ def input_schema(raw: Any) -> Schema:
     schema = dict(raw) if isinstance(raw, Mapping) else {}
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    raw_props = schema.get("properties")
+    props: Mapping[str, Any] = raw_props if isinstance(raw_props, Mapping) else {}
     required = [r for r in schema.get("required", []) if isinstance(r, str)] \
         if isinstance(schema.get("required"), list) else []
 
@@ -82,7 +83,7 @@ class McpTool(Tool):
     schema: Schema | None = None
 
     @property
-    def parameters(self) -> Schema:  # type: ignore[override]
+    def parameters(self) -> Schema:
         """The input schema from ``tools/list``."""
         return self.schema if self.schema is not None else input_schema({})
 

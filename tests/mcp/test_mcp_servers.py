@@ -218,3 +218,30 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     trust.trust(mcp_world.workspace, session.environ)  # what /trust records
     assert "ready" in render.text(router.run(session, "/mcp"))  # starts them in this session
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
+
+
+def test_a_name_collision_is_one_line_naming_both(mcp_world):
+    table = toml_server("x", PY, [HOSTILE])
+    mcp_world.user(table.replace("[mcp.servers.x]", '[mcp.servers."a.b"]')
+                   + table.replace("[mcp.servers.x]", "[mcp.servers.a_b]"))
+    session = mcp_world.session()
+    session.mcp.sync(session.tools)
+    problems = session.mcp.problems
+    assert any("mcp__a_b__echo" in p and "'echo' of server 'a.b'" in p
+               and "'echo' of server 'a_b'" in p for p in problems), problems
+    assert session.tools.get("mcp__a_b__echo").server == "a.b"  # the first keeps the name
+    assert problems[0] in render.text(router.run(session, "/mcp"))
+
+
+def test_lily_mcp_list_json_starts_the_servers(mcp_world, monkeypatch, capsys):
+    from lily_kernel import cli
+    mcp_world.user(toml_server("time", str(BIN / "mcp-server-time"), [],
+                               auto_approve=["get_current_time"]))
+    monkeypatch.setenv("HOME", str(mcp_world.home))
+    monkeypatch.setenv("LILY_WORKSPACE", str(mcp_world.workspace))
+    assert cli.main(["mcp", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    server = listed["servers"][0]
+    assert (server["name"], server["state"]) == ("time", "ready")
+    assert {"name": "mcp__time__get_current_time", "tool": "get_current_time",
+            "mode": "auto"} in server["tools"]
