@@ -210,7 +210,7 @@ def _mcp_servers(data: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     return servers
 
 
-def configured(workspace: Path, env: Mapping[str, str], user: Mapping[str, Any],
+def configured(workspace: Path, user: Mapping[str, Any],
                workspace_toml: Mapping[str, Any]) -> bool:
     """Is any MCP server configured (cheap: no parsing, no SDK)?"""
     def has(data: Mapping[str, Any]) -> bool:

@@ -108,8 +108,7 @@ class Session:
         if old is not None:
             old.close()
         from lily_kernel.mcp import config as mcp_config
-        if not mcp_config.configured(self.workspace, self._env, self._user_config,
-                                     self._workspace_config):
+        if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
             return
         try:
             servers = mcp_config.load(self.workspace, self._env, self._user_config,
