@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import HOSTILE, toml_server
+from mcp_support import HOSTILE, toml_server
 
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, McpImage
 from lily_kernel.commands.runner import Runner

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import BIN, HOSTILE, toml_server
+from mcp_support import BIN, HOSTILE, toml_server
 
 from lily_kernel.agent.tools import ToolError
 from lily_kernel.commands import render, router
