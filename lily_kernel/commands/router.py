@@ -292,7 +292,7 @@ def _mcp(session: Session, cmd: Command):
         restarted = words[1]
     if hub is None:
         return McpStatus(())
-    hub.sync(session.tools, wait=5.0)
+    hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
     return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
                      restarted)
 
