@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lily-installed
+# Jupyter Enterprise Gateway's own environment, for its test (it pins jupyter_client 6).
+EG_VENV  := .venv-eg
+EG_REQS  := tests/jupyter/enterprise-gateway-requirements.txt
+EG_STAMP := $(EG_VENV)/.eg-installed
 
-.PHONY: all venv test demo lab bench golden clean
+.PHONY: all venv eg-venv test demo lab bench golden clean
 
 all: test
 
@@ -19,9 +23,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m lily_kernel install --sys-prefix
 	touch $(STAMP)
 
+eg-venv: $(EG_STAMP)
+
+$(EG_STAMP): $(EG_REQS)
+	$(PYTHON) -m venv $(EG_VENV)
+	$(EG_VENV)/bin/python -m pip install --quiet -r $(EG_REQS)
+	touch $(EG_STAMP)
+
 # One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
 # Debian's Chromium is installed) and nbval over the golden notebooks.
-test: $(STAMP)
+test: $(STAMP) $(EG_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
 	$(BIN)/python -m pytest tests notebooks --nbval
@@ -39,10 +50,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py
 	$(BIN)/python bench/kernel_roundtrip.py
 	$(BIN)/python bench/agent_overhead.py
+	$(BIN)/python bench/logs_search.py
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)
 	$(BIN)/python scripts/regenerate.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(EG_VENV) build dist *.egg-info .pytest_cache

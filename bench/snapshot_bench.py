@@ -1,6 +1,10 @@
 """Snapshot build time against a bare read of the same SKILL.md files.
 
-    .venv/bin/python bench/snapshot_bench.py [--sizes 100,1000,10000] [--repeat 7]
+    .venv/bin/python bench/snapshot_bench.py [--sizes 100,1000,10000] [--repeat 7] [--all-roots]
+
+``--all-roots`` reads the skills from the workspace root among every source a session
+has (docs/loader.md#roots: the other agents' four folders too, absent here), as a
+kernel started in a fresh folder does.
 
 For each size, generates that many skills in a temporary workspace root and
 measures, alternating in the same run: (a) reading every SKILL.md (scandir +
@@ -30,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lily_kernel.agent.builtin_tools import register_builtins  # noqa: E402
 from lily_kernel.skills.loader import build_snapshot  # noqa: E402
-from lily_kernel.skills.paths import Root  # noqa: E402
+from lily_kernel.skills.paths import SOURCES, Root  # noqa: E402
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry  # noqa: E402
 
 TEMPLATE = """---
@@ -72,6 +76,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--all-roots", action="store_true",
+                    help="every source a session reads, the others absent")
     args = ap.parse_args()
     tools = ToolRegistry()
     print(f"{'skills':>7}  {'bare read':>10}  {'snapshot':>10}  {'ratio':>6}")
@@ -81,9 +87,9 @@ def main() -> None:
             root.mkdir()
             generate(root, n)
             register_builtins(tools, Path(tmp))
-            roots = (Root("workspace", root, True),
-                     Root("user", Path(tmp) / "none-user", False),
-                     Root("bundled", Path(tmp) / "none-bundled", False))
+            sources = SOURCES if args.all_roots else ("workspace", "user", "bundled")
+            roots = tuple(Root(s, root, True) if s == "workspace" else
+                          Root(s, Path(tmp) / f"none-{s}", False) for s in sources)
             policy = ToolPolicy()
             snap = build_snapshot(roots, tools, policy)
             assert len(snap.skills) == n, (len(snap.skills), snap.diagnostics[:3])

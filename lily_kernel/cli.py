@@ -4,8 +4,13 @@
     lily skills check                   every diagnostic; exit 1 on errors
     lily skills info NAME               one skill, as /help shows it
     lily skills validate [--strict | --lily] PATH...
+    lily skills install SOURCE [--user | --workspace] [--as NAME] [--sha256 HASH] [--allow-risky]
+    lily skills remove NAME [--user | --workspace]
     lily kernel install [--user | --sys-prefix | --prefix P]
     lily run "/command ..."             run one command cell, as the kernel would
+    lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
+    lily mcp list [--json]              start the configured MCP servers, list their tools
+    lily mcp import FILE                a .mcp.json / mcp_settings.json as lily.toml tables
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -18,13 +23,15 @@ import argparse
 import json
 import os
 import sys
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, Callable, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
 from lily_kernel.skills.loader import LoaderError, build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
-from lily_kernel.errors import CommandError, LilyError, error_line
+from lily_kernel.errors import CommandError, LilyError, LogsError, error_line
+from lily_kernel.session import logs
 
 
 def _snapshot(args: argparse.Namespace):
@@ -42,6 +49,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         from lily_kernel.commands.results import SkillTable
         print(render.text(SkillTable(snap, show_all=args.all)))
+        if args.all:  # where each source's skills come from (docs/loader.md#roots)
+            print("\nRoots, highest precedence first:\n")
+            print(render.table(render.ROOT_COLUMNS, render.root_rows(snap), width=100))
     return 0
 
 
@@ -71,7 +81,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lily_kernel.skills.validator import validate, validate_lily
+    from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
         from lily_kernel.agent.builtin_tools import register_builtins
         from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -95,16 +105,66 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for kind, reason in found:
                 print(f"{path}: {kind}: {reason}")
             continue
-        problems = validate(path, strict=args.strict)
+        warnings: list[str] = []
+        if args.strict:  # a value type stricter than skills-ref's: a warning, exit 0
+            problems, warnings = validate_strict(path)
+        else:
+            problems = validate(path)
         bad += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
+        for warning in warnings:
+            print(f"{path}: warning: {warning}")
     rules = (" (strict Agent Skills rules)" if args.strict else
              " (what Lily would load here)" if args.lily else "")
     needs = f"; {notebook} of them need{'s' if notebook == 1 else ''} a notebook" if notebook else ""
     print(f"{len(args.paths) - bad} of {len(args.paths)} skill(s) valid{rules}{needs}.",
           file=sys.stderr)
     return 1 if bad else 0
+
+
+def _lily_checker():
+    """``lily skills validate --lily`` for one folder, with this host's tools and policy."""
+    from lily_kernel.agent.builtin_tools import register_builtins
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.skills.validator import validate_lily
+    tools = ToolRegistry()
+    register_builtins(tools, workspace_dir())
+    policy = ToolPolicy.from_env()
+    return lambda folder: validate_lily(folder, tools, policy)
+
+
+def cmd_skills_install(args: argparse.Namespace) -> int:
+    """Scan, check and copy one skill into Lily's user or workspace root
+    (docs/skills-compat.md#installing-skills); exit 1 when refused."""
+    from lily_kernel.skills.install import InstallError, install
+    try:
+        done = install(args.source, _lily_checker(), "workspace" if args.workspace else "user",
+                       name=args.name, sha256=args.sha256, allow_risky=args.allow_risky)
+    except InstallError as exc:
+        print(error_line(exc), file=sys.stderr)
+        for finding in exc.findings:
+            print(f"  {finding}", file=sys.stderr)
+        return 1
+    for finding in done.allowed:
+        print(f"allowed (--allow-risky): {finding}")
+    for note in done.notes:
+        print(f"note: {note}")
+    print(f"Installed skill '{done.name}' in {done.path}")
+    return 0
+
+
+def cmd_skills_remove(args: argparse.Namespace) -> int:
+    """Delete one skill from Lily's user or workspace root."""
+    from lily_kernel.skills.install import InstallError, remove
+    target = "workspace" if args.workspace else "user" if args.user else None
+    try:
+        path = remove(args.name, target)
+    except InstallError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 1
+    print(f"Removed skill '{args.name}' from {path.parent}")
+    return 0
 
 
 def _notebook_only(reason: str) -> bool:
@@ -142,6 +202,280 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{error_line(CommandError(f'{self.prog}: {message}; see {self.prog} --help.'))}\n")
 
 
+# -- lily logs (docs/logs.md) ------------------------------------------------------------
+
+def _logs_workspace(args: argparse.Namespace) -> Path:
+    """The workspace ``lily logs`` reads: ``--workspace``, else the kernel's."""
+    return Path(args.workspace) if getattr(args, "workspace", None) else workspace_dir()
+
+
+def _read_logs(args: argparse.Namespace) -> logs.Logs:
+    """The workspace's journal, read once; each problem line goes to stderr."""
+    read = logs.Logs(_logs_workspace(args))
+    _print_notes(read.notes)
+    return read
+
+
+def _print_notes(notes: logs.Notes) -> None:
+    """Each problem line met while reading, on stderr."""
+    for line in notes.all():
+        print(f"lily logs: {line}", file=sys.stderr)
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """``lily logs``: the sessions, newest first; with ``-q``, a full-text search."""
+    since = logs.when(args.since) if args.since else None
+    until = logs.when(args.until) if args.until else None
+    if args.query is not None:
+        from lily_kernel.session import logs_index
+        notes = logs.Notes()
+        hits = logs_index.search(_logs_workspace(args), args.query, notes, tool=args.tool,
+                                 model=args.model, since=since, until=until,
+                                 limit=args.n or 20)
+        _print_notes(notes)
+        if args.json:
+            print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
+        else:
+            rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+                     h.snippet) for h in hits]
+            print(render.table(("session", "time", "where", "snippet"), rows, width=100))
+            print(f"{len(hits)} match(es).", file=sys.stderr)
+        return 0
+    read = _read_logs(args)
+    rows = read.sessions()
+    if args.model:
+        rows = [s for s in rows if args.model in s.models]
+    if args.tool:
+        rows = [s for s in rows if args.tool in s.tools]
+    if since is not None:
+        rows = [s for s in rows if s.last >= since]
+    if until is not None:
+        rows = [s for s in rows if s.started <= until]
+    if args.n:
+        rows = rows[:args.n]
+    if args.json:
+        print(json.dumps([s.as_dict() for s in rows], indent=2, ensure_ascii=False))
+        return 0
+    print(render.table(
+        ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
+         "tokens in", "tokens out", "models"),
+        [(s.id[:12], s.label, logs.iso(s.started), logs.iso(s.last), str(s.requests),
+          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
+         for s in rows]))
+    return 0
+
+
+def _one_session(args: argparse.Namespace
+                 ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
+    """The session ``args.session`` names: the journal, its id, summary and turns."""
+    read = _read_logs(args)
+    sid = read.resolve(args.session)
+    records = read.records(sid)
+    return read, sid, logs.summarize(sid, records), logs.turns(records)
+
+
+def cmd_logs_show(args: argparse.Namespace) -> int:
+    """``lily logs show SESSION``: one session as a transcript."""
+    from lily_kernel.session import logs_export
+    _, _, summary, turns = _one_session(args)
+    if args.n:
+        cells = [i for i, t in enumerate(turns) if t.is_cell]
+        turns = turns[cells[-args.n]:] if len(cells) > args.n else turns
+    if getattr(args, "json", False):
+        print(json.dumps({"session": summary.as_dict(), "turns": [t.as_dict() for t in turns]},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(logs_export.markdown(summary, turns, truncate=args.truncate), end="")
+    return 0
+
+
+def cmd_logs_usage(args: argparse.Namespace) -> int:
+    """``lily logs usage``: token totals by model, session or day."""
+    rows = logs.usage(_read_logs(args), args.by)
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(render.table((args.by, "calls", "tokens in", "tokens out", "unreported"),
+                       [(r[args.by], str(r["calls"]), f"{r['tokens_in']:,}",
+                         f"{r['tokens_out']:,}", str(r["unreported"])) for r in rows]))
+    total_in = sum(r["tokens_in"] for r in rows)
+    total_out = sum(r["tokens_out"] for r in rows)
+    print(f"total: {total_in:,} in / {total_out:,} out over "
+          f"{sum(r['calls'] for r in rows)} model call(s)")
+    return 0
+
+
+def _ask(question: str, yes: bool) -> bool:
+    """True when ``yes``, else the answer to ``question`` on stdin (no answer: no)."""
+    if yes:
+        return True
+    print(question + " [y/N] ", end="", flush=True)
+    try:
+        answer = input()
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _delete(args: argparse.Namespace, ids: list[str], what: str) -> int:
+    """Delete the records of ``ids`` once the user agrees; the exit code."""
+    from lily_kernel.session import logs_prune
+    if not ids:
+        print(f"No {what}: nothing deleted.")
+        return 0
+    shown = ", ".join(i[:12] for i in ids[:5]) + (" ..." if len(ids) > 5 else "")
+    if not _ask(f"Delete every journal record of {len(ids)} session(s) ({shown})?", args.yes):
+        print("Nothing deleted.")
+        return 1
+    dropped = logs_prune.remove(_logs_workspace(args), set(ids))
+    print(f"Deleted {dropped} record(s) of {len(ids)} session(s).")
+    return 0
+
+
+def cmd_logs_rm(args: argparse.Namespace) -> int:
+    """``lily logs rm SESSION``: delete one session's records (asks unless --yes)."""
+    read = _read_logs(args)
+    return _delete(args, [read.resolve(args.session)], "session")
+
+
+def cmd_logs_prune(args: argparse.Namespace) -> int:
+    """``lily logs prune --older-than 30d``: delete sessions idle for longer."""
+    from lily_kernel.session import logs_prune
+    seconds = logs.duration(args.older_than)
+    return _delete(args, logs_prune.older_than(_read_logs(args), seconds),
+                   f"session older than {args.older_than}")
+
+
+def cmd_logs_export(args: argparse.Namespace) -> int:
+    """``lily logs export SESSION --md FILE | --ipynb FILE``."""
+    from lily_kernel.session import logs_export
+    if not (args.md or args.ipynb):
+        raise LogsError("export needs --md FILE or --ipynb FILE")
+    _, _, summary, turns = _one_session(args)
+    if args.md:
+        logs_export.write_text(Path(args.md), logs_export.markdown(summary, turns))
+        print(f"Wrote {args.md}")
+    if args.ipynb:
+        logs_export.write_notebook(Path(args.ipynb), logs_export.notebook(summary, turns))
+        print(f"Wrote {args.ipynb}")
+    return 0
+
+
+def cmd_logs_replay(args: argparse.Namespace) -> int:
+    """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
+    re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
+    from lily_kernel.session import logs_replay
+    read = _read_logs(args)
+    sid = read.resolve(args.session)
+    nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
+    print(f"Wrote {script_path}")
+    if not args.no_run:
+        from lily_kernel.jupyter.replay import record_outputs
+        problem = record_outputs(nb_path)
+        if problem:
+            print(f"Wrote {nb_path}, but the replay already differs: {problem}",
+                  file=sys.stderr)
+            return 1
+    print(f"Wrote {nb_path}; check it with: pytest --nbval {nb_path}")
+    return 0
+
+
+def add_logs_parser(sub: Any) -> None:
+    """The ``lily logs`` subcommands (docs/logs.md)."""
+    cmd = sub.add_parser("logs", help="browse, search, export and replay the journal")
+    cmd.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
+    cmd.add_argument("-n", type=int, default=0, metavar="N",
+                      help="at most N sessions (default all) or matches (default 20)")
+    cmd.add_argument("--json", action="store_true", help="print JSON")
+    cmd.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
+    cmd.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")
+    cmd.add_argument("-m", "--model", metavar="MODEL", help="only sessions that used MODEL")
+    cmd.add_argument("--since", metavar="WHEN", help="a date, date-time or duration ago (7d)")
+    cmd.add_argument("--until", metavar="WHEN", help="a date, date-time or duration ago")
+    cmd.set_defaults(func=cmd_logs)
+    lsub = cmd.add_subparsers(dest="action")
+
+    def child(name: str, help_text: str,
+              func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = lsub.add_parser(name, help=help_text)
+        p.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
+                       help="the workspace (default: as the kernel)")
+        p.set_defaults(func=func)
+        return p
+
+    show = child("show", "one session as a transcript", cmd_logs_show)
+    show.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
+    show.add_argument("-n", type=int, default=0, metavar="N", help="only the last N cells")
+    show.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    show.add_argument("-t", "--truncate", type=int, nargs="?", const=200, default=None,
+                      metavar="CHARS", help="cut tool arguments and results (default 200)")
+    use = child("usage", "token totals", cmd_logs_usage)
+    use.add_argument("--by", choices=("model", "session", "day"), default="model")
+    use.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    rm = child("rm", "delete one session's records", cmd_logs_rm)
+    rm.add_argument("session", metavar="SESSION")
+    rm.add_argument("--yes", action="store_true", help="do not ask")
+    prune = child("prune", "delete sessions idle for longer than a duration", cmd_logs_prune)
+    prune.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 2w")
+    prune.add_argument("--yes", action="store_true", help="do not ask")
+    exp = child("export", "a session as Markdown or a notebook", cmd_logs_export)
+    exp.add_argument("session", metavar="SESSION")
+    exp.add_argument("--md", metavar="FILE")
+    exp.add_argument("--ipynb", metavar="FILE")
+    rep = child("replay", "a session as a notebook + scripted model for pytest --nbval",
+                cmd_logs_replay)
+    rep.add_argument("session", metavar="SESSION")
+    rep.add_argument("--to", required=True, metavar="DIR")
+    rep.add_argument("--no-run", action="store_true",
+                     help="do not run it once to record its outputs (nbval then has none)")
+
+
+
+
+def cmd_mcp_list(args: argparse.Namespace) -> int:
+    """Start the configured MCP servers here and list their state and tools (docs/mcp.md)."""
+    from lily_kernel.commands.results import McpStatus
+    from lily_kernel.session.session import Session
+    session = Session(journal=False)
+    if session.config_error:
+        print(f"Error: {session.config_error}", file=sys.stderr)
+        return 2
+    hub = session.mcp
+    if hub is not None:
+        hub.sync(session.tools)
+    status = McpStatus(tuple(hub.status(session.tools, session.policy)) if hub else (),
+                       tuple(hub.problems) if hub else ())
+    if args.json:
+        print(json.dumps({"servers": list(status.servers), "problems": list(status.problems)},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(render.text(status))
+    if hub is not None:
+        hub.close()
+    return 1 if any(r["state"] == "failed" for r in status.servers) else 0
+
+
+def cmd_mcp_import(args: argparse.Namespace) -> int:
+    """Print the lily.toml tables for a Claude Code / Cursor / notebook-intelligence
+    ``.mcp.json`` or a jupyter-ai ``mcp_settings.json``."""
+    from pathlib import Path
+
+    from lily_kernel.errors import ConfigError
+    from lily_kernel.mcp.config import read_mcp_json, to_toml
+    try:
+        if not Path(args.file).is_file():
+            raise ConfigError(f"{args.file}: no such file")
+        print(to_toml(read_mcp_json(Path(args.file))), end="")
+    except ConfigError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``lily`` command's argument parser."""
     p = _Parser(prog="lily", description="Lily: skills for Jupyter.")
@@ -166,6 +500,22 @@ def parser() -> argparse.ArgumentParser:
                        help="what Lily would load here: the loader's reasons, eligibility, notes")
     val.add_argument("paths", nargs="+", metavar="PATH")
     val.set_defaults(func=cmd_validate)
+    ins = ssub.add_parser("install", help="scan a skill and copy it into Lily's user or "
+                          "workspace root")
+    ins.add_argument("source", metavar="SOURCE",
+                     help="a skill folder, a .zip or .tar.gz file, or git:URL[@ref][#subdir]")
+    _add_target(ins)
+    ins.add_argument("--as", dest="name", metavar="NAME", help="install under this name")
+    ins.add_argument("--sha256", metavar="HASH", help="refuse an archive with another SHA-256")
+    ins.add_argument("--allow-risky", action="store_true",
+                     help="install despite findings of the scan (never a symlink leaving the "
+                          "skill, a special file or an unsafe archive)")
+    ins.set_defaults(func=cmd_skills_install)
+    rem = ssub.add_parser("remove", help="delete an installed skill from the user or "
+                          "workspace root")
+    rem.add_argument("name", metavar="NAME")
+    _add_target(rem)
+    rem.set_defaults(func=cmd_skills_remove)
 
     kernel = sub.add_parser("kernel", help="the Jupyter kernel")
     ksub = kernel.add_subparsers(dest="action")
@@ -173,10 +523,29 @@ def parser() -> argparse.ArgumentParser:
     add_install_args(inst)
     inst.set_defaults(func=cmd_kernel_install)
 
+    add_logs_parser(sub)
+
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
+
+    mcp = sub.add_parser("mcp", help="MCP tool servers")
+    msub = mcp.add_subparsers(dest="action", required=True)
+    mlist = msub.add_parser("list", help="start the configured servers and list their tools")
+    mlist.add_argument("--json", action="store_true", help="print one JSON object")
+    mlist.set_defaults(func=cmd_mcp_list)
+    mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
+    mimp.add_argument("file")
+    mimp.set_defaults(func=cmd_mcp_import)
     return p
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="Lily's user root (the default "
+                       "for install): SKILLS_USER_DIR, else ~/.lily/skills")
+    where.add_argument("--workspace", action="store_true", help="the workspace root: "
+                       "SKILLS_WORKSPACE_DIR, else <workspace>/skills")
 
 
 def add_install_args(p: argparse.ArgumentParser) -> None:

@@ -52,6 +52,10 @@ class ActionError(LilyError, ValueError):
     """A typed-skill action cannot be prepared or carried out."""
 
 
+class LogsError(LilyError):
+    """``lily logs`` cannot do what was asked: no such session, a bad filter, no journal."""
+
+
 def error_line(exc: BaseException) -> str:
     """The one line shown to users for ``exc``: ``Error: `` and its message on one line."""
     text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())

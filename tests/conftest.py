@@ -22,7 +22,7 @@ import pytest
 
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
-from lily_kernel.skills.paths import Root
+from lily_kernel.skills.paths import COMPAT_ROOTS, SOURCES, Root
 from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
@@ -78,8 +78,13 @@ class Env:
         self.ws_skills = self.workspace / "skills"
         self.user_skills = base / "user_skills"
         self.bundled_skills = base / "bundled_skills"
+        self.home = base / "home"
+        # The other agents' folders (docs/loader.md#roots), where skill_roots finds them.
+        self.compat_skills = {source: (self.workspace if where == "workspace" else self.home) / folder
+                              for source, where, folder in COMPAT_ROOTS}
         self.bin = base / "bin"
-        for d in (self.ws_skills, self.user_skills, self.bundled_skills, self.bin):
+        for d in (self.ws_skills, self.user_skills, self.bundled_skills, self.bin,
+                  *self.compat_skills.values()):
             d.mkdir(parents=True, exist_ok=True)
         self.host_env: dict[str, str] = {"PRESENT_VAR": "1", "EMPTY_VAR": ""}
         make_bin(self.bin, "fakebin")
@@ -89,13 +94,14 @@ class Env:
         return Host("linux", dict(self.host_env), str(self.bin))
 
     def roots(self, explicit: bool = True) -> tuple[Root, ...]:
-        return (Root("workspace", self.ws_skills, explicit),
-                Root("user", self.user_skills, explicit),
-                Root("bundled", self.bundled_skills, explicit))
+        """Every root, in SOURCES order; the other agents' folders are never explicit."""
+        return tuple(Root(source, self.root_dir(source),
+                          explicit and source in ("workspace", "user", "bundled"))
+                     for source in SOURCES)
 
     def root_dir(self, source: str) -> Path:
         return {"workspace": self.ws_skills, "user": self.user_skills,
-                "bundled": self.bundled_skills}[source]
+                "bundled": self.bundled_skills, **self.compat_skills}[source]
 
     def snapshot(self, tools: ToolRegistry | None = None, policy: ToolPolicy | None = None,
                  roots=None, host: Host | None = None, version: int = 1):
@@ -108,7 +114,7 @@ class Env:
         env = {"SKILLS_WORKSPACE_DIR": str(self.ws_skills),
                "SKILLS_USER_DIR": str(self.user_skills),
                "SKILLS_BUNDLED_DIR": str(self.bundled_skills),
-               "HOME": str(self.base / "home")}
+               "HOME": str(self.home)}
         env.update(extra)
         return env
 

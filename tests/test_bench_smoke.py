@@ -17,3 +17,15 @@ def test_snapshot_bench_runs_and_prints_a_ratio_per_size():
     assert lines[0].split() == ["skills", "bare", "read", "snapshot", "ratio"]
     rows = [re.fullmatch(r"\s*(\d+)\s+[\d.]+ms\s+[\d.]+ms\s+[\d.]+x", line) for line in lines[1:]]
     assert all(rows) and [int(m.group(1)) for m in rows] == [5, 20]
+
+
+def test_logs_search_bench_runs_and_prints_its_figures():
+    bench = BENCH.parent / "logs_search.py"
+    run = subprocess.run([sys.executable, str(bench), "--records", "500", "--sessions", "5",
+                          "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[0].split() == ["records", "what", "median", "vs", "scan"]
+    assert [re.fullmatch(r"\s*500\s+(.+?)\s+[\d.]+ms\s+[\d.]+x", line).group(1)
+            for line in lines[1:]] == ["scan (no index)", "build index (first -q)", "search",
+                                       "search -T --since", "search after +1,000"]

@@ -56,6 +56,13 @@ def test_wheel_contains_the_kernelspec(wheel):
     assert spec["argv"][1:3] == ["-m", "lily_kernel"]
 
 
+def test_wheel_contains_the_kernel_pod_template(wheel):
+    """``install --enterprise-gateway`` copies it from the installed package (docs/deploy.md)."""
+    path = "lily_kernel/_bundled/deploy/kubernetes/kernel-pod.yaml.j2"
+    assert wheel.read(path) == (REPO / "deploy" / "kubernetes" / "kernel-pod.yaml.j2").read_bytes()
+    assert not [n for n in wheel.namelist() if "kernel-image" in n]  # the Dockerfile stays out
+
+
 def test_wheel_contains_the_core_package(wheel):
     names = set(wheel.namelist())
     for module in ("__init__", "skills/loader", "skills/skill", "skills/frontmatter", "commands/router",

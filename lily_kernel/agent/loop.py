@@ -34,6 +34,7 @@ from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import CommandError, SkillRequest
 from lily_kernel.session.session import Session
+from lily_kernel.skills.substitution import with_skill_dir
 from lily_kernel.agent.tools import ToolError, check_args, invoke
 
 MAX_STEPS = 8
@@ -168,7 +169,8 @@ class _Request:
         snap = self.session.snapshot
         skill = snap.get(name)
         if skill is None:
-            raise ToolError(f"no skill named '{name}' in this session (see the skills index)")
+            raise ToolError(f"no skill named '{name}' in this session (the skills index and its "
+                            "note name every skill you may load)")
         if skill.disable_model_invocation and self.skill != name:
             raise ToolError(f"skill '{name}' can only be run by the user, with /skill {name}")
         if self.skill is not None and self.skill != name:
@@ -183,7 +185,8 @@ class _Request:
             note = ("\n\n(A typed skill: extract the parameters from the request, then call "
                     "propose_action with them. Lily checks them in code and asks the user to "
                     "confirm; do not claim anything was done before that.)")
-        return f"# Skill: {name}\n\n{skill.body.strip()}{note}"
+        body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
+        return f"# Skill: {name}\n\n{body}{note}"
 
     def _typed_skill(self):
         if self.skill is None:
@@ -324,6 +327,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
            on_event: Callable[[str, dict], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
     session = request.session
+    if session.mcp is not None:  # the MCP servers' current tools (docs/mcp.md#tools)
+        session.mcp.sync(session.tools, budget=session.model_config.timeout)
     config = session.model_config
     client = session.model_clients.get(config, session.environ)
     system = {"role": "system",
@@ -346,7 +351,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 on_text, session.limits.answer_chars)
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
-            session.add_usage(turn.usage)
+            session.add_usage(turn.usage, config.model)
             pending.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":

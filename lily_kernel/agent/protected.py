@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from lily_kernel.skills.paths import workspace_skill_dirs
+
 
 GIT_DIR = ".git"
 GIT_WHAT = "the repository's own data"
@@ -111,7 +113,7 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
     items += [(Path(d), "a persona folder of Lily's", True)
               for d in (workspace / "persona", *persona_dirs)]
     items += [(Path(r), "a skill root of Lily's", True)
-              for r in (workspace / "skills", *skill_roots)]
+              for r in (*workspace_skill_dirs(workspace), *skill_roots)]
     # The trust record decides where secrets go: a model that could write it would trust
     # the workspace for the user (docs/trust-boundary.md#workspace-trust).
     items += [(Path(d), "Lily's data folder (the workspace trust record)", True)

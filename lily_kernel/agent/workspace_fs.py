@@ -76,6 +76,13 @@ class WorkspaceFS:
         self.read_bytes = read_bytes
         self.write_bytes = write_bytes
         self.name = name
+        # Told (path, bytes) of every file a tool reads: the journal's capture_reads
+        # (docs/logs.md#replay) keeps them so a replay can run against the same files.
+        self.on_read: Callable[[str, bytes], None] | None = None
+
+    def _seen(self, path: str, data: bytes) -> None:
+        if self.on_read is not None:
+            self.on_read(path, data)
 
     # -- rules -------------------------------------------------------------------
     def protection(self, parts: tuple[str, ...]) -> Protected | None:
@@ -235,7 +242,9 @@ class WorkspaceFS:
         with _Fd(self._open_dir(parts[:-1], "read", ids)) as dfd:
             fd, st = self._open_file(dfd, parts[-1], parts, "read", ids)
         with _Fd(fd):
-            return _read_upto(fd, limit + 1), st.st_size
+            data = _read_upto(fd, limit + 1)
+        self._seen("/".join(parts), data)
+        return data, st.st_size
 
     def read(self, relpath: str) -> str:
         """A file's text (UTF-8), cut at ``read_bytes`` with a visible marker."""
@@ -332,6 +341,12 @@ class WorkspaceFS:
         Protected, non-regular, hard-linked and symlinked entries are skipped, as are files
         over ``limit(name)`` bytes and folders for which ``skip_dir(fd, name)`` is true.
         """
+        for path, data in self._scan(relpath, limit, skip_dir):
+            self._seen(path, data)
+            yield path, data
+
+    def _scan(self, relpath: str, limit: Callable[[str], int],
+              skip_dir: Callable[[int, str], bool]) -> Iterator[tuple[str, bytes]]:
         parts = split(relpath)
         self._check(parts, "read")
         ids = self.identities()

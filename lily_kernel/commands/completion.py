@@ -55,7 +55,15 @@ def _first_line(code: str, cursor: int) -> tuple[int, str] | None:
 
 
 def _command_words(session: Session) -> list[str]:
-    return sorted(set(commands.BUILTIN_NAMES) | set(session.snapshot.aliases))
+    snap = session.snapshot
+    return sorted(set(commands.BUILTIN_NAMES) | {a for a, name in snap.aliases.items()
+                                                  if snap.get(name).user_invocable})
+
+
+def _runnable(session: Session) -> list[str]:
+    """Skills the user may run: not those marked ``user-invocable: false``, which Claude
+    Code hides from its ``/`` menu (docs/skills-compat.md#claude-code-conventions)."""
+    return [s.name for s in session.snapshot.skills if s.user_invocable]
 
 
 def complete(session: Session, code: str, cursor: int,
@@ -88,7 +96,7 @@ def complete(session: Session, code: str, cursor: int,
     if options:
         pass
     elif head == "/skill":
-        options = session.snapshot.names()
+        options = _runnable(session)
     elif head == "/help":
         options = session.snapshot.names() + ["/" + w for w in _command_words(session)]
     elif head == "/agent":

@@ -47,6 +47,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
           if skill.argument_hint else []),
         ("model may select it", "no (disable-model-invocation)" if skill.disable_model_invocation
          else "yes"),
+        *([] if skill.user_invocable else [("user may run it", "no (user-invocable: false)")]),
     ]
     if skill.description and skill.description != skill.summary:
         rows.append(("description", md_cell(skill.description)))
@@ -68,8 +69,11 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     if notes:
         lines += ["", *[f"- {md_text(n)}" for n in notes]]
     usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
-    run = f"{usage} {skill.argument_hint or '[input]'}"
-    lines += ["", f"Run it with {code_span(run, table=False)}."]
+    if skill.user_invocable:
+        run = f"{usage} {skill.argument_hint or '[input]'}"
+        lines += ["", f"Run it with {code_span(run, table=False)}."]
+    else:
+        lines += ["", "Only the model runs it, when a request needs it."]
     return HelpPage(skill.name, "\n".join(lines))
 
 

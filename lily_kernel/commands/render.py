@@ -15,7 +15,7 @@ from functools import singledispatch
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, LogsView, McpImage, McpStatus, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -48,6 +48,32 @@ def mode_label(skill) -> str:
 def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     return [(d.skill or "", d.source or "", d.kind, d.reason)
             for d in snap.diagnostics if d.kind != "loader_error"]
+
+
+ROOT_COLUMNS = ("source", "root", "state")
+
+
+def root_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """Each root the snapshot read, highest precedence first: where every source's skills
+    come from (docs/loader.md#roots; ``lily skills list --all`` prints them)."""
+    import os
+    rows = []
+    for root in snap.roots:
+        state = ("set by its variable" if root.explicit else
+                 "default" if os.path.isdir(root.path) else "default, absent")
+        rows.append((root.source, str(root.path), state))
+    return rows
+
+
+def index_omissions(snap: Snapshot) -> str | None:
+    """The line saying which skills the model's index leaves out for its budget, or None
+    (docs/agent.md#skills-index)."""
+    from lily_kernel.agent.prompt import INDEX_BUDGET, index_plan
+    _, omitted = index_plan(snap)
+    if not omitted:
+        return None
+    return (f"{len(omitted)} skill(s) not in the model's index (capped at {INDEX_BUDGET:,} "
+            f"characters): {', '.join(omitted)}. The model can still load them by name.")
 
 
 def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
@@ -102,6 +128,9 @@ def _markdown_first(cls: type, markdown_of) -> None:
 def _(r: SkillTable) -> str:
     snap = r.snapshot
     out = [skills_heading(snap), "", table(skill_columns(snap), skill_rows(snap))]
+    omissions = index_omissions(snap)
+    if omissions:
+        out += ["", omissions]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
@@ -116,6 +145,9 @@ def _(r: SkillTable) -> str:
     snap = r.snapshot
     out = [f"**{sanitize.md_text(skills_heading(snap))}**", "",
            md_table(skill_columns(snap), skill_rows(snap))]
+    omissions = index_omissions(snap)
+    if omissions:
+        out += ["", sanitize.md_text(omissions)]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
@@ -197,6 +229,32 @@ def parts_line(parts: dict) -> str:
             f"({parts['tool_count']}) · skills index {parts['skills index']:,} tokens "
             f"({counted}); context window {parts['context_window']:,} ({source}), "
             f"{parts['max_tokens']:,} kept for the answer, {parts['margin']:,} margin.")
+
+
+LOGS_COLUMNS = ("#", "cell", "text", "answer", "tools", "tokens in / out")
+
+
+def _logs_head(r: LogsView) -> str:
+    s = r.summary
+    tokens = ("no usage reported" if s["tokens_in"] is None
+              else f"{s['tokens_in']:,} in / {s['tokens_out'] or 0:,} out tokens")
+    return (f"Session {s['id'][:12]} ({s['label'] or 'no label'}): started {s['started']}, "
+            f"{s['requests']} request(s), {s['tool_calls']} tool call(s), {tokens}, "
+            f"models: {', '.join(s['models']) or '-'}. Last {r.shown} of {r.total} cell(s):")
+
+
+@text.register
+def _(r: LogsView) -> str:
+    return _logs_head(r) + "\n\n" + table(LOGS_COLUMNS, list(r.rows))
+
+
+@markdown.register
+def _(r: LogsView) -> str:
+    from lily_kernel.commands import sanitize  # text from the journal is from outside
+    out = ["| " + " | ".join(LOGS_COLUMNS) + " |", "|" + " --- |" * len(LOGS_COLUMNS)]
+    out += ["| " + " | ".join(sanitize.md_cell(c) for c in row) + " |" for row in r.rows]
+    return sanitize.md_text(_logs_head(r)) + "\n\n" + (
+        "\n".join(out) if r.rows else "(no cells yet)")
 
 
 def usage_line(usage: dict) -> str:
@@ -385,3 +443,51 @@ def _value(value) -> str:
         return json.dumps(value, indent=2, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _mcp_markdown(r: McpStatus) -> str:
+    """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
+    from lily_kernel.commands.sanitize import md_text
+    esc = lambda v: md_text(str(v))  # noqa: E731
+    if not r.servers:
+        return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
+    out = []
+    if r.restarted:
+        out.append(f"Restarted MCP server **{esc(r.restarted)}**.\n")
+    for row in r.servers:
+        state = row["state"] + (f": {esc(row['reason'])}" if row.get("reason") else "")
+        out.append(f"**{esc(row['name'])}** ({row['transport']}, {esc(row['source'])}): {state}")
+        if row.get("note"):
+            out.append(f"\n*{esc(row['note'])}*")
+        if row.get("stderr"):
+            out.append("\n" + "\n".join(f"> {esc(line)}" for line in row["stderr"]))
+        if row["tools"]:
+            out.append("\n" + md_table(("tool", "approval"),
+                                        [(esc(t["name"]), t["mode"]) for t in row["tools"]]))
+        out.append("")
+    out += [f"*{esc(p)}*" for p in r.problems]
+    return "\n".join(out).strip()
+
+
+markdown.register(McpStatus, _mcp_markdown)
+
+
+@text.register
+def _(r: McpStatus) -> str:
+    if not r.servers:
+        return _plain(_mcp_markdown(r))
+    out = [f"Restarted MCP server {r.restarted}.\n"] if r.restarted else []
+    for row in r.servers:
+        state = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
+        out.append(f"{row['name']} ({row['transport']}, {row['source']}): {state}")
+        out += [f"  {row['note']}"] if row.get("note") else []
+        out += [f"  | {line}" for line in row.get("stderr") or []]
+        if row["tools"]:
+            out.append(table(("tool", "approval"), [(t["name"], t["mode"]) for t in row["tools"]]))
+        out.append("")
+    return "\n".join([*out, *r.problems]).strip()
+
+
+@text.register
+def _(r: McpImage) -> str:
+    return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"

@@ -1,13 +1,12 @@
 """What a command returns. Pure data: each face renders it its own way."""
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
+from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import CommandError  # re-exported: callers import it from here
 
@@ -34,9 +33,34 @@ class AgentList:
 
 
 @dataclass(frozen=True)
+class McpStatus:
+    """``/mcp``: each MCP server's state and tools (``Hub.status`` rows), and name clashes."""
+    servers: tuple[dict[str, Any], ...]
+    problems: tuple[str, ...] = ()
+    restarted: str | None = None
+
+
+@dataclass(frozen=True)
+class McpImage:
+    """An image an MCP tool returned (``image/png`` or ``image/jpeg``), shown in the notebook."""
+    mime: str
+    data: bytes
+    tool: str
+
+
+@dataclass(frozen=True)
 class Notice:
     """A short confirmation, in Markdown."""
     markdown: str
+
+
+@dataclass(frozen=True)
+class LogsView:
+    """``/logs``: the session's summary (``lily logs`` list row) and its last cells."""
+    summary: dict[str, Any]
+    rows: tuple[tuple[str, ...], ...]
+    shown: int
+    total: int
 
 
 @dataclass(frozen=True)
@@ -55,36 +79,18 @@ class SkillRequest:
 
     @property
     def prompt(self) -> str:
-        """The skill's instructions followed by the user's input; a body with Claude Code's
-        ``$ARGUMENTS`` placeholders gets the input in their place instead
+        """The skill's instructions with the user's input, as Claude Code gives a skill its
+        arguments: ``$ARGUMENTS`` placeholders replaced, or ``ARGUMENTS: <input>`` after a
+        body that has none; ``${CLAUDE_SKILL_DIR}`` / ``{baseDir}`` are the skill's folder
         (docs/skills-compat.md#claude-code-conventions)."""
-        body = self.skill.body.strip()
-        head = (f"Use the skill '{self.skill.name}' for this request.\n\n"
-                f"<skill name=\"{self.skill.name}\">\n")
-        if "$" in body and _PLACEHOLDER.search(body):
-            return f"{head}{substitute_arguments(body, self.input.strip())}\n</skill>"
-        request = self.input.strip() or "(no further input: apply the skill to the conversation so far)"
-        return f"{head}{body}\n</skill>\n\n{request}"
-
-
-_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS\b|\$(\d+)")
-
-
-def substitute_arguments(body: str, arguments: str) -> str:
-    """``$ARGUMENTS`` → the whole input; ``$ARGUMENTS[N]`` and ``$N`` → its word N (from 0,
-    shell-style quoting; empty past the last word). One pass: the input is not rescanned."""
-    try:
-        words = shlex.split(arguments)
-    except ValueError:  # an unbalanced quote: plain words
-        words = arguments.split()
-
-    def value(m: re.Match) -> str:
-        index = m.group(1) or m.group(2)
-        if index is None:
-            return arguments
-        i = int(index)
-        return words[i] if i < len(words) else ""
-    return _PLACEHOLDER.sub(value, body)
+        arguments = self.input.strip()
+        body = with_skill_dir(with_arguments(self.skill.body.strip(), arguments),
+                              self.skill.path)
+        prompt = (f"Use the skill '{self.skill.name}' for this request.\n\n"
+                  f"<skill name=\"{self.skill.name}\">\n{body}\n</skill>")
+        if not arguments:
+            prompt += "\n\n(no further input: apply the skill to the conversation so far)"
+        return prompt
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
 from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
-                                          ModelInfo, Notice, SkillRequest, SkillTable, ToolOutput)
+                                          LogsView, McpStatus, ModelInfo, Notice, SkillRequest,
+                                          SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent import pending
@@ -113,7 +114,9 @@ def _dispatch(session: Session, cmd: Command):
             f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
             f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
     if cmd.name in snap.aliases:
-        return _invoke(session, snap.get(snap.aliases[cmd.name]), cmd.input)
+        skill = snap.get(snap.aliases[cmd.name])
+        _user_may_run(skill, f"/{cmd.name}")
+        return _invoke(session, skill, cmd.input)
     if not cmd.name:
         raise CommandError("unknown command /: a command needs a name right after '/'. "
                            "Run /help for the list of commands.")
@@ -139,6 +142,7 @@ def _skill(session: Session, cmd: Command):
     if not name:
         raise CommandError("/skill requires a skill name.")
     skill = _lookup(session, name)
+    _user_may_run(skill, f"/skill {name}")
     return _invoke(session, skill, "\n".join(p for p in (rest.strip(), cmd.body) if p.strip()))
 
 
@@ -152,6 +156,14 @@ def _lookup(session: Session, name: str) -> Skill:
         raise CommandError(f"skill '{name}' is excluded from this session's snapshot "
                            f"(version {snap.version}): {excluded.reason}.")
     raise CommandError(f"no skill named '{name}' in this session's snapshot (version {snap.version}).")
+
+
+def _user_may_run(skill: Skill, how: str) -> None:
+    """Refuse a skill its author marked ``user-invocable: false`` (the model's only)."""
+    if not skill.user_invocable:
+        raise CommandError(f"{how}: skill '{skill.name}' is not for running by hand "
+                           "(user-invocable: false); the model loads it when a request needs "
+                           "it, so ask in prose instead.")
 
 
 def _invoke(session: Session, skill: Skill, text: str):
@@ -305,6 +317,68 @@ def _compact(session: Session, cmd: Command):
     return CompactRequest()  # the runner asks the model (the router never does)
 
 
+def _logs(session: Session, cmd: Command):
+    """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
+    from pathlib import Path
+    from lily_kernel.session import logs, logs_export
+    if session.journal.path is None:
+        raise CommandError("this session keeps no journal, so /logs has nothing to show.")
+    read = logs.Logs(session.workspace)
+    records = read.by_session.get(session.session_id, [])
+    summary = logs.summarize(session.session_id, records)
+    cells = [t for t in logs.turns(records) if t.is_cell]
+    word, _, rest = cmd.args.partition(" ")
+    if word == "export":
+        target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
+        if not target.is_absolute():
+            target = session.workspace / target
+        try:
+            if target.suffix == ".ipynb":
+                logs_export.write_notebook(target, logs_export.notebook(summary, cells))
+            else:
+                logs_export.write_text(target, logs_export.markdown(summary, logs.turns(records)))
+        except OSError as exc:
+            raise CommandError(f"cannot write {target}: {exc.strerror or exc}.") from None
+        return Notice(f"Wrote this session's transcript ({len(cells)} cells) to `{target}`.")
+    try:
+        n = int(word) if word else 10
+    except ValueError:
+        raise CommandError(f"/logs takes a number of cells or 'export', not '{cmd.args}'.") from None
+    if n < 1:
+        raise CommandError("/logs N needs N of 1 or more.")
+    first = max(0, len(cells) - n)
+    rows = tuple(
+        (str(i + 1), t.kind + ("" if t.ok else " (failed)"), _clip(t.text, 60),
+         _clip(" ".join(t.answers) or "; ".join(t.errors), 80),
+         ", ".join(c.name for c in t.calls),
+         "" if t.tokens_in is None else f"{t.tokens_in:,} / {t.tokens_out or 0:,}")
+        for i, t in enumerate(cells) if i >= first)
+    return LogsView(summary.as_dict(), rows, len(rows), len(cells))
+
+
+def _clip(text: str, width: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[:width - 1] + "…"
+
+
+def _mcp(session: Session, cmd: Command):
+    hub = session.mcp
+    words = cmd.args.split()
+    restarted = None
+    if words:
+        if words[0] != "restart" or len(words) != 2:
+            raise CommandError("usage: /mcp, or /mcp restart NAME.")
+        if hub is None or words[1] not in hub.servers:
+            raise CommandError(f"no MCP server named '{words[1]}'. Run /mcp for the list.")
+        hub.restart(words[1])
+        restarted = words[1]
+    if hub is None:
+        return McpStatus(())
+    hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
+    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
+                     restarted)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -321,6 +395,8 @@ _HANDLERS = {
     "model": _model,
     "trust": _trust,
     "compact": _compact,
+    "logs": _logs,
+    "mcp": _mcp,
     "confirm": _confirm,
     "cancel": _confirm,
 }

@@ -18,7 +18,7 @@ from lily_kernel.agent import loop as agent
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
 from lily_kernel.commands import completion, router, sanitize
 from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, Notice, \
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, McpImage, Notice, \
     ProposedCells, SkillRequest
 from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.redaction import redact
@@ -128,6 +128,8 @@ class Runner:
             yield Notice(f"Card `{short(waiting.id)}` ({sanitize.code_span(waiting.tool, table=False)}) was "
                          "declined: you asked something else, and the agent is told the user "
                          "declined the call.")
+        if skill is None:
+            session.record_prose(text)
         yield from self._agent(lambda on_text, on_event: agent.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
@@ -184,6 +186,9 @@ class Runner:
             # the cell still fails (Run All stops there); the text shown so far stays
             interrupted = True
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
+        except CommandError as exc:  # the request failed: the journal says why (lily logs)
+            self.session.record_error(str(exc))
+            raise
         finally:
             if shown is not None:
                 shown.close(interrupted)
@@ -195,6 +200,10 @@ class Runner:
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)
+        hub = self.session.mcp
+        while hub is not None and hub.shown:  # images MCP tools returned (docs/mcp.md#tools)
+            image = hub.shown.pop(0)
+            yield McpImage(image.mime, image.data, image.tool)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 

@@ -37,9 +37,14 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("compact", "/compact",
                    "Replace the earlier turns that no longer fit the model's context window "
                    "with a summary the model writes."),
+    BuiltinCommand("logs", "/logs [N], /logs export [FILE]",
+                   "This session's journal: its summary and last N cells (default 10), "
+                   "or export it as Markdown (or a notebook, FILE.ipynb)."),
     BuiltinCommand("trust", "/trust [--revoke]",
                    "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
                    "and trust it; --revoke undoes it."),
+    BuiltinCommand("mcp", "/mcp [restart NAME]",
+                   "Show each MCP server's state and tools with their approval mode, or restart one."),
     BuiltinCommand("confirm", "/confirm [id] [--always]",
                    "Carry out the change, dispatch or tool call waiting for confirmation "
                    "(--always: that tool runs without a card until /new)."),

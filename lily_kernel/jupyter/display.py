@@ -14,7 +14,7 @@ import uuid
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.sanitize import html_text
-from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
+from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, McpImage, SkillTable
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.errors import error_line
 
@@ -24,6 +24,10 @@ def bundle(result) -> dict:
     and :class:`CardButtons`)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
+    if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
+        import base64
+        return {"text/plain": render.text(result),
+                result.mime: base64.b64encode(result.data).decode("ascii")}
     return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
 
 
@@ -48,7 +52,7 @@ def card_html(card: ActionCard) -> str:
         parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
-    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
+    parts.append(markdown_html(render.decide_line(card)))
     return "\n".join(parts)
 
 
@@ -293,6 +297,9 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
     parts = [f"<p><b>{html_text(heading)}</b></p>"]
     if not filt.strip() or _matching(rows, filt):
         parts.append(_html_table(render.skill_columns(snap), rows, filt, styled))
+    omissions = render.index_omissions(snap)
+    if omissions:
+        parts.append(f"<p>{html_text(omissions)}</p>")
     if show_all:
         excluded = render.excluded_rows(snap)
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(excluded)})</b></p>")

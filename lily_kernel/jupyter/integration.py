@@ -36,8 +36,11 @@ EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
 
 def session_label(env) -> str | None:
     """The journal's name: ``KERNEL_LILY_SESSION`` (a gateway forwards every ``KERNEL_``
-    variable), else Jupyter's ``JPY_SESSION_NAME`` (docs/front-ends.md#remote-kernels)."""
-    return env.get("KERNEL_LILY_SESSION") or env.get("JPY_SESSION_NAME") or None
+    variable), else Jupyter's ``JPY_SESSION_NAME``, else the ``KERNEL_ID`` a gateway's
+    launcher sets, so each remote kernel has a journal of its own
+    (docs/front-ends.md#remote-kernels)."""
+    return (env.get("KERNEL_LILY_SESSION") or env.get("JPY_SESSION_NAME")
+            or env.get("KERNEL_ID") or None)
 
 
 class Integration:

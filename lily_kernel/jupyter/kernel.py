@@ -12,6 +12,9 @@ import inspect
 import os
 import signal
 import sys
+import threading
+from types import FrameType
+from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -20,6 +23,7 @@ from lily_kernel.commands import completion
 from lily_kernel.commands import render
 from lily_kernel.commands import router
 from lily_kernel.jupyter.integration import Integration
+from lily_kernel.skills.paths import workspace_dir
 
 
 class LilyKernel(IPythonKernel):
@@ -45,13 +49,36 @@ class LilyKernel(IPythonKernel):
     help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
     def __init__(self, **kwargs) -> None:
-        _enter_working_dir()
+        self._notice = _enter_working_dir()
         super().__init__(**kwargs)
         # the client sessions that asked is_complete: terminal consoles, which ignore display
         # updates, so Lily streams to stdout for them (docs/front-ends.md#jupyter-console)
         self.terminal_sessions: set[str] = set()
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
+        _stop_cleanly_on_sigterm(self)
+
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: dict | None = None, allow_stdin: bool = False,
+                         **kwargs: Any) -> dict:
+        """Run the cell; the first cell also shows a start-up notice (a missing
+        ``KERNEL_WORKING_DIR``, docs/front-ends.md#remote-kernels) so it is never silent."""
+        if self._notice and not silent:
+            notice, self._notice = self._notice, None
+            self.send_response(self.iopub_socket, "stream",
+                               {"name": "stderr", "text": notice + "\n"})
+        return await super().do_execute(code, silent, store_history, user_expressions,
+                                         allow_stdin, **kwargs)
+
+    async def do_shutdown(self, restart: bool) -> dict:
+        """Journal the session's end (a gateway's shutdown or restart), then IPython's."""
+        self.end_session("restart" if restart else "shutdown")
+        return await _settle(super().do_shutdown(restart))
+
+    def end_session(self, reason: str) -> None:
+        """Write the journal's ``session_ended`` record once, if a session is running."""
+        if self.lily.runner.ready:
+            self.lily.session.end(reason)
 
     def pre_handler_hook(self):
         """Let a kernel_info request ignore SIGINT, as the idle kernel does.
@@ -140,17 +167,44 @@ async def _settle(reply):
     return await reply if inspect.isawaitable(reply) else reply
 
 
-def _enter_working_dir() -> None:
+def _enter_working_dir() -> str | None:
     """Start in ``KERNEL_WORKING_DIR``, as Enterprise Gateway's kernels do, when it names a
-    folder here; the workspace follows it (docs/front-ends.md#remote-kernels)."""
+    folder here; the workspace follows it (docs/front-ends.md#remote-kernels).
+
+    When it names no folder here, the kernel stays where it was started and says so: in
+    its log now, and (the returned notice) in the first cell's output.
+    """
     target = os.environ.get("KERNEL_WORKING_DIR")
     if not target:
-        return
+        return None
     try:
         os.chdir(os.path.expanduser(target))
     except OSError as exc:
-        print(f"Lily: KERNEL_WORKING_DIR is not a folder here ({exc.strerror}: {target}); "
-              f"the workspace is {os.getcwd()}", file=sys.stderr)
+        notice = (f"Lily: KERNEL_WORKING_DIR is not a folder on the kernel's host "
+                  f"({exc.strerror}: {target}); the kernel stays in {os.getcwd()}, where it "
+                  f"was started, and the workspace is {workspace_dir()}. Mount the folder "
+                  "there, or set LILY_WORKSPACE.")
+        print(notice, file=sys.stderr, flush=True)
+        return notice
+    return None
+
+
+def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
+    """On SIGTERM (a gateway's or a pod's stop), end the session in the journal and stop the
+    kernel's loops as a shutdown request does, so the process exits 0 instead of dying of
+    the signal (docs/deploy.md#signals). SIGINT stays IPython's interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        kernel.end_session("SIGTERM")
+        loop = kernel.io_loop
+        loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+        control = getattr(kernel, "control_stream", None)
+        if control is not None and control.io_loop is not loop:
+            control.io_loop.asyncio_loop.call_soon_threadsafe(control.io_loop.stop)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def launch() -> None:

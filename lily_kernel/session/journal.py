@@ -9,6 +9,7 @@ head (docs/limits-and-secrets.md#caps).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -17,6 +18,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from lily_kernel import redaction as secrets
+
+try:
+    import fcntl
+except ImportError:  # Windows: no POSIX locks; a journal there is one process's alone
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same journal
 
 
 def journal_path(workspace: Path, label: str) -> Path:
@@ -58,11 +66,39 @@ class Journal:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, flags, 0o600)
             try:
-                os.write(fd, data)
+                locked = _lock(fd)
+                try:
+                    os.write(fd, data)
+                finally:
+                    if locked:
+                        fcntl.lockf(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
         except OSError as exc:
             self.error = f"journal disabled: cannot write {self.path}: {exc.strerror or exc}"
+
+
+def _lock(fd: int) -> bool:
+    """Take a POSIX record lock on the open journal, waiting at most ``LOCK_WAIT`` seconds.
+
+    Two kernels whose pods share a workspace volume may write one journal (the same
+    ``KERNEL_LILY_SESSION``). ``O_APPEND`` alone is atomic only on a local filesystem; a
+    ``fcntl`` lock is what NFS honours (through its lock manager, and it refreshes the
+    file's size for the append), so lines from two hosts never interleave
+    (docs/deploy.md#shared-workspace). A lock that cannot be had in time (a dead client's
+    lease) does not stop the kernel: the line is written without it.
+    """
+    if fcntl is None:
+        return False
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN) or time.monotonic() > deadline:
+                return False  # no locking here (ENOLCK), or held too long
+            time.sleep(0.01)
 
 
 def _cut_record(record: dict[str, Any], line: str, size: int, cap: int) -> str:

@@ -21,8 +21,9 @@ from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
-from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.agent.config import (ConfigError, ModelConfig, merged, read_config_file,
+                                      user_config_path)
+from lily_kernel.skills.paths import shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
@@ -59,6 +60,7 @@ class Session:
         self._model_error: str | None = None
         self._model_set: dict[str, object] = {}  # what /model changed, kept across /trust
         self._load_config()
+        self._start_mcp()
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -71,6 +73,7 @@ class Session:
         self.approved: set[str] = set()  # tools `/confirm --always` let run without a card
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
         self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
+        self._ended = False
         self.skill_snapshot = self._build_snapshot(version=1)
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
@@ -87,10 +90,14 @@ class Session:
         the agent, and commands keep working on defaults. An untrusted workspace's settings
         that would send a secret elsewhere are withheld (docs/trust-boundary.md#workspace-trust)."""
         self._file_error: str | None = None
+        try:  # defaults < the user's file < the workspace's lily.toml (docs/mcp.md#configuration)
+            self._user_config = read_config_file(self.workspace, user_config_path(self._env))
+        except ConfigError as exc:
+            self._user_config, self._file_error = {}, str(exc)
         try:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
-            self._file_config, self._file_error = {}, str(exc)
+            self._file_config, self._file_error = {}, self._file_error or str(exc)
         self.withheld: list[trust_mod.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
@@ -102,6 +109,8 @@ class Session:
             if not trusted:
                 self.withheld = trust_mod.withheld(self._file_config, self._env)
                 self._file_config = trust_mod.without(self._file_config, self.withheld)
+        self._workspace_config = self._file_config
+        self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
         if own_outbox:  # the user's own outbox wins over the file's
             from lily_kernel.typed.outbox import plain_http_reason
@@ -121,6 +130,30 @@ class Session:
             self.policy, self.share_values = ToolPolicy(), False
             self._file_error = self._file_error or f"lily.toml {exc}"
         self._files = None  # the file boundary, built on first use with these caps
+        try:
+            self.capture_reads = _capture_reads(self._file_config.get("journal"))
+        except ValueError as exc:
+            self.capture_reads = False
+            self._file_error = self._file_error or f"lily.toml {exc}"
+        self._captured: set[tuple[str, int]] = set()
+
+    def _start_mcp(self) -> None:
+        """Start the configured MCP servers (docs/mcp.md); the SDK is imported only then."""
+        old, self.mcp = getattr(self, "mcp", None), None
+        if old is not None:
+            old.close()
+        from lily_kernel.mcp import config as mcp_config
+        if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
+            return
+        try:
+            servers = mcp_config.load(self.workspace, self._env, self._user_config,
+                                      self._workspace_config)
+        except ConfigError as exc:
+            self._file_error = self._file_error or str(exc)
+            return
+        from lily_kernel.mcp.hub import Hub
+        self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
+        self.mcp.start()
 
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
@@ -175,7 +208,24 @@ class Session:
         if self._files is None:
             self._files = workspace_fs.for_session(self.workspace, self.limits,
                                                    self.persona_dirs, self._env)
+            if self.capture_reads:
+                self._files.on_read = self._capture
         return self._files
+
+    def _capture(self, path: str, data: bytes) -> None:
+        """Journal a file a tool read (``[journal] capture_reads``), once per content, so
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        key = (path, hash(data))
+        if key in self._captured:
+            return
+        self._captured.add(key)
+        try:
+            record: dict[str, Any] = {"text": data.decode("utf-8")}
+        except UnicodeDecodeError:
+            import base64
+            record = {"base64": base64.b64encode(data).decode("ascii")}
+        self.journal.append({"event": "file_read", "session_id": self.session_id,
+                             "path": path, "bytes": len(data), **record})
 
     @property
     def config_error(self) -> str | None:
@@ -199,7 +249,8 @@ class Session:
         """The workspace's Config Registry (typed internal skills), opened on first use."""
         if self._config_registry is None:
             from lily_kernel.typed.registry import ConfigRegistry
-            self._config_registry = ConfigRegistry.for_workspace(self.workspace)
+            self._config_registry = ConfigRegistry.for_workspace(
+                self.workspace, shared=shared_workspace(self._env))
         return self._config_registry
 
     @property
@@ -311,10 +362,22 @@ class Session:
         """Journal what a request left out to fit the context window."""
         self.journal.append({**entry, "session_id": self.session_id})
 
+    def end(self, reason: str) -> None:
+        """Journal this session's end (``shutdown``, ``restart``, ``SIGTERM``); once only."""
+        if self._ended:
+            return
+        self._ended = True
+        self.journal.append({"event": "session_ended", "session_id": self.session_id,
+                             "reason": reason})
+
     def renew(self) -> None:
-        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""
+        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model;
+        the configuration (lily.toml, the user's file, MCP servers) read again, with the
+        kernel's environment as it is now (``%env`` in the notebook) when none was given."""
         old = self.session_id
         self.journal.append({"event": "session_ended", "session_id": old, "reason": "/new"})
+        if not self._explicit_env:
+            self._env = dict(os.environ)
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
@@ -328,8 +391,21 @@ class Session:
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})
 
-    def add_usage(self, usage: Mapping[str, int] | None) -> None:
-        """Add one model call's reported token usage to the session's totals (``/model``)."""
+    def record_prose(self, text: str) -> None:
+        """Journal a prose cell (a request to the agent), as :meth:`record_command` does a
+        command: ``lily logs`` rebuilds the session's cells from both (docs/logs.md)."""
+        self.journal.append({"event": "prose", "session_id": self.session_id, "text": text})
+
+    def record_error(self, text: str) -> None:
+        """Journal why a request to the agent failed (one line, as the user saw it)."""
+        self.journal.append({"event": "error", "session_id": self.session_id, "error": text})
+
+    def add_usage(self, usage: Mapping[str, int] | None, model: str | None = None) -> None:
+        """Add one model call's reported token usage to the session's totals (``/model``);
+        the call, its model and usage are journaled (``lily logs usage``)."""
+        self.journal.append({"event": "model_call", "session_id": self.session_id,
+                             "model": model or self.model_config.model,
+                             "usage": dict(usage) if usage else None})
         if usage:
             self.usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
             self.usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
@@ -350,16 +426,37 @@ class Session:
         }
 
 
+def _flag(table: Any, section: str, key: str, default: bool) -> bool:
+    """The one true/false setting ``key`` of the lily.toml table ``[section]``; ValueError
+    naming it when the table or value is malformed or holds another key."""
+    if table is None:
+        return default
+    if not isinstance(table, dict):
+        raise ValueError(f"[{section}] must be a table")
+    unknown = sorted(set(table) - {key})
+    if unknown:
+        raise ValueError(f"[{section}] {unknown[0]}: unknown setting (known: {key})")
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"[{section}] {key} must be true or false, not {value!r}")
+    return value
+
+
+def _capture_reads(table: Any) -> bool:
+    """``[journal] capture_reads`` (default false): journal the files tools read, for replay."""
+    return _flag(table, "journal", "capture_reads", False)
+
+
+def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
+    """Has the user trusted ``workspace`` (``/trust``, agent/trust.py)? An unreadable trust
+    record means untrusted."""
+    from lily_kernel.agent import trust
+    try:
+        return trust.is_trusted(workspace, env)
+    except ConfigError:
+        return False
+
+
 def _share_values(table: Any) -> bool:
     """``[notebook] share_values`` (default true): may the notebook tools show values and outputs?"""
-    if table is None:
-        return True
-    if not isinstance(table, dict):
-        raise ValueError("[notebook] must be a table")
-    unknown = sorted(set(table) - {"share_values"})
-    if unknown:
-        raise ValueError(f"[notebook] {unknown[0]}: unknown setting (known: share_values)")
-    value = table.get("share_values", True)
-    if not isinstance(value, bool):
-        raise ValueError(f"[notebook] share_values must be true or false, not {value!r}")
-    return value
+    return _flag(table, "notebook", "share_values", True)

@@ -13,7 +13,17 @@ from typing import Mapping
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 
-SOURCES = ("workspace", "user", "bundled")  # highest precedence first
+# Every root's source name, highest precedence first (docs/loader.md#roots): the project
+# before the user before what ships with Lily; at each level Lily's own folder first, then
+# the folders other agents read (the Agent Skills client guide's `.agents/skills`, Claude
+# Code's `.claude/skills`, OpenClaw's `~/.openclaw/skills`).
+SOURCES = ("workspace", "workspace-agents", "workspace-claude",
+           "user", "user-agents", "user-openclaw", "bundled")
+# Where each root lies when no variable sets it: (base, folder under it).
+COMPAT_ROOTS = (("workspace-agents", "workspace", ".agents/skills"),
+                ("workspace-claude", "workspace", ".claude/skills"),
+                ("user-agents", "home", ".agents/skills"),
+                ("user-openclaw", "home", ".openclaw/skills"))
 
 
 def bundled(name: str) -> Path:
@@ -26,7 +36,9 @@ def bundled(name: str) -> Path:
 
 @dataclass(frozen=True)
 class Root:
-    source: str  # workspace | user | bundled
+    """One folder of skill folders, and the source name its skills carry."""
+
+    source: str  # one of SOURCES
     path: Path
     explicit: bool  # configured by an environment variable: a missing root is an error
 
@@ -46,10 +58,27 @@ def workspace_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(os.getcwd())
 
 
+def home_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``HOME`` from ``env`` when it has one (a session's own environment), else the user's."""
+    env = os.environ if env is None else env
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def shared_workspace(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``LILY_SHARED_WORKSPACE`` says the workspace is on a volume several hosts
+    write (set by the Enterprise Gateway kernelspecs; docs/deploy.md#shared-workspace)."""
+    env = os.environ if env is None else env
+    return env.get("LILY_SHARED_WORKSPACE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:
-    """The three roots, highest precedence first, from the environment."""
+    """Every root, highest precedence first (the order of SOURCES), from the environment.
+
+    ``SKILLS_COMPAT_ROOTS=0`` leaves out the other agents' folders (docs/loader.md#roots).
+    """
     env = os.environ if env is None else env
     workspace = workspace if workspace is not None else workspace_dir(env)
+    home = home_dir(env)
 
     def root(source: str, var: str, default: Path) -> Root:
         value = env.get(var)
@@ -57,11 +86,23 @@ def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = N
             return Root(source, Path(value).expanduser(), True)
         return Root(source, default, False)
 
-    return (
-        root("workspace", "SKILLS_WORKSPACE_DIR", workspace / "skills"),
-        root("user", "SKILLS_USER_DIR", Path("~/.lily/skills").expanduser()),
-        root("bundled", "SKILLS_BUNDLED_DIR", bundled("skills")),
-    )
+    roots = {
+        "workspace": root("workspace", "SKILLS_WORKSPACE_DIR", workspace / "skills"),
+        "user": root("user", "SKILLS_USER_DIR", home / ".lily" / "skills"),
+        "bundled": root("bundled", "SKILLS_BUNDLED_DIR", bundled("skills")),
+    }
+    if env.get("SKILLS_COMPAT_ROOTS", "1") != "0":
+        for source, base, folder in COMPAT_ROOTS:
+            roots[source] = Root(source, (workspace if base == "workspace" else home) / folder,
+                                 False)
+    return tuple(roots[s] for s in SOURCES if s in roots)
+
+
+def workspace_skill_dirs(workspace: Path) -> tuple[Path, ...]:
+    """The skill roots a workspace holds by default (protected from the model's file tools
+    wherever a variable points the roots: docs/trust-boundary.md#protected-paths)."""
+    return (workspace / "skills", *(workspace / folder for _, base, folder in COMPAT_ROOTS
+                                    if base == "workspace"))
 
 
 def persona_dirs(workspace: Path, env: Mapping[str, str] | None = None) -> tuple[Path, ...]:

@@ -26,10 +26,10 @@ ELIGIBILITY_KEYS = ("os", "env", "binaries", "any_binaries")
 V0_KEYS = ("summary", "invocation_mode", "command", "command_tool", "requires_tools", "eligibility")
 AGENT_SKILLS_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 # Claude Code's keys (docs/skills-compat.md#claude-code-conventions); Lily acts on the
-# first two and shows the others in /help as declared, not enforced.
+# first three and shows the others in /help as declared, not enforced.
 CLAUDE_CODE_KEYS = ("argument-hint", "disable-model-invocation", "user-invocable", "model",
                     "context")
-NOT_ENFORCED_KEYS = ("allowed-tools", "user-invocable", "model", "context")
+NOT_ENFORCED_KEYS = ("allowed-tools", "model", "context")
 EXTRA_KEYS = ("activity",)  # typed external skills
 KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + CLAUDE_CODE_KEYS + EXTRA_KEYS)
 MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a note
@@ -78,7 +78,15 @@ class Skill:
 
     @property
     def model_invocable(self) -> bool:
+        """False for ``disable-model-invocation: true``: left out of the model's index and
+        refused by ``load_skill`` unless the user forced the skill."""
         return not self.disable_model_invocation
+
+    @property
+    def user_invocable(self) -> bool:
+        """False for ``user-invocable: false``: ``/skill`` and the alias refuse it; only the
+        model may load it (parsing has checked the value is a boolean)."""
+        return self.frontmatter.get("user-invocable", True) is not False
 
     @property
     def argument_hint(self) -> str | None:

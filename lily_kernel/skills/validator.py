@@ -6,8 +6,11 @@ Three rule sets (docs/skills-compat.md#validation):
 - ``lily``: what a load here would make of the skill: the loader's own reasons,
   including the tools, eligibility on this host and the notes;
 - ``strict``: the Agent Skills specification exactly (only its six fields, its
-  name rules and length limits, ``metadata`` mapping strings to strings), with
-  the deliberate differences from ``skills-ref`` the docs list.
+  name rules and length limits), with the deliberate differences from
+  ``skills-ref`` the docs list; where the specification's value types are
+  stricter than ``skills-ref`` (``metadata`` mapping strings to strings,
+  ``allowed-tools`` and ``license`` as strings, a non-empty ``compatibility``),
+  a mismatch is a warning, not an error (docs/skills-compat.md#strict).
 """
 from __future__ import annotations
 
@@ -25,13 +28,14 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
-    """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid."""
+    """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid.
+    With ``strict``, only the errors: :func:`validate_strict` has the warnings too."""
+    if strict:
+        return validate_strict(path)[0]
     folder, data = _read(path)
     if folder is None:
         return [data]
     name = folder.resolve().name
-    if strict:
-        return strict_problems(name, data)
     try:
         skill = parse(name, "workspace", str(folder), data)
     except SkillError as exc:
@@ -75,17 +79,32 @@ def _read(path: str | os.PathLike) -> tuple[Path | None, bytes | str]:
         return None, f"SKILL.md cannot be read: {exc.strerror or exc}"
 
 
+def validate_strict(path: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """``--strict`` on the skill at ``path``: (errors, warnings)."""
+    folder, data = _read(path)
+    if folder is None:
+        return [data], []
+    return strict_findings(folder.resolve().name, data)
+
+
 def strict_problems(dir_name: str, data: bytes) -> list[str]:
-    """The Agent Skills rules, one message per problem, each naming its field."""
+    """The Agent Skills rules' errors, one message per problem, each naming its field."""
+    return strict_findings(dir_name, data)[0]
+
+
+def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
+    """The Agent Skills rules as (errors, warnings): a value of another type than the
+    specification states, which skills-ref reads as text, is a warning."""
     try:
         text = frontmatter.decode(data)
         source, _ = frontmatter.split(text)
         if source is None:
-            return ["SKILL.md must start with YAML frontmatter (a first line '---')"]
+            return ["SKILL.md must start with YAML frontmatter (a first line '---')"], []
         meta = frontmatter.parse_yaml(source)
     except frontmatter.FrontmatterError as exc:
-        return [str(exc)]
+        return [str(exc)], []
     out = [_not_in_format(key) for key in meta if key not in AGENT_SKILLS_KEYS]
+    warnings: list[str] = []
     out += _name(meta, dir_name)
     description = meta.get("description")
     if "description" not in meta:
@@ -97,16 +116,17 @@ def strict_problems(dir_name: str, data: bytes) -> list[str]:
     if "compatibility" in meta:
         compat = meta["compatibility"]
         if not isinstance(compat, str) or not compat:
-            out.append(f"'compatibility' must be a string of 1 to {MAX_COMPATIBILITY} characters")
+            warnings.append(f"'compatibility' must be a string of 1 to {MAX_COMPATIBILITY} "
+                            "characters")
         elif len(compat) > MAX_COMPATIBILITY:
             out.append(f"compatibility exceeds {MAX_COMPATIBILITY} characters ({len(compat)})")
     if "license" in meta and not isinstance(meta["license"], str):
-        out.append("'license' must be a string")
+        warnings.append("'license' must be a string")
     if "allowed-tools" in meta and not isinstance(meta["allowed-tools"], str):
-        out.append("'allowed-tools' must be a string (tool names separated by spaces)")
+        warnings.append("'allowed-tools' must be a string (tool names separated by spaces)")
     if "metadata" in meta:
-        out += _metadata(meta["metadata"])
-    return out
+        warnings += _metadata(meta["metadata"])
+    return out, warnings
 
 
 def _not_in_format(key) -> str:

@@ -133,15 +133,21 @@ class AuditEntry:
 class ConfigRegistry:
     """The settings of one workspace, in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], shared: bool = False) -> None:
+        """``shared``: the workspace is on a volume other hosts write too (NFS, a shared
+        Kubernetes volume): a rollback journal instead of WAL, whose shared memory works
+        only among the processes of one host (docs/deploy.md#shared-workspace)."""
         self.path = Path(path)
+        self.shared = shared
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
 
     @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike[str]) -> "ConfigRegistry":
-        return cls(Path(workspace) / ".lily" / "config.sqlite")
+    def for_workspace(cls, workspace: str | os.PathLike[str],
+                      shared: bool = False) -> "ConfigRegistry":
+        """The registry of ``workspace`` (``.lily/config.sqlite``)."""
+        return cls(Path(workspace) / ".lily" / "config.sqlite", shared=shared)
 
     def __repr__(self) -> str:
         return f"ConfigRegistry({str(self.path)!r})"
@@ -170,7 +176,7 @@ class ConfigRegistry:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA journal_mode = {'DELETE' if self.shared else 'WAL'}")
             # FULL: in WAL mode, NORMAL already survives a killed process, but a power cut
             # could lose the last commits; settings change rarely, so a sync per commit is
             # cheap and a confirmed change is then never silently undone.

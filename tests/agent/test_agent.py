@@ -151,6 +151,8 @@ def test_small_index_budget_shows_a_visible_note(world):
     body, _, tail = cut.partition(note)
     assert len(body) <= budget
     assert tail.strip().endswith(")")
+    omitted = invocable[len(shown):]
+    assert "Not listed: " + ", ".join(omitted) + "." in tail  # the note names each one
     # the lines kept are the most that fit: one more would pass the budget
     next_line = context.index_line(invocable[len(shown)], snap.get(invocable[len(shown)]).summary)
     assert len(body) + len(next_line) > budget

@@ -9,7 +9,8 @@ import pytest
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
-from lily_kernel.commands.results import SkillRequest, substitute_arguments
+from lily_kernel.commands.results import SkillRequest
+from lily_kernel.skills.substitution import substitute_arguments
 from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -61,10 +62,19 @@ def test_input_on_the_following_lines_counts(world, server):
     assert "Review this: first\nsecond line\n</skill>" in content
 
 
-def test_without_a_placeholder_the_input_follows_the_body_as_before(world, server):
+def test_without_a_placeholder_the_input_is_appended_as_arguments(world, server):
+    # Claude Code: a body without $ARGUMENTS gets "ARGUMENTS: <input>" after it
     write_skill(world.skills, "plain", "description: Plain.", "Do the plain thing.\n")
-    content = sent_user_message(world, server, "/skill plain PLAIN-INPUT")
-    assert content.endswith("<skill name=\"plain\">\nDo the plain thing.\n</skill>\n\nPLAIN-INPUT")
+    content = sent_user_message(world, server, "/skill plain PLAIN-INPUT \"two words\"")
+    assert content.endswith("<skill name=\"plain\">\nDo the plain thing.\n\n"
+                            "ARGUMENTS: PLAIN-INPUT \"two words\"\n</skill>")
+
+
+def test_without_input_nothing_is_appended(world, server):
+    write_skill(world.skills, "plain", "description: Plain.", "Do the plain thing.\n")
+    content = sent_user_message(world, server, "/skill plain")
+    assert "ARGUMENTS" not in content
+    assert "<skill name=\"plain\">\nDo the plain thing.\n</skill>" in content
 
 
 def test_substitution_is_one_pass():

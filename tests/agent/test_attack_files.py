@@ -78,6 +78,9 @@ def _protected_world(world: World, server):
     skill = world.skills / "alpha"
     skill.mkdir()
     (skill / "SKILL.md").write_text("---\nsummary: Alpha.\n---\nALPHA-ORIGINAL\n")
+    agents = ws / ".agents" / "skills" / "delta"  # the Agent Skills folder (docs/loader.md#roots)
+    agents.mkdir(parents=True)
+    (agents / "SKILL.md").write_text("---\nsummary: Delta.\n---\nDELTA-ORIGINAL\n")
     vendor = ws / "vendor" / "skills" / "beta"
     vendor.mkdir(parents=True)
     (vendor / "SKILL.md").write_text("---\nsummary: Beta.\n---\nBETA-ORIGINAL\n")
@@ -107,6 +110,10 @@ PROTECTED = {  # path the model names -> the file whose bytes must not change
     "skills/alpha/SKILL.md": "skills/alpha/SKILL.md",
     "skills/new-skill/SKILL.md": None,  # a NEW skill folder
     "skills\\evil\\SKILL.md": None,
+    ".agents/skills/delta/SKILL.md": ".agents/skills/delta/SKILL.md",  # other agents' roots
+    ".agents/skills/new-skill/SKILL.md": None,
+    ".AGENTS/Skills/evil/SKILL.md": None,
+    ".claude/skills/new-skill/SKILL.md": None,
     "vendor/skills/beta/SKILL.md": "vendor/skills/beta/SKILL.md",  # SKILLS_BUNDLED_DIR inside
     "vendor/skills/gamma/SKILL.md": None,
     "vendor": None,  # would take the place of a folder holding a skill root
@@ -144,7 +151,7 @@ def test_a_model_cannot_write_read_or_list_a_protected_path(world, server, path)
     assert not list((ws / ".lily" / "journal").glob("forged*"))
     shown = json.dumps(results)
     for original in ("write_nothing", "alice.example", "SOUL-ORIGINAL", "ALPHA-ORIGINAL",
-                     "BETA-ORIGINAL", "SQLite format", "GIT-TOKEN", "refs/heads"):
+                     "BETA-ORIGINAL", "DELTA-ORIGINAL", "SQLite format", "GIT-TOKEN", "refs/heads"):
         assert original not in shown, (original, results)
 
 
@@ -154,7 +161,8 @@ def test_protected_paths_that_do_not_exist_yet_cannot_be_created(world, server):
     world.skills.rmdir()
     paths = ["lily.toml", "contacts.yaml", ".lily/config.sqlite", ".LILY/journal/x.jsonl",
              "persona/SOUL.md", "skills/new/SKILL.md", "Contacts.yaml", ".git/hooks/pre-commit",
-             ".git", "lib/.git/config"]
+             ".git", "lib/.git/config", ".agents/skills/new/SKILL.md",
+             ".claude/skills/new/SKILL.md"]
     results = attack(server, session, *[call("write", {"path": p, "content": FORGED}, p)
                                         for p in paths])
     assert all(r.startswith("Error:") and "tools cannot write" in r for r in results.values())

@@ -7,7 +7,7 @@ from lily_kernel.commands import completion, render, router
 from lily_kernel.commands.results import SkillTable
 
 CC = ("description: Fix a GitHub issue.\ncommand: fix\nargument-hint: '[issue-number]'\n"
-      "allowed-tools: Bash(gh:*) Read\nuser-invocable: false\nmodel: sonnet\ncontext: fork")
+      "allowed-tools: Bash(gh:*) Read\nmodel: sonnet\ncontext: fork")
 
 
 def session_with(env, frontmatter=CC, name="fix-issue"):
@@ -29,9 +29,10 @@ def test_a_yaml_list_hint_reads_back_as_written(env):
 
 
 def test_help_lists_what_lily_does_not_enforce(env):
-    page = router.run(session_with(env), "/help fix-issue").markdown
+    page = router.run(session_with(env, CC + "\nuser-invocable: false"), "/help fix-issue").markdown
     assert ("| declared, not enforced by Lily | allowed-tools: `Bash(gh:*)` `Read` (grants "
-            "nothing); user-invocable: false; model: `sonnet`; context: `fork` |") in page
+            "nothing); model: `sonnet`; context: `fork` |") in page
+    assert "| user may run it | no (user-invocable: false) |" in page  # enforced, so its own row
 
 
 def test_no_declared_row_without_such_keys(env):

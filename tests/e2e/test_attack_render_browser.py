@@ -100,7 +100,7 @@ def test_payloads_run_nowhere_and_stay_readable(lab, page, browser, model, turns
     expect(nb.output(2)).to_contain_text("onload")
     expect(nb.output(3).locator(".lily-skills table")).to_contain_text("hostile-skill")
     expect(nb.output(4)).to_contain_text("Lily commands")
-    expect(nb.output(5).get_by_role("button", name="Confirm")).to_be_visible(timeout=LONG)
+    expect(nb.output(5).get_by_role("button", name="Run once")).to_be_visible(timeout=LONG)
     expect(nb.output(5)).to_contain_text("</code></pre>")
     # no unsafe link survived: the "click me" texts are not links
     assert nb.output(1).locator("a", has_text="click me").count() == 0

@@ -92,7 +92,7 @@ def test_hostile_tool_arguments_on_a_card_are_inert(kernel, turns):
     turns.append(call("run_python", {"code": ALL}, "att1"))
     run = kernel.ok("run something")
     assert check_bundles(run) >= 1
-    assert any("Confirm run_python" in d.get("text/markdown", "") for d in run.displays)
+    assert any("Approve run_python" in d.get("text/markdown", "") for d in run.displays)
     assert check_bundles(kernel.ok("/cancel")) >= 1
 
 

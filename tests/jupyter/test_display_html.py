@@ -35,3 +35,18 @@ def test_outcome_text_is_escaped():
 def test_an_escaped_pipe_stays_in_its_cell():
     html = markdown_html("| a | b |\n| --- | --- |\n| x \\| y | z |")
     assert cells(html, "td") == ["x | y", "z"]
+
+
+def test_a_typed_card_renders_escaped_with_its_decide_line():
+    """The widget HTML of a typed skill's card: hostile names escaped, the way to decide
+    rendered from Markdown (code, not backticks)."""
+    from lily_kernel.commands.results import ActionCard
+    from lily_kernel.jupyter.display import card_html
+    from lily_kernel.typed.actions import Action
+    action = Action("abcdef123456", "rr<img src=x onerror=alert(1)>", "internal",
+                    {"read_receipts": False}, {"messaging.rcs.read_receipts": False},
+                    {"messaging.rcs.read_receipts": None})
+    html = card_html(ActionCard(action, "purpose <script>alert(1)</script>"))
+    assert "<img" not in html and "<script" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<code>/confirm abcdef12</code>" in html and "`" not in html

@@ -80,11 +80,20 @@ def test_kernel_lily_session_wins_over_jpy_session_name(start_kernel):
 
 def test_a_missing_kernel_working_dir_leaves_the_kernel_where_it_started(
         start_kernel, tmp_path, ipython_dir):
+    """Issue 23 point 8: not silently: the first cell's output says where the workspace is
+    (the kernel's log says it too), and later cells do not repeat it."""
     world = gateway_world(tmp_path, ipython_dir, tmp_path / "not-on-this-host")
     kernel = start_kernel(world=world)
-    cwd = kernel.ok("%%python\nimport os\nprint(os.getcwd())").stdout.strip()
-    assert cwd == str(world.workspace)
-    kernel.ok("/help")
+    first = kernel.ok("%%python\nimport os\nprint(os.getcwd())")
+    assert first.stdout.strip() == str(world.workspace)
+    notice = "".join(m["content"]["text"] for m in first.of_type("stream")
+                     if m["content"]["name"] == "stderr")
+    assert "KERNEL_WORKING_DIR is not a folder on the kernel's host" in notice
+    assert str(tmp_path / "not-on-this-host") in notice
+    assert f"the kernel stays in {world.workspace}" in notice
+    assert f"the workspace is {world.workspace}" in notice
+    later = kernel.ok("/help")
+    assert not later.of_type("stream")
     assert (world.workspace / ".lily" / "journal").is_dir()
     assert not (tmp_path / "not-on-this-host").exists()
 

@@ -19,6 +19,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from tornado.websocket import websocket_connect
@@ -67,24 +68,34 @@ def gateway(tmp_path, ipython_dir):
                              f"--port={port}", "--port_retries=0"],
                             cwd=str(home), env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
+    wait_until_serving(proc, base + "/api", tmp_path / "gateway.log")
+    yield base, home
+    stop(proc)
+    log.close()
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, log: Path) -> None:
+    """Poll ``url`` until the gateway answers; fail with its log if it exits or never does."""
     deadline = time.monotonic() + STARTUP
     while True:
         try:
-            http("GET", base + "/api")
-            break
+            http("GET", url)
+            return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise AssertionError((tmp_path / "gateway.log").read_text())
+                raise AssertionError(log.read_text()) from None
             time.sleep(0.2)
-    yield base, home
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a gateway, killing it if it does not exit in time."""
     proc.terminate()
     try:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    log.close()
 
 
 class Channels:
@@ -94,7 +105,10 @@ class Channels:
         self.ws = ws
         self.session = uuid.uuid4().hex
 
-    async def execute(self, code: str, timeout: float = STARTUP) -> tuple[dict, list[dict]]:
+    async def execute(self, code: str, timeout: float = STARTUP,
+                      on_output: Callable[[dict], None] | None = None
+                      ) -> tuple[dict, list[dict]]:
+        """Run ``code``; its reply and outputs (each also handed to ``on_output``)."""
         msg_id = uuid.uuid4().hex
         await self.ws.write_message(json.dumps({
             "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
@@ -117,42 +131,64 @@ class Channels:
                 idle = msg["content"]["execution_state"] == "idle"
             elif kind in ("display_data", "execute_result", "stream", "error"):
                 outputs.append(msg["content"])
+                if on_output is not None:
+                    on_output(msg["content"])
         return reply, outputs
 
 
-def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
-    base, gateway_home = gateway
-    workspace = tmp_path / "team-notebooks"
+def team_workspace(workspace: Path) -> Path:
+    """A workspace folder holding one skill of its own, ``team_notes``."""
     skill = workspace / "skills" / "team_notes"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: team_notes\ndescription: The team's notes.\n"
                                     "---\nBody.\n")
+    return workspace
+
+
+def scripted_model_env(server) -> dict[str, str]:
+    """What a client sends so the kernel's model is the scripted server."""
+    return {"OPENAI_BASE_URL": server.url, "LILY_MODEL": "scripted-test-model",
+            "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "10"}
+
+
+async def first_cells(channels: Channels) -> list[tuple[dict, list[dict]]]:
+    """``/skills``, a prose cell, and a ``%%python`` cell printing the kernel's folder."""
+    return [await channels.execute("/skills"), await channels.execute("Say hello."),
+            await channels.execute("%%python\nimport os\nprint(os.getcwd())")]
+
+
+def check_first_cells(runs: list[tuple[dict, list[dict]]], greeting: str, workspace: Path,
+                      server) -> None:
+    """The workspace's skill is listed, the prose reached the model once, the kernel runs
+    in the workspace."""
+    (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = runs
+    assert s_reply["status"] == "ok" and "team_notes" in json.dumps(s_out)
+    assert p_reply["status"] == "ok", p_out
+    assert greeting in json.dumps(p_out)
+    assert len(server.chat_requests()) == 1
+    assert w_reply["status"] == "ok" and w_out[0]["text"].strip() == str(workspace)
+
+
+def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
+    base, gateway_home = gateway
+    workspace = team_workspace(tmp_path / "team-notebooks")
     turns.append({"content": "Hello through the gateway."})
     kernel = http("POST", base + "/api/kernels", {"name": "lily", "env": {
         "KERNEL_WORKING_DIR": str(workspace), "KERNEL_LILY_SESSION": "remote-analysis",
-        "OPENAI_BASE_URL": server.url, "LILY_MODEL": "scripted-test-model",
-        "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "10"}})
+        **scripted_model_env(server)}})
     try:
         async def session():
             ws = await websocket_connect(f"ws{base[4:]}/api/kernels/{kernel['id']}/channels")
             try:
-                channels = Channels(ws)
-                skills = await channels.execute("/skills")
-                prose = await channels.execute("Say hello.")
-                where = await channels.execute("%%python\nimport os\nprint(os.getcwd())")
+                return await first_cells(Channels(ws))
             finally:
                 ws.close()
-            return skills, prose, where
 
-        (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = run_in_own_loop(session)
+        runs = run_in_own_loop(session)
     finally:
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
-    assert s_reply["status"] == "ok" and "team_notes" in json.dumps(s_out)
-    assert p_reply["status"] == "ok", p_out
-    assert "Hello through the gateway." in json.dumps(p_out)
-    assert len(server.chat_requests()) == 1
-    assert w_reply["status"] == "ok" and w_out[0]["text"].strip() == str(workspace)
+    check_first_cells(runs, "Hello through the gateway.", workspace, server)
     journal = workspace / ".lily" / "journal" / "remote-analysis.jsonl"
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert records[0]["event"] == "session_created"

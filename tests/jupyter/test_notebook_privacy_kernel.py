@@ -80,8 +80,8 @@ def test_confirm_list_puts_write_behind_the_card(kernel, server, turns):
     target = kernel.world.workspace / "notes.txt"
     turns.append(call("write", {"path": "notes.txt", "content": "line one\nline two"}, "w1"))
     run = ask(kernel, "write my notes")
-    cards = [d for d in run.displays if "Confirm write" in d.get("text/markdown", "")]
-    assert len(cards) == 1 and "line one\nline two" in cards[0]["text/markdown"]
+    cards = [d for d in run.displays if "**Approve write** (tool call" in d.get("text/markdown", "")]
+    assert len(cards) == 1 and '"content": "line one\\nline two"' in cards[0]["text/markdown"]
     assert not target.exists()  # nothing written before Confirm
     turns.append({"expect": {"contains": "wrote"}, "content": "Written."})
     done = kernel.run("/confirm")

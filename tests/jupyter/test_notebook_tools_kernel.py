@@ -8,7 +8,6 @@ kernel and plain in python3; requests are prose there and ``%%lily`` here.
 """
 from __future__ import annotations
 
-import re
 
 import json
 import time
@@ -171,8 +170,7 @@ def propose_run(face: Face, turns, id: str, code: str = "run_count = globals().g
     turns.append(call("run_python", {"code": code}, id))
     run = face.ask("run it")
     assert run.status == "ok", run.messages
-    cards = [d for d in run.displays if re.search(r"\*\*Approve run\\?_python\*\* \(tool call",
-                                                   d.get("text/markdown", ""))]
+    cards = [d for d in run.displays if "**Approve run_python** (tool call" in d.get("text/markdown", "")]
     assert len(cards) == 1, run.displays
     assert "```python\n" + code in cards[0]["text/markdown"]
     return run, cards[0]

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from lily_kernel.skills.loader import Host, LoaderError, build_snapshot, discover
-from lily_kernel.skills.paths import Root, skill_roots
+from lily_kernel.skills.paths import SOURCES, Root, skill_roots
 from lily_kernel.skills.snapshot import DIAGNOSTIC_KINDS
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
@@ -305,15 +305,21 @@ def test_skill_roots_from_environment_are_explicit_and_defaults_are_not(tmp_path
     env_vars = {"SKILLS_WORKSPACE_DIR": str(tmp_path / "w"), "HOME": str(tmp_path)}
     roots = skill_roots(env_vars, workspace=tmp_path / "ws")
     by_source = {r.source: r for r in roots}
-    assert [r.source for r in roots] == ["workspace", "user", "bundled"]
+    assert [r.source for r in roots] == list(SOURCES)
     assert by_source["workspace"].explicit and by_source["workspace"].path == tmp_path / "w"
     assert not by_source["user"].explicit
     assert not by_source["bundled"].explicit
-    roots = skill_roots({"SKILLS_USER_DIR": str(tmp_path / "u"),
-                         "SKILLS_BUNDLED_DIR": str(tmp_path / "b")}, workspace=tmp_path)
-    assert roots[0] == Root("workspace", tmp_path / "skills", False)
-    assert roots[1] == Root("user", tmp_path / "u", True)
-    assert roots[2] == Root("bundled", tmp_path / "b", True)
+    # the other agents' folders: under the workspace and HOME, never explicit
+    assert by_source["workspace-agents"] == Root("workspace-agents", tmp_path / "ws/.agents/skills", False)
+    assert by_source["workspace-claude"] == Root("workspace-claude", tmp_path / "ws/.claude/skills", False)
+    assert by_source["user"].path == tmp_path / ".lily/skills"
+    assert by_source["user-agents"] == Root("user-agents", tmp_path / ".agents/skills", False)
+    assert by_source["user-openclaw"] == Root("user-openclaw", tmp_path / ".openclaw/skills", False)
+    roots = skill_roots({"SKILLS_USER_DIR": str(tmp_path / "u"), "HOME": str(tmp_path),
+                         "SKILLS_BUNDLED_DIR": str(tmp_path / "b"), "SKILLS_COMPAT_ROOTS": "0"},
+                        workspace=tmp_path)
+    assert roots == (Root("workspace", tmp_path / "skills", False),
+                     Root("user", tmp_path / "u", True), Root("bundled", tmp_path / "b", True))
 
 
 def test_unreadable_skill_folder_is_a_skill_error_not_a_loader_error(env, require_permissions):

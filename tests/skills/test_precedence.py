@@ -10,8 +10,9 @@ import pytest
 import lily_kernel.skills.loader
 from lily_kernel.skills.paths import SOURCES
 
-SUBSETS = [combo for n in (1, 2, 3) for combo in itertools.combinations(SOURCES, n)]
-assert len(SUBSETS) == 7
+# every root alone, every pair, and all of them at once
+SUBSETS = [combo for n in (1, 2) for combo in itertools.combinations(SOURCES, n)] + [SOURCES]
+assert len(SUBSETS) == 7 + 21 + 1
 
 
 @pytest.mark.parametrize("present", SUBSETS, ids=["+".join(s) for s in SUBSETS])
@@ -38,7 +39,9 @@ def test_precedence_in_every_combination(env, present):
 
 
 def test_precedence_order_is_workspace_user_bundled():
-    assert SOURCES == ("workspace", "user", "bundled")
+    # docs/loader.md#roots: project, then user, then bundled; Lily's own folder first at each level
+    assert SOURCES == ("workspace", "workspace-agents", "workspace-claude",
+                       "user", "user-agents", "user-openclaw", "bundled")
 
 
 def test_distinct_names_from_all_roots_are_merged(env):

@@ -1,0 +1,207 @@
+"""A journaled session as a golden test: ``lily logs replay`` (docs/logs.md#replay).
+
+:func:`build` turns one session's records into two files in a folder:
+
+- ``<id>.replay.json``, the *replay script*: every model turn the session received (its
+  answer text, its tool calls with their recorded ids and arguments, its usage), each with
+  the messages the model was sent just before it (the request, or the tool results), and
+  the workspace files the session's tools read (journaled when ``[journal] capture_reads``
+  is on), plus where the session's workspace skills and persona live;
+- ``<id>.ipynb``, a notebook on the Lily kernel: a first cell that starts the replay
+  (:mod:`lily_kernel.jupyter.replay`), then the session's cells in order, then a cell that
+  checks every recorded model turn was used.
+
+Under ``pytest --nbval`` the cells run again for real against a scripted server that gives
+the recorded answers, and refuses (HTTP 400, shown in the cell) when what Lily sends it
+differs from what it was sent when the session was recorded — a changed skill body, a
+tool whose result changed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lily_kernel.errors import LogsError
+from lily_kernel.session import logs as reader
+from lily_kernel.session import logs_export as export
+
+SCRIPT_SUFFIX = ".replay.json"
+FORMAT = 1
+SANITIZE_NAME = "lily_replay_sanitize.cfg"
+# What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format).
+SANITIZE = """[session ids]
+regex: New session `[0-9a-f]{12}`
+replace: New session `<id>`
+
+[snapshot hashes]
+regex: \\(([0-9a-f]{12})\\)
+replace: (<hash>)
+
+[activity ids]
+regex: urn:uuid:[0-9a-f-]{36}
+replace: urn:uuid:<uuid>
+
+[timestamps]
+regex: \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d(\\.\\d+)?Z
+replace: <time>
+
+[/skills filter keys]
+regex: lily-skills-[0-9a-f]{12}
+replace: lily-skills-<key>
+
+[replay workspace copies]
+regex: /[^\\s`'"]*lily-replay-[A-Za-z0-9_]+
+replace: <replay-workspace>
+"""
+# Applies SANITIZE when pytest runs the folder's notebooks without --nbval-sanitize-with.
+CONFTEST = '''"""Written by `lily logs replay`: nbval ignores what changes from run to run."""
+from pathlib import Path
+
+
+def pytest_configure(config):
+    if not getattr(config.option, "nbval_sanitize_with", None):
+        config.option.nbval_sanitize_with = str(Path(__file__).parent / "lily_replay_sanitize.cfg")
+'''
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return ""
+
+
+def model_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The model's turns, in order: ``{"sent": [texts], "turn": scripted-server turn}``."""
+    calls = [r for r in records if r.get("event") == "model_call"]
+    sent: list[str] = []
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r.get("event") != "message" or not isinstance(r.get("message"), dict):
+            continue
+        m = r["message"]
+        if m.get("role") != "assistant":
+            sent.append(_text(m))
+            continue
+        turn: dict[str, Any] = {"content": m.get("content") if isinstance(m.get("content"), str)
+                                else ""}
+        tool_calls = []
+        for call in m.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            fn = call.get("function")
+            args = fn.get("arguments", "{}") if isinstance(fn, dict) else "{}"
+            tool_calls.append({"name": reader._call_name(call), "id": str(call.get("id", "")),
+                               "arguments": args if isinstance(args, (str, dict)) else "{}"})
+        if tool_calls:
+            turn["tool_calls"] = tool_calls
+        out.append({"sent": sent, "turn": turn})
+        sent = []
+    if len(calls) == len(out):  # one model_call per answered turn: its reported usage
+        for item, call in zip(out, calls, strict=True):
+            usage = call.get("usage")
+            if isinstance(usage, dict):
+                item["turn"]["usage"] = {k: v for k, v in usage.items() if isinstance(v, int)}
+    return out
+
+
+def captured_files(records: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The files the session's tools read (the first content seen of each)."""
+    files: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.get("event") != "file_read" or not isinstance(r.get("path"), str):
+            continue
+        if r["path"] in files:
+            continue
+        if isinstance(r.get("text"), str):
+            files[r["path"]] = {"text": r["text"]}
+        elif isinstance(r.get("base64"), str):
+            files[r["path"]] = {"base64": r["base64"]}
+    return files
+
+
+def _model(records: list[dict[str, Any]]) -> str | None:
+    for r in records:
+        model = r.get("model") if r.get("event") == "model_call" else None
+        if isinstance(model, str):
+            return model
+    for r in records:
+        config = r.get("model_config")
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, str):
+            return model
+    return None
+
+
+def _where(path: Path, base: Path) -> str | None:
+    """``path`` relative to ``base`` when it exists (so the folder can move with its
+    project), else None."""
+    if not path.is_dir():
+        return None
+    try:
+        return os.path.relpath(path.resolve(), base.resolve())
+    except ValueError:  # another drive
+        return str(path.resolve())
+
+
+def _setup_source(script_name: str, session_id: str) -> str:
+    return ("%%python\n"
+            f"# Replay of Lily session {session_id[:12]} (written by `lily logs replay`): the\n"
+            "# model's recorded answers come from a scripted server on 127.0.0.1, and the tools\n"
+            "# run for real against a copy of the files the session read. Run it with\n"
+            "# pytest --nbval; a cell whose request or tool result differs fails there.\n"
+            "from lily_kernel.jupyter import replay\n"
+            f"replay.start({script_name!r})")
+
+
+def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
+    """Write the replay script and notebook of ``session_id`` into ``to``; their paths."""
+    records = logs.records(session_id)
+    if any(r.get("cut") for r in records):
+        raise LogsError(f"session {session_id[:12]} has records cut at the journal cap; "
+                        "it cannot be replayed exactly (raise [limits] journal_record_bytes)")
+    cells = [t for t in reader.turns(records) if t.is_cell]
+    if not cells:
+        raise LogsError(f"session {session_id[:12]} ran no cells; nothing to replay")
+    to = Path(to)
+    to.mkdir(parents=True, exist_ok=True)
+    workspace = logs.workspace
+    name = session_id[:12]
+    lily_toml = workspace / "lily.toml"
+    script = {
+        "format": FORMAT, "session_id": session_id,
+        "label": reader.summarize(session_id, records).label,
+        "model": _model(records),
+        "skills_dir": _where(workspace / "skills", to),
+        "persona_dir": _where(workspace / "persona", to),
+        "lily_toml": lily_toml.read_text(encoding="utf-8") if lily_toml.is_file() else None,
+        "files": captured_files(records),
+        "turns": model_turns(records),
+    }
+    script_path = to / f"{name}{SCRIPT_SUFFIX}"
+    export.write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
+    nb_cells = [_code(_setup_source(script_path.name, session_id))]
+    for turn in cells:
+        failed = not turn.ok or bool(turn.errors)
+        nb_cells.append(_code(turn.text, ["raises-exception"] if failed else []))
+    nb_cells.append(_code("%%python\nreplay.finish()"))
+    nb = {"nbformat": 4, "nbformat_minor": 5, "cells": nb_cells,
+          "metadata": {"kernelspec": dict(export.KERNELSPEC),
+                       "language_info": dict(export.LANGUAGE_INFO),
+                       "lily": {"replay_of": session_id}}}
+    nb_path = to / f"{name}.ipynb"
+    export.write_notebook(nb_path, nb)
+    export.write_text(to / SANITIZE_NAME, SANITIZE)
+    if not (to / "conftest.py").exists():  # never replace the project's own
+        export.write_text(to / "conftest.py", CONFTEST)
+    return nb_path, script_path
+
+
+def _code(source: str, tags: list[str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"tags": tags} if tags else {}
+    return {"cell_type": "code", "id": export._cell_id(), "execution_count": None,
+            "metadata": metadata, "source": source, "outputs": []}
