@@ -155,8 +155,10 @@ class Runner:
             interrupted = True
             raise Interrupted("interrupted; the conversation is unchanged.") from None
         finally:
-            if shown is not None:
-                shown.close(interrupted)
+            if shown is not None and interrupted:
+                shown.close(interrupted=True)  # the text shown so far stays, marked
+            elif shown is not None:
+                shown.close()
         if done is None:
             yield Notice("Nothing to compact: every earlier turn still fits the model's "
                          "context window.")
@@ -190,8 +192,10 @@ class Runner:
             self.session.record_error(str(exc))
             raise
         finally:
-            if shown is not None:
-                shown.close(interrupted)
+            if shown is not None and interrupted:
+                shown.close(interrupted=True)  # the text shown so far stays, marked
+            elif shown is not None:
+                shown.close()
         text = reply.text
         if not text.strip() and reply.proposal is not None:
             text = "I would like to run the call below; it waits for your confirmation."
