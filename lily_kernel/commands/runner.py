@@ -125,7 +125,8 @@ class Runner:
         waiting = session.pending
         if isinstance(waiting, HeldCall):
             decline_waiting(session)
-            yield Notice(f"Card `{short(waiting.id)}` ({sanitize.code_span(waiting.tool, table=False)}) was "
+            tool = sanitize.code_span(waiting.tool, table=False)
+            yield Notice(f"Card `{short(waiting.id)}` ({tool}) was "
                          "declined: you asked something else, and the agent is told the user "
                          "declined the call.")
         if skill is None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
-from lily_kernel.agent.pending import HeldCall, short
+from lily_kernel.agent.pending import HeldCall, PendingItem, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, McpImage, SkillTable
@@ -113,12 +115,13 @@ def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = (
             "text/html": f"{_HIDE_DEAD_BUTTONS}\n<div class='lily-card'>\n{body}\n</div>"}
 
 
-def outcome_parts(outcome) -> tuple[str, str, str]:
-    """What a click did, as ``(text, markdown, html)``, rendered as ``/confirm`` shows it: the summary,
-    what the code printed and showed (a DataFrame as its table, an image as an image), the
+def outcome_parts(outcome: object) -> tuple[str, str, str]:
+    """What a click did, as ``(text, markdown, html)``, rendered as ``/confirm`` shows it:
+    the summary, what the code printed and showed (a DataFrame as its table, an image as an image), the
     answer with its footer, proposed cells, and a further card."""
     if not isinstance(outcome, ConfirmedRun):
-        return render.text(outcome), render.markdown(outcome), markdown_html(render.markdown(outcome))
+        md = render.markdown(outcome)
+        return render.text(outcome), md, markdown_html(md)
     text, html = [render.text(outcome)], [markdown_html(render.markdown(outcome.done))]
     captured = outcome.done.display
     if captured is not None:
@@ -140,7 +143,7 @@ def answer_html(answer: Answer) -> str:
             f"<p><sub>{html_text(answer.footer())}</sub></p>")
 
 
-def captured_html(captured) -> str:
+def captured_html(captured: Any) -> str:
     """What confirmed code printed and displayed (IPython's captured output), as HTML.
 
     The same outputs ``/confirm`` shows in its cell (``captured.show()``): the notebook's
@@ -178,7 +181,9 @@ class CardButtons:
     decided another way (``/confirm``, ``/cancel``, a new request).
     """
 
-    def __init__(self, card: ActionCard, handle, decide, shown=None) -> None:
+    def __init__(self, card: ActionCard, handle: Any,
+                 decide: Callable[[PendingItem, bool, bool], object],
+                 shown: Callable[[ActionCard], None] | None = None) -> None:
         import ipywidgets as w
         self._w = w
         self.handle, self.decide, self.shown = handle, decide, shown
@@ -221,8 +226,8 @@ class CardButtons:
             b.disabled = True
         self.status.value = f"<p>{html_text(note)}</p>"
 
-    def _click(self, ok: bool, always: bool = False):
-        def handler(_button) -> None:
+    def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
+        def handler(_button: Any) -> None:
             for b in self.buttons:
                 b.disabled = True
             self.status.value = ""

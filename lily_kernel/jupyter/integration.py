@@ -18,6 +18,7 @@ import contextvars
 import os
 import threading
 import time
+from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -52,7 +53,7 @@ class Integration:
         self.kernel_mode = kernel_mode
         self._checking = False  # True while is_complete asks IPython about a %%python cell
         self._terminal: _TerminalText | None = None  # this cell's live text, in a console
-        self._buttons: list = []  # the live buttons of cards that may still wait (CardButtons)
+        self._buttons: list[Any] = []  # the live buttons of cards that may still wait (CardButtons)
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
@@ -182,6 +183,7 @@ class Integration:
         """The card, a restorable display the buttons write their outcome into, and its
         buttons as a display of their own under it (none in a terminal console)."""
         from IPython.display import display
+
         from lily_kernel.jupyter.display import CardButtons, bundle, card_bundle
         if _from_terminal(getattr(self.shell, "kernel", None)):
             display(bundle(card), raw=True)
@@ -478,7 +480,7 @@ class _nothing_to_flush:
             self.pub.__dict__.pop("_flush_streams", None)
 
 
-def _from_terminal(kernel) -> bool:
+def _from_terminal(kernel: Any) -> bool:
     """Whether the running cell came from a terminal console: a client that asks
     ``is_complete`` (jupyter console does on every Enter; notebooks, nbclient and papermill
     never do), recorded by the Lily kernel (docs/front-ends.md#jupyter-console)."""

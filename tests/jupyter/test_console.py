@@ -127,7 +127,8 @@ def test_the_console_shows_the_waiting_line_then_streams_the_answer(agent_consol
 def test_the_console_help_is_a_text_table(agent_console):
     agent_console.child.send("/help\r")
     screen = agent_console.wait(PROMPT.format(n=2))
-    assert re.search(r"command\s+what it does", screen) and re.search(r"-{4,}  -{4,}", screen), screen
+    assert re.search(r"command\s+what it does", screen), screen
+    assert re.search(r"-{4,}  -{4,}", screen), screen
     assert "| ---" not in screen and "**" not in screen
 
 
