@@ -261,6 +261,19 @@ def test_a_dataframe_shown_by_a_confirmed_call_is_a_table_in_the_card(face, serv
     assert "<table" in html and "dataframe" in html and "Rome" in html
 
 
+def test_attack_a_hostile_answer_and_output_after_a_click_stay_inert(face, server, turns):
+    """ATTACK: the model's code prints markup and its follow-up answer carries script, an
+    unsafe link and an event handler; the card's outcome shows them as text."""
+    run, _ = propose_run(face, turns, "rp-evil", code="print('<img src=x onerror=alert(1)>')")
+    turns.append({"content": "<script>window.__pwned=1</script> [click me](javascript:alert(1)) "
+                             "<img src=y onerror=alert(2)>"})
+    updates = click(face, buttons_of(run)["Run once"])
+    html = [m["content"]["data"]["text/html"] for m in updates
+            if m["msg_type"] == "update_display_data"][0]
+    assert "<script" not in html and "<img" not in html and "href=\"javascript" not in html
+    assert "&lt;script&gt;window.__pwned=1" in html and "onerror=alert(1)" in html
+
+
 def test_buttons_go_inactive_when_the_card_is_decided_by_command(face, server, turns):
     run, _ = propose_run(face, turns, "rp-cmd")
     buttons = buttons_of(run)
