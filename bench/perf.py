@@ -49,6 +49,13 @@ def _tree(argv: list[str]) -> Path:
 
 TREE = _tree(sys.argv)
 
+# Every process this harness starts (kernels, `%load_ext` shells) may keep compiled bytecode, as
+# any installed package does: this environment sets PYTHONDONTWRITEBYTECODE, which would make
+# Lily (run from its source tree) recompile every module at every start while ipykernel and
+# jupyter-ai-magics (installed with their .pyc) do not. The cache goes to a temp folder.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "lily-perf-pyc"))
+
 
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (nearest rank) of ``values``."""
