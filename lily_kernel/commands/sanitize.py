@@ -149,8 +149,25 @@ def markdown(text: str) -> str:
 
     Keeps Markdown (headings, emphasis, lists, tables, code, http/https/mailto links and
     images); escapes every ``<`` outside code (so no raw HTML, comment or autolink
-    survives) and leaves links with any other scheme as plain text.
+    survives) and leaves links with any other scheme as plain text. A pure function of the
+    text, remembered for the last texts up to :data:`_MEMO_CHARS` long: the same page
+    (``/help``, ``/skills``, a notice) is parsed twice by markdown-it once, not per cell.
     """
+    text = str(text)
+    if len(text) <= _MEMO_CHARS:
+        return _markdown_memo(text)
+    return _markdown(text)
+
+
+_MEMO_CHARS = 65_536  # longer texts (a streaming answer growing) are not worth keeping
+
+
+@functools.lru_cache(maxsize=64)
+def _markdown_memo(text: str) -> str:
+    return _markdown(text)
+
+
+def _markdown(text: str) -> str:
     src = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
     out = _inert(src)
     if _is_inert(out):
