@@ -445,16 +445,22 @@ def profile(what: list[str]) -> None:
                         "SKILLS_WORKSPACE_DIR": str(base / "skills"),
                         "OPENAI_BASE_URL": server.url, "LILY_DATA_DIR": str(base / "data")})
             session = Session(workspace=base / "ws", env=env, add_tools=_add_tools)
-            for t in range(190):
-                loop.run(session, f"turn {t}")
-            prof = cProfile.Profile()
-            t0 = time.perf_counter()
-            prof.enable()
-            for t in range(10):
-                loop.run(session, f"turn {190 + t}")
-            prof.disable()
-            _report(prof, "agent turns 191-200 (tool call + answer each; HTTP included)",
-                    time.perf_counter() - t0)
+            for turns in (1, 200):  # turn 1: the conversation emptied before each request
+                for t in range(max(20, turns - 10)):
+                    if turns == 1:
+                        session.conversation.clear()
+                    loop.run(session, f"turn {t}")
+                prof = cProfile.Profile()
+                t0 = time.perf_counter()
+                prof.enable()
+                for t in range(10):
+                    if turns == 1:
+                        session.conversation.clear()
+                    loop.run(session, f"turn {turns + t}")
+                prof.disable()
+                _report(prof, f"10 agent requests at turn {turns} (tool call + answer each; "
+                        "HTTP included, the server's thread not profiled)",
+                        time.perf_counter() - t0)
 
 
 def main() -> None:

@@ -179,7 +179,8 @@ class Budget:
                     sent[i] = self._short_of(message)
                     new = count.message(sent[i])
                     total, sizes[i], shortened = total - sizes[i] + new, new, shortened + 1
-        starts, dropped, first = _turn_starts(history), 0, 0
+        dropped, first = 0, 0
+        starts = _turn_starts(history) if total > limit else []  # a scan only when needed
         while total > limit and dropped < len(starts):  # 3. earlier turns, oldest first
             end = starts[dropped + 1] if dropped + 1 < len(starts) else len(history)
             total -= sum(sizes[first:end])

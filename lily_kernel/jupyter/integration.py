@@ -18,10 +18,10 @@ import contextvars
 import os
 import threading
 import time
-from collections.abc import Callable
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from lily_kernel.agent.timers import TIMERS
 from lily_kernel.commands import router, sanitize
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
     ProposedCells, SkillTable
@@ -176,63 +176,6 @@ class Integration:
         return ConfirmedRun(done, output, answer, proposed, card)
 
 
-class _Waits:
-    """One timer thread for every waiting line of the process, started on first use.
-
-    A model call adds an entry and removes it on its first token: a dict write each, where a
-    thread per call cost a thread start (about 0.1 ms, more on a loaded machine) on every
-    request. An entry's callback runs in the timer thread and returns its next delay, or
-    None to end.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._due: dict[int, tuple[float, Callable[[], float | None]]] = {}
-        self._count = 0
-        self._thread: threading.Thread | None = None
-
-    def add(self, delay: float, callback: Callable[[], float | None]) -> int:
-        """Run ``callback`` after ``delay`` seconds (then again after what it returns)."""
-        with self._cond:
-            self._count += 1
-            self._due[self._count] = (time.monotonic() + delay, callback)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="lily-waiting",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify()
-            return self._count
-
-    def cancel(self, key: int) -> None:
-        """Forget an entry (it does not run again; a run in progress finishes)."""
-        with self._cond:
-            self._due.pop(key, None)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                now = time.monotonic()
-                ready = [(k, cb) for k, (due, cb) in self._due.items() if due <= now]
-                if not ready:
-                    soonest = min((due for due, _ in self._due.values()), default=None)
-                    self._cond.wait(None if soonest is None else soonest - now)
-                    continue
-            for key, callback in ready:
-                try:
-                    again = callback()
-                except Exception:  # a failed display ends its line, never the timer
-                    again = None
-                with self._cond:
-                    if key in self._due:  # not cancelled meanwhile
-                        if again is None:
-                            del self._due[key]
-                        else:
-                            self._due[key] = (time.monotonic() + again, callback)
-
-
-_WAITS = _Waits()
-
-
 class _LiveText:
     """Tokens shown as they arrive, in a display that ends empty.
 
@@ -240,8 +183,8 @@ class _LiveText:
     empty keeps saved notebooks (and nbval, which ignores display updates)
     equal to what a front end shows after the request. While the model has not
     answered, a waiting line ("waiting for gpt-4o-mini… 12 s") is updated in
-    place by the process's one shared timer thread (:class:`_Waits`; no thread per model
-    call), and stops on the first token (docs/jupyter-display.md#waiting-indicator).
+    place by the process's one shared timer thread (``agent/timers.py``; no thread per
+    model call), and stops on the first token (docs/jupyter-display.md#waiting-indicator).
     """
 
     INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
@@ -295,13 +238,13 @@ class _LiveText:
                 self._show_locked()
             return self.TICK
 
-        self._wait_key = _WAITS.add(self.WAIT_AFTER, lambda: context.run(tick))
+        self._wait_key = TIMERS.add(self.WAIT_AFTER, lambda: context.run(tick))
 
     def _stop_waiting(self) -> None:
         stop, self._timer = self._timer, None
         if stop is not None:
             stop.set()
-            _WAITS.cancel(self._wait_key)
+            TIMERS.cancel(self._wait_key)
             with self._lock:  # a tick in progress finishes before the line goes
                 self.waiting = ""
 
