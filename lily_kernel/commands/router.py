@@ -16,8 +16,8 @@ from lily_kernel import redaction as secrets
 from lily_kernel.agent.config import SECRET_KEYS, ConfigError
 from lily_kernel.session.persona import PersonaError
 from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
-                                          LogsView, ModelInfo, Notice, SkillRequest, SkillTable,
-                                          ToolOutput)
+                                          LogsView, McpStatus, ModelInfo, Notice, SkillRequest,
+                                          SkillTable, ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.agent import pending
@@ -361,6 +361,24 @@ def _clip(text: str, width: int) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
+def _mcp(session: Session, cmd: Command):
+    hub = session.mcp
+    words = cmd.args.split()
+    restarted = None
+    if words:
+        if words[0] != "restart" or len(words) != 2:
+            raise CommandError("usage: /mcp, or /mcp restart NAME.")
+        if hub is None or words[1] not in hub.servers:
+            raise CommandError(f"no MCP server named '{words[1]}'. Run /mcp for the list.")
+        hub.restart(words[1])
+        restarted = words[1]
+    if hub is None:
+        return McpStatus(())
+    hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
+    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
+                     restarted)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -378,6 +396,7 @@ _HANDLERS = {
     "trust": _trust,
     "compact": _compact,
     "logs": _logs,
+    "mcp": _mcp,
     "confirm": _confirm,
     "cancel": _confirm,
 }

@@ -18,7 +18,7 @@ from lily_kernel.agent import loop as agent
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
 from lily_kernel.commands import completion, router
 from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, Notice, \
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, McpImage, Notice, \
     ProposedCells, SkillRequest
 from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.redaction import redact
@@ -183,6 +183,10 @@ class Runner:
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)
+        hub = self.session.mcp
+        while hub is not None and hub.shown:  # images MCP tools returned (docs/mcp.md#tools)
+            image = hub.shown.pop(0)
+            yield McpImage(image.mime, image.data, image.tool)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 
