@@ -180,6 +180,21 @@ def _add_tools(session) -> None:
         k += 1
 
 
+def _bench_session(url: str):
+    """A real Session in a fresh temp folder: 100 generated skills, 20 tools, journal on."""
+    from lily_kernel.session.session import Session
+    base = Path(tempfile.mkdtemp(prefix="lily-perf-agent-"))
+    (base / "ws").mkdir()
+    (base / "user").mkdir()
+    _skills(base / "skills", 100)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "LILY_", "SKILLS_"))}
+    env.update({"SKILLS_USER_DIR": str(base / "user"), "LILY_MAX_RETRIES": "0",
+                "SKILLS_WORKSPACE_DIR": str(base / "skills"),
+                "OPENAI_BASE_URL": url, "LILY_DATA_DIR": str(base / "data")})
+    return Session(workspace=base / "ws", env=env, add_tools=_add_tools)
+
+
 def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> None:
     """Per-request overhead as a session grows: every turn is a tool call then an answer.
 
@@ -192,7 +207,6 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
     import openai
 
     from lily_kernel.agent import loop
-    from lily_kernel.session.session import Session
     from lily_kernel.testing.server import ScriptedServer
 
     def respond(request: dict) -> dict:
@@ -211,16 +225,7 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
         client = openai.OpenAI(base_url=server.url, api_key="lily-no-key", max_retries=0,
                                timeout=60.0)
         for s in range(sessions):
-            base = Path(tempfile.mkdtemp(prefix="lily-perf-agent-"))
-            (base / "ws").mkdir()
-            _skills(base / "skills", 100)
-            (base / "user").mkdir()
-            env = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("OPENAI_", "LILY_", "SKILLS_"))}
-            env.update({"SKILLS_USER_DIR": str(base / "user"), "LILY_MAX_RETRIES": "0",
-                        "SKILLS_WORKSPACE_DIR": str(base / "skills"),
-                        "OPENAI_BASE_URL": server.url, "LILY_DATA_DIR": str(base / "data")})
-            session = Session(workspace=base / "ws", env=env, add_tools=_add_tools)
+            session = _bench_session(server.url)
             assert len(session.snapshot.skills) >= 100, session.snapshot.diagnostics[:3]
             sink: list[str] = []
 
@@ -427,7 +432,6 @@ def profile(what: list[str]) -> None:
         import openai  # noqa: F401  (imported before the profile: not Lily's time)
 
         from lily_kernel.agent import loop
-        from lily_kernel.session.session import Session
         from lily_kernel.testing.server import ScriptedServer
 
         def respond(request: dict) -> dict:
@@ -435,16 +439,7 @@ def profile(what: list[str]) -> None:
                 return {"tool_calls": [{"name": "bench_probe_0", "arguments": {"n": 1}}]}
             return {"content": ANSWER}
         with ScriptedServer(respond) as server:
-            base = Path(tempfile.mkdtemp(prefix="lily-perf-agent-"))
-            (base / "ws").mkdir()
-            (base / "user").mkdir()
-            _skills(base / "skills", 100)
-            env = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("OPENAI_", "LILY_", "SKILLS_"))}
-            env.update({"SKILLS_USER_DIR": str(base / "user"), "LILY_MAX_RETRIES": "0",
-                        "SKILLS_WORKSPACE_DIR": str(base / "skills"),
-                        "OPENAI_BASE_URL": server.url, "LILY_DATA_DIR": str(base / "data")})
-            session = Session(workspace=base / "ws", env=env, add_tools=_add_tools)
+            session = _bench_session(server.url)
             for turns in (1, 200):  # turn 1: the conversation emptied before each request
                 for t in range(max(20, turns - 10)):
                     if turns == 1:
