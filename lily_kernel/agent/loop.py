@@ -138,7 +138,7 @@ class _Request:
                 a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key)):
             return hit[1]
         specs = self._build_specs()
-        if len(_SPECS_CACHE) > 64:  # a bound for processes with many sessions
+        if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
         return specs
