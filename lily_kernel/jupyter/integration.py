@@ -18,6 +18,7 @@ import contextvars
 import os
 import threading
 import time
+from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -52,6 +53,8 @@ class Integration:
         self.shell = shell
         self.kernel_mode = kernel_mode
         self._checking = False  # True while is_complete asks IPython about a %%python cell
+        self._terminal: _TerminalText | None = None  # this cell's live text, in a console
+        self._buttons: list[Any] = []  # the live buttons of cards that may still wait (CardButtons)
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
@@ -134,13 +137,31 @@ class Integration:
             self._checking = False
 
     def run_command(self, cell: str) -> None:
-        self._show_all(self.runner.command(cell, live=self._live()))
+        try:
+            self._show_all(self.runner.command(cell, live=self._live()))
+        finally:
+            word = cell.split(maxsplit=1)[0] if cell.split() else cell
+            self._settle_cards(f"Decided in another cell ({word}).")
 
     def run_agent(self, text: str) -> None:
-        self._show_all(self.runner.ask(text, live=self._live()))
+        try:
+            self._show_all(self.runner.ask(text, live=self._live()))
+        finally:
+            self._settle_cards("Declined: a new request was sent before a decision.")
 
     def _live(self):
-        return _LiveText if hasattr(self.shell, "kernel") else None
+        """The factory of this cell's live display: None outside a kernel; tokens on stdout
+        for a terminal console (:class:`_TerminalText`), a display updated in place else."""
+        self._terminal = None
+        if not hasattr(self.shell, "kernel"):
+            return None
+        if not _from_terminal(self.shell.kernel):
+            return _LiveText
+
+        def terminal() -> _TerminalText:
+            self._terminal = _TerminalText()
+            return self._terminal
+        return terminal
 
     def _show_all(self, results) -> None:
         """Show each result as the core yields it (a held call's output before the answer);
@@ -149,11 +170,47 @@ class Integration:
             if isinstance(result, ActionDone) and result.display is not None:
                 result.display.show()  # run_python: what the code printed and showed
                 continue
+            if isinstance(result, Answer) and self._terminal is not None:
+                from IPython.display import display  # streamed already: the rest, the footer
+                display({"text/plain": self._terminal.rest(result)}, raw=True)
+                continue
             if isinstance(result, ActionCard):
-                _display_result(result, confirm=self._confirm, shown=self.runner.shown)
+                self._show_card(result)
                 self.runner.shown(result)
             else:
                 _display_result(result)
+
+    def _show_card(self, card: ActionCard) -> None:
+        """The card, a restorable display the buttons write their outcome into, and its
+        buttons as a display of their own under it (none in a terminal console)."""
+        from IPython.display import display
+
+        from lily_kernel.jupyter.display import CardButtons, bundle, card_bundle
+        if _from_terminal(getattr(self.shell, "kernel", None)):
+            display(bundle(card), raw=True)
+            return
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:  # pragma: no cover - ipywidgets is a dependency
+            display(bundle(card), raw=True)
+            return
+        handle = display(card_bundle(card), raw=True, display_id=True)
+        buttons = CardButtons(card, handle, self._confirm, self.runner.shown)
+        display(buttons.bundle(), raw=True)
+        self._buttons.append(buttons)
+
+    def _settle_cards(self, note: str) -> None:
+        """Grey out the buttons of every card no longer waiting, decided another way
+        (``/confirm``, ``/cancel``, a new request): ``note`` says how (docs/jupyter-display.md)."""
+        if not self._buttons or not self.runner.ready:
+            return
+        session = self.session
+        waiting = {item.id for item in (session.pending, session.offered) if item is not None}
+        for buttons in list(self._buttons):
+            if buttons.card.action.id not in waiting:
+                self._buttons.remove(buttons)
+                if not all(b.disabled for b in buttons.buttons):
+                    buttons.deactivate(note)
 
     def _confirm(self, action, ok: bool, always: bool = False):
         """A card's button: the same decision as /confirm and /cancel."""
@@ -271,12 +328,85 @@ class _LiveText:
         self.handle.update({"text/plain": "\n".join(lines),
                             "text/markdown": "\n\n".join(md)}, raw=True)
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """End the display: empty (the answer comes as a display of its own), or, when the
+        user interrupted, the text so far marked "(interrupted)"
+        (docs/jupyter-display.md#interrupting)."""
         self._stop_waiting()
         with self._lock:
             self._closed = True
-            if self.handle is not None:
+            text = "".join(self.parts).rstrip()
+            if interrupted and text:
+                self.status = ""
+                self.parts = [text + "\n\n(interrupted)"]
+                self._show_locked()
+            elif self.handle is not None:
                 self.handle.update({"text/plain": ""}, raw=True)
+
+
+class _TerminalText(_LiveText):
+    """The live text for a terminal console (``jupyter console``), which ignores display
+    updates: tokens go to stdout as they arrive, the waiting line is redrawn in place
+    with a carriage return and wiped before the text goes on, and the final answer
+    shows only what was not streamed, then its footer (docs/front-ends.md#jupyter-console).
+    A notebook never gets this: only a client that asked ``is_complete`` (a console) does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0  # characters of the text already written
+        self.drawn = ""  # the waiting line now on screen
+        self.status_shown = ""
+        self.at_line_start = True
+        self.step_start = 0  # where the text of the current model step begins
+
+    def event(self, kind: str, data: dict) -> None:
+        if kind == "waiting":
+            self.step_start = sum(map(len, self.parts))
+        super().event(kind, data)
+
+    def _show_locked(self) -> None:
+        import sys
+        out = []
+        if self.drawn:
+            out.append("\r" + " " * len(self.drawn) + "\r")
+            self.drawn = ""
+        text = "".join(self.parts)
+        if self.status and self.status != self.status_shown:
+            out.append(("" if self.at_line_start else "\n") + self.status + "\n")
+            self.status_shown, self.at_line_start = self.status, True
+        if len(text) > self.sent:
+            out.append(text[self.sent:])
+            self.sent, self.at_line_start = len(text), text.endswith("\n")
+        if self.waiting:
+            out.append(("" if self.at_line_start else "\n") + self.waiting)
+            self.drawn, self.at_line_start = self.waiting, True
+        if out:
+            sys.stdout.write("".join(out))
+
+    def close(self, interrupted: bool = False) -> None:
+        import sys
+        self._stop_waiting()
+        with self._lock:
+            self._closed = True
+            self._show_locked()  # the text not written yet, and the waiting line wiped
+            if interrupted and self.sent:
+                sys.stdout.write(("" if self.at_line_start else " ") + "(interrupted)\n")
+            elif not self.at_line_start:
+                sys.stdout.write("\n")
+            self.at_line_start = True
+
+    def rest(self, answer: Answer) -> str:
+        """The answer as the console shows it after streaming: the part of its text the
+        last model step did not stream (a note Lily adds), then the footer."""
+        streamed = "".join(self.parts)[self.step_start:]
+        text = answer.text
+        if streamed.strip() and text.startswith(streamed.rstrip()):
+            text = text[len(streamed.rstrip()):]
+        elif streamed.strip() and streamed.strip() == text.strip():
+            text = ""
+        text = text.strip()
+        return (text + "\n\n" if text else "") + f"[{answer.footer()}]"
 
 
 def _redact_history(shell, install: bool) -> None:
@@ -314,7 +444,7 @@ def _redact_history(shell, install: bool) -> None:
     history.store_inputs = store_inputs
 
 
-def _display_result(result, confirm=None, shown=None) -> None:
+def _display_result(result) -> None:
     from IPython.display import display
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
@@ -324,7 +454,7 @@ def _display_result(result, confirm=None, shown=None) -> None:
                 display(live[0], raw=True)
             display(skills_bundle(result, live[1] if live is not None else None), raw=True)
         return
-    display(bundle(result, confirm=confirm, shown=shown), raw=True)
+    display(bundle(result), raw=True)
 
 
 class _nothing_to_flush:
@@ -350,6 +480,17 @@ class _nothing_to_flush:
     def __exit__(self, *exc):
         if self.pub is not None:
             self.pub.__dict__.pop("_flush_streams", None)
+
+
+def _from_terminal(kernel: Any) -> bool:
+    """Whether the running cell came from a terminal console: a client that asks
+    ``is_complete`` (jupyter console does on every Enter; notebooks, nbclient and papermill
+    never do), recorded by the Lily kernel (docs/front-ends.md#jupyter-console)."""
+    sessions = getattr(kernel, "terminal_sessions", None)
+    if not sessions:
+        return False
+    parent = kernel.get_parent("shell") or {}
+    return parent.get("header", {}).get("session") in sessions
 
 
 def _show_command_error(shell, etype, value, tb, tb_offset=None):

@@ -51,6 +51,9 @@ class LilyKernel(IPythonKernel):
     def __init__(self, **kwargs) -> None:
         self._notice = _enter_working_dir()
         super().__init__(**kwargs)
+        # the client sessions that asked is_complete: terminal consoles, which ignore display
+        # updates, so Lily streams to stdout for them (docs/front-ends.md#jupyter-console)
+        self.terminal_sessions: set[str] = set()
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
         _stop_cleanly_on_sigterm(self)
@@ -119,6 +122,9 @@ class LilyKernel(IPythonKernel):
         return await _settle(super().do_inspect(code, cursor_pos, detail_level, omit_sections))
 
     async def do_is_complete(self, code):
+        session = (self.get_parent("shell") or {}).get("header", {}).get("session")
+        if session:
+            self.terminal_sessions.add(session)
         if router.is_command(code):
             return {"status": "complete"}
         stripped = code.lstrip()
