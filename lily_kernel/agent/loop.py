@@ -92,6 +92,26 @@ class Reply:
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
+#: Per session (by id; the key tuple holds its snapshot, policy and tools): the last
+#: offered tool list and what it was built from.
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict]]] = {}
+#: The last system message built and what it was built from (persona, snapshot).
+_SYSTEM_CACHE: list[tuple[object, object, dict]] = []
+
+
+def system_message(session: Session) -> dict:
+    """The system message for ``session`` now: the same dict while its persona and snapshot
+    are the same objects (both frozen), so neither the skills index nor its token count is
+    rebuilt per request. Callers never change it."""
+    persona, snap = session.persona, session.snapshot
+    for cached_persona, cached_snap, message in _SYSTEM_CACHE:
+        if cached_persona is persona and cached_snap is snap:
+            return message
+    message = {"role": "system", "content": context.system_prompt(persona, snap)}
+    _SYSTEM_CACHE[:] = [(persona, snap, message), *_SYSTEM_CACHE[:7]]
+    return message
+
+
 class _Request:
     """The state of one request while the loop runs."""
 
@@ -106,7 +126,24 @@ class _Request:
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict]:
-        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt)."""
+        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt).
+
+        The same list object while nothing it depends on changed (the snapshot, the active
+        skill, the policy, the registered tools): built once, not per request, and the token
+        counter's cache knows it by identity. Callers never change it."""
+        session = self.session
+        key = (session.snapshot, self.skill, session.policy, *session.tools)
+        hit = _SPECS_CACHE.get(id(session))
+        if hit is not None and len(hit[0]) == len(key) and all(
+                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key)):
+            return hit[1]
+        specs = self._build_specs()
+        if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
+            _SPECS_CACHE.clear()
+        _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
+        return specs
+
+    def _build_specs(self) -> list[dict]:
         session = self.session
         specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
                                                  READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
@@ -331,8 +368,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
         session.mcp.sync(session.tools, budget=session.model_config.timeout)
     config = session.model_config
     client = session.model_clients.get(config, session.environ)
-    system = {"role": "system",
-              "content": context.system_prompt(session.persona, session.snapshot)}
+    system = system_message(session)
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
 
@@ -341,7 +377,8 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
 
     turn_start, left_out = len(pending), (0, 0)
     limits = session.limits
-    size = sum(len(json.dumps(m, default=str)) for m in (*session.conversation, *pending))
+    chars = session.budget.chars  # cached per message: no re-serialising of the history
+    size = sum(chars(m) for m in session.conversation) + sum(chars(m) for m in pending)
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
@@ -372,7 +409,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage, request.shown, left_out)
             held = None
-            size += len(json.dumps(pending[-1], default=str))
+            size += chars(pending[-1])
             for n, call in enumerate(turn.tool_calls):
                 before = request.skill
                 if n >= limits.tool_calls_per_step or size > limits.conversation_chars:

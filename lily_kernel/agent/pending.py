@@ -19,7 +19,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.tools import (
@@ -32,8 +32,9 @@ from lily_kernel.agent.tools import (
     invoke,
 )
 from lily_kernel.errors import ActionError
-from lily_kernel.typed import actions
-from lily_kernel.typed.actions import Action
+
+if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
+    from lily_kernel.typed.actions import Action
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
@@ -109,7 +110,10 @@ class HeldCall:
                 "origin": self.origin, "server": self.server, "args": self.args}
 
 
-PendingItem = Action | HeldCall
+if TYPE_CHECKING:
+    PendingItem = Action | HeldCall
+else:  # annotations only (never isinstance): the union would import lily_kernel.typed
+    PendingItem = "Action | HeldCall"
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | No
     held = session.pending or offered
     if held is None:
         return None
+    from lily_kernel.typed import actions
     blocked = actions.uncertain_block(session)
     if blocked:
         return blocked
@@ -289,6 +294,7 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
     if not ok:
         session.settle(item, "cancelled")
         return Decision(item, f"Cancelled: **{item.skill}** did nothing.")
+    from lily_kernel.typed import actions
     try:
         outcome = actions.execute(session, item)
     except actions.Uncertain as exc:
