@@ -8,7 +8,7 @@ shell's Lily session.
 """
 from __future__ import annotations
 
-__all__ = ["tool", "session", "load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["load_ipython_extension", "session", "tool", "unload_ipython_extension"]
 
 
 def load_ipython_extension(shell) -> None:

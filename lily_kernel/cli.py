@@ -21,15 +21,16 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
-from lily_kernel.skills.loader import LoaderError, build_snapshot
-from lily_kernel.skills.paths import skill_roots, workspace_dir
-from lily_kernel.errors import CommandError, LilyError, LogsError, error_line
+from lily_kernel.errors import CommandError, LilyError, LoaderError, LogsError, error_line
 from lily_kernel.session import logs
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import skill_roots, workspace_dir
 
 
 def _snapshot(args: argparse.Namespace):

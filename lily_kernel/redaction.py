@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).

@@ -1,4 +1,4 @@
-"""JSON from outside (a programmatic ``/skill`` call, a model's tool arguments), parsed safely.
+r"""JSON from outside (a programmatic ``/skill`` call, a model's tool arguments), parsed safely.
 
 :func:`loads` fails with one :class:`ValueError` line, never a traceback, on whatever it is
 given: nesting deeper than :data:`MAX_DEPTH` (checked in one pass before parsing, so the

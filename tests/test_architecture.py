@@ -12,7 +12,7 @@ import importlib.util
 import pkgutil
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import lily_kernel
@@ -39,13 +39,11 @@ KNOWN_BACK_EDGES = frozenset({
     ("lily_kernel.agent.prompt", "lily_kernel.session.persona"),
 })
 
-# Module cycles accepted on purpose: server.py re-exports demo_responder lazily (a
-# module __getattr__) so 'from lily_kernel.testing.server import demo_responder' keeps
-# working after the stand-in moved to standin.py.
-KNOWN_CYCLES = [["lily_kernel.testing.server", "lily_kernel.testing.standin"]]
+# Module cycles accepted on purpose: none.
+KNOWN_CYCLES: list[list[str]] = []
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules() -> dict[str, Path]:
     """Every module of lily_kernel and lily, by name."""
     found = {"lily_kernel": Path(lily_kernel.__file__)}

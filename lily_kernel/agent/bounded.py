@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REFIRE = 0.05
 
@@ -69,7 +70,7 @@ def _run_armed(fn, seconds: float, armed: list, box: list) -> None:
             box.append(fn())
         except TooSlow:
             raise
-        except Exception as exc:  # noqa: BLE001 - the caller reports it
+        except Exception as exc:
             box.append(exc)
     finally:
         while True:  # disarm, even if the alarm rings while we do
@@ -87,7 +88,7 @@ def _with_thread(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     def work() -> None:
         try:
             box.append(fn())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             box.append(exc)
 
     worker = threading.Thread(target=work, name="lily-bounded", daemon=True)

@@ -14,8 +14,9 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
@@ -131,7 +132,7 @@ def compile_plan(input: str = "") -> str:
     or "Phase ...:" lines open a phase; every other line is a step of the
     current phase. Deterministic: the same notes give the same plan.
     """
-    lines = [l.strip() for l in input.splitlines() if l.strip()]
+    lines = [line.strip() for line in input.splitlines() if line.strip()]
     if not lines:
         raise ToolError("give the notes to compile, e.g. /plan followed by the goal and steps "
                         "on the next lines")
@@ -155,7 +156,7 @@ def compile_plan(input: str = "") -> str:
     out += [f"{i}. {name} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
             for i, (name, steps) in enumerate(phases, 1)] or ["1. (no steps given)"]
     out += ["", "## Steps"]
-    for i, (name, steps) in enumerate(phases, 1):
+    for i, (_name, steps) in enumerate(phases, 1):
         out += [f"- [ ] {i}.{j} {step}" for j, step in enumerate(steps, 1)]
     if not any(steps for _, steps in phases):
         out.append("- [ ] Break the objective into steps")

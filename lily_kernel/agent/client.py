@@ -8,11 +8,12 @@ environment at call time and never stored in the session.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lily_kernel.agent.config import ModelConfig
-from lily_kernel.errors import ModelError  # re-exported: callers import it from here
+from lily_kernel.errors import ModelError
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
 
@@ -73,6 +74,7 @@ class ClientCache:
         key = (config.base_url, api_key, config.timeout, config.max_retries)
         if self._client is None or key != self._key:
             import openai  # imported on first use: it costs ~0.3 s
+
             from lily_kernel.agent.deadline import DeadlineTransport
             transport = DeadlineTransport()  # enforces the whole request's deadline
             self._client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,

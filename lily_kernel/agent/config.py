@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Mapping
 
-from lily_kernel.errors import ConfigError  # re-exported; one ConfigError for lily.toml, /model and the registry
+from lily_kernel.errors import (
+    ConfigError,
+)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
@@ -67,7 +69,7 @@ class ModelConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
-                 file_values: Mapping[str, object] | None = None) -> "ModelConfig":
+                 file_values: Mapping[str, object] | None = None) -> ModelConfig:
         """Defaults < the workspace's lily.toml [model] table < the environment."""
         env = os.environ if env is None else env
         config = cls()
@@ -78,7 +80,7 @@ class ModelConfig:
 
     @classmethod
     def from_sources(cls, env: Mapping[str, str], file_values: Mapping[str, object] | None
-                     ) -> tuple["ModelConfig", list[str]]:
+                     ) -> tuple[ModelConfig, list[str]]:
         """Like :meth:`from_env`, but a bad setting is skipped (and reported), not fatal:
         the other settings, e.g. the endpoint, still apply."""
         config, errors = cls(), []
@@ -99,7 +101,7 @@ class ModelConfig:
             data["base_url"] = redact_urls(data["base_url"])
         return data
 
-    def changed(self, **values: object) -> "ModelConfig":
+    def changed(self, **values: object) -> ModelConfig:
         """A copy with ``values`` parsed and checked: strings as typed after /model, or
         numbers and None from Python (``lily.session().set_model(timeout=20)``)."""
         known = {f.name for f in fields(self)}

@@ -15,8 +15,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
 import httpx2
 
@@ -106,10 +106,8 @@ class DeadlineTransport(httpx2.HTTPTransport):
         with self._lock:
             socks, self._sockets = list(self._sockets), set()
         for sock in socks:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class StreamRefused(httpx2.ReadError):

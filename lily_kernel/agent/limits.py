@@ -6,11 +6,10 @@ unreadable lily.toml), never a silent fallback to "no limit". See docs/trust-bou
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Mapping
 
 from lily_kernel.errors import ConfigError
-
 
 #: Upper bounds: a cap set past these is a configuration error, not "practically no cap"
 #: (docs/trust-boundary.md#caps).
@@ -33,7 +32,7 @@ class Limits:
     conversation_chars: int = 2_000_000   # characters of the conversation a request may grow to
 
     @classmethod
-    def from_table(cls, table: Mapping[str, object] | None) -> "Limits":
+    def from_table(cls, table: Mapping[str, object] | None) -> Limits:
         """The ``[limits]`` table of lily.toml; ConfigError naming the key when a value is bad."""
         values: dict[str, int] = {}
         known = {f.name for f in fields(cls)}

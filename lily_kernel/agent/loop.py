@@ -21,21 +21,23 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from lily_kernel.agent import prompt as context
-from lily_kernel.agent import client as model
-from lily_kernel.agent import pending as waiting
-from lily_kernel.agent import lean
 from lily_kernel import redaction as secrets
+from lily_kernel.agent import client as model
+from lily_kernel.agent import lean
+from lily_kernel.agent import pending as waiting
+from lily_kernel.agent import prompt as context
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
+from lily_kernel.agent.tools import ToolError, check_args, invoke
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
-from lily_kernel.commands.results import CommandError, SkillRequest
+from lily_kernel.commands.results import SkillRequest
+from lily_kernel.errors import CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.skills.substitution import with_skill_dir
-from lily_kernel.agent.tools import ToolError, check_args, invoke
 
 MAX_STEPS = 8
 WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "

@@ -16,11 +16,12 @@ import itertools
 import re
 import sys
 import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
-from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
+from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolError, ToolRegistry
 from lily_kernel.redaction import SECRET_NAME
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -109,7 +110,7 @@ def _type_attr(t: type, attr: str) -> str:
     through a metaclass of the user's."""
     try:
         value = type.__dict__[attr].__get__(t, type)
-    except Exception:  # noqa: BLE001 - an odd type still gets a name
+    except Exception:
         return "?"
     return value if type(value) is str else "?"
 
@@ -124,13 +125,13 @@ def type_name(obj: Any) -> str:
         return t.__name__
     try:
         value = _TYPE_NAME.__get__(t, type)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "?"
     return value if type(value) is str else "?"
 
 
 def _classes() -> tuple[Any, Any, Any]:
-    """pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
+    """Pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
     pd, np = sys.modules.get("pandas"), sys.modules.get("numpy")
     return (pd.__dict__.get("DataFrame") if pd is not None else None,
             pd.__dict__.get("Series") if pd is not None else None,
@@ -209,7 +210,7 @@ def list_variables(nb: Notebook, include_callables: bool = False) -> str:
     for name in shown[older:]:  # the most recently defined ones
         try:
             lines.append(f"{name}: {shape(ns[name], classes)}")
-        except Exception:  # noqa: BLE001 - an odd object still gets its name and type
+        except Exception:
             lines.append(f"{name}: {type_name(ns.get(name))}")
     head = (f"{len(shown)} variable{'s' if len(shown) != 1 else ''}"
             + (f" ({older:,} older ones not listed; inspect_variable takes any name)" if older else "")
@@ -365,7 +366,7 @@ def _instance_dict(obj: Any) -> dict | None:
                 return None
             value = slot.__get__(obj, type(obj))
             return value if type(value) is dict else None
-    except Exception:  # noqa: BLE001 - an odd object shows its type only
+    except Exception:
         return None
     return None
 
@@ -488,7 +489,7 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
         return fn()
     except ToolError:
         raise
-    except Exception as exc:  # noqa: BLE001 - reported without its message
+    except Exception as exc:
         raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
 
 

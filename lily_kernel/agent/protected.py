@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from lily_kernel.skills.paths import workspace_skill_dirs
-
 
 GIT_DIR = ".git"
 GIT_WHAT = "the repository's own data"

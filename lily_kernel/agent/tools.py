@@ -17,9 +17,10 @@ import json
 import os
 import re
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from lily_kernel.errors import LilyError
 
@@ -39,7 +40,7 @@ class Shown:
     display: object | None = None
 
 
-def invoke(tool: "Tool", args: Mapping[str, Any]) -> Shown:
+def invoke(tool: Tool, args: Mapping[str, Any]) -> Shown:
     """Call ``tool`` with checked ``args``; its result as text (JSON for other values).
 
     A tool's own failure becomes a :class:`ToolError` naming it (information for the
@@ -159,7 +160,7 @@ class ToolRegistry:
     def __iter__(self):
         return iter(self._tools[n] for n in self.names())
 
-    def copy(self) -> "ToolRegistry":
+    def copy(self) -> ToolRegistry:
         new = ToolRegistry()
         new._tools = dict(self._tools)
         return new
@@ -194,7 +195,7 @@ class ToolPolicy:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
-                 file_values: Mapping[str, Any] | None = None) -> "ToolPolicy":
+                 file_values: Mapping[str, Any] | None = None) -> ToolPolicy:
         """LILY_TOOLS_ALLOW / LILY_TOOLS_DENY, else lily.toml's [tools] allow / deny lists."""
         env = os.environ if env is None else env
         file_values = file_values or {}
@@ -334,7 +335,7 @@ def _explain(errors: list[dict], props: Mapping[str, Any]) -> str:
 
 
 def _clean(schema: Any, names: bool = False) -> Any:
-    """pydantic's schema without its generated titles, with 'required' always present."""
+    """Pydantic's schema without its generated titles, with 'required' always present."""
     if isinstance(schema, list):
         return [_clean(item) for item in schema]
     if not isinstance(schema, dict):

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
-from lily_kernel.commands import table as commands
 from lily_kernel.commands import help as help_mod
+from lily_kernel.commands import table as commands
 from lily_kernel.session.session import Session
-
 
 Variables = Callable[[], Iterable[str]]  # the notebook's variable names (a face gives them)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 from lily_kernel.commands import table as commands
-from lily_kernel.commands.sanitize import code_span, md_cell, md_text
 from lily_kernel.commands.render import mode_label
 from lily_kernel.commands.results import HelpPage
+from lily_kernel.commands.sanitize import code_span, md_cell, md_text
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 

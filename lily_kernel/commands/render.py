@@ -13,8 +13,22 @@ from functools import singledispatch
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    AgentList,
+    Answer,
+    ConfirmedRun,
+    HelpPage,
+    LogsView,
+    ModelInfo,
+    Notice,
+    ProposedCells,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, LogsView, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")

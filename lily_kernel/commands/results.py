@@ -6,9 +6,8 @@ from typing import Any
 
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
-from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 from lily_kernel.skills.snapshot import Snapshot
-from lily_kernel.errors import CommandError  # re-exported: callers import it from here
+from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lily_kernel.commands import table as commands
 from lily_kernel import redaction as secrets
-from lily_kernel.agent.config import SECRET_KEYS, ConfigError
+from lily_kernel.agent import pending
+from lily_kernel.agent.config import SECRET_KEYS
+from lily_kernel.agent.tools import ToolError
+from lily_kernel.commands import table as commands
+from lily_kernel.commands.results import (
+    ActionDone,
+    AgentList,
+    CompactRequest,
+    LogsView,
+    ModelInfo,
+    Notice,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
+from lily_kernel.errors import ActionError, CommandError, ConfigError, command_error
 from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
-                                          LogsView, ModelInfo, Notice, SkillRequest, SkillTable,
-                                          ToolOutput)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
-from lily_kernel.agent import pending
-from lily_kernel.agent.tools import ToolError
-from lily_kernel.errors import ActionError, command_error
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
 
@@ -196,7 +204,7 @@ def _invoke(session: Session, skill: Skill, text: str):
 
 
 def _help(session: Session, cmd: Command):
-    from lily_kernel.commands.help import command_help, skill_help, commands_page
+    from lily_kernel.commands.help import command_help, commands_page, skill_help
     topic = cmd.args
     if not topic:
         return commands_page(session.snapshot)
@@ -231,7 +239,7 @@ def _agent(session: Session, cmd: Command):
 
 def _reload_skills(session: Session, cmd: Command):
     _no_args(cmd)
-    from lily_kernel.skills.loader import LoaderError
+    from lily_kernel.errors import LoaderError
     try:
         snap = session.reload_skills()
     except LoaderError as exc:
@@ -320,6 +328,7 @@ def _compact(session: Session, cmd: Command):
 def _logs(session: Session, cmd: Command):
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
+
     from lily_kernel.session import logs, logs_export
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")

@@ -12,14 +12,22 @@ again (docs/loader.md#errors).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent.notebook_tools import ProposedCell
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
 from lily_kernel.commands import completion, router
-from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, Notice, \
-    ProposedCells, SkillRequest
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    Answer,
+    CompactRequest,
+    Notice,
+    ProposedCells,
+    SkillRequest,
+)
 from lily_kernel.errors import CommandError, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session

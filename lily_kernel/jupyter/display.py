@@ -13,10 +13,10 @@ import uuid
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
-from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, SkillTable
-from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
+from lily_kernel.skills.snapshot import Snapshot
 
 
 def bundle(result, confirm=None, shown=None) -> dict:

@@ -22,8 +22,14 @@ import time
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from lily_kernel.commands import router, sanitize
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
-    ProposedCells, SkillTable
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    Answer,
+    ConfirmedRun,
+    ProposedCells,
+    SkillTable,
+)
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
@@ -314,6 +320,7 @@ def _redact_history(shell, install: bool) -> None:
 
 def _display_result(result, confirm=None, shown=None) -> None:
     from IPython.display import display
+
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
         live = filter_bundle(result)

@@ -14,14 +14,12 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 from ipykernel.ipkernel import IPythonKernel
 
 from lily_kernel import __version__
-from lily_kernel.commands import completion
-from lily_kernel.commands import render
-from lily_kernel.commands import router
+from lily_kernel.commands import completion, render, router
 from lily_kernel.jupyter.integration import Integration
 from lily_kernel.skills.paths import workspace_dir
 
@@ -35,7 +33,7 @@ class LilyKernel(IPythonKernel):
     # this, and %%python cells must highlight as Python (Markdown mode drew `[1, 2]` as a
     # link). Prose cells still go to the agent: routing is Lily's, never the front end's
     # (docs/jupyter-display.md#python-cells).
-    language_info = {
+    language_info: ClassVar[dict[str, Any]] = {
         "name": "python",
         "version": sys.version.split()[0],
         "mimetype": "text/x-python",
@@ -46,7 +44,7 @@ class LilyKernel(IPythonKernel):
     }
     # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
     # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
-    help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
+    help_links: ClassVar[list[dict[str, str]]] = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
     def __init__(self, **kwargs) -> None:
         self._notice = _enter_working_dir()

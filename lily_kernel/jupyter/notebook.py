@@ -12,12 +12,14 @@ the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
 from __future__ import annotations
 
 import ast
+import contextlib
 import sys
 import traceback
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lily_kernel.agent.notebook_tools import Cell, ErrorInfo, RunResult
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError
 
 
 class ShellNotebook:
@@ -42,10 +44,8 @@ class ShellNotebook:
 
     def uninstall(self) -> None:
         for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
-            try:
+            with contextlib.suppress(ValueError):
                 self.shell.events.unregister(name, hook)
-            except ValueError:
-                pass
 
     def _before(self, info) -> None:
         self.running = True
@@ -112,7 +112,7 @@ class ShellNotebook:
                                  shell.user_global_ns, shell.user_ns)
                     if value is not None:
                         display(value)
-            except Exception as exc:  # noqa: BLE001 - shown like a cell's error, and kept
+            except Exception as exc:
                 self._error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)

@@ -14,8 +14,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from lily_kernel import redaction as secrets
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lily_kernel.skills.paths import persona_dirs  # noqa: F401  (re-exported: where the folders are)
 from lily_kernel.errors import ConfigError
 
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")

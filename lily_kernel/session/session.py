@@ -10,31 +10,33 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from lily_kernel.session import journal as journal_mod
-from lily_kernel.session import persona as persona_mod
 from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import ConfigError, ModelConfig, read_config_file
-from lily_kernel.skills.paths import shared_workspace, skill_roots, workspace_dir
-from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.agent.config import ModelConfig, read_config_file
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.errors import ActionError
+from lily_kernel.errors import ActionError, ConfigError
+from lily_kernel.session import journal as journal_mod
+from lily_kernel.session import persona as persona_mod
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
+from lily_kernel.skills.snapshot import Snapshot
 
 
 class Session:
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
-                 add_tools: Callable[["Session"], None] | None = None) -> None:
+                 add_tools: Callable[[Session], None] | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -51,7 +53,7 @@ class Session:
         self.model_clients = ClientCache()
         self._config_registry = None
         self._outbox = None
-        self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
+        self.persona_dirs = persona_dirs(self.workspace, self._env)
         self._start()
 
     # -- lifecycle -----------------------------------------------------------

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
+from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
 from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
-from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class Host:
 
 
 def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
-                  host: Host, which: "WhichCache",
-                  tool_reasons: "ToolReasons | None" = None) -> str | None:
+                  host: Host, which: WhichCache,
+                  tool_reasons: ToolReasons | None = None) -> str | None:
     """Why ``skill`` cannot run on ``host`` (every failed rule, '; '-joined), or None."""
     if tool_reasons is None:
         tool_reasons = ToolReasons(tools, policy)

@@ -239,7 +239,7 @@ def _remember(raw: str):
     text = raw.strip(" ")
     if not text:
         value = _EMPTY
-    elif not text.isprintable() or "\\" in text or not text.isascii() and _unsafe(text):
+    elif not text.isprintable() or "\\" in text or (not text.isascii() and _unsafe(text)):
         value = _OUT  # (printable ASCII is " " to "~", what _unsafe allows of ASCII)
     elif text[0] in _PLAIN_FIRST and ": " not in text and " #" not in text and text[-1] != ":":
         value = text  # what _classify says of it, without the call
@@ -280,7 +280,7 @@ def _classify(raw: str):
         return raw[1:-1]
     if first in _INDICATORS or ": " in raw or " #" in raw or raw[-1] == ":":
         return _OUT
-    for tag, regexp in _IMPLICIT.get(first, ()):
+    for _tag, regexp in _IMPLICIT.get(first, ()):
         if regexp.match(raw):
             if raw in _BOOL:
                 return _BOOL[raw]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import yaml
 
-from lily_kernel.skills import fastyaml
 from lily_kernel.errors import SkillError
+from lily_kernel.skills import fastyaml
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
@@ -169,11 +169,14 @@ def parse_yaml(source: str) -> dict:
 
 
 def _load_yaml(source: str) -> dict:
-    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what docs/skill-format.md#reading refuses."""
+    """PyYAML's reading of ``source`` (outside fastyaml's subset).
+
+    Refuses what docs/skill-format.md#reading refuses.
+    """
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:
-        value = yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
+        value = yaml.load(source, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"invalid YAML frontmatter: {_yaml_reason(exc)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:

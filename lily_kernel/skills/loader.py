@@ -9,22 +9,24 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
-from typing import Iterable
 
-from lily_kernel.skills import skill as skill_mod
-from lily_kernel.commands.table import BUILTIN_NAMES
-from lily_kernel.skills.paths import Root
-from lily_kernel.skills.eligibility import Host  # noqa: F401  (re-exported)
-from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons, WhichCache as _WhichCache
-from lily_kernel.skills.eligibility import ineligibility as _ineligibility, notes as _notes
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, SkillError
-from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.errors import LoaderError  # re-exported: callers import it from here
+from lily_kernel.commands.table import BUILTIN_NAMES
+from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills import skill as skill_mod
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
+from lily_kernel.skills.eligibility import WhichCache as _WhichCache
+from lily_kernel.skills.eligibility import ineligibility as _ineligibility
+from lily_kernel.skills.eligibility import notes as _notes
+from lily_kernel.skills.paths import Root
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill
+from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     shadowed: dict[str, list[tuple[Root, str]]] = {}
     reals = [os.path.realpath(r.path) for r in roots]
     for i, root in enumerate(roots):
-        same = next((later for later, real in zip(roots[i + 1:], reals[i + 1:])
+        same = next((later for later, real in zip(roots[i + 1:], reals[i + 1:], strict=True)
                      if real == reals[i]), None)
         if same is not None and os.path.isdir(reals[i]):
             diagnostics.append(Diagnostic(
@@ -164,7 +166,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
     countdown = _GC_EVERY
-    for name, data in zip(order, contents):
+    for name, data in zip(order, contents, strict=True):
         if collect:
             countdown -= 1
             if not countdown:
@@ -239,7 +241,7 @@ def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
         kind = "ineligible"
         reason = _ineligibility(skill, tools, policy, host, _WhichCache(host.path))
     if reason:
-        return None, diagnostics + [Diagnostic(kind, *where, reason)]
+        return None, [*diagnostics, Diagnostic(kind, *where, reason)]
     return skill, diagnostics + [Diagnostic("note", *where, n) for n in _notes(skill)]
 
 

@@ -10,8 +10,9 @@ as in OpenClaw. The loader applies them after precedence, beside Lily's own
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 METADATA_NAMES = ("openclaw", "clawdbot", "moltbot")
 REQUIRES_KEYS = ("bins", "anyBins", "env", "config")

@@ -7,9 +7,9 @@ editable install reads them in place.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 

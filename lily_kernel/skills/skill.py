@@ -8,12 +8,13 @@ collisions, alias clashes, ``command_tool`` registration, eligibility) live in
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
+from lily_kernel.errors import SkillError
 from lily_kernel.skills import frontmatter, openclaw
-from lily_kernel.errors import SkillError  # re-exported: callers import it from here
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -146,7 +147,7 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
     except frontmatter.FrontmatterError as exc:
         raise SkillError(str(exc)) from None
     skill = _from_mapping(name, source, path, text, body, meta)
-    if "Type" in body and _TYPE_HEADING.search(body) or "activity" in meta:
+    if ("Type" in body and _TYPE_HEADING.search(body)) or "activity" in meta:
         skill = _with_typed(skill, text, body, meta)
     return skill
 
@@ -159,6 +160,7 @@ _TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.M
 def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
     """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
     from dataclasses import replace
+
     from lily_kernel.typed import declarations as typed
     activity = meta.get("activity")
     if activity is not None and not isinstance(activity, str):
@@ -316,9 +318,9 @@ def _check_fast_init() -> None:
 def _claude_code_keys(meta: dict) -> None:
     """Type checks of the Claude Code keys Lily recognises but does not set fields for."""
     hint = meta.get("argument-hint")
-    if hint is not None and not isinstance(hint, str):  # `[file]` in YAML is a list
-        if not isinstance(hint, list) or not all(isinstance(h, str) for h in hint):
-            raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
+    if (hint is not None and not isinstance(hint, str)  # `[file]` in YAML is a list
+            and (not isinstance(hint, list) or not all(isinstance(h, str) for h in hint))):
+        raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
     invocable = meta.get("user-invocable", True)
     if invocable is not True and invocable is not False:
         raise SkillError(f"'user-invocable' must be true or false, not {_kind(invocable)}")
@@ -362,17 +364,16 @@ def _eligibility(value: Any) -> Eligibility:
             bad = [o for o in os_list if o not in OS_NAMES]
             raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
                              f"(allowed: {', '.join(OS_NAMES)})")
-        if not os_list:  # an empty list means "no constraint", as in the v0 format's example (docs/skill-format.md#keys)
+        if not os_list:  # an empty list means "no constraint", as in the v0 format's example
+            # (docs/skill-format.md#keys)
             os_list = None
     env = value.get("env")
     binaries = value.get("binaries")
     any_binaries = value.get("any_binaries")
     env = _str_list(env, "eligibility.env") if env is not None else ()
     binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
-    if any_binaries is not None:
-        any_binaries = _str_list(any_binaries, "eligibility.any_binaries")
-    else:
-        any_binaries = ()
+    any_binaries = (_str_list(any_binaries, "eligibility.any_binaries")
+                    if any_binaries is not None else ())
     elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
     f = elig.__dict__
     f["os"] = os_list

@@ -1,9 +1,9 @@
 """The immutable skill snapshot a session answers from, and its diagnostics."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill

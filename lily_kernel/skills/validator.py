@@ -19,9 +19,16 @@ import unicodedata
 from pathlib import Path
 
 from lily_kernel.commands.table import BUILTIN_NAMES
+from lily_kernel.errors import SkillError
 from lily_kernel.skills import frontmatter
-from lily_kernel.skills.skill import (AGENT_SKILLS_KEYS, CLAUDE_CODE_KEYS, MAX_DESCRIPTION,
-                                      MAX_NAME_LEN, V0_KEYS, SkillError, parse)
+from lily_kernel.skills.skill import (
+    AGENT_SKILLS_KEYS,
+    CLAUDE_CODE_KEYS,
+    MAX_DESCRIPTION,
+    MAX_NAME_LEN,
+    V0_KEYS,
+    parse,
+)
 
 MAX_COMPATIBILITY = 500
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")

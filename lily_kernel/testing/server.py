@@ -9,6 +9,7 @@ errors, faults): docs/testing.md#scripted-server.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -16,13 +17,14 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import Any
 
-__all__ = ["ScriptedServer", "demo_responder", "message_text", "prompt_tokens", "TURN_KEYS"]
+__all__ = ["TURN_KEYS", "ScriptedServer", "message_text", "prompt_tokens"]
 
-Turn = Union[dict, str]
-Responder = Callable[[dict], Turn]
+Turn = dict[str, Any] | str
+Responder = Callable[[dict[str, Any]], Turn]
 
 TURN_KEYS = frozenset({
     "content", "tool_calls", "finish_reason", "usage", "chunks", "chunk_delay", "delay",
@@ -86,10 +88,9 @@ def _validate_turn(turn: Any, where: str) -> dict:
             if not isinstance(args, (dict, str)):
                 raise ValueError(f"{where}: tool_calls[{i}]['arguments'] must be a dict or a str")
     expect = turn.get("expect")
-    if expect is not None:
-        if not isinstance(expect, dict) or set(expect) - _EXPECT_KEYS \
-                or not isinstance(expect.get("contains"), str):
-            raise ValueError(f"{where}: 'expect' must be {{'contains': str}}")
+    if expect is not None and (not isinstance(expect, dict) or set(expect) - _EXPECT_KEYS
+                               or not isinstance(expect.get("contains"), str)):
+        raise ValueError(f"{where}: 'expect' must be {{'contains': str}}")
     if "status" in turn and not (isinstance(turn["status"], int) and 100 <= turn["status"] <= 599):
         raise ValueError(f"{where}: 'status' must be an HTTP status code (int)")
     if "raw" in turn and not isinstance(turn["raw"], str):
@@ -198,7 +199,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address, handler, owner: "ScriptedServer"):
+    def __init__(self, address, handler, owner: ScriptedServer):
         self.owner = owner
         super().__init__(address, handler)
 
@@ -220,7 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:
@@ -243,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         try:
             self.server.owner._handle(self)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass
         except OSError:
             pass
@@ -331,7 +332,7 @@ class ScriptedServer:
                                "call start() or use it as a context manager")
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         """Bind and serve in a daemon thread; returns self."""
         if self._httpd is not None:
             raise RuntimeError("ScriptedServer is already started")
@@ -358,15 +359,13 @@ class ScriptedServer:
         with self._conn_lock:
             conns = list(self._connections)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             self._thread = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -717,11 +716,3 @@ def _route(path: str) -> str | None:
         bare = bare[3:]
     return {"/chat/completions": "chat", "/models": "models"}.get(bare)
 
-
-def __getattr__(name: str):
-    # demo_responder moved to standin.py; ``from lily_kernel.testing.server import
-    # demo_responder`` (the quickstart notebook) keeps working.
-    if name == "demo_responder":
-        from lily_kernel.testing.standin import demo_responder
-        return demo_responder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,10 +20,10 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lily_kernel.typed import contacts
+from lily_kernel.errors import ActionError
 from lily_kernel.skills.skill import Skill
+from lily_kernel.typed import contacts
 from lily_kernel.typed.declarations import ParamError, TypedSpec, validate
-from lily_kernel.errors import ActionError  # re-exported: callers import it from here
 
 DEFAULT_ACTOR = "https://localhost/users/lily"
 TOKEN_VAR = "LILY_OUTBOX_TOKEN"
@@ -166,7 +166,7 @@ def _activity(session, spec: TypedSpec, params: dict) -> dict:
         obj = objects[0] if content is None else None
     try:
         return build_activity(kind, actor=actor, to=actors, object=obj, content=content,
-                              summary=params.get("summary") if "summary" != content_name else None,
+                              summary=params.get("summary") if content_name != "summary" else None,
                               activity_id=new_activity_id(actor if actor != DEFAULT_ACTOR else None))
     except Exception as exc:  # DispatchError and friends: one readable line
         raise ActionError(str(exc)) from None

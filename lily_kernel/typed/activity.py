@@ -18,8 +18,14 @@ import uuid
 from typing import Any
 
 __all__ = [
-    "AS_CONTEXT", "AS_PUBLIC", "CONTENT_TYPE", "SUPPORTED_TYPES", "MAX_RETRY_AFTER",
-    "DispatchError", "new_activity_id", "build_activity",
+    "AS_CONTEXT",
+    "AS_PUBLIC",
+    "CONTENT_TYPE",
+    "MAX_RETRY_AFTER",
+    "SUPPORTED_TYPES",
+    "DispatchError",
+    "build_activity",
+    "new_activity_id",
 ]
 
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
@@ -52,7 +58,7 @@ class DispatchError(RuntimeError):
 # --------------------------------------------------------------------------- building
 
 def _now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_activity_id(base: str | None = None) -> str:
@@ -116,7 +122,7 @@ def _object_id_for(activity_id: str) -> str:
 
 
 def build_activity(activity_type: str, *, actor: str, to: list[str],
-                   object: dict | str | None = None,  # noqa: A002 - the AS2 property name
+                   object: dict | str | None = None,
                    content: str | None = None, summary: str | None = None,
                    activity_id: str | None = None, published: str | None = None) -> dict:
     """Build a well-formed ActivityStreams 2.0 activity; raise :class:`DispatchError` naming a bad field."""

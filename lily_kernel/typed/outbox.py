@@ -26,10 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.redaction import redact
-from lily_kernel.typed.activity import (CONTENT_TYPE, MAX_RETRY_AFTER, DispatchError,
-                                        _check_activity_id, _now_iso, _one_line)
+from lily_kernel.typed.activity import (
+    CONTENT_TYPE,
+    MAX_RETRY_AFTER,
+    DispatchError,
+    _check_activity_id,
+    _now_iso,
+    _one_line,
+)
 
-__all__ = ["Delivery", "Outbox", "LOCAL_TARGET"]
+__all__ = ["LOCAL_TARGET", "Delivery", "Outbox"]
 
 _MAX_BODY = 64 * 1024
 _USER_AGENT = "lily-kernel (ActivityPub C2S client)"
@@ -74,7 +80,7 @@ CREATE TABLE IF NOT EXISTS activities (
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Never follow a redirect: it would turn the POST into a GET, or carry the token elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 
@@ -171,8 +177,8 @@ def _parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=_dt.UTC)
+    return max(0.0, (when - _dt.datetime.now(_dt.UTC)).total_seconds())
 
 
 def _server_message(raw: bytes) -> str:
@@ -229,7 +235,7 @@ class Outbox:
                 os.chmod(self.path, 0o600)  # activities may be private messages
 
     @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike) -> "Outbox":
+    def for_workspace(cls, workspace: str | os.PathLike) -> Outbox:
         """The workspace's outbox: ``<workspace>/.lily/outbox.sqlite``."""
         return cls(Path(workspace) / ".lily" / "outbox.sqlite")
 
@@ -424,7 +430,7 @@ class Outbox:
             code = exc.code
             try:
                 raw = exc.read(_MAX_BODY)
-            except Exception:  # noqa: BLE001 - the status is what matters
+            except Exception:
                 raw = b""
             finally:
                 exc.close()

@@ -16,18 +16,19 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from lily_kernel.errors import ActionError, ConfigError  # ConfigError re-exported
+from lily_kernel.errors import ActionError, ConfigError
 
 __all__ = [
+    "PATH_RE",
     "AclError",
     "AuditEntry",
     "ConfigError",
     "ConfigRegistry",
-    "PATH_RE",
     "ScopedConfig",
     "covers",
 ]
@@ -145,14 +146,14 @@ class ConfigRegistry:
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike[str],
-                      shared: bool = False) -> "ConfigRegistry":
+                      shared: bool = False) -> ConfigRegistry:
         """The registry of ``workspace`` (``.lily/config.sqlite``)."""
         return cls(Path(workspace) / ".lily" / "config.sqlite", shared=shared)
 
     def __repr__(self) -> str:
         return f"ConfigRegistry({str(self.path)!r})"
 
-    def __enter__(self) -> "ConfigRegistry":
+    def __enter__(self) -> ConfigRegistry:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -257,7 +258,7 @@ class ConfigRegistry:
 
     # -- scoped access ----------------------------------------------------------------
 
-    def scoped(self, skill: str, read: Iterable[str] = (), write: Iterable[str] = ()) -> "ScopedConfig":
+    def scoped(self, skill: str, read: Iterable[str] = (), write: Iterable[str] = ()) -> ScopedConfig:
         """A view for ``skill`` limited to its declared Config ACL."""
         return ScopedConfig(self, skill, read, write)
 
@@ -306,7 +307,7 @@ def _acl(entries: Iterable[str] | str, which: str, skill: str) -> tuple[str, ...
 class ScopedConfig:
     """The Config Registry as one skill sees it: only the paths its ACL grants."""
 
-    __slots__ = ("_registry", "_skill", "_read", "_write")
+    __slots__ = ("_read", "_registry", "_skill", "_write")
 
     def __init__(self, registry: ConfigRegistry, skill: str,
                  read: Iterable[str] | str = (), write: Iterable[str] | str = ()) -> None:

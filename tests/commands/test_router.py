@@ -6,12 +6,19 @@ import shutil
 
 import pytest
 
+from lily_kernel.commands import render, router
 from lily_kernel.commands import table as commands
-from lily_kernel.commands import render
-from lily_kernel.commands import router
+from lily_kernel.commands.results import (
+    AgentList,
+    HelpPage,
+    ModelInfo,
+    Notice,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
+from lily_kernel.errors import CommandError
 from lily_kernel.session.journal import read as read_journal
-from lily_kernel.commands.results import (AgentList, CommandError, HelpPage, ModelInfo, Notice,
-                                 SkillRequest, SkillTable, ToolOutput)
 
 
 def run(session, cell):

@@ -12,11 +12,10 @@ import json
 import time
 
 import pytest
+from agent_support import assert_consistent
+from kernel_support import WIDGET_MIME, Kernel, call, scripted_kernel, tool_result
 
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import assert_consistent
-
-from kernel_support import WIDGET_MIME, Kernel, call, scripted_kernel, tool_result
 
 
 class Face:

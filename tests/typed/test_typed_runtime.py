@@ -12,25 +12,24 @@ fresh connections.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
+from agent_support import World as AgentWorld
+from agent_support import run_shown
+from receiver_support import Receiver, keep_loopback_direct, receivers
 
-from lily_kernel.agent import pending
-from lily_kernel.agent import trust
-from lily_kernel.typed import actions
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import pending, trust
 from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionDone, SkillRequest
+from lily_kernel.errors import CommandError
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.typed import actions
 from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
 from lily_kernel.typed.outbox import Outbox
 from lily_kernel.typed.registry import ConfigRegistry
-from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
-from lily_kernel.session.session import Session
-from lily_kernel.testing.server import ScriptedServer
-from agent_support import run_shown, World as AgentWorld
-from receiver_support import Receiver, keep_loopback_direct, receivers
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
