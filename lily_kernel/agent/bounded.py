@@ -53,7 +53,7 @@ def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
             raise TooSlow()
 
     previous = signal.signal(signal.SIGALRM, ring)
-    box: list = []
+    box: list[Any] = []
     try:
         _run_armed(fn, seconds, armed, box)
     except TooSlow:
@@ -63,7 +63,7 @@ def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     return (True, box[0]) if box else (False, None)
 
 
-def _run_armed(fn, seconds: float, armed: list, box: list) -> None:
+def _run_armed(fn, seconds: float, armed: list[Any], box: list[Any]) -> None:
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE)
         try:
@@ -83,7 +83,7 @@ def _run_armed(fn, seconds: float, armed: list, box: list) -> None:
 
 
 def _with_thread(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
-    box: list = []
+    box: list[Any] = []
 
     def work() -> None:
         try:

@@ -24,7 +24,7 @@ class ToolCall:
     name: str
     arguments: str  # JSON text, as the model sent it
 
-    def parsed(self) -> dict:
+    def parsed(self) -> dict[str, Any]:
         from lily_kernel import safejson
         try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
             value = safejson.loads(self.arguments or "{}")
@@ -42,7 +42,7 @@ class Turn:
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
+    usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
@@ -66,7 +66,7 @@ class ClientCache:
     """One ``openai.OpenAI`` client per (endpoint, key, timeout, retries), built lazily."""
 
     def __init__(self) -> None:
-        self._key: tuple | None = None
+        self._key: tuple[Any, ...] | None = None
         self._client = None
 
     def get(self, config: ModelConfig, env: Mapping[str, str]):
@@ -132,9 +132,9 @@ def cap_param(config: ModelConfig, where: str) -> str:
     return CAP_PARAMS[0] if openai_api else CAP_PARAMS[1]
 
 
-def request_args(config: ModelConfig, messages: list[dict], tools: list[dict],
+def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
-                 cap: str = CAP_PARAMS[1]) -> dict:
+                 cap: str = CAP_PARAMS[1]) -> dict[str, Any]:
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage:  # ask for token usage in a last chunk; servers that ignore it send none
         args["stream_options"] = {"include_usage": True}
@@ -155,7 +155,7 @@ def cut_marker(cap: int) -> str:
             "(lily.toml [limits] answer_chars); the rest was not kept …]*")
 
 
-def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+def complete(client, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              on_text: Callable[[str], None] | None = None, max_chars: int | None = None,
              max_tokens: int | None = None) -> Turn:
     """One streamed completion, assembled into a :class:`Turn`.
@@ -208,7 +208,7 @@ class _Refused(Exception):
         self.param = param
 
 
-def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+def _complete(client, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
               max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai

@@ -9,6 +9,7 @@ import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from lily_kernel.errors import (
     ConfigError,
@@ -30,7 +31,7 @@ MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
 
 
-def read_config_file(workspace) -> dict:
+def read_config_file(workspace) -> dict[str, Any]:
     """The workspace's ``lily.toml`` as a dict ({} when absent); ConfigError when unreadable."""
     import tomllib
     from pathlib import Path
@@ -93,7 +94,7 @@ class ModelConfig:
                 errors.append(f"{where}: {exc}")
         return config, errors
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The settings as shown and journaled: a base_url loses any user:password@."""
         from lily_kernel.redaction import redact_urls
         data = asdict(self)
@@ -105,7 +106,7 @@ class ModelConfig:
         """A copy with ``values`` parsed and checked: strings as typed after /model, or
         numbers and None from Python (``lily.session().set_model(timeout=20)``)."""
         known = {f.name for f in fields(self)}
-        parsed: dict = {}
+        parsed: dict[str, Any] = {}
         for key, raw in values.items():
             if key.lower() in SECRET_KEYS:
                 raise ConfigError("API keys are not set with /model or lily.toml; set "

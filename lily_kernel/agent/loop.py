@@ -89,7 +89,7 @@ class Reply:
     tools_used: list[str] = field(default_factory=list)
     steps: int = 0
     proposal: PendingItem | None = None  # offered: pending once the face shows its card
-    usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
+    usage: dict[str, Any] | None = None  # tokens over the request's model calls, when the endpoint reports them
     shown: list[object] = field(default_factory=list)  # what tools returned for the face
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
@@ -107,7 +107,7 @@ class _Request:
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
     # -- tools offered to the model -----------------------------------------
-    def tool_specs(self) -> list[dict]:
+    def tool_specs(self) -> list[dict[str, Any]]:
         """The tools offered: only those usable now (docs/agent.md#a-lean-prompt)."""
         session = self.session
         specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
@@ -135,7 +135,7 @@ class _Request:
             raise ToolError(refusal)
         return True
 
-    def execute(self, name: str, args: dict) -> str:
+    def execute(self, name: str, args: dict[str, Any]) -> str:
         """The tool result text, redacted then capped; refusals and tool failures start with
         'Error:'. Every result and error passes the live-secret redaction before it reaches
         the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
@@ -145,7 +145,7 @@ class _Request:
         except ToolError as exc:
             return secrets.redact(f"Error: {exc}", env)
 
-    def _execute(self, name: str, args: dict) -> str:
+    def _execute(self, name: str, args: dict[str, Any]) -> str:
         if name == "load_skill":
             return self.load_skill(args)
         if name == "read_skill_file":
@@ -163,7 +163,7 @@ class _Request:
         self.cut_results += cut
         return text
 
-    def load_skill(self, args: dict) -> str:
+    def load_skill(self, args: dict[str, Any]) -> str:
         problem = check_args(LOAD_SKILL["function"]["parameters"], args)
         if problem:
             raise ToolError(f"load_skill: {problem}")
@@ -198,7 +198,7 @@ class _Request:
             raise ToolError(f"the loaded skill '{self.skill}' is not a typed skill")
         return skill
 
-    def propose_action(self, args: dict) -> str:
+    def propose_action(self, args: dict[str, Any]) -> str:
         from lily_kernel.typed import actions
         problem = check_args(PROPOSE_ACTION["function"]["parameters"], args)
         if problem:
@@ -217,7 +217,7 @@ class _Request:
                 "confirmation card (Confirm / Cancel, or /confirm and /cancel); nothing has "
                 "happened yet. Tell the user briefly what will happen once they confirm.")
 
-    def read_config(self, args: dict) -> str:
+    def read_config(self, args: dict[str, Any]) -> str:
         problem = check_args(READ_CONFIG["function"]["parameters"], args)
         if problem:
             raise ToolError(f"read_config: {problem}")
@@ -229,7 +229,7 @@ class _Request:
         except (PermissionError, ValueError) as exc:
             raise ToolError(str(exc)) from None
 
-    def read_skill_file(self, args: dict) -> str:
+    def read_skill_file(self, args: dict[str, Any]) -> str:
         problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
         if problem:
             raise ToolError(f"read_skill_file: {problem}")
@@ -243,7 +243,7 @@ class _Request:
                            read_bytes=self.session.limits.read_bytes)
         return refs.read("/".join(parts))
 
-    def call_tool(self, name: str, args: dict) -> str:
+    def call_tool(self, name: str, args: dict[str, Any]) -> str:
         session = self.session
         refusal = session.policy.model_refusal(session.tools, name)
         if refusal:
@@ -259,14 +259,14 @@ class _Request:
         return out.text
 
 
-def offered_tools(session: Session) -> list[dict]:
+def offered_tools(session: Session) -> list[dict[str, Any]]:
     """The tool schemas a request of ``session`` offers the model now (for ``/model``)."""
     return _Request(session, None).tool_specs()
 
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
-        on_event: Callable[[str, dict], None] | None = None) -> Reply:
+        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
     waiting.decline_waiting(session)  # a new request first: a call still waiting is declined
     session.withdraw()  # a card offered by a request that failed was never shown
@@ -285,7 +285,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
 
 def resume(session: Session, call: HeldCall, result: str,
            on_text: Callable[[str], None] | None = None,
-           on_event: Callable[[str, dict], None] | None = None) -> Reply:
+           on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Continue a paused request with the confirmed tool call's ``result``."""
     paused = call.paused
     pending = paused.answered(result)
@@ -302,7 +302,7 @@ def resume(session: Session, call: HeldCall, result: str,
 decline = waiting.decline  # Cancel's answer to the model: "declined by the user"
 
 
-def _commit(session: Session, messages: list[dict]) -> None:
+def _commit(session: Session, messages: list[dict[str, Any]]) -> None:
     waiting.commit(session, messages)
 
 
@@ -315,7 +315,7 @@ def _withdraw(request: _Request, pending: list[dict[str, Any]]) -> None:
             pending[i] = {**message, "content": WITHDRAWN}
 
 
-def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
+def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
     if not usage:
         return total
     total = dict(total or {"prompt_tokens": 0, "completion_tokens": 0})
@@ -324,9 +324,9 @@ def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
     return total
 
 
-def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict | None,
+def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, usage: dict[str, Any] | None,
            on_text: Callable[[str], None] | None,
-           on_event: Callable[[str, dict], None] | None) -> Reply:
+           on_event: Callable[[str, dict[str, Any]], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
     session = request.session
     config = session.model_config
@@ -336,7 +336,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
 
-    def commit(messages: list[dict]) -> None:
+    def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
 
     turn_start, left_out = len(pending), (0, 0)

@@ -353,7 +353,7 @@ def _describe(obj: Any, share: bool) -> str:
     return "\n".join([f"{head}, attributes (its repr is not run):", *fields])
 
 
-def _instance_dict(obj: Any) -> dict | None:
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
     """``obj``'s instance ``__dict__`` through the interpreter's own slot descriptor, found
     in its class's MRO without any attribute lookup of the user's; None when the class
     defines ``__dict__`` itself (a property could run code) or has none."""

@@ -56,10 +56,10 @@ def invoke(tool: Tool, args: Mapping[str, Any]) -> Shown:
     return Shown(value if isinstance(value, str) else json.dumps(value, default=str))
 
 
-class Schema(dict):
+class Schema(dict[str, Any]):
     """A tool's JSON schema (a plain dict to JSON) that also knows how to check arguments."""
 
-    def __init__(self, schema: dict, check: Callable[[Mapping[str, Any]], str | None]) -> None:
+    def __init__(self, schema: dict[str, Any], check: Callable[[Mapping[str, Any]], str | None]) -> None:
         super().__init__(schema)
         self.check = check
 
@@ -104,7 +104,7 @@ class Tool:
                    for p in inspect.signature(self.func).parameters.values())
 
 
-def schema_for(func: Callable[..., Any]) -> dict:
+def schema_for(func: Callable[..., Any]) -> dict[str, Any]:
     """The JSON schema of ``func``'s parameters (see :class:`Schema`)."""
     return _derive(func)
 
@@ -245,7 +245,7 @@ class ToolPolicy:
             return f"tool '{name}' is owner-only: only a /command may run it"
         return None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"allow": sorted(self.allow) if self.allow is not None else None,
                 "deny": sorted(self.deny), "confirm": sorted(self.confirm),
                 "offer": sorted(self.offer) if self.offer is not None else None}
@@ -316,7 +316,7 @@ def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
     return check
 
 
-def _explain(errors: list[dict], props: Mapping[str, Any]) -> str:
+def _explain(errors: list[dict[str, Any]], props: Mapping[str, Any]) -> str:
     """One line for the model, the most basic problem first: missing, unknown, then types."""
     missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
     if missing:

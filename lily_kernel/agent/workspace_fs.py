@@ -321,7 +321,7 @@ class WorkspaceFS:
                 out.append((entry.name, entry.is_dir(follow_symlinks=False)))
         return sorted(out)
 
-    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry, ids, dfd: int) -> bool:
+    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry[str], ids, dfd: int) -> bool:
         if self.protection((*parts, entry.name)):
             return True
         try:

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from functools import singledispatch
+from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
@@ -234,7 +235,7 @@ def _(r: ModelInfo) -> str:
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
-def parts_line(parts: dict) -> str:
+def parts_line(parts: dict[str, Any]) -> str:
     """The prompt's fixed parts in tokens and the window they share (docs/agent.md#context-budget)."""
     counted = "estimated" if parts["counted"] == "estimate" else f"counted with {parts['counted']}"
     source = {"setting": "set", "table": "built-in table", "default": "default"}[parts["window_from"]]
@@ -270,7 +271,7 @@ def _(r: LogsView) -> str:
         "\n".join(out) if r.rows else "(no cells yet)")
 
 
-def usage_line(usage: dict) -> str:
+def usage_line(usage: dict[str, Any]) -> str:
     """The session's token totals, as the endpoint reported them."""
     calls = usage.get("calls", 0)
     return (f"This session so far: {usage['prompt_tokens']:,} prompt + "

@@ -78,10 +78,10 @@ class SkillRequest:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    config: dict
+    config: dict[str, Any]
     changed: tuple[str, ...] = ()
-    usage: dict | None = None  # the session's reported token totals, if any were reported
-    parts: dict | None = None  # token counts of the prompt's fixed parts: budget.parts
+    usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
+    parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Answer:
     skill: str | None = None
     tools: tuple[str, ...] = ()
     model: str = ""
-    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
+    usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
 
     def footer(self) -> str:

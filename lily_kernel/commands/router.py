@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from lily_kernel import redaction as secrets
 from lily_kernel.agent import pending
@@ -265,7 +266,7 @@ def _new(session: Session, cmd: Command):
                   f"{session.snapshot.version}, empty conversation.")
 
 
-def _prompt_parts(session: Session) -> dict:
+def _prompt_parts(session: Session) -> dict[str, Any]:
     """Token counts of a request's fixed parts (docs/agent.md#context-budget)."""
     from lily_kernel.agent import budget, loop, prompt
     system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])

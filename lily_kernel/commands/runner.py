@@ -13,7 +13,7 @@ again (docs/loader.md#errors).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.notebook_tools import ProposedCell
@@ -40,7 +40,7 @@ class Live(Protocol):
 
     def write(self, piece: str) -> None: ...
 
-    def event(self, kind: str, data: dict) -> None: ...
+    def event(self, kind: str, data: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -83,7 +83,7 @@ class Runner:
         return self._session
 
     # -- the cells ----------------------------------------------------------------------
-    def command(self, cell: str, live: Callable[[], Live] | None = None) -> Iterator:
+    def command(self, cell: str, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """The results of a command cell, in the order a face shows them."""
         cmd = router.parse(cell)
         if cmd is None:
@@ -121,7 +121,7 @@ class Runner:
                                f"{request.skill.argument_hint}).")
 
     def ask(self, text: str, skill: SkillRequest | None = None,
-            live: Callable[[], Live] | None = None) -> Iterator:
+            live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """A prose request (or a skill request) to the agent: its answer, then any card."""
         session = self.session
         if skill is None:
@@ -129,7 +129,7 @@ class Runner:
         yield from self._agent(lambda on_text, on_event: agent.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
-    def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator:
+    def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """After a held tool call ran: the same request goes on with its output."""
         session = self.session
         call, result = done.action, done.tool_result
@@ -138,7 +138,7 @@ class Runner:
         yield from self._agent(lambda on_text, on_event: agent.resume(
             session, call, result, on_text=on_text, on_event=on_event), live)
 
-    def compact(self, live: Callable[[], Live] | None = None) -> Iterator:
+    def compact(self, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """``/compact``: the model's summary of the turns that no longer fit, shown; or a
         notice that every turn still fits (docs/agent.md#compact)."""
         from lily_kernel.agent import compact
@@ -171,7 +171,7 @@ class Runner:
         self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
-    def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
+    def _agent(self, step, live: Callable[[], Live] | None) -> Iterator[Any]:
         shown = live() if live is not None else None
         try:
             reply = step(shown.write if shown else None, shown.event if shown else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
@@ -19,7 +20,7 @@ from lily_kernel.errors import error_line
 from lily_kernel.skills.snapshot import Snapshot
 
 
-def bundle(result, confirm=None, shown=None) -> dict:
+def bundle(result, confirm=None, shown=None) -> dict[str, Any]:
     """The MIME bundle for any command result.
 
     ``confirm(action, ok, always) -> result`` makes an :class:`ActionCard` live: the
@@ -143,7 +144,7 @@ _CELL = ("text-align:left;padding:2px 10px;"
 _HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
 
 
-def _matching(rows, filt: str) -> list:
+def _matching(rows, filt: str) -> list[Any]:
     """The rows that hold ``filt`` (case-insensitive) in any cell; all rows without one."""
     f = filt.lower().strip()
     return [r for r in rows if not f or any(f in str(c).lower() for c in r)]
@@ -210,7 +211,7 @@ _HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.ju
                      ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
 
 
-def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
+def skills_bundle(result: SkillTable, key: str | None = None) -> dict[str, Any]:
     """The /skills table itself: text and HTML only, so it survives a restart.
 
     ``key`` names the filter displayed just before it (:func:`filter_bundle`): that
@@ -222,7 +223,7 @@ def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
     return {"text/plain": render.text(result), "text/html": body}
 
 
-def filter_bundle(result: SkillTable) -> tuple[dict, str] | None:
+def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:
     """The live filter of one /skills output, a display of its own, and the key its
     table carries (None without ipywidgets).
 

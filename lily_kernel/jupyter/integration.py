@@ -18,6 +18,7 @@ import contextvars
 import os
 import threading
 import time
+from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -216,7 +217,7 @@ class _LiveText:
             self.last = now
             self._show()
 
-    def event(self, kind: str, data: dict) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
             self._start_waiting(data.get("model") or "the model")
             return

@@ -54,8 +54,8 @@ class LilyKernel(IPythonKernel):
         _stop_cleanly_on_sigterm(self)
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
-                         user_expressions: dict | None = None, allow_stdin: bool = False,
-                         **kwargs: Any) -> dict:
+                         user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
+                         **kwargs: Any) -> dict[str, Any]:
         """Run the cell; the first cell also shows a start-up notice (a missing
         ``KERNEL_WORKING_DIR``, docs/front-ends.md#remote-kernels) so it is never silent."""
         if self._notice and not silent:
@@ -65,7 +65,7 @@ class LilyKernel(IPythonKernel):
         return await super().do_execute(code, silent, store_history, user_expressions,
                                          allow_stdin, **kwargs)
 
-    async def do_shutdown(self, restart: bool) -> dict:
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         """Journal the session's end (a gateway's shutdown or restart), then IPython's."""
         self.end_session("restart" if restart else "shutdown")
         return await _settle(super().do_shutdown(restart))
@@ -75,7 +75,7 @@ class LilyKernel(IPythonKernel):
         if self.lily.runner.ready:
             self.lily.session.end(reason)
 
-    def pre_handler_hook(self):
+    def pre_handler_hook(self) -> None:
         """Let a kernel_info request ignore SIGINT, as the idle kernel does.
 
         jupyter_client interrupts a kernel before every shutdown, and papermill asks
@@ -127,7 +127,7 @@ class LilyKernel(IPythonKernel):
         return await _settle(super().do_is_complete(code))
 
 
-def python_cell_status(code: str, check_python) -> dict:
+def python_cell_status(code: str, check_python) -> dict[str, Any]:
     """is_complete for a ``%%python`` cell (docs/front-ends.md#jupyter-console).
 
     Like an IPython cell magic, the cell is complete only at a blank line, and

@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
 from lily_kernel.skills import openclaw
@@ -95,7 +96,7 @@ def notes(skill: Skill) -> list[str]:
     return out
 
 
-class ToolReasons(dict):
+class ToolReasons(dict[str, Any]):
     """``policy.unavailable_reason(tools, name)`` per tool name, asked once per load."""
 
     def __init__(self, tools: ToolRegistry, policy: ToolPolicy) -> None:

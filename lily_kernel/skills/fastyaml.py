@@ -25,6 +25,7 @@ value text is checked and classified once, then looked up.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 
@@ -85,7 +86,7 @@ def parse(source: str):
     # No character is left unchecked: keys must match _KEY, value text is checked by
     # _remember (once per distinct text), comments below, and the rest is spaces.
     vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
-    out: dict = {}
+    out: dict[str, Any] = {}
     block = None  # the key of an open "key:" line, while its indented lines are read
     value = None  # that block's list or mapping, once its first item is seen
     indent = 0  # the block's indentation, set by its first item

@@ -8,6 +8,8 @@ are errors.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from lily_kernel.errors import SkillError
@@ -119,7 +121,7 @@ def split(text: str) -> tuple[str | None, str]:
     raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
 
 
-def parse_document(data: bytes) -> tuple[str, str, dict]:
+def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
     """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
     :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
     if len(data) > MAX_FILE_BYTES:
@@ -154,7 +156,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict]:
     return text, body, {} if value is None else value
 
 
-def parse_yaml(source: str) -> dict:
+def parse_yaml(source: str) -> dict[str, Any]:
     """Parse frontmatter YAML into a mapping, refusing what docs/skill-format.md#reading refuses."""
     size = len(source) if source.isascii() else len(source.encode("utf-8"))
     if size > MAX_FRONTMATTER_BYTES:
@@ -168,7 +170,7 @@ def parse_yaml(source: str) -> dict:
     return _load_yaml(source)
 
 
-def _load_yaml(source: str) -> dict:
+def _load_yaml(source: str) -> dict[str, Any]:
     """PyYAML's reading of ``source`` (outside fastyaml's subset).
 
     Refuses what docs/skill-format.md#reading refuses.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
+from typing import Any
 
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.commands.table import BUILTIN_NAMES
@@ -335,7 +336,7 @@ def _exclusion(skill: Skill, tools: ToolRegistry, policy: ToolPolicy) -> str | N
     return None
 
 
-def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict, dict]:
+def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any]]:
     claims: dict[str, list[str]] = {}
     for s in skills:
         if s.command:

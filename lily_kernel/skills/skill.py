@@ -43,7 +43,7 @@ class Eligibility:
     binaries: tuple[str, ...] = ()
     any_binaries: tuple[str, ...] = ()  # at least one on PATH
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"os": list(self.os) if self.os is not None else None,
                 "env": list(self.env), "binaries": list(self.binaries),
                 "any_binaries": list(self.any_binaries)}
@@ -157,7 +157,7 @@ _parse_document = frontmatter.parse_document  # decode, split and parse_yaml, in
 _TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
 
 
-def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
+def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Skill:
     """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
     from dataclasses import replace
 
@@ -182,7 +182,7 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
     return replace(skill, typed=spec, summary=summary)
 
 
-def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict) -> Skill:
+def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict[str, Any]) -> Skill:
     """The :class:`Skill` a frontmatter mapping describes; ``meta`` is owned by the Skill after.
 
     The checks run in a fixed order (the first problem found is the one reported).
@@ -315,7 +315,7 @@ def _check_fast_init() -> None:
         raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
 
 
-def _claude_code_keys(meta: dict) -> None:
+def _claude_code_keys(meta: dict[str, Any]) -> None:
     """Type checks of the Claude Code keys Lily recognises but does not set fields for."""
     hint = meta.get("argument-hint")
     if (hint is not None and not isinstance(hint, str)  # `[file]` in YAML is a list
@@ -328,7 +328,7 @@ def _claude_code_keys(meta: dict) -> None:
     _opt_str(meta, "context")
 
 
-def _opt_str(meta: dict, key: str) -> str | None:
+def _opt_str(meta: dict[str, Any], key: str) -> str | None:
     value = meta.get(key)
     if value is None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill
@@ -20,7 +21,7 @@ class Diagnostic:
     path: str | None
     reason: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"skill": self.skill, "source": self.source, "path": self.path,
                 "kind": self.kind, "reason": self.reason}
 
@@ -60,7 +61,7 @@ class Snapshot:
     def for_skill(self, name: str) -> tuple[Diagnostic, ...]:
         return tuple(d for d in self.diagnostics if d.skill == name)
 
-    def as_dict(self, include_text: bool = False) -> dict:
+    def as_dict(self, include_text: bool = False) -> dict[str, Any]:
         return {
             "snapshot_version": self.version,
             "snapshot_hash": self.hash,
@@ -72,7 +73,7 @@ class Snapshot:
         }
 
 
-def skill_dict(skill: Skill, include_text: bool = False) -> dict:
+def skill_dict(skill: Skill, include_text: bool = False) -> dict[str, Any]:
     data = {
         "name": skill.name,
         "source": skill.source,
@@ -103,7 +104,7 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict:
     return data
 
 
-def _gate_dict(gate) -> dict | None:
+def _gate_dict(gate) -> dict[str, Any] | None:
     """An OpenClaw gate (skills/openclaw.py) as JSON data, in OpenClaw's own key names."""
     if gate is None:
         return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import SkillError
@@ -34,7 +35,7 @@ MAX_COMPATIBILITY = 500
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
-def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
+def validate(path: str | os.PathLike[str], strict: bool = False) -> list[str]:
     """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid.
     With ``strict``, only the errors: :func:`validate_strict` has the warnings too."""
     if strict:
@@ -53,7 +54,7 @@ def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
     return []
 
 
-def validate_lily(path: str | os.PathLike, tools, policy, host=None) -> list[tuple[str, str]]:
+def validate_lily(path: str | os.PathLike[str], tools, policy, host=None) -> list[tuple[str, str]]:
     """``(kind, reason)`` of every diagnostic a load here would give the skill at ``path``:
     ``skill_error`` and ``ineligible`` exclude it, ``note`` does not."""
     from lily_kernel.skills.loader import Candidate, check_one
@@ -67,7 +68,7 @@ def validate_lily(path: str | os.PathLike, tools, policy, host=None) -> list[tup
     return [(d.kind, d.reason) for d in diagnostics]
 
 
-def _read(path: str | os.PathLike) -> tuple[Path | None, bytes | str]:
+def _read(path: str | os.PathLike[str]) -> tuple[Path | None, bytes | str]:
     """(the skill folder, SKILL.md's bytes), or (None, why not)."""
     path = Path(path)
     if path.name == "SKILL.md" and path.is_file():
@@ -86,7 +87,7 @@ def _read(path: str | os.PathLike) -> tuple[Path | None, bytes | str]:
         return None, f"SKILL.md cannot be read: {exc.strerror or exc}"
 
 
-def validate_strict(path: str | os.PathLike) -> tuple[list[str], list[str]]:
+def validate_strict(path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """``--strict`` on the skill at ``path``: (errors, warnings)."""
     folder, data = _read(path)
     if folder is None:
@@ -142,7 +143,7 @@ def _not_in_format(key) -> str:
     return f"'{key}' is not part of the Agent Skills format{whose}"
 
 
-def _name(meta: dict, dir_name: str) -> list[str]:
+def _name(meta: dict[str, Any], dir_name: str) -> list[str]:
     if "name" not in meta:
         return ["missing required field 'name'"]
     name = meta["name"]

@@ -61,7 +61,7 @@ class _TurnError(Exception):
         self.message = message
 
 
-def _validate_turn(turn: Any, where: str) -> dict:
+def _validate_turn(turn: Any, where: str) -> dict[str, Any]:
     """Return ``turn`` as a dict, or raise ValueError naming what is wrong."""
     if isinstance(turn, str):
         return {"content": turn}
@@ -127,7 +127,7 @@ def message_text(message: Any) -> str:
     return ""
 
 
-def prompt_tokens(request: dict) -> int:
+def prompt_tokens(request: dict[str, Any]) -> int:
     """The prompt's tokens as this server counts them: the request's ``messages`` and
     ``tools`` as JSON (non-ASCII kept), one token per 4 UTF-8 bytes, rounded up — about
     what a BPE tokenizer makes of English text with a chat template's markers."""
@@ -304,9 +304,9 @@ class ScriptedServer:
         self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
-        self.requests: list[dict] = []
+        self.requests: list[dict[str, Any]] = []
         self._responder: Responder | None = None
-        self._turns: list[dict] = []
+        self._turns: list[dict[str, Any]] = []
         self._next = 0
         if callable(script):
             self._responder = script
@@ -392,7 +392,7 @@ class ScriptedServer:
         with self._lock:
             return len(self._turns) - self._next
 
-    def chat_requests(self) -> list[dict]:
+    def chat_requests(self) -> list[dict[str, Any]]:
         """The parsed bodies of the ``POST /chat/completions`` requests, in order."""
         return [r["json"] for r in list(self.requests)
                 if r["method"] == "POST" and _route(r["path"]) == "chat"]
@@ -455,7 +455,7 @@ class ScriptedServer:
             return self._send_error(h, err.status, err.message)
         self._answer(h, parsed, index, turn)
 
-    def _take_turn(self, request: dict) -> tuple[int, dict]:
+    def _take_turn(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self._chat_count += 1
             count = self._chat_count
@@ -475,7 +475,7 @@ class ScriptedServer:
             self._next += 1
             return self._next, self._turns[self._next - 1]
 
-    def _answer(self, h: _Handler, request: dict, index: int, turn: dict) -> None:
+    def _answer(self, h: _Handler, request: dict[str, Any], index: int, turn: dict[str, Any]) -> None:
         stream = bool(request.get("stream"))
         if not self._wait(float(turn.get("delay", 0))):
             return
@@ -518,7 +518,7 @@ class ScriptedServer:
 
     # -- response bodies -------------------------------------------------
 
-    def _tool_calls(self, turn: dict) -> list[dict]:
+    def _tool_calls(self, turn: dict[str, Any]) -> list[dict[str, Any]]:
         calls = []
         for call in turn.get("tool_calls") or []:
             args = call.get("arguments", {})
@@ -531,7 +531,7 @@ class ScriptedServer:
                           "function": {"name": call["name"], "arguments": args}})
         return calls
 
-    def _usage(self, request: dict, turn: dict, content: str | None, calls: list[dict]) -> dict:
+    def _usage(self, request: dict[str, Any], turn: dict[str, Any], content: str | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
         """The turn's ``usage`` as given, or (``usage: True`` or none) an estimate."""
         if isinstance(turn.get("usage"), dict):
             usage = dict(turn["usage"])
@@ -550,7 +550,7 @@ class ScriptedServer:
             n = self._completion_count
         return f"chatcmpl-scripted-{n}", int(time.time())
 
-    def _completion(self, request: dict, turn: dict) -> dict:
+    def _completion(self, request: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
         calls = self._tool_calls(turn)
         content = turn.get("content")
         if content is None and not calls:
@@ -568,7 +568,7 @@ class ScriptedServer:
             "usage": self._usage(request, turn, content, calls),
         }
 
-    def _stream_events(self, request: dict, turn: dict) -> tuple[list[dict], list[dict]]:
+    def _stream_events(self, request: dict[str, Any], turn: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The chunk objects of a stream: (body events, closing events)."""
         calls = self._tool_calls(turn)
         content = turn.get("content")
@@ -577,7 +577,7 @@ class ScriptedServer:
         options = request.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
 
-        def chunk(delta: dict | None, finish: str | None = None) -> dict:
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
             obj: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk",
                                    "created": created, "model": model,
                                    "system_fingerprint": None,
@@ -609,7 +609,7 @@ class ScriptedServer:
             closing.append(last)
         return body, closing
 
-    def _stream(self, h: _Handler, request: dict, turn: dict) -> None:
+    def _stream(self, h: _Handler, request: dict[str, Any], turn: dict[str, Any]) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream; charset=utf-8")
         h.send_header("Cache-Control", "no-cache")
@@ -657,10 +657,10 @@ class ScriptedServer:
             h.wfile.write(b"0\r\n\r\n")
             h.wfile.flush()
 
-    def _stream_big(self, h: _Handler, turn: dict, body: list[dict], closing: list[dict],
+    def _stream_big(self, h: _Handler, turn: dict[str, Any], body: list[dict[str, Any]], closing: list[dict[str, Any]],
                     send: Callable[[bytes], None], until: float) -> None:
         """An endless stream, or one of ``stream_chars`` characters, made as it is sent."""
-        def event(obj: dict) -> bytes:
+        def event(obj: dict[str, Any]) -> bytes:
             return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
 
         for obj in body:
@@ -683,7 +683,7 @@ class ScriptedServer:
         h.wfile.flush()
 
     def _send_bytes(self, h: _Handler, status: int, data: bytes, content_type: str,
-                    extra: dict | None = None, truncate: bool = False) -> None:
+                    extra: dict[str, Any] | None = None, truncate: bool = False) -> None:
         h.send_response(status)
         h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(data)))
@@ -695,13 +695,13 @@ class ScriptedServer:
             h.wfile.write(data[: len(data) // 2] if truncate else data)
         h.wfile.flush()
 
-    def _send_json(self, h: _Handler, status: int, obj: Any, extra: dict | None = None,
+    def _send_json(self, h: _Handler, status: int, obj: Any, extra: dict[str, Any] | None = None,
                    truncate: bool = False) -> None:
         self._send_bytes(h, status, json.dumps(obj).encode("utf-8"), "application/json",
                          extra, truncate)
 
     def _send_error(self, h: _Handler, status: int, message: str | None,
-                    extra: dict | None = None, truncate: bool = False) -> None:
+                    extra: dict[str, Any] | None = None, truncate: bool = False) -> None:
         kind, code = _ERROR_KINDS.get(status, ("server_error" if status >= 500
                                                else "invalid_request_error", None))
         if message is None:

@@ -67,7 +67,7 @@ def spec_of(skill: Skill) -> TypedSpec:
     return skill.typed
 
 
-def parse_json_params(text: str) -> dict | None:
+def parse_json_params(text: str) -> dict[str, Any] | None:
     """The JSON object of a programmatic call, or None when ``text`` is not one."""
     from lily_kernel import safejson
     text = text.strip()
@@ -93,7 +93,7 @@ def uncertain_block(session) -> str | None:
             "/cancel to drop it, before a new action")
 
 
-def prepare(session, skill: Skill, values: dict) -> Action:
+def prepare(session, skill: Skill, values: dict[str, Any]) -> Action:
     """Validate ``values`` for ``skill`` and compute its effect, changing nothing."""
     spec = spec_of(skill)
     blocked = uncertain_block(session)
@@ -124,7 +124,7 @@ def prepare(session, skill: Skill, values: dict) -> Action:
                   activity=_activity(session, spec, params), target=_target(session))
 
 
-def _activity_settings(session) -> dict:
+def _activity_settings(session) -> dict[str, Any]:
     table = session.file_config.get("activitypub", {})
     return table if isinstance(table, dict) else {}
 
@@ -141,7 +141,7 @@ def _withheld(session) -> str:
     return ""
 
 
-def _activity(session, spec: TypedSpec, params: dict) -> dict:
+def _activity(session, spec: TypedSpec, params: dict[str, Any]) -> dict[str, Any]:
     from lily_kernel.typed.activity import build_activity, new_activity_id
     actor = _activity_settings(session).get("actor") or DEFAULT_ACTOR
     actors = [params[p.name] for p in spec.params if p.type == "actorUri" and p.name in params]

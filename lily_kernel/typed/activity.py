@@ -122,9 +122,9 @@ def _object_id_for(activity_id: str) -> str:
 
 
 def build_activity(activity_type: str, *, actor: str, to: list[str],
-                   object: dict | str | None = None,
+                   object: dict[str, Any] | str | None = None,
                    content: str | None = None, summary: str | None = None,
-                   activity_id: str | None = None, published: str | None = None) -> dict:
+                   activity_id: str | None = None, published: str | None = None) -> dict[str, Any]:
     """Build a well-formed ActivityStreams 2.0 activity; raise :class:`DispatchError` naming a bad field."""
     if activity_type not in SUPPORTED_TYPES:
         raise DispatchError(f"type {activity_type!r} is not supported; use one of: "
@@ -144,7 +144,7 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
         if activity_type != "Create" or content is None:
             need = "object (or content)" if activity_type == "Create" else "object"
             raise DispatchError(f"{activity_type} needs {need}")
-        obj: dict | str = {"type": "Note", "id": _object_id_for(activity_id), "attributedTo": actor,
+        obj: dict[str, Any] | str = {"type": "Note", "id": _object_id_for(activity_id), "attributedTo": actor,
                            "to": list(recipients), "content": content, "published": published}
         if summary is not None:
             obj["summary"] = summary
@@ -164,7 +164,7 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
     if activity_type == "Create" and content is not None:
         raise DispatchError("Create takes either object or content, not both")
 
-    activity: dict = {"@context": AS_CONTEXT, "id": activity_id, "type": activity_type,
+    activity: dict[str, Any] = {"@context": AS_CONTEXT, "id": activity_id, "type": activity_type,
                       "actor": actor, "to": recipients, "published": published}
     if summary is not None:
         activity["summary"] = summary

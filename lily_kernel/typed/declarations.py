@@ -96,7 +96,7 @@ class TypedSpec:
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
-    def json_schema(self) -> dict:
+    def json_schema(self) -> dict[str, Any]:
         """The parameters as a JSON schema (for the model's tool call)."""
         props: dict[str, Any] = {}
         for p in self.params:
@@ -223,7 +223,7 @@ def _acl(heading_line: int, lines: list[str]) -> tuple[tuple[str, ...], tuple[st
 
 def _params(heading_line: int, lines: list[str]) -> tuple[Param, ...]:
     params: list[Param] = []
-    current: dict | None = None
+    current: dict[str, Any] | None = None
 
     def finish() -> None:
         if current is not None:
@@ -285,7 +285,7 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _check_param(d: dict) -> Param:
+def _check_param(d: dict[str, Any]) -> Param:
     name, ptype = d["name"], d["type"]
 
     def fail(key: str, message: str):

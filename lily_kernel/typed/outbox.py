@@ -224,7 +224,7 @@ def _describe_oserror(exc: BaseException, timeout: float) -> tuple[str, bool]:
 class Outbox:
     """A SQLite record of every activity a skill dispatched, and the deliverer."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists()
@@ -235,7 +235,7 @@ class Outbox:
                 os.chmod(self.path, 0o600)  # activities may be private messages
 
     @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike) -> Outbox:
+    def for_workspace(cls, workspace: str | os.PathLike[str]) -> Outbox:
         """The workspace's outbox: ``<workspace>/.lily/outbox.sqlite``."""
         return cls(Path(workspace) / ".lily" / "outbox.sqlite")
 
@@ -257,13 +257,13 @@ class Outbox:
             conn.execute(f"UPDATE activities SET {cols} WHERE id = ?", [*fields.values(), activity_id])
 
     @staticmethod
-    def _row(row: sqlite3.Row) -> dict:
+    def _row(row: sqlite3.Row) -> dict[str, Any]:
         return {"activity": json.loads(row["activity"]), "status": row["status"],
                 "attempts": row["attempts"], "target": row["target"], "created": row["created"],
                 "delivered_at": row["delivered_at"], "http_status": row["http_status"],
                 "last_error": row["last_error"]}
 
-    def get(self, activity_id: str) -> dict | None:
+    def get(self, activity_id: str) -> dict[str, Any] | None:
         """The record of one activity, or None.
 
         Keys: activity, status (stored | sending | delivered | failed), attempts (total),
@@ -273,7 +273,7 @@ class Outbox:
             row = conn.execute("SELECT * FROM activities WHERE id = ?", (activity_id,)).fetchone()
         return None if row is None else self._row(row)
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[dict[str, Any]]:
         """Every record, oldest first."""
         with self._connect() as conn:
             rows = conn.execute("SELECT * FROM activities ORDER BY seq").fetchall()
@@ -281,7 +281,7 @@ class Outbox:
 
     # -- delivery ---------------------------------------------------------------------
 
-    def deliver(self, activity: dict, *, url: str | None = None, token: str | None = None,
+    def deliver(self, activity: dict[str, Any], *, url: str | None = None, token: str | None = None,
                 timeout: float = 10.0, retries: int = 2, backoff: float = 0.2) -> Delivery:
         """Record ``activity`` and deliver it once: locally, or by POST to ``url``.
 
@@ -421,7 +421,7 @@ class Outbox:
 
     @staticmethod
     def _attempt(opener: urllib.request.OpenerDirector, url: str, body: bytes,
-                 headers: dict, timeout: float, token: str | None) -> tuple[int, str | None]:
+                 headers: dict[str, Any], timeout: float, token: str | None) -> tuple[int, str | None]:
         """One POST. Returns (status, Location) on 2xx; raises :class:`_Attempt` otherwise."""
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
