@@ -20,7 +20,7 @@ class LilyError(Exception):
     and notebooks save ``str(exc)`` as the error's ``evalue``, not only the line shown.
     """
 
-    def __init__(self, *args) -> None:
+    def __init__(self, *args: object) -> None:
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def line(self) -> str:

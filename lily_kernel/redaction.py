@@ -86,13 +86,11 @@ def live_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     return values
 
 
-def redact(text: str, env: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> str:
+def redact(text: object, env: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> str:
     """``text`` without URL userinfo or the live values of the secret variables; ``also``
     names further secrets in hand (e.g. the outbox token a caller was given), masked
     whatever their length."""
-    if not isinstance(text, str):
-        text = str(text)
-    text = mask_env_assignments(redact_urls(text))
+    text = mask_env_assignments(redact_urls(text if isinstance(text, str) else str(text)))
     if "uthorization" in text or "earer" in text or "EARER" in text:
         text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
     for value in (*(v for v in also if v), *live_secrets(env)):

@@ -53,11 +53,23 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(name: str) -> list[tuple[str, int, int]]:
-    """(imported module, line, relative level) for every import statement in module ``name``."""
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import statements under ``if TYPE_CHECKING:`` (read by type checkers only)."""
+    return {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for stmt in node.body for sub in ast.walk(stmt)}
+
+
+def imports_of(name: str, type_only: bool = True) -> list[tuple[str, int, int]]:
+    """(imported module, line, relative level) for every import statement in module ``name``;
+    without ``type_only``, those under ``if TYPE_CHECKING:`` do not count (they never run)."""
     path = modules()[name]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skip = set() if type_only else _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(alias.name, node.lineno, 0) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -72,8 +84,9 @@ def imports_of(name: str) -> list[tuple[str, int, int]]:
 
 
 def internal_edges() -> set[tuple[str, str]]:
-    """(importer, imported) over lily_kernel's own modules."""
-    return {(name, target) for name in modules() for target, _, _ in imports_of(name)
+    """(importer, imported) over lily_kernel's own modules, as they run: an import under
+    ``if TYPE_CHECKING:`` (a type hint's name) is not an edge (docs/architecture.md#layers)."""
+    return {(name, target) for name in modules() for target, _, _ in imports_of(name, False)
             if target in modules() and target != name}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 REFIRE = 0.05
@@ -48,7 +49,7 @@ def _alarm_usable() -> bool:
 def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     armed = [True]
 
-    def ring(signum, frame) -> None:
+    def ring(signum: int, frame: FrameType | None) -> None:
         if armed[0]:
             raise TooSlow()
 
@@ -63,7 +64,7 @@ def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     return (True, box[0]) if box else (False, None)
 
 
-def _run_armed(fn, seconds: float, armed: list[Any], box: list[Any]) -> None:
+def _run_armed(fn: Callable[[], Any], seconds: float, armed: list[Any], box: list[Any]) -> None:
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE)
         try:

@@ -18,6 +18,7 @@ from lily_kernel import redaction as secrets
 from lily_kernel.agent import budget, loop
 from lily_kernel.agent import client as model
 from lily_kernel.agent import prompt as context
+from lily_kernel.errors import ModelError
 
 ASK = "(/compact) Summarise our conversation so far."
 INSTRUCTIONS = ("Summarise the conversation below for your own later use: the user's goals, "
@@ -78,7 +79,7 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
         turn = model.complete(client, config, messages, [], on_text,
                               max_chars=session.limits.answer_chars,
                               max_tokens=fitted.max_tokens)
-    except model.ModelError as exc:
+    except ModelError as exc:
         raise loop.AgentError(secrets.redact(str(exc), session.environ)) from None
     session.add_usage(turn.usage)
     summary = turn.content.strip() or "(the model wrote no summary)"

@@ -31,7 +31,7 @@ MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
 
 
-def read_config_file(workspace) -> dict[str, Any]:
+def read_config_file(workspace: str | os.PathLike[str]) -> dict[str, Any]:
     """The workspace's ``lily.toml`` as a dict ({} when absent); ConfigError when unreadable."""
     import tomllib
     from pathlib import Path
@@ -126,12 +126,12 @@ def _as_text(key: str, raw: object) -> str:
         if key in NOT_NONE:
             raise ConfigError(f"{key} cannot be None")
         return "none"
-    if isinstance(raw, numbers.Real) and not isinstance(raw, bool):
+    if not isinstance(raw, bool) and isinstance(raw, numbers.Real):
         return str(raw)
     raise ConfigError(f"{key} must be text or a number, not {raw!r}")
 
 
-def _parse(key: str, raw: str):
+def _parse(key: str, raw: str) -> Any:
     if raw.lower() in ("", "none", "default") and key not in NOT_NONE:
         return None
     if key == "model":

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Any, cast
 
 import httpx2
 
@@ -33,7 +34,7 @@ class DeadlineExceeded(httpx2.ReadTimeout):
 class DeadlineTransport(httpx2.HTTPTransport):
     """An ``httpx2`` transport that knows the current request's deadline (monotonic)."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.deadline: float | None = None
         self.expired = False
@@ -60,7 +61,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
                     continue
                 if 0 < value <= 60:
                     return value
-        return min(0.5 * 2 ** self.attempts, 8.0)
+        return min(0.5 * 2.0 ** self.attempts, 8.0)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         # No compression: a small compressed body could hold gigabytes, decoded before any
@@ -69,7 +70,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         left = self.remaining()
         if left is None:
             response = super().handle_request(request)
-            response.stream = _Bounded(response.stream, self, None, _encoding(response))
+            response.stream = _Bounded(cast(httpx2.SyncByteStream, response.stream), self, None, _encoding(response))
             return response
         if left <= 0:
             return self._expired(request)
@@ -93,10 +94,11 @@ class DeadlineTransport(httpx2.HTTPTransport):
         if sock is not None:
             with self._lock:
                 self._sockets.add(sock)
-        response.stream = _Bounded(response.stream, self, sock, _encoding(response))
+        response.stream = _Bounded(cast(httpx2.SyncByteStream, response.stream), self, sock, _encoding(response))
         return response
 
-    def forget(self, sock) -> None:
+    def forget(self, sock: socket.socket | None) -> None:
+        """Stop tracking ``sock`` (its stream ended)."""
         with self._lock:
             self._sockets.discard(sock)
 
@@ -123,7 +125,8 @@ class _Bounded(httpx2.SyncByteStream):
     """A response body that stops at the deadline, chunk by chunk, and before any line grows
     past :data:`MAX_LINE_BYTES` (the SSE reader above buffers a whole line)."""
 
-    def __init__(self, inner, owner: DeadlineTransport, sock, encoding: str = "") -> None:
+    def __init__(self, inner: httpx2.SyncByteStream, owner: DeadlineTransport,
+                 sock: socket.socket | None, encoding: str = "") -> None:
         self.inner, self.owner, self.sock = inner, owner, sock
         self.encoding = encoding
 

@@ -321,7 +321,7 @@ class WorkspaceFS:
                 out.append((entry.name, entry.is_dir(follow_symlinks=False)))
         return sorted(out)
 
-    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry[str], ids, dfd: int) -> bool:
+    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry[str], ids: set[tuple[int, int]], dfd: int) -> bool:
         if self.protection((*parts, entry.name)):
             return True
         try:
@@ -360,7 +360,9 @@ class WorkspaceFS:
         with _Fd(self._open_dir(parts, "read", ids)) as dfd:
             yield from self._scan_dir(dfd, parts, limit, skip_dir, ids, 0)
 
-    def _scan_dir(self, dfd, parts, limit, skip_dir, ids, depth) -> Iterator[tuple[str, bytes]]:
+    def _scan_dir(self, dfd: int, parts: tuple[str, ...], limit: Callable[[str], int],
+                  skip_dir: Callable[[int, str], bool], ids: set[tuple[int, int]],
+                  depth: int) -> Iterator[tuple[str, bytes]]:
         with os.scandir(dfd) as it:
             entries = sorted(it, key=lambda e: e.name)
         for entry in entries:

@@ -118,7 +118,7 @@ def _eligibility(skill: Skill) -> str:
     return "; ".join(parts) or "any host"
 
 
-def _declared(skill: Skill, key: str, value) -> str:
+def _declared(skill: Skill, key: str, value: object) -> str:
     if key == "allowed-tools":
         return " ".join(code_span(t) for t in skill.allowed_tools) + " (grants nothing)"
     if isinstance(value, bool):

@@ -90,9 +90,9 @@ class Runner:
             raise CommandError("not a command: a command cell starts with '/'.")
         if self._session is None and cmd.name in RECOVERING:
             self.start()
-            if self._session is not None:
+            if self.ready:
                 yield Notice(f"Skills loaded: snapshot version 1, "
-                             f"{len(self._session.snapshot.skills)} skills.")
+                             f"{len(self.session.snapshot.skills)} skills.")
                 return
         try:
             result = router.execute(self.session, cmd)
@@ -171,7 +171,7 @@ class Runner:
         self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
-    def _agent(self, step, live: Callable[[], Live] | None) -> Iterator[Any]:
+    def _agent(self, step: Callable[..., Any], live: Callable[[], Live] | None) -> Iterator[Any]:
         shown = live() if live is not None else None
         try:
             reply = step(shown.write if shown else None, shown.event if shown else None)

@@ -24,6 +24,7 @@ try:
     import fcntl
 except ImportError:  # Windows: no POSIX locks; a journal there is one process's alone
     fcntl = None  # type: ignore[assignment]
+_LOCKS = fcntl is not None  # POSIX advisory locks (not on Windows)
 
 LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same journal
 
@@ -89,7 +90,7 @@ def _lock(fd: int) -> bool:
     (docs/deploy.md#shared-workspace). A lock that cannot be had in time (a dead client's
     lease) does not stop the kernel: the line is written without it.
     """
-    if fcntl is None:
+    if not _LOCKS:
         return False
     deadline = time.monotonic() + LOCK_WAIT
     while True:

@@ -18,6 +18,7 @@ from lily_kernel.skills import fastyaml
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
+_Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]
 try:  # libyaml is an order of magnitude faster; PyYAML's wheels ship it.
     _Loader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - only on a PyYAML built without libyaml

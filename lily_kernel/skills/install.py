@@ -296,5 +296,5 @@ def _declared_name(folder: Path) -> str | None:
         meta = frontmatter.parse_yaml(source) if source is not None else {}
     except (frontmatter.FrontmatterError, OSError):
         return None
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = meta.get("name")
     return name if isinstance(name, str) else None

@@ -25,6 +25,7 @@ from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
+from lily_kernel.skills.frontmatter import MAX_FILE_BYTES
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
@@ -183,9 +184,10 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        if data.__class__ is str:  # it could not be read
-            diagnostics.append(Diagnostic("skill_error", name, source, path, data))
+        if isinstance(data, _Unreadable):
+            diagnostics.append(Diagnostic("skill_error", name, source, path, data.reason))
             continue
+        assert data is not None  # read whenever discovery found no error
         try:
             skill = parse(name, source, path, data)
         except SkillError as exc:
@@ -253,8 +255,8 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
     data = _read(path, -1 if os.path.islink(path + _SKILL_MD) else None)
-    if data.__class__ is str:
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data))
+    if isinstance(data, _Unreadable):
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
         return None
     try:
         return skill_mod.parse(cand.name, source, path, data)
@@ -267,12 +269,19 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
 # symlink since discovery, the read fails rather than escaping the skill folder.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 _OPEN_LINK_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
-_MAX_READ = skill_mod.frontmatter.MAX_FILE_BYTES + 1  # one byte more tells "too big"
+_MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
 _CHUNK = 64 * 1024
 _TOO_BIG: bytes | None = None
 
 
-def _read(path: str, size: int | None) -> bytes | str:
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """Why a SKILL.md could not be read: the skill's error in the diagnostics."""
+
+    reason: str
+
+
+def _read(path: str, size: int | None) -> bytes | _Unreadable:
     """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
 
     ``size`` is the file's size when discovery found a regular file, -1 when it
@@ -287,7 +296,7 @@ def _read(path: str, size: int | None) -> bytes | str:
             real_dir = os.path.realpath(path)
             target = os.path.realpath(skill_md)
             if os.path.commonpath([real_dir, target]) != real_dir:
-                return f"SKILL.md is a symlink to {target}, outside the skill folder"
+                return _Unreadable(f"SKILL.md is a symlink to {target}, outside the skill folder")
         fd = os.open(skill_md, _OPEN_LINK_FLAGS if link else _OPEN_FLAGS)
         try:  # read up to _MAX_READ bytes, to the end of the file
             if size is not None and 0 <= size < _MAX_READ:
@@ -299,7 +308,7 @@ def _read(path: str, size: int | None) -> bytes | str:
         finally:
             os.close(fd)
     except OSError as exc:
-        return f"SKILL.md cannot be read: {exc.strerror or exc}"
+        return _Unreadable(f"SKILL.md cannot be read: {exc.strerror or exc}")
     if len(data) == _MAX_READ:
         return _too_big()
     return data

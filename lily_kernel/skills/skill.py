@@ -190,7 +190,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     through the helper that names the key in its error.
     """
     if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
-        unknown = ()
+        unknown: tuple[str, ...] = ()
     else:
         for key in meta:
             if key.__class__ is not str and not isinstance(key, str):
@@ -224,7 +224,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     command = get("command")
     if command is not None:
         if command.__class__ is not str:
-            command = _opt_str(meta, "command")
+            _opt_str(meta, "command")  # raises: not a string
         if not COMMAND_RE.match(command):
             raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill
+
+if TYPE_CHECKING:
+    from lily_kernel.skills.openclaw import OpenClawGate
 
 DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note")
 EXCLUDING_KINDS = ("skill_error", "ineligible", "shadowed")
@@ -43,7 +46,8 @@ class Snapshot:
         object.__setattr__(self, "_by_name", {s.name: s for s in self.skills})
 
     def get(self, name: str) -> Skill | None:
-        return self._by_name.get(name)  # type: ignore[attr-defined]
+        """The included skill called ``name``, if any."""
+        return cast("Skill | None", self._by_name.get(name))  # type: ignore[attr-defined]
 
     def names(self) -> list[str]:
         return [s.name for s in self.skills]
@@ -104,7 +108,7 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict[str, Any]:
     return data
 
 
-def _gate_dict(gate) -> dict[str, Any] | None:
+def _gate_dict(gate: OpenClawGate | None) -> dict[str, Any] | None:
     """An OpenClaw gate (skills/openclaw.py) as JSON data, in OpenClaw's own key names."""
     if gate is None:
         return None
@@ -114,7 +118,7 @@ def _gate_dict(gate) -> dict[str, Any] | None:
             "always": gate.always}
 
 
-def _plain(value):
+def _plain(value: object) -> Any:
     """YAML values as JSON-friendly data (dates and the like become strings)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}

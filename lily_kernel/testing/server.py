@@ -199,7 +199,8 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address, handler, owner: ScriptedServer):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 owner: ScriptedServer) -> None:
         self.owner = owner
         super().__init__(address, handler)
 
@@ -210,7 +211,7 @@ class _HTTPServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), port
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (timeouts, interrupted streams, stop()) are normal here.
         pass
 

@@ -22,7 +22,7 @@ def _offered_tools(request: dict[str, Any]) -> set[str]:
     names = set()
     for tool in request.get("tools") or []:
         if isinstance(tool, dict):
-            fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
             if isinstance(fn.get("name"), str):
                 names.add(fn["name"])
     return names
@@ -90,7 +90,7 @@ def _corrected(source: str, error: str) -> str:
     return f"# [scripted model] this cell raised {error.splitlines()[0] if error else 'an error'}\n{body}"
 
 
-def _fix(user_text: str, results: dict[str, str]) -> dict[str, Any] | None:
+def _fix(user_text: str, results: dict[str, str]) -> dict[str, Any]:
     """``/fix`` (fix_error): read the last error, propose a corrected cell, explain."""
     if "last_error" not in results:
         return {"tool_calls": [{"name": "last_error", "arguments": {}}]}
@@ -108,7 +108,7 @@ def _fix(user_text: str, results: dict[str, str]) -> dict[str, Any] | None:
                         "and run it. Nothing ran.")}
 
 
-def _explore(user_text: str, results: dict[str, str]) -> dict[str, Any] | None:
+def _explore(user_text: str, results: dict[str, str]) -> dict[str, Any]:
     """``/explore NAME`` (explore_data): inspect the variable, propose a cell, summarise."""
     name = (user_text.split() or [""])[0]
     if not re.fullmatch(r"[A-Za-z_]\w*", name):

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -121,7 +122,7 @@ def _object_id_for(activity_id: str) -> str:
     return f"{activity_id}/object"
 
 
-def build_activity(activity_type: str, *, actor: str, to: list[str],
+def build_activity(activity_type: str, *, actor: str, to: Sequence[str],
                    object: dict[str, Any] | str | None = None,
                    content: str | None = None, summary: str | None = None,
                    activity_id: str | None = None, published: str | None = None) -> dict[str, Any]:
@@ -130,7 +131,7 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
         raise DispatchError(f"type {activity_type!r} is not supported; use one of: "
                             + ", ".join(SUPPORTED_TYPES))
     _check_https_uri(actor, "actor")
-    if isinstance(to, (str, bytes)) or not isinstance(to, (list, tuple)):
+    if isinstance(to, str) or not isinstance(to, (list, tuple)):  # bytes: not a list either
         raise DispatchError(f"to must be a list of https URIs, got {to!r}")
     recipients = [_check_https_uri(r, f"to[{i}]", allow_public=True) for i, r in enumerate(to)]
     if content is not None and not isinstance(content, str):
@@ -144,12 +145,15 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
         if activity_type != "Create" or content is None:
             need = "object (or content)" if activity_type == "Create" else "object"
             raise DispatchError(f"{activity_type} needs {need}")
-        obj: dict[str, Any] | str = {"type": "Note", "id": _object_id_for(activity_id), "attributedTo": actor,
-                           "to": list(recipients), "content": content, "published": published}
+        obj: dict[str, Any] | str
+        note: dict[str, Any] = {"type": "Note", "id": _object_id_for(activity_id),
+                                "attributedTo": actor, "to": list(recipients), "content": content,
+                                "published": published}
         if summary is not None:
-            obj["summary"] = summary
+            note["summary"] = summary
             summary = None
         content = None
+        obj = note
     elif isinstance(object, str):
         obj = _check_https_uri(object, "object")
     elif isinstance(object, dict):

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from lily_kernel.errors import ActionError, SkillError
@@ -288,7 +288,7 @@ def _scalar(text: str) -> Any:
 def _check_param(d: dict[str, Any]) -> Param:
     name, ptype = d["name"], d["type"]
 
-    def fail(key: str, message: str):
+    def fail(key: str, message: str) -> NoReturn:
         line = d[key][0] if key in d else d["line"]
         raise TypedError(f"line {line}: parameter '{name}': {message}")
 
@@ -407,7 +407,8 @@ def check_value(param: Param, value: Any) -> Any:
     return value
 
 
-def validate(spec: TypedSpec, values: Mapping[str, Any], resolve=None) -> dict[str, Any]:
+def validate(spec: TypedSpec, values: Mapping[str, Any],
+             resolve: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
     """All parameters checked in code: required present, no unknown names, each value fits.
 
     ``resolve(resolver, value)`` turns a name into the canonical value first

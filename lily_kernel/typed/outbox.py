@@ -21,9 +21,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from lily_kernel.redaction import redact
 from lily_kernel.typed.activity import (
@@ -80,7 +82,9 @@ CREATE TABLE IF NOT EXISTS activities (
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Never follow a redirect: it would turn the POST into a GET, or carry the token elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: Message, newurl: str) -> None:
+        """No redirect request: the POST fails with the redirect's status."""
         return None
 
 
@@ -242,7 +246,7 @@ class Outbox:
     # -- store ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _connect(self):
+    def _connect(self) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
         try:

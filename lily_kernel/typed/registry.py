@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,7 +205,7 @@ class ConfigRegistry:
         return conn
 
     @contextlib.contextmanager
-    def _guard(self):
+    def _guard(self) -> Iterator[None]:
         """SQLite failures as one ConfigError naming the file; a damaged file is left as it
         is, never recreated over (docs/limits-and-secrets.md#bad-input)."""
         try:
@@ -284,7 +284,7 @@ class ConfigRegistry:
                         "INSERT INTO audit(t, skill, path, old, new) VALUES (?, ?, ?, ?, ?)",
                         (now, skill, path, old, new),
                     )
-                    entries.append(AuditEntry(cur.lastrowid, now, skill, path, _decode(old), _decode(new)))
+                    entries.append(AuditEntry(cur.lastrowid or 0, now, skill, path, _decode(old), _decode(new)))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -311,7 +311,7 @@ class ScopedConfig:
 
     def __init__(self, registry: ConfigRegistry, skill: str,
                  read: Iterable[str] | str = (), write: Iterable[str] | str = ()) -> None:
-        if not isinstance(skill, str) or not skill.strip():
+        if not isinstance(skill, str) or not skill.strip():  # type: ignore[redundant-expr]  # untrusted
             raise ConfigError(f"invalid skill name {skill!r}")
         self._registry = registry
         self._skill = skill
