@@ -14,7 +14,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,7 @@ def _skip_dir(fd: int, name: str) -> bool:
     return False
 
 
-def _markers(path: str, data: bytes):
+def _markers(path: str, data: bytes) -> Iterator[tuple[str, int, str, str]]:
     """(file cell, line, marker, note) of each marker in one file's bytes."""
     if path.endswith(".ipynb"):
         for number, source in _notebook_sources(data):
@@ -200,7 +200,7 @@ _COMMENT_OPENERS = ("#", "//", "/*", "<!--", "--", ";")
 _LINE_START = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|#+\s*|\[[ xX]\]\s+)*$")
 
 
-def _line_markers(text: str):
+def _line_markers(text: str) -> Iterator[tuple[int, str, str]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         for m in TODO_RE.finditer(line):
             before = line[:m.start()]
@@ -209,7 +209,7 @@ def _line_markers(text: str):
                 break
 
 
-def _notebook_sources(data: bytes):
+def _notebook_sources(data: bytes) -> Iterator[tuple[int, str]]:
     """(cell number, source) of a notebook's code and Markdown cells; never their outputs."""
     try:
         nb = json.loads(data.decode("utf-8", errors="replace"))

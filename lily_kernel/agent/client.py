@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent.config import ModelConfig
 from lily_kernel.errors import ModelError
+
+if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
+    import openai
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
 
@@ -67,9 +70,10 @@ class ClientCache:
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
-        self._client = None
+        self._client: openai.OpenAI | None = None
 
-    def get(self, config: ModelConfig, env: Mapping[str, str]):
+    def get(self, config: ModelConfig, env: Mapping[str, str]) -> openai.OpenAI:
+        """The client for ``config`` (a new one when the endpoint, key or limits changed)."""
         api_key = env.get("OPENAI_API_KEY") or NO_KEY
         key = (config.base_url, api_key, config.timeout, config.max_retries)
         if self._client is None or key != self._key:
@@ -77,11 +81,11 @@ class ClientCache:
 
             from lily_kernel.agent.deadline import DeadlineTransport
             transport = DeadlineTransport()  # enforces the whole request's deadline
-            self._client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
-                                         timeout=config.timeout, max_retries=config.max_retries,
-                                         http_client=openai.DefaultHttpxClient(transport=transport))
-            self._client._lily_deadline = transport
-            self._key = key
+            client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
+                                   timeout=config.timeout, max_retries=config.max_retries,
+                                   http_client=openai.DefaultHttpxClient(transport=transport))
+            client._lily_deadline = transport  # type: ignore[attr-defined]  # read by complete()
+            self._client, self._key = client, key
         return self._client
 
 
@@ -155,7 +159,7 @@ def cut_marker(cap: int) -> str:
             "(lily.toml [limits] answer_chars); the rest was not kept …]*")
 
 
-def complete(client, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              on_text: Callable[[str], None] | None = None, max_chars: int | None = None,
              max_tokens: int | None = None) -> Turn:
     """One streamed completion, assembled into a :class:`Turn`.
@@ -194,7 +198,7 @@ def complete(client, config: ModelConfig, messages: list[dict[str, Any]], tools:
         raise
 
 
-def _late(config: ModelConfig, client) -> str:
+def _late(config: ModelConfig, client: openai.OpenAI) -> str:
     return (f"the model endpoint did not answer within {config.timeout:g} s "
             f"({_tries(config.max_retries)}): {_where(client)}; [model] timeout is the whole "
             "request's deadline, and nothing was done with a partial answer")
@@ -208,7 +212,7 @@ class _Refused(Exception):
         self.param = param
 
 
-def _complete(client, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
               max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
@@ -325,11 +329,11 @@ def _tries(retries: int) -> str:
     return "tried once" if retries <= 0 else f"tried {retries + 1} times"
 
 
-def _where(client) -> str:
+def _where(client: openai.OpenAI) -> str:
     return str(getattr(client, "base_url", "") or "the endpoint").rstrip("/")
 
 
-def _api_message(exc) -> str:
+def _api_message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -338,6 +342,6 @@ def _api_message(exc) -> str:
     return _first_line(getattr(exc, "message", exc))
 
 
-def _first_line(value) -> str:
+def _first_line(value: object) -> str:
     text = str(value).strip()
     return (text.splitlines() or [""])[0][:300]

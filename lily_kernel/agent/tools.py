@@ -17,12 +17,18 @@ import json
 import os
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from lily_kernel.errors import LilyError
+
+if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
+    from pydantic import BaseModel, ConfigDict
+    from pydantic_core import ErrorDetails
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 ALWAYS_CONFIRM = frozenset({"run_python"})  # runs code in the user's namespace: never unasked
 
@@ -129,14 +135,30 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
 
-    def register(self, func: Callable[..., Any] | None = None, *, name: str | None = None,
+    @overload
+    def register(self, func: _F, *, name: str | None = None,
                  description: str | None = None, owner_only: bool = False,
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
-                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> Any:
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> _F: ...
+
+    @overload
+    def register(self, func: None = None, *, name: str | None = None,
+                 description: str | None = None, owner_only: bool = False,
+                 origin: Origin = "builtin", server: str | None = None,
+                 annotations: Mapping[str, bool] | None = None, ask: bool = False,
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 ) -> Callable[[_F], _F]: ...
+
+    def register(self, func: _F | None = None, *, name: str | None = None,
+                 description: str | None = None, owner_only: bool = False,
+                 origin: Origin = "builtin", server: str | None = None,
+                 annotations: Mapping[str, bool] | None = None, ask: bool = False,
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 ) -> _F | Callable[[_F], _F]:
         """Register ``func`` (usable as a decorator, with or without arguments); the
         keywords are :class:`Tool`'s fields."""
-        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        def add(f: _F) -> _F:
             tool_name = name or f.__name__
             doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
             self.add(Tool(tool_name, f, doc, owner_only, origin, server,
@@ -157,7 +179,7 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools[n] for n in self.names())
 
     def copy(self) -> ToolRegistry:
@@ -255,7 +277,6 @@ class ToolPolicy:
 
 _JSON_PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
             "array": "list", "object": "dict"}
-_CONFIG = dict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 def _derive(func: Callable[..., Any]) -> Schema:
@@ -278,9 +299,9 @@ def _derive(func: Callable[..., Any]) -> Schema:
     return Schema(schema, _checker(model))
 
 
-def _config():
+def _config() -> ConfigDict:
     from pydantic import ConfigDict
-    return ConfigDict(**_CONFIG)
+    return ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 @lru_cache(maxsize=64)
@@ -289,23 +310,23 @@ def _flat_schema_check(schema_json: str) -> Callable[[Mapping[str, Any]], str | 
     schema = json.loads(schema_json)
     required = set(schema.get("required", []))
     py = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
-    fields = {}
+    fields: dict[str, Any] = {}
     for i, (name, prop) in enumerate(schema.get("properties", {}).items()):
         ann = py.get(_JSON_PY.get(prop.get("type", ""), ""), Any)
         fields[f"p{i}"] = (ann, _field(... if name in required else None, name))
     return _checker(create_model("arguments", __config__=_config(), **fields))
 
 
-def _field(default: Any, alias: str):
+def _field(default: Any, alias: str) -> Any:
     from pydantic import Field
     return Field(default, alias=alias)
 
 
-def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
+def _checker(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], str | None]:
     from pydantic import ValidationError
     props = _clean(model.model_json_schema()).get("properties", {})
 
-    def check(args: Mapping[str, Any]) -> str | None:
+    def check(args: object) -> str | None:
         if not isinstance(args, Mapping):
             return "the arguments must be a JSON object"
         try:  # in JSON mode, as the model sent them: "1" is not an integer, a list is a tuple
@@ -316,7 +337,7 @@ def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
     return check
 
 
-def _explain(errors: list[dict[str, Any]], props: Mapping[str, Any]) -> str:
+def _explain(errors: list[ErrorDetails], props: Mapping[str, Any]) -> str:
     """One line for the model, the most basic problem first: missing, unknown, then types."""
     missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
     if missing:
