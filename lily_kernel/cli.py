@@ -136,7 +136,8 @@ def _lily_checker():
 def cmd_skills_install(args: argparse.Namespace) -> int:
     """Scan, check and copy one skill into Lily's user or workspace root
     (docs/skills-compat.md#installing-skills); exit 1 when refused."""
-    from lily_kernel.skills.install import InstallError, install
+    from lily_kernel.errors import InstallError
+    from lily_kernel.skills.install import install
     try:
         done = install(args.source, _lily_checker(), "workspace" if args.workspace else "user",
                        name=args.name, sha256=args.sha256, allow_risky=args.allow_risky)
@@ -155,7 +156,8 @@ def cmd_skills_install(args: argparse.Namespace) -> int:
 
 def cmd_skills_remove(args: argparse.Namespace) -> int:
     """Delete one skill from Lily's user or workspace root."""
-    from lily_kernel.skills.install import InstallError, remove
+    from lily_kernel.errors import InstallError
+    from lily_kernel.skills.install import remove
     target = "workspace" if args.workspace else "user" if args.user else None
     try:
         path = remove(args.name, target)

@@ -20,7 +20,8 @@ from typing import Any
 
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ToolError, ToolRegistry
+from lily_kernel.agent.tools import ToolRegistry
+from lily_kernel.errors import ToolError
 
 # Folders /todos never enters (docs/trust-boundary.md#scan_todos); any folder whose name
 # starts with "." and any virtual environment (pyvenv.cfg, conda-meta) is skipped too.

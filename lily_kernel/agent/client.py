@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent.config import ModelConfig
-from lily_kernel.errors import ModelError
+from lily_kernel.errors import ContextExceeded, ModelError
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
     import openai
@@ -101,16 +101,6 @@ _LLAMA_CPP = re.compile(r"request \((\d+) tokens\) exceeds the available context
 _OPENAI_MAX = re.compile(r"maximum context length is (\d+) tokens")
 _OPENAI_ASKED = re.compile(r"(?:resulted in|you requested) (\d+) tokens")
 _OPENAI_MESSAGES = re.compile(r"\((\d+) in the messages")
-
-
-class ContextExceeded(ModelError):
-    """The endpoint refused the prompt as longer than its context window (HTTP 400)."""
-
-    def __init__(self, detail: str, window: int | None, requested: int | None) -> None:
-        super().__init__(f"the model endpoint rejected the request (HTTP 400): {detail}")
-        self.detail = detail
-        self.window = window  # the endpoint's context size, when it named it
-        self.requested = requested  # the prompt's tokens as the endpoint counted them
 
 
 def context_exceeded(message: str) -> ContextExceeded | None:

@@ -31,13 +31,16 @@ from lily_kernel.agent import client as model
 from lily_kernel.agent import lean
 from lily_kernel.agent import pending as waiting
 from lily_kernel.agent import prompt as context
+from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
-from lily_kernel.agent.tools import ToolError, check_args, invoke
+from lily_kernel.agent.tools import check_args, invoke
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands.results import SkillRequest
-from lily_kernel.errors import CommandError
+from lily_kernel.errors import ActionError, AgentError, ModelError, ToolError
 from lily_kernel.session.session import Session
+from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
+from lily_kernel.typed.actions import spec_of
 
 MAX_STEPS = 8
 WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "
@@ -47,37 +50,33 @@ NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's co
            "call it again afterwards if it is still needed")
 
 
-def too_many(limits) -> str:
+def too_many(limits: Limits) -> str:
     """The answer to a tool call past a cap (docs/trust-boundary.md#caps)."""
     return (f"Error: not run: too many calls (at most {limits.tool_calls_per_step} per step, "
             f"and {limits.conversation_chars:,} characters of conversation per request: "
             "lily.toml [limits] tool_calls_per_step, conversation_chars)")
 
-LOAD_SKILL = {"type": "function", "function": {
+LOAD_SKILL: dict[str, Any] = {"type": "function", "function": {
     "name": "load_skill",
     "description": "Read a skill's instructions before using it.",
     "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
                    "required": ["name"]}}}
-READ_SKILL_FILE = {"type": "function", "function": {
+READ_SKILL_FILE: dict[str, Any] = {"type": "function", "function": {
     "name": "read_skill_file",
     "description": "Read a file of the loaded skill, e.g. references/guide.md.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
-PROPOSE_ACTION = {"type": "function", "function": {
+PROPOSE_ACTION: dict[str, Any] = {"type": "function", "function": {
     "name": "propose_action",
     "description": "Propose parameters for the loaded typed skill; the user confirms.",
     "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
                    "required": ["parameters"]}}}
-READ_CONFIG = {"type": "function", "function": {
+READ_CONFIG: dict[str, Any] = {"type": "function", "function": {
     "name": "read_config",
     "description": "Read a setting (dotted path) of the loaded typed skill.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
-
-
-class AgentError(CommandError):
-    """A request to the agent failed; one readable line."""
 
 
 @dataclass
@@ -190,7 +189,7 @@ class _Request:
         body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
         return f"# Skill: {name}\n\n{body}{note}"
 
-    def _typed_skill(self):
+    def _typed_skill(self) -> Skill:
         if self.skill is None:
             raise ToolError("load a typed skill with load_skill first")
         skill = self.session.snapshot.get(self.skill)
@@ -209,7 +208,7 @@ class _Request:
             raise ToolError(refusal)
         try:
             action = actions.prepare(self.session, skill, args["parameters"])
-        except actions.ActionError as exc:
+        except ActionError as exc:
             raise ToolError(str(exc)) from None
         self.session.offer(action)
         self.proposal = action
@@ -222,7 +221,7 @@ class _Request:
         if problem:
             raise ToolError(f"read_config: {problem}")
         skill = self._typed_skill()
-        spec = skill.typed
+        spec = spec_of(skill)
         scoped = self.session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
         try:
             return json.dumps(scoped.read(args["path"]))
@@ -236,6 +235,8 @@ class _Request:
         if self.skill is None:
             raise ToolError("load a skill with load_skill before reading its files")
         skill = self.session.snapshot.get(self.skill)
+        if skill is None:
+            raise ToolError(f"the loaded skill '{self.skill}' is no longer loaded")
         parts = split(args["path"])  # the file boundary, rooted at the skill's references/
         if parts[:1] == ("references",):
             parts = parts[1:]
@@ -249,6 +250,8 @@ class _Request:
         if refusal:
             raise ToolError(refusal)
         tool = session.tools.get(name)
+        if tool is None:  # model_refusal names an unknown tool first
+            raise ToolError(f"{name}: no such tool")
         problem = check_args(tool.parameters, args)
         if problem:
             raise ToolError(f"{name}: {problem}")
@@ -373,6 +376,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
                              request.proposal, usage, request.shown, left_out)
             held = None
             size += len(json.dumps(pending[-1], default=str))
+            result: str | None
             for n, call in enumerate(turn.tool_calls):
                 before = request.skill
                 if n >= limits.tool_calls_per_step or size > limits.conversation_chars:
@@ -415,7 +419,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
         commit(pending)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
-    except model.ModelError as exc:
+    except ModelError as exc:
         _withdraw(request, pending)  # the request ends in an error: its card is never shown
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lily_kernel.agent import bounded
-from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolError, ToolRegistry
+from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolRegistry
+from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
 
 LIST_SHOWN = 200            # variables named by one list_variables answer

@@ -22,16 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import (
-    ALWAYS_CONFIRM,
-    Shown,
-    Tool,
-    ToolError,
-    ToolPolicy,
-    ToolRegistry,
-    invoke,
-)
-from lily_kernel.errors import ActionError
+from lily_kernel.agent.tools import ALWAYS_CONFIRM, Shown, Tool, ToolPolicy, ToolRegistry, invoke
+from lily_kernel.errors import ActionError, ToolError, Uncertain
 from lily_kernel.typed import actions
 from lily_kernel.typed.actions import Action
 
@@ -124,7 +116,7 @@ class Decision:
     display: object | None = None
 
 
-class Holder(Protocol):
+class Holder(actions.Host, Protocol):
     """What pending work needs of a session (docs/session.md#state)."""
 
     pending: PendingItem | None
@@ -291,7 +283,7 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
         return Decision(item, f"Cancelled: **{item.skill}** did nothing.")
     try:
         outcome = actions.execute(session, item)
-    except actions.Uncertain as exc:
+    except Uncertain as exc:
         raise actions.held(session, item, exc) from None
     except ActionError as exc:
         raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "

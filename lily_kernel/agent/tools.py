@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from lily_kernel.errors import LilyError
+from lily_kernel.errors import ToolError
 
 if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
     from pydantic import BaseModel, ConfigDict
@@ -31,10 +31,6 @@ if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#imp
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 ALWAYS_CONFIRM = frozenset({"run_python"})  # runs code in the user's namespace: never unasked
-
-
-class ToolError(LilyError):
-    """A tool could not run or refused its input; the message is for the reader."""
 
 
 @dataclass(frozen=True)

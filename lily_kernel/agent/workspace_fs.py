@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.protected import MARKERS, Protected, fold, protected_set
-from lily_kernel.agent.tools import ToolError
+from lily_kernel.errors import ToolError
 
 _SEP = re.compile(r"[/\\]")
 # getattr: the module must import everywhere; _root_fd refuses where dir_fd is missing.

@@ -78,7 +78,10 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
 
 
 def typed_lines(skill: Skill) -> list[str]:
+    """The /help lines of a typed skill's declaration (none for another skill)."""
     spec = skill.typed
+    if spec is None:
+        return []
     out = [f"**Typed skill ({md_text(spec.kind)})**: {md_text(' '.join(spec.purpose.split()))}", ""]
     if spec.params:
         out += ["| parameter | type | required | constraints | description |",

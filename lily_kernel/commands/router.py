@@ -15,7 +15,6 @@ from typing import Any
 from lily_kernel import redaction as secrets
 from lily_kernel.agent import pending
 from lily_kernel.agent.config import SECRET_KEYS
-from lily_kernel.agent.tools import ToolError
 from lily_kernel.commands import table as commands
 from lily_kernel.commands.results import (
     ActionDone,
@@ -28,8 +27,14 @@ from lily_kernel.commands.results import (
     SkillTable,
     ToolOutput,
 )
-from lily_kernel.errors import ActionError, CommandError, ConfigError, command_error
-from lily_kernel.session.persona import PersonaError
+from lily_kernel.errors import (
+    ActionError,
+    CommandError,
+    ConfigError,
+    PersonaError,
+    ToolError,
+    command_error,
+)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 

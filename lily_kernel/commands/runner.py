@@ -28,7 +28,7 @@ from lily_kernel.commands.results import (
     ProposedCells,
     SkillRequest,
 )
-from lily_kernel.errors import CommandError, LoaderError
+from lily_kernel.errors import CommandError, Interrupted, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
 
@@ -43,10 +43,6 @@ class Live(Protocol):
     def event(self, kind: str, data: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
-
-
-class Interrupted(CommandError):
-    """The user interrupted the cell (Jupyter's interrupt, Ctrl-C): one line, kernel alive."""
 
 
 class Runner:

@@ -14,15 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lily_kernel.errors import ConfigError
+from lily_kernel.errors import PersonaError
 
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")
 DEFAULT_AGENT = "default"
 MAX_FILE_CHARS = 16_000
-
-
-class PersonaError(ConfigError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent import workspace_fs
@@ -30,6 +30,10 @@ from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
+    from lily_kernel.typed.outbox import Outbox
+    from lily_kernel.typed.registry import ConfigRegistry
 
 
 class Session:
@@ -51,8 +55,8 @@ class Session:
         if add_tools is not None:  # a face's own tools (the notebook tools), before the snapshot
             add_tools(self)
         self.model_clients = ClientCache()
-        self._config_registry = None
-        self._outbox = None
+        self._config_registry: ConfigRegistry | None = None
+        self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
         self._start()
 
@@ -123,7 +127,7 @@ class Session:
         except ValueError as exc:  # fail closed, like a broken cap
             self.policy, self.share_values = ToolPolicy(), False
             self._file_error = self._file_error or f"lily.toml {exc}"
-        self._files = None  # the file boundary, built on first use with these caps
+        self._files: workspace_fs.WorkspaceFS | None = None  # the file boundary, built on first use with these caps
         try:
             self.capture_reads = _capture_reads(self._file_config.get("journal"))
         except ValueError as exc:
@@ -182,10 +186,11 @@ class Session:
         """What the file tools may reach, with this lily.toml's caps (docs/trust-boundary.md);
         built once per session (and again after /new)."""
         if self._files is None:
-            self._files = workspace_fs.for_session(self.workspace, self.limits,
-                                                   self.persona_dirs, self._env)
+            files = workspace_fs.for_session(self.workspace, self.limits,
+                                             self.persona_dirs, self._env)
             if self.capture_reads:
-                self._files.on_read = self._capture
+                files.on_read = self._capture
+            self._files = files
         return self._files
 
     def _capture(self, path: str, data: bytes) -> None:
@@ -210,7 +215,7 @@ class Session:
         return self._file_error or self._model_error
 
     @property
-    def environ(self):
+    def environ(self) -> Mapping[str, str]:
         """The environment requests read (OPENAI_API_KEY): the one the session was given, else
         the process's, live, so %env in the notebook takes effect."""
         return self._env if self._explicit_env else os.environ
@@ -221,7 +226,7 @@ class Session:
         return self._file_config
 
     @property
-    def config(self):
+    def config(self) -> ConfigRegistry:
         """The workspace's Config Registry (typed internal skills), opened on first use."""
         if self._config_registry is None:
             from lily_kernel.typed.registry import ConfigRegistry
@@ -230,7 +235,7 @@ class Session:
         return self._config_registry
 
     @property
-    def outbox(self):
+    def outbox(self) -> Outbox:
         """The workspace's ActivityPub outbox store (typed external skills), opened on first use."""
         if self._outbox is None:
             from lily_kernel.typed.outbox import Outbox

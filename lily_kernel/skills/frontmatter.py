@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from lily_kernel.errors import SkillError
+from lily_kernel.errors import FrontmatterError
 from lily_kernel.skills import fastyaml
 
 MAX_FILE_BYTES = 256 * 1024
@@ -29,10 +29,6 @@ _FORBIDDEN_TOKENS = {
     yaml.AliasToken: "aliases (*name) are not allowed",
     yaml.TagToken: "explicit tags (!tag) are not allowed",
 }
-
-
-class FrontmatterError(SkillError):
-    """The frontmatter cannot be read; the message says why."""
 
 
 #: Deepest nesting of YAML collections read (flow brackets plus block levels). libyaml and

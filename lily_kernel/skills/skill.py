@@ -11,10 +11,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.errors import SkillError
+from lily_kernel.errors import FrontmatterError, SkillError, TypedError
 from lily_kernel.skills import frontmatter, openclaw
+
+if TYPE_CHECKING:  # the '## Type' section is parsed by typed/declarations.py
+    from lily_kernel.typed.declarations import TypedSpec
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -70,7 +73,7 @@ class Skill:
     disable_model_invocation: bool = False
     unknown_keys: tuple[str, ...] = ()
     frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (docs/typed-skills.md#declaration)
+    typed: TypedSpec | None = None  # when the body declares a typed skill (docs/typed-skills.md#declaration)
     openclaw: Any = None  # an openclaw.OpenClawGate when metadata.openclaw (or older) gates it
 
     @property
@@ -144,7 +147,7 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
         raise SkillError(name_problem(name))
     try:
         text, body, meta = _parse_document(data)
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         raise SkillError(str(exc)) from None
     skill = _from_mapping(name, source, path, text, body, meta)
     if ("Type" in body and _TYPE_HEADING.search(body)) or "activity" in meta:
@@ -176,7 +179,7 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Ski
     first_line = text[:len(text) - len(body)].count("\n") + 1
     try:
         spec = typed.parse(body, first_line, activity)
-    except typed.TypedError as exc:
+    except TypedError as exc:
         raise SkillError(str(exc)) from None
     summary = skill.summary or " ".join(spec.purpose.split())
     return replace(skill, typed=spec, summary=summary)

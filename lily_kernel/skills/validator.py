@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.commands.table import BUILTIN_NAMES
-from lily_kernel.errors import SkillError
+from lily_kernel.errors import FrontmatterError, SkillError
 from lily_kernel.skills import frontmatter
 from lily_kernel.skills.skill import (
     AGENT_SKILLS_KEYS,
@@ -117,7 +117,7 @@ def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
         if source is None:
             return ["SKILL.md must start with YAML frontmatter (a first line '---')"], []
         meta = frontmatter.parse_yaml(source)
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         return [str(exc)], []
     out = [_not_in_format(key) for key in meta if key not in AGENT_SKILLS_KEYS]
     warnings: list[str] = []

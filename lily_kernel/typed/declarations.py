@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from lily_kernel.errors import ActionError, SkillError
+from lily_kernel.errors import ParamError, TypedError
 
 TYPES = ("string", "number", "boolean", "enum", "actorUri", "objectId")
 KINDS = ("internal", "external")
@@ -40,14 +40,6 @@ _CONSTRAINT = re.compile(r"^([a-z_]+)\s*:\s*(.*)$")
 _ACL = re.compile(r"^[-*]?\s*(read|write)\s*:\s*\[(.*)\]\s*$")
 _PATH = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
 CONSTRAINT_KEYS = ("resolve", "default", "enum", "min", "max", "config")
-
-
-class TypedError(SkillError):
-    """A typed skill is malformed; the message names the line."""
-
-
-class ParamError(ActionError):
-    """A parameter value does not fit its declaration; the message names the parameter."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.errors import ActionError, ConfigError
+from lily_kernel.errors import AclError, ConfigError
 
 __all__ = [
     "PATH_RE",
@@ -60,10 +60,6 @@ _SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
         BEGIN SELECT RAISE(ABORT, 'the config audit trail is append-only'); END""",
 )
-
-
-class AclError(ActionError, PermissionError):
-    """A skill tried to read or write a path its Config ACL does not grant."""
 
 
 def covers(prefix: str, path: str) -> bool:

@@ -16,10 +16,9 @@ from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
-from lily_kernel.agent.loop import AgentError
 from lily_kernel.commands import router
 from lily_kernel.commands.results import Notice
-from lily_kernel.errors import CommandError
+from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

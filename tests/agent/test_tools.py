@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from lily_kernel.agent.tools import ToolError, ToolPolicy, ToolRegistry, schema_for
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry, schema_for
 from lily_kernel.agent.workspace_fs import split
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ToolOutput
-from lily_kernel.errors import CommandError
+from lily_kernel.errors import CommandError, ToolError
 from lily_kernel.session.session import Session
 
 

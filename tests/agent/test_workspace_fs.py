@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ToolError
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands import router
+from lily_kernel.errors import ToolError
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

@@ -15,6 +15,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from lily_kernel.errors import FrontmatterError
 from lily_kernel.skills import fastyaml, frontmatter
 
 FALLBACK = fastyaml.FALLBACK
@@ -369,14 +370,14 @@ def _three_steps(data: bytes):
         text = frontmatter.decode(data)
         raw, body = frontmatter.split(text)
         return text, body, frontmatter.parse_yaml(raw) if raw is not None else {}
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         return str(exc)
 
 
 def _one_step(data: bytes):
     try:
         return frontmatter.parse_document(data)
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         return str(exc)
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.errors import ConfigError
-from lily_kernel.typed.registry import PATH_RE, AclError, AuditEntry, ConfigRegistry, covers
+from lily_kernel.errors import AclError, ConfigError
+from lily_kernel.typed.registry import PATH_RE, AuditEntry, ConfigRegistry, covers
 
 REPO = Path(__file__).resolve().parents[2]
 
