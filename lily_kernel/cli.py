@@ -9,6 +9,8 @@
     lily kernel install [--user | --sys-prefix | --prefix P]
     lily run "/command ..."             run one command cell, as the kernel would
     lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
+    lily mcp list [--json]              start the configured MCP servers, list their tools
+    lily mcp import FILE                a .mcp.json / mcp_settings.json as lily.toml tables
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -435,6 +437,48 @@ def add_logs_parser(sub: Any) -> None:
                      help="do not run it once to record its outputs (nbval then has none)")
 
 
+
+
+def cmd_mcp_list(args: argparse.Namespace) -> int:
+    """Start the configured MCP servers here and list their state and tools (docs/mcp.md)."""
+    from lily_kernel.commands.results import McpStatus
+    from lily_kernel.session.session import Session
+    session = Session(journal=False)
+    if session.config_error:
+        print(f"Error: {session.config_error}", file=sys.stderr)
+        return 2
+    hub = session.mcp
+    if hub is not None:
+        hub.sync(session.tools)
+    status = McpStatus(tuple(hub.status(session.tools, session.policy)) if hub else (),
+                       tuple(hub.problems) if hub else ())
+    if args.json:
+        print(json.dumps({"servers": list(status.servers), "problems": list(status.problems)},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(render.text(status))
+    if hub is not None:
+        hub.close()
+    return 1 if any(r["state"] == "failed" for r in status.servers) else 0
+
+
+def cmd_mcp_import(args: argparse.Namespace) -> int:
+    """Print the lily.toml tables for a Claude Code / Cursor / notebook-intelligence
+    ``.mcp.json`` or a jupyter-ai ``mcp_settings.json``."""
+    from pathlib import Path
+
+    from lily_kernel.errors import ConfigError
+    from lily_kernel.mcp.config import read_mcp_json, to_toml
+    try:
+        if not Path(args.file).is_file():
+            raise ConfigError(f"{args.file}: no such file")
+        print(to_toml(read_mcp_json(Path(args.file))), end="")
+    except ConfigError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``lily`` command's argument parser."""
     p = _Parser(prog="lily", description="Lily: skills for Jupyter.")
@@ -487,6 +531,15 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
+
+    mcp = sub.add_parser("mcp", help="MCP tool servers")
+    msub = mcp.add_subparsers(dest="action", required=True)
+    mlist = msub.add_parser("list", help="start the configured servers and list their tools")
+    mlist.add_argument("--json", action="store_true", help="print one JSON object")
+    mlist.set_defaults(func=cmd_mcp_list)
+    mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
+    mimp.add_argument("file")
+    mimp.set_defaults(func=cmd_mcp_import)
     return p
 
 

@@ -3,8 +3,9 @@
 Three kinds of secret are removed from any text Lily shows or records (errors, the journal,
 ``/model`` output, the kernel's input history): the ``user:password@`` part of every URL,
 the credentials of an ``Authorization`` header or after ``Bearer``, and the live values
-of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``), all
-replaced by ``***``; so is the value a cell gives a secret-looking variable with ``%env``,
+of the secret environment variables (``OPENAI_API_KEY``, ``LILY_OUTBOX_TOKEN``) and of the
+values Lily expanded from ``${VAR}`` into an MCP server's configuration (:func:`add_secret`),
+all replaced by ``***``; so is the value a cell gives a secret-looking variable with ``%env``,
 ``%set_env`` or ``os.environ[...] =`` (before that value is live). Every pass is linear in
 the length of the text, whatever it holds. See docs/limits-and-secrets.md#secrets.
 """
@@ -18,6 +19,8 @@ SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
 MIN_SECRET_LEN = 8
 MASK = "***"
+# Values registered at run time (an MCP server's expanded ``${VAR}``s, docs/mcp.md#secrets).
+_ADDED: set[str] = set()
 
 # After "://", the authority's userinfo runs to its last "@" before a path, query, fragment,
 # blank or quote. The match starts at a literal "://" and the class excludes "/", so the
@@ -75,14 +78,25 @@ def redact_urls(text: str) -> str:
     return _USERINFO.sub("://" + MASK + "@", text)
 
 
+def add_secret(value: str) -> None:
+    """Treat ``value`` as a live secret from now on, for the life of the process (a value
+    Lily expanded from ``${VAR}`` into an MCP server's configuration); short values are
+    ignored, like short variables."""
+    if isinstance(value, str) and len(value) >= MIN_SECRET_LEN:
+        _ADDED.add(value)
+
+
 def live_secrets(env: Mapping[str, str] | None = None) -> list[str]:
-    """The current values of the secret environment variables (long enough to be secrets)."""
+    """The current values of the secret environment variables (long enough to be secrets),
+    then the values registered with :func:`add_secret`, longest first."""
     env = os.environ if env is None else env
     values = []
     for name in SECRET_ENV:
         value = env.get(name) or ""
         if len(value) >= MIN_SECRET_LEN:
             values.append(value)
+    if _ADDED:
+        values += sorted(_ADDED, key=len, reverse=True)
     return values
 
 

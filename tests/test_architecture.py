@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import pkgutil
 import subprocess
 import sys
@@ -24,7 +25,8 @@ FACES = ("lily_kernel.jupyter", "lily_kernel.cli", "lily_kernel.__main__", "lily
 TESTING = "lily_kernel.testing"
 # The rooms of the core from the bottom up; a room may import the rooms below it.
 # (docs/architecture.md#layers). redaction.py, safejson.py and errors.py are below everything.
-LAYERS = ("redaction", "safejson", "errors", "skills", "typed", "agent", "session", "commands")
+LAYERS = ("redaction", "safejson", "errors", "skills", "typed", "agent", "mcp", "session",
+          "commands")
 # The imports that go up the layers today, each one a known debt of the layout
 # (docs/architecture.md#known-back-edges). A new one fails the test; so does an
 # entry that no longer exists (delete it here and in the docs).
@@ -205,3 +207,27 @@ def test_openai_and_pydantic_are_imported_only_on_use():
             "    router.run(s, cell)\n"
             "print('openai' in sys.modules, 'pydantic' in sys.modules)")
     assert _run(code) == "False False"
+
+
+def test_the_mcp_sdk_is_imported_only_once_a_server_is_configured(tmp_path):
+    """Importing Lily (the kernel's modules, ``%load_ext lily``'s package), a session start
+    and /mcp, /help load no ``mcp``; a server that starts does (docs/mcp.md#the-client)."""
+    code = ("import sys\nimport lily, lily_kernel.jupyter.kernel, lily_kernel.cli\n"
+            "from lily_kernel.session.session import Session\n"
+            "from lily_kernel.commands import router\n"
+            "s = Session(sys.argv[1], journal=False)\n"
+            "for cell in ('/mcp', '/help'):\n    router.run(s, cell)\n"
+            "print('mcp' in sys.modules)\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path)}
+    def run() -> str:
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+    assert run() == "False"
+    (tmp_path / "lily.toml").write_text('[mcp.servers.off]\ncommand = "x"\ndisabled = true\n')
+    assert run() == "False"  # disabled (and an untrusted workspace's servers) start nothing
+    (tmp_path / "config" / "lily").mkdir(parents=True)
+    (tmp_path / "config" / "lily" / "lily.toml").write_text(
+        '[mcp.servers.on]\ncommand = "/nonexistent/server"\n')
+    assert run() == "True"

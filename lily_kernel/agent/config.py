@@ -9,7 +9,10 @@ import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from lily_kernel.errors import (
     ConfigError,
@@ -31,11 +34,33 @@ MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
 
 
-def read_config_file(workspace: str | os.PathLike[str]) -> dict[str, Any]:
-    """The workspace's ``lily.toml`` as a dict ({} when absent); ConfigError when unreadable."""
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The user's config file: ``$XDG_CONFIG_HOME/lily/lily.toml``, else
+    ``~/.config/lily/lily.toml`` (docs/mcp.md#configuration)."""
+    from pathlib import Path
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "lily" / CONFIG_FILE
+
+
+def merged(user: Mapping[str, object], workspace: Mapping[str, object]) -> dict[str, Any]:
+    """The user file's tables under the workspace's: defaults < user file < workspace
+    ``lily.toml``, key by key inside each table."""
+    out = dict(user)
+    for key, value in workspace.items():
+        below = out.get(key)
+        out[key] = {**below, **value} if isinstance(below, dict) and isinstance(value, dict) \
+            else value
+    return out
+
+
+def read_config_file(workspace: str | os.PathLike[str],
+                     path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The workspace's ``lily.toml`` (or the file at ``path``) as a dict ({} when absent);
+    ConfigError when unreadable."""
     import tomllib
     from pathlib import Path
-    path = Path(workspace) / CONFIG_FILE
+    path = Path(workspace) / CONFIG_FILE if path is None else Path(path)
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)

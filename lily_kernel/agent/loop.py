@@ -332,6 +332,8 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
            on_event: Callable[[str, dict[str, Any]], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
     session = request.session
+    if session.mcp is not None:  # the MCP servers' current tools (docs/mcp.md#tools)
+        session.mcp.sync(session.tools, budget=session.model_config.timeout)
     config = session.model_config
     client = session.model_clients.get(config, session.environ)
     system = {"role": "system",

@@ -7,8 +7,8 @@ lines). The model's arguments are validated with the same pydantic model,
 strictly: ``"1"`` is not an integer. pydantic is imported on first use only, so
 a session start or a command never pays for it (docs/agent.md#tool-schemas).
 The policy decides, in code, which registered tools may be used at all
-(allow/deny, deny wins) and which the model may call (never an owner-only
-tool). Each session owns its own registry, so two notebooks never share tools.
+(allow/deny, deny wins; names or globs such as ``mcp__notes__*``) and which the model
+may call (never an owner-only tool). Each session owns its own registry, so two notebooks never share tools.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import re
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -163,8 +164,12 @@ class ToolRegistry:
         return add(func) if func is not None else add
 
     def add(self, tool: Tool) -> None:
-        """Register a built :class:`Tool` (an MCP server's, say) under its name."""
+        """Register a ready-made :class:`Tool` (an MCP server's, docs/mcp.md#tools)."""
         self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        """Forget tool ``name`` (an MCP tool its server no longer lists)."""
+        self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -182,6 +187,13 @@ class ToolRegistry:
         new = ToolRegistry()
         new._tools = dict(self._tools)
         return new
+
+
+def matches(name: str, names: frozenset[str]) -> bool:
+    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)?"""
+    if name in names:
+        return True
+    return any(fnmatchcase(name, p) for p in names if "*" in p or "?" in p or "[" in p)
 
 
 def _name_set(value: str | None) -> frozenset[str] | None:
@@ -238,9 +250,10 @@ class ToolPolicy:
         return self.offer is None or name in self.offer or name == "load_skill"
 
     def needs_confirmation(self, name: str) -> bool:
-        """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``)?
-        The whole rule, with a tool's own ``ask``, is ``agent/pending.asks``."""
-        return name in self.confirm
+        """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``, a
+        glob such as ``mcp__notes__*``)? The whole rule, with a tool's own ``ask``, is
+        ``agent/pending.asks``."""
+        return matches(name, self.confirm)
 
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
@@ -248,9 +261,9 @@ class ToolPolicy:
             if name in NOTEBOOK_TOOLS:
                 return f"tool '{name}' is {NEEDS_NOTEBOOK}"
             return f"tool '{name}' is not registered"
-        if name in self.deny:
+        if matches(name, self.deny):
             return f"tool '{name}' is denied by the tool policy"
-        if self.allow is not None and name not in self.allow:
+        if self.allow is not None and not matches(name, self.allow):
             return f"tool '{name}' is not in the tool policy's allow list"
         return None
 

@@ -22,6 +22,8 @@ from lily_kernel.commands.results import (
     ConfirmedRun,
     HelpPage,
     LogsView,
+    McpImage,
+    McpStatus,
     ModelInfo,
     Notice,
     ProposedCells,
@@ -450,3 +452,51 @@ def _value(value) -> str:
         return json.dumps(value, indent=2, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _mcp_markdown(r: McpStatus) -> str:
+    """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
+    from lily_kernel.commands.sanitize import md_text
+    esc = lambda v: md_text(str(v))  # noqa: E731
+    if not r.servers:
+        return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
+    out = []
+    if r.restarted:
+        out.append(f"Restarted MCP server **{esc(r.restarted)}**.\n")
+    for row in r.servers:
+        state = row["state"] + (f": {esc(row['reason'])}" if row.get("reason") else "")
+        out.append(f"**{esc(row['name'])}** ({row['transport']}, {esc(row['source'])}): {state}")
+        if row.get("note"):
+            out.append(f"\n*{esc(row['note'])}*")
+        if row.get("stderr"):
+            out.append("\n" + "\n".join(f"> {esc(line)}" for line in row["stderr"]))
+        if row["tools"]:
+            out.append("\n" + md_table(("tool", "approval"),
+                                        [(esc(t["name"]), t["mode"]) for t in row["tools"]]))
+        out.append("")
+    out += [f"*{esc(p)}*" for p in r.problems]
+    return "\n".join(out).strip()
+
+
+markdown.register(McpStatus, _mcp_markdown)
+
+
+@text.register
+def _(r: McpStatus) -> str:
+    if not r.servers:
+        return _plain(_mcp_markdown(r))
+    out = [f"Restarted MCP server {r.restarted}.\n"] if r.restarted else []
+    for row in r.servers:
+        state = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
+        out.append(f"{row['name']} ({row['transport']}, {row['source']}): {state}")
+        out += [f"  {row['note']}"] if row.get("note") else []
+        out += [f"  | {line}" for line in row.get("stderr") or []]
+        if row["tools"]:
+            out.append(table(("tool", "approval"), [(t["name"], t["mode"]) for t in row["tools"]]))
+        out.append("")
+    return "\n".join([*out, *r.problems]).strip()
+
+
+@text.register
+def _(r: McpImage) -> str:
+    return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"

@@ -32,6 +32,22 @@ class AgentList:
 
 
 @dataclass(frozen=True)
+class McpStatus:
+    """``/mcp``: each MCP server's state and tools (``Hub.status`` rows), and name clashes."""
+    servers: tuple[dict[str, Any], ...]
+    problems: tuple[str, ...] = ()
+    restarted: str | None = None
+
+
+@dataclass(frozen=True)
+class McpImage:
+    """An image an MCP tool returned (``image/png`` or ``image/jpeg``), shown in the notebook."""
+    mime: str
+    data: bytes
+    tool: str
+
+
+@dataclass(frozen=True)
 class Notice:
     """A short confirmation, in Markdown."""
     markdown: str

@@ -21,6 +21,7 @@ from lily_kernel.commands.results import (
     AgentList,
     CompactRequest,
     LogsView,
+    McpStatus,
     ModelInfo,
     Notice,
     SkillRequest,
@@ -189,7 +190,7 @@ def _invoke(session: Session, skill: Skill, text: str):
                 return SkillRequest(skill, text)
             action = actions.prepare(session, skill, values)  # every required parameter, valid
             outcome = actions.execute_now(session, action)  # uncertain: held pending
-        except actions.ActionError as exc:
+        except ActionError as exc:
             raise command_error(exc) from None
         session.settle(action, "executed")
         return ActionDone(action, outcome.summary)
@@ -376,6 +377,24 @@ def _clip(text: str, width: int) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
+def _mcp(session: Session, cmd: Command):
+    hub = session.mcp
+    words = cmd.args.split()
+    restarted = None
+    if words:
+        if words[0] != "restart" or len(words) != 2:
+            raise CommandError("usage: /mcp, or /mcp restart NAME.")
+        if hub is None or words[1] not in hub.servers:
+            raise CommandError(f"no MCP server named '{words[1]}'. Run /mcp for the list.")
+        hub.restart(words[1])
+        restarted = words[1]
+    if hub is None:
+        return McpStatus(())
+    hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
+    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
+                     restarted)
+
+
 def _no_args(cmd: Command) -> None:
     if cmd.args:
         raise CommandError(f"/{cmd.name} takes no arguments.")
@@ -393,6 +412,7 @@ _HANDLERS = {
     "trust": _trust,
     "compact": _compact,
     "logs": _logs,
+    "mcp": _mcp,
     "confirm": _confirm,
     "cancel": _confirm,
 }

@@ -24,6 +24,7 @@ from lily_kernel.commands.results import (
     ActionDone,
     Answer,
     CompactRequest,
+    McpImage,
     Notice,
     ProposedCells,
     SkillRequest,
@@ -187,6 +188,10 @@ class Runner:
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)
+        hub = self.session.mcp
+        while hub is not None and hub.shown:  # images MCP tools returned (docs/mcp.md#tools)
+            image = hub.shown.pop(0)
+            yield McpImage(image.mime, image.data, image.tool)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 

@@ -43,6 +43,8 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("trust", "/trust [--revoke]",
                    "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
                    "and trust it; --revoke undoes it."),
+    BuiltinCommand("mcp", "/mcp [restart NAME]",
+                   "Show each MCP server's state and tools with their approval mode, or restart one."),
     BuiltinCommand("confirm", "/confirm [id] [--always]",
                    "Carry out the change, dispatch or tool call waiting for confirmation "
                    "(--always: that tool runs without a card until /new)."),

@@ -14,7 +14,7 @@ from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
-from lily_kernel.commands.results import ActionCard, SkillTable
+from lily_kernel.commands.results import ActionCard, McpImage, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
 from lily_kernel.skills.snapshot import Snapshot
@@ -28,6 +28,10 @@ def bundle(result, confirm=None, shown=None) -> dict[str, Any]:
     """
     if isinstance(result, SkillTable):
         return skills_bundle(result)
+    if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
+        import base64
+        return {"text/plain": render.text(result),
+                result.mime: base64.b64encode(result.data).decode("ascii")}
     data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
     if isinstance(result, ActionCard) and confirm is not None:
         view = card_widget(result, confirm, shown)

@@ -32,6 +32,8 @@ def install(user: bool = False, sys_prefix: bool = False, prefix: str | None = N
         for extra in source.iterdir():
             if extra.name != "kernel.json" and extra.is_file():
                 shutil.copy(extra, tmp)
+        from lily_kernel.jupyter.help_page import PAGE_NAME, page
+        (Path(tmp) / PAGE_NAME).write_text(page(), encoding="utf-8")  # the Help menu's page
         # jupyter_client copies the folder with its modes; a temporary folder is 0700, and
         # a shared --sys-prefix/--prefix install must be readable by every user.
         os.chmod(tmp, 0o755)

@@ -19,7 +19,7 @@ from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import ModelConfig, read_config_file
+from lily_kernel.agent.config import ModelConfig, merged, read_config_file, user_config_path
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -65,6 +65,7 @@ class Session:
         self._model_error: str | None = None
         self._model_set: dict[str, object] = {}  # what /model changed, kept across /trust
         self._load_config()
+        self._start_mcp()
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.active_agent = persona_mod.DEFAULT_AGENT
@@ -94,10 +95,14 @@ class Session:
         the agent, and commands keep working on defaults. An untrusted workspace's settings
         that would send a secret elsewhere are withheld (docs/trust-boundary.md#workspace-trust)."""
         self._file_error: str | None = None
+        try:  # defaults < the user's file < the workspace's lily.toml (docs/mcp.md#configuration)
+            self._user_config = read_config_file(self.workspace, user_config_path(self._env))
+        except ConfigError as exc:
+            self._user_config, self._file_error = {}, str(exc)
         try:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
-            self._file_config, self._file_error = {}, str(exc)
+            self._file_config, self._file_error = {}, self._file_error or str(exc)
         self.withheld: list[trust_mod.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
@@ -109,6 +114,8 @@ class Session:
             if not trusted:
                 self.withheld = trust_mod.withheld(self._file_config, self._env)
                 self._file_config = trust_mod.without(self._file_config, self.withheld)
+        self._workspace_config = self._file_config
+        self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
         if own_outbox:  # the user's own outbox wins over the file's
             from lily_kernel.typed.outbox import plain_http_reason
@@ -134,6 +141,24 @@ class Session:
             self.capture_reads = False
             self._file_error = self._file_error or f"lily.toml {exc}"
         self._captured: set[tuple[str, int]] = set()
+
+    def _start_mcp(self) -> None:
+        """Start the configured MCP servers (docs/mcp.md); the SDK is imported only then."""
+        old, self.mcp = getattr(self, "mcp", None), None
+        if old is not None:
+            old.close()
+        from lily_kernel.mcp import config as mcp_config
+        if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
+            return
+        try:
+            servers = mcp_config.load(self.workspace, self._env, self._user_config,
+                                      self._workspace_config)
+        except ConfigError as exc:
+            self._file_error = self._file_error or str(exc)
+            return
+        from lily_kernel.mcp.hub import Hub
+        self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
+        self.mcp.start()
 
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))
@@ -352,9 +377,13 @@ class Session:
                              "reason": reason})
 
     def renew(self) -> None:
-        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model."""
+        """``/new``: a new id, a fresh snapshot, an empty conversation, default agent and model;
+        the configuration (lily.toml, the user's file, MCP servers) read again, with the
+        kernel's environment as it is now (``%env`` in the notebook) when none was given."""
         old = self.session_id
         self.journal.append({"event": "session_ended", "session_id": old, "reason": "/new"})
+        if not self._explicit_env:
+            self._env = dict(os.environ)
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
@@ -422,6 +451,16 @@ def _flag(table: Any, section: str, key: str, default: bool) -> bool:
 def _capture_reads(table: Any) -> bool:
     """``[journal] capture_reads`` (default false): journal the files tools read, for replay."""
     return _flag(table, "journal", "capture_reads", False)
+
+
+def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
+    """Has the user trusted ``workspace`` (``/trust``, agent/trust.py)? An unreadable trust
+    record means untrusted."""
+    from lily_kernel.agent import trust
+    try:
+        return trust.is_trusted(workspace, env)
+    except ConfigError:
+        return False
 
 
 def _share_values(table: Any) -> bool:

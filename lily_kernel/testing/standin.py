@@ -63,8 +63,9 @@ def _forced_skill(user_text: str) -> tuple[str | None, str]:
     found = re.search(r'<skill name="([^"]+)">', user_text)
     if not found:
         return None, user_text
-    _, _, rest = user_text.partition("</skill>")
-    return found.group(1), rest.strip()
+    body, _, rest = user_text.partition("</skill>")
+    given = re.search(r"^ARGUMENTS: (.*)$", body, re.MULTILINE)  # Claude Code's rule
+    return found.group(1), (given.group(1) if given else rest).strip()
 
 
 def _results_since(messages: list[Any], start: int) -> dict[str, str]:

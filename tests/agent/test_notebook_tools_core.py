@@ -13,6 +13,7 @@ from lily_kernel.agent import bounded
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import notebook_tools as nt
 from lily_kernel.agent.tools import ToolPolicy
+from lily_kernel.errors import ActionError
 from lily_kernel.testing.server import ScriptedServer
 
 
@@ -181,7 +182,6 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
 
     from lily_kernel.agent import pending
     from lily_kernel.session.session import Session
-    from lily_kernel.typed import actions
     book = Runner()
     with ScriptedServer([
         {"tool_calls": [{"name": "list", "arguments": {}, "id": "a"},
@@ -197,7 +197,7 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
         assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed
         outcome = pending.decide(session, None, ok=True)
         assert book.ran == ["x = 1"] and session.pending is None
-        with pytest.raises(actions.ActionError):
+        with pytest.raises(ActionError):
             pending.decide(session, None, ok=True)  # a second Confirm finds nothing
         final = agent.resume(session, outcome.item, outcome.result)
         assert final.text == "FINAL" and book.ran == ["x = 1"]

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 from lily_kernel.commands.table import BUILTINS
-from lily_kernel.skills.paths import bundled
 
 
 def test_the_help_page_lists_every_built_in_command():
-    page = (bundled("kernelspec") / "help.html").read_text(encoding="utf-8")
+    from lily_kernel.jupyter.help_page import page as render
+    page = render()
     for command in BUILTINS:
         assert f"<code>{html.escape(command.usage)}</code>" in page, command.name
         assert html.escape(command.summary) in page, command.name
@@ -25,6 +25,7 @@ def test_install_ships_the_page_and_the_kernel_links_to_it(tmp_path, lily):
     proc = subprocess.run([sys.executable, "-m", "lily_kernel", "install", "--prefix", str(prefix)],
                           capture_output=True, text=True, timeout=60, env=env, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert (prefix / "share" / "jupyter" / "kernels" / "lily" / "help.html").is_file()
+    installed = prefix / "share" / "jupyter" / "kernels" / "lily" / "help.html"
+    assert "/reload_skills" in installed.read_text(encoding="utf-8")
     reply = lily.kc.kernel_info(reply=True, timeout=10)["content"]
     assert reply["help_links"] == [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]

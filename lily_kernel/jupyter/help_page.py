@@ -1,4 +1,17 @@
-<!DOCTYPE html>
+"""The page behind the Help menu's "Lily help" entry (docs/front-ends.md#help-menu).
+
+Written into the kernelspec folder at install time from the built-in command table, so it
+never lists a command the kernel does not have. A static page: no script.
+"""
+from __future__ import annotations
+
+import html
+
+from lily_kernel.commands.table import BUILTINS
+
+PAGE_NAME = "help.html"
+
+_HEAD = """<!DOCTYPE html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
@@ -11,8 +24,7 @@
   </style>
 </head>
 <body>
-  <!-- Installed with the kernelspec; tests/jupyter/test_help_page.py keeps the command
-       table in step with lily_kernel/commands/table.py. No script: it is a static page. -->
+  <!-- Written by the kernelspec install from lily_kernel/commands/table.py. No script. -->
   <h1>Lily</h1>
   <p>A local, skill-driven AI agent inside Jupyter. A notebook is a session.</p>
   <h2>What a cell does</h2>
@@ -26,17 +38,9 @@
   <h2>Commands</h2>
   <table>
     <tr><th>command</th><th>what it does</th></tr>
-      <tr><td><code>/skills [--all]</code></td><td>List the skills in this session&#x27;s snapshot; --all adds excluded skills and why.</td></tr>
-      <tr><td><code>/skill &lt;name&gt; [input]</code></td><td>Run that skill now: tool_dispatch skills call their tool, prompt_rewrite skills go to the model.</td></tr>
-      <tr><td><code>/help [skill]</code></td><td>List the commands, or show one skill&#x27;s metadata from the snapshot.</td></tr>
-      <tr><td><code>/agent [name]</code></td><td>List the agents, or switch persona (conversation, skills and model are kept).</td></tr>
-      <tr><td><code>/reload_skills</code></td><td>Rebuild the skill snapshot from disk (version + 1).</td></tr>
-      <tr><td><code>/reload_persona</code></td><td>Re-read the active agent&#x27;s persona files.</td></tr>
-      <tr><td><code>/new</code></td><td>Start a new session: new id, fresh snapshot, empty conversation.</td></tr>
-      <tr><td><code>/model [name] [key=value ...]</code></td><td>Show or change the model configuration (temperature, reasoning_effort, verbosity, base_url, timeout, max_retries).</td></tr>
-      <tr><td><code>/confirm</code></td><td>Carry out the change, dispatch or tool call waiting for confirmation.</td></tr>
-      <tr><td><code>/cancel</code></td><td>Discard the change, dispatch or tool call waiting for confirmation.</td></tr>
-      <tr><td><code>/&lt;alias&gt; [input]</code></td><td>A skill's alias: the same as <code>/skill &lt;name&gt; [input]</code>.</td></tr>
+"""
+
+_TAIL = """      <tr><td><code>/&lt;alias&gt; [input]</code></td><td>A skill's alias: the same as <code>/skill &lt;name&gt; [input]</code>.</td></tr>
   </table>
   <p>In a notebook, <code>/help</code> lists these with the skill aliases of your session, and
   <code>/help &lt;skill&gt;</code> shows one skill. In a terminal, <code>lily --help</code>.</p>
@@ -51,3 +55,11 @@
   <code>docs/notebook-tools.md</code> and <code>docs/trust-boundary.md</code>.</p>
 </body>
 </html>
+"""
+
+
+def page() -> str:
+    """The help page: cell routing, every built-in command, where the manual is."""
+    rows = "".join(f"      <tr><td><code>{html.escape(c.usage)}</code></td>"
+                   f"<td>{html.escape(c.summary)}</td></tr>\n" for c in BUILTINS)
+    return _HEAD + rows + _TAIL

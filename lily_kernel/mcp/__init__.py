@@ -1,0 +1,1 @@
+"""MCP tool servers under Lily's policy (docs/mcp.md)."""

@@ -1,0 +1,320 @@
+"""MCP connections: the SDK's event loop in one background thread (docs/mcp.md#the-client).
+
+The kernel is synchronous. Every MCP server of the process is driven by one asyncio loop
+in one daemon thread; the kernel submits coroutines to it and waits on their futures
+with a bound. A :class:`Server` owns one connection (a stdio child or a Streamable HTTP
+endpoint): it starts, lists its tools, refreshes them on
+``notifications/tools/list_changed``, calls a tool within its timeout, and stops. A fault
+(a start that fails, a child that exits mid-call, a malformed message, a hang) ends in one
+line in :attr:`Server.reason` or a :class:`~lily_kernel.errors.ToolError`, never a
+traceback. This module imports the ``mcp`` SDK; it is itself imported only once a server
+is configured.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from lily_kernel.errors import ToolError
+from lily_kernel.mcp.config import ServerConfig
+from lily_kernel.redaction import redact
+
+T = TypeVar("T")
+START_TIMEOUT = 30.0  # seconds for a server to start and list its tools
+MAX_TOOLS = 100  # per server; more are left out with one line (the model is offered <= 128)
+#: The environment a stdio child inherits from the kernel; everything else it gets is its
+#: own ``env`` table (docs/mcp.md#what-a-server-receives).
+INHERITED = ("PATH", "HOME", "LANG", "TERM", "USER", "SHELL", "TMPDIR")
+# Run in the child before the server's command: die with the kernel (PR_SET_DEATHSIG, also
+# after kill -9), unless the kernel is already gone, then exec the server in place.
+LAUNCHER = ("import ctypes,os,signal,sys\n"
+            "ctypes.CDLL(None,use_errno=True).prctl(1,signal.SIGKILL,0,0,0)\n"
+            "os.getppid()==int(sys.argv[1]) or os._exit(1)\n"
+            "try:\n os.execvp(sys.argv[2],sys.argv[2:])\n"
+            "except OSError as e:\n"
+            " sys.stderr.write(f'cannot start {sys.argv[2]}: {e.strerror}\\n'); os._exit(127)\n")
+
+
+# The SDK logs a server's faults with tracebacks; Lily reports them as one line instead.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+logging.getLogger("mcp").propagate = False
+
+
+class _Loop:
+    """The one background thread that runs the SDK's asyncio loop."""
+
+    _instance: _Loop | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="lily-mcp", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> _Loop:
+        """The process's loop thread, started on first use."""
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = _Loop()
+            return cls._instance
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the loop; its future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+
+def child_environment(own: dict[str, str], env: dict[str, str] | None = None) -> dict[str, str]:
+    """A stdio child's environment: PATH, HOME, LANG, LC_*, TERM, USER, SHELL, TMPDIR from
+    the kernel, then the server's own ``env`` (never OPENAI_API_KEY, LILY_OUTBOX_TOKEN...)."""
+    env = dict(os.environ) if env is None else env
+    out = {k: v for k, v in env.items() if k in INHERITED or k.startswith("LC_")}
+    out.update(own)
+    return out
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception (or the first leaf of an exception group) as one redacted line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) and text == type(exc).__name__:
+        text = "timed out"
+    return redact(" ".join(text.split()))[:300]
+
+
+class Server:
+    """One MCP server's connection, driven on the background loop."""
+
+    def __init__(self, config: ServerConfig, workspace: str,
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.state = "disabled" if config.disabled else "stopped"
+        self.reason: str | None = config.error
+        self.tools: list[Any] = []  # mcp.types.Tool, as listed
+        self.note: str | None = None  # e.g. tools left out past MAX_TOOLS
+        self.generation = 0  # bumped whenever the tool list changes
+        self._on_change = on_change
+        self._session: Any = None
+        self._stop: asyncio.Event | None = None
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._fault: str | None = None
+        # the child's stderr, kept for /mcp; open for the server's life
+        self._errlog = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+", encoding="utf-8", errors="replace")
+        self._ready = threading.Event()
+        self._future: concurrent.futures.Future[None] | None = None
+        if config.error:
+            self.state = "failed"
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self) -> None:
+        """Start connecting in the background (state ``starting``)."""
+        if self.config.error or self.config.disabled:
+            return
+        self.state, self.reason, self._fault = "starting", None, None
+        self._ready.clear()
+        self._future = _Loop.get().submit(self._run())
+
+    def wait(self, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the server is ready or failed (at most ``timeout`` seconds)."""
+        if self.state == "starting":
+            self._ready.wait(timeout)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the connection (a stdio child is stopped by the SDK)."""
+        loop = _Loop.get().loop
+        if self._stop is not None:
+            loop.call_soon_threadsafe(self._stop.set)
+        if self._future is not None:
+            with contextlib.suppress(Exception):
+                self._future.result(timeout)
+        self._future = None
+        if self.state in ("ready", "starting"):
+            self.state = "stopped"
+
+    def restart(self) -> None:
+        """``/mcp restart NAME``: stop, then start again."""
+        self.stop()
+        self._errlog.seek(0)
+        self._errlog.truncate()
+        self.start()
+
+    def stderr_tail(self, lines: int = 5) -> list[str]:
+        """The last lines the child wrote to stderr, redacted."""
+        with contextlib.suppress(ValueError, OSError):
+            self._errlog.flush()
+            self._errlog.seek(0)
+            text = self._errlog.read()[-4000:]
+            self._errlog.seek(0, os.SEEK_END)
+            return [redact(line) for line in text.splitlines()[-lines:] if line.strip()]
+        return []
+
+    # -- the connection (on the loop) -----------------------------------------
+    async def _run(self) -> None:
+        from mcp import ClientSession
+        self._stop = asyncio.Event()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                ended = asyncio.Event()
+                read = await stack.enter_async_context(self._watch(read, ended))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._on_message))
+                async with asyncio.timeout(START_TIMEOUT):
+                    await session.initialize()
+                    await self._list(session)
+                self._session, self.state = session, "ready"
+                self._ready.set()
+                stop = asyncio.ensure_future(self._stop.wait())
+                end = asyncio.ensure_future(ended.wait())
+                await asyncio.wait([stop, end], return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                end.cancel()
+                if ended.is_set() and not self._stop.is_set():
+                    self.state = "failed"
+                    self.reason = self._fault or self._ended_reason()
+                    self._fail_inflight(self.reason)
+        except BaseException as exc:  # the fault is the server's state, one line
+            if self.state != "stopped" and not (self._stop and self._stop.is_set()):
+                self.state = "failed"
+                self.reason = self._fault or one_line(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            if self._stop.is_set():
+                self.state = "stopped"
+            elif self.state == "ready":  # the connection ended by itself
+                self.state, self.reason = "failed", self._fault or "the connection ended"
+            self._session = None
+            self._fail_inflight(self.reason or "the server stopped")
+            self._ready.set()
+
+    def _ended_reason(self) -> str:
+        tail = self.stderr_tail(2)
+        return ("the server exited" if self.config.transport == "stdio" else
+                "the server closed the connection") + (f" ({' / '.join(tail)})" if tail else "")
+
+    @contextlib.asynccontextmanager
+    async def _watch(self, read: Any, ended: asyncio.Event) -> Any:
+        """``read`` passed through, setting ``ended`` when the server's side closes (a child
+        that exits mid-call fails its call at once instead of at its timeout)."""
+        import anyio
+        send, recv = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            try:
+                async with send:
+                    async for item in read:
+                        await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+            finally:
+                ended.set()
+                self._fail_inflight(self._fault or self._ended_reason())
+        task = asyncio.ensure_future(pump())
+        try:
+            async with recv:
+                yield recv
+        finally:
+            task.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> Any:
+        cfg = self.config
+        if cfg.transport == "http":
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+            async with create_mcp_http_client(headers=dict(cfg.headers)) as client, \
+                    streamable_http_client(cfg.url or "", http_client=client) as streams:
+                yield streams
+            return
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        command, args = cfg.command or "", list(cfg.args)
+        if sys.platform.startswith("linux"):
+            command, args = sys.executable, ["-I", "-S", "-c", LAUNCHER, str(os.getpid()),
+                                             command, *args]
+        cwd = os.path.join(self.workspace, cfg.cwd) if cfg.cwd else self.workspace
+        params = StdioServerParameters(command=command, args=args, cwd=cwd,
+                                       env=child_environment(dict(cfg.env)))
+        async with stdio_client(params, errlog=self._errlog) as streams:
+            yield streams
+
+    async def _list(self, session: Any) -> None:
+        tools: list[Any] = []
+        cursor = None
+        while True:
+            from mcp.types import PaginatedRequestParams
+            result = await session.list_tools(
+                params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+            tools += result.tools
+            cursor = result.next_cursor
+            if not cursor or len(tools) > MAX_TOOLS:
+                break
+        self.note = None
+        if len(tools) > MAX_TOOLS:
+            self.note = (f"offers more than {MAX_TOOLS} tools; Lily keeps the first {MAX_TOOLS}")
+            tools = tools[:MAX_TOOLS]
+        self.tools = tools
+        self.generation += 1
+        if self._on_change is not None:
+            self._on_change()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):  # a malformed message from the server
+            self._fault = f"sent a malformed message: {one_line(message)}"
+            self._fail_inflight(self._fault)
+            return
+        if getattr(message, "method", "") == "notifications/tools/list_changed" and self._session:
+            with contextlib.suppress(Exception):
+                await self._list(self._session)
+
+    def _fail_inflight(self, why: str) -> None:
+        self._fault = self._fault or why
+        for task in list(self._inflight):
+            task.cancel()
+
+    # -- calls (from the kernel's thread) ---------------------------------------
+    def call(self, tool: str, args: dict[str, Any], timeout: float) -> Any:
+        """Call ``tool``; the SDK's ``CallToolResult``. ToolError with one line on a fault."""
+        name = self.config.name
+        if self.state != "ready" or self._session is None:
+            raise ToolError(f"MCP server '{name}' is not running "
+                            f"({self.state}{': ' + self.reason if self.reason else ''})")
+        self._fault = None
+        future = _Loop.get().submit(self._call(tool, args, timeout))
+        try:
+            return future.result(timeout + 2)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolError(f"MCP server '{name}': '{tool}' did not answer within "
+                            f"{timeout:g} s") from None
+        except (asyncio.CancelledError, concurrent.futures.CancelledError):
+            why = self._fault or "the call was cancelled"
+            raise ToolError(f"MCP server '{name}': '{tool}' failed: {why}") from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"MCP server '{name}': '{tool}' failed: {one_line(exc)}") from None
+
+    async def _call(self, tool: str, args: dict[str, Any], timeout: float) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._session.call_tool(tool, args)
+        except TimeoutError:
+            raise ToolError(f"MCP server '{self.config.name}': '{tool}' did not answer within "
+                            f"{timeout:g} s") from None
+        finally:
+            self._inflight.discard(task)
