@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
@@ -33,9 +33,13 @@ from lily_kernel.errors import CommandError, LilyError, LoaderError, LogsError, 
 from lily_kernel.session import logs
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from lily_kernel.skills.install import LilyCheck
 
 
-def _snapshot(args: argparse.Namespace):
+def _snapshot(args: argparse.Namespace) -> Snapshot:
     from lily_kernel.agent.builtin_tools import register_builtins
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
@@ -124,7 +128,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _lily_checker():
+def _lily_checker() -> LilyCheck:
     """``lily skills validate --lily`` for one folder, with this host's tools and policy."""
     from lily_kernel.agent.builtin_tools import register_builtins
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -243,9 +247,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
         else:
-            rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
-                     h.snippet) for h in hits]
-            print(render.table(("session", "time", "where", "snippet"), rows, width=100))
+            hit_rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+                         h.snippet) for h in hits]
+            print(render.table(("session", "time", "where", "snippet"), hit_rows, width=100))
             print(f"{len(hits)} match(es).", file=sys.stderr)
         return 0
     read = _read_logs(args)
@@ -404,7 +408,7 @@ def add_logs_parser(sub: Any) -> None:
 
     def child(name: str, help_text: str,
               func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        p = lsub.add_parser(name, help=help_text)
+        p: argparse.ArgumentParser = lsub.add_parser(name, help=help_text)
         p.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
                        help="the workspace (default: as the kernel)")
         p.set_defaults(func=func)
@@ -568,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         p.error(f"{args.group} needs an action")
     try:
-        code = args.func(args)
+        code: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except LoaderError as exc:

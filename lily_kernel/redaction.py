@@ -78,7 +78,7 @@ def redact_urls(text: str) -> str:
     return _USERINFO.sub("://" + MASK + "@", text)
 
 
-def add_secret(value: str) -> None:
+def add_secret(value: object) -> None:
     """Treat ``value`` as a live secret from now on, for the life of the process (a value
     Lily expanded from ``${VAR}`` into an MCP server's configuration); short values are
     ignored, like short variables."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
 from typing import Any
 
@@ -32,6 +32,7 @@ from lily_kernel.commands.results import (
     ToolOutput,
 )
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
+from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -56,7 +57,7 @@ def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
              s.summary) for s in snap.skills]
 
 
-def mode_label(skill) -> str:
+def mode_label(skill: Skill) -> str:
     """How a skill runs: its invocation mode, or 'typed (internal|external)'."""
     return f"typed ({skill.typed.kind})" if skill.typed is not None else skill.invocation_mode
 
@@ -73,7 +74,7 @@ def root_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     """Each root the snapshot read, highest precedence first: where every source's skills
     come from (docs/loader.md#roots; ``lily skills list --all`` prints them)."""
     import os
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for root in snap.roots:
         state = ("set by its variable" if root.explicit else
                  "default" if os.path.isdir(root.path) else "default, absent")
@@ -92,7 +93,7 @@ def index_omissions(snap: Snapshot) -> str | None:
             f"characters): {', '.join(omitted)}. The model can still load them by name.")
 
 
-def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
+def table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int = 60) -> str:
     """A fixed-width text table; long cells are shortened with '…'."""
     def clip(v: str) -> str:
         v = str(v).replace("\n", " ")
@@ -105,7 +106,7 @@ def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60
     return "\n".join(out)
 
 
-def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]],
+def md_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]],
              markup: tuple[int, ...] = ()) -> str:
     """A Markdown pipe table; every cell shown literally (docs/trust-boundary.md#display),
     except the columns in ``markup``, which hold Markdown Lily built (code spans)."""
@@ -125,16 +126,18 @@ def skills_heading(snap: Snapshot) -> str:
 
 
 @singledispatch
-def text(result) -> str:
+def text(result: object) -> str:
+    """A result as plain text (each result type registers its own)."""
     return str(result)
 
 
 @singledispatch
-def markdown(result) -> str:
+def markdown(result: object) -> str:
+    """A result as Markdown (plain text unless its type registers Markdown)."""
     return text(result)
 
 
-def _markdown_first(cls: type, markdown_of) -> None:
+def _markdown_first(cls: type, markdown_of: Callable[[Any], str]) -> None:
     """Render ``cls`` as ``markdown_of(r)`` in Markdown and as that, made plain, in text."""
     markdown.register(cls, markdown_of)
     text.register(cls, lambda r: _plain(markdown_of(r)))
@@ -445,7 +448,7 @@ def plain_text(md: str) -> str:
     return "\n".join(out)
 
 
-def _value(value) -> str:
+def _value(value: object) -> str:
     if isinstance(value, str):
         return value
     try:
@@ -456,8 +459,9 @@ def _value(value) -> str:
 
 def _mcp_markdown(r: McpStatus) -> str:
     """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
-    from lily_kernel.commands.sanitize import md_text
-    esc = lambda v: md_text(str(v))  # noqa: E731
+    def esc(v: object) -> str:
+        return md_text(str(v))
+
     if not r.servers:
         return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
     out = []

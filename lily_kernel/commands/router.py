@@ -99,7 +99,7 @@ def redact(line: str) -> str:
     return " ".join([head, *kept])
 
 
-def run(session: Session, cell: str):
+def run(session: Session, cell: str) -> Any:
     """Run the command in ``cell`` against ``session`` and return its result."""
     cmd = parse(cell)
     if cmd is None:
@@ -107,7 +107,7 @@ def run(session: Session, cell: str):
     return execute(session, cmd)
 
 
-def execute(session: Session, cmd: Command):
+def execute(session: Session, cmd: Command) -> Any:
     """Run the parsed command ``cmd`` against ``session``; the command is journaled."""
     try:
         result = _dispatch(session, cmd)
@@ -118,7 +118,7 @@ def execute(session: Session, cmd: Command):
     return result
 
 
-def _dispatch(session: Session, cmd: Command):
+def _dispatch(session: Session, cmd: Command) -> Any:
     handler = _HANDLERS.get(cmd.name)
     if handler is not None:
         return handler(session, cmd)
@@ -129,7 +129,7 @@ def _dispatch(session: Session, cmd: Command):
             f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
             f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
     if cmd.name in snap.aliases:
-        skill = snap.get(snap.aliases[cmd.name])
+        skill = snap.skill(snap.aliases[cmd.name])
         _user_may_run(skill, f"/{cmd.name}")
         return _invoke(session, skill, cmd.input)
     if not cmd.name:
@@ -146,13 +146,13 @@ def _dispatch(session: Session, cmd: Command):
 
 # -- handlers ------------------------------------------------------------------
 
-def _skills(session: Session, cmd: Command):
+def _skills(session: Session, cmd: Command) -> Any:
     if cmd.args not in ("", "--all"):
         raise CommandError(f"/skills takes no arguments but --all, not '{cmd.args}'.")
     return SkillTable(session.snapshot, show_all=cmd.args == "--all")
 
 
-def _skill(session: Session, cmd: Command):
+def _skill(session: Session, cmd: Command) -> Any:
     name, _, rest = cmd.args.partition(" ")
     if not name:
         raise CommandError("/skill requires a skill name.")
@@ -181,7 +181,7 @@ def _user_may_run(skill: Skill, how: str) -> None:
                            "it, so ask in prose instead.")
 
 
-def _invoke(session: Session, skill: Skill, text: str):
+def _invoke(session: Session, skill: Skill, text: str) -> Any:
     if skill.typed is not None:
         from lily_kernel.typed import actions
         try:
@@ -210,7 +210,7 @@ def _invoke(session: Session, skill: Skill, text: str):
     return SkillRequest(skill, text)
 
 
-def _help(session: Session, cmd: Command):
+def _help(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands.help import command_help, commands_page, skill_help
     topic = cmd.args
     if not topic:
@@ -221,7 +221,7 @@ def _help(session: Session, cmd: Command):
         if name in commands.BY_NAME:
             return command_help(commands.BY_NAME[name])
         if name in snap.aliases:
-            return skill_help(snap, snap.get(snap.aliases[name]))
+            return skill_help(snap, snap.skill(snap.aliases[name]))
         raise CommandError(f"unknown command {topic}. Run /help for the list of commands.")
     skill = snap.get(topic)
     if skill is not None:
@@ -229,12 +229,12 @@ def _help(session: Session, cmd: Command):
     if topic in commands.BY_NAME:
         return command_help(commands.BY_NAME[topic])
     if topic in snap.aliases:
-        return skill_help(snap, snap.get(snap.aliases[topic]))
+        return skill_help(snap, snap.skill(snap.aliases[topic]))
     _lookup(session, topic)  # raises the right "excluded" / "no skill" error
     raise AssertionError("unreachable")
 
 
-def _agent(session: Session, cmd: Command):
+def _agent(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         return AgentList(tuple(session.agents()), session.active_agent)
     try:
@@ -244,7 +244,7 @@ def _agent(session: Session, cmd: Command):
     return AgentList(tuple(session.agents()), session.active_agent, switched=True)
 
 
-def _reload_skills(session: Session, cmd: Command):
+def _reload_skills(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     from lily_kernel.errors import LoaderError
     try:
@@ -258,14 +258,14 @@ def _reload_skills(session: Session, cmd: Command):
                   + (f", {excluded} excluded (see /skills --all)." if excluded else "."))
 
 
-def _reload_persona(session: Session, cmd: Command):
+def _reload_persona(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     persona = session.reload_persona()
     names = ", ".join(f.name + (" (truncated)" if f.truncated else "") for f in persona.files)
     return Notice(f"Reloaded the persona of agent **{persona.agent}**: {names or 'no files'}.")
 
 
-def _new(session: Session, cmd: Command):
+def _new(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     session.renew()
     return Notice(f"New session `{session.session_id[:12]}`: snapshot version "
@@ -281,7 +281,7 @@ def _prompt_parts(session: Session) -> dict[str, Any]:
                         loop.offered_tools(session), session.budget)
 
 
-def _model(session: Session, cmd: Command):
+def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
@@ -302,7 +302,7 @@ def _model(session: Session, cmd: Command):
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
-def _trust(session: Session, cmd: Command):
+def _trust(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands import trust
     return trust.run(session, cmd.args)
 
@@ -327,12 +327,12 @@ def decide(session: Session, ref: str | None, ok: bool, always: bool = False) ->
     return ActionDone(decision.item, decision.summary, decision.result, decision.display)
 
 
-def _compact(session: Session, cmd: Command):
+def _compact(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     return CompactRequest()  # the runner asks the model (the router never does)
 
 
-def _logs(session: Session, cmd: Command):
+def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
 
@@ -377,7 +377,7 @@ def _clip(text: str, width: int) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
-def _mcp(session: Session, cmd: Command):
+def _mcp(session: Session, cmd: Command) -> Any:
     hub = session.mcp
     words = cmd.args.split()
     restarted = None

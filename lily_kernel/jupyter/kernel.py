@@ -13,8 +13,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, ClassVar
+from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -33,7 +34,7 @@ class LilyKernel(IPythonKernel):
     # this, and %%python cells must highlight as Python (Markdown mode drew `[1, 2]` as a
     # link). Prose cells still go to the agent: routing is Lily's, never the front end's
     # (docs/jupyter-display.md#python-cells).
-    language_info: ClassVar[dict[str, Any]] = {
+    language_info = {  # noqa: RUF012 (an instance attribute of IPythonKernel)
         "name": "python",
         "version": sys.version.split()[0],
         "mimetype": "text/x-python",
@@ -44,9 +45,10 @@ class LilyKernel(IPythonKernel):
     }
     # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
     # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
-    help_links: ClassVar[list[dict[str, str]]] = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
+    help_links = [  # noqa: RUF012 (an instance attribute of IPythonKernel)
+        {"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         self._notice = _enter_working_dir()
         super().__init__(**kwargs)
         self.lily = Integration(self.shell, kernel_mode=True)
@@ -62,8 +64,9 @@ class LilyKernel(IPythonKernel):
             notice, self._notice = self._notice, None
             self.send_response(self.iopub_socket, "stream",
                                {"name": "stderr", "text": notice + "\n"})
-        return await super().do_execute(code, silent, store_history, user_expressions,
-                                         allow_stdin, **kwargs)
+        reply: dict[str, Any] = await super().do_execute(code, silent, store_history,
+                                                         user_expressions, allow_stdin, **kwargs)
+        return reply
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         """Journal the session's end (a gateway's shutdown or restart), then IPython's."""
@@ -89,12 +92,14 @@ class LilyKernel(IPythonKernel):
         super().pre_handler_hook()
 
     @property
-    def kernel_info(self):
-        info = super().kernel_info
+    def kernel_info(self) -> dict[str, Any]:
+        """IPython's kernel_info with Lily's language_info."""
+        info: dict[str, Any] = super().kernel_info
         info["language_info"] = dict(self.language_info)
         return info
 
-    async def do_complete(self, code, cursor_pos):
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
+        """Complete a command cell (names, skills, variables); IPython completes the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
             found = completion.complete(self.lily.session, code, cursor_pos,
@@ -107,7 +112,9 @@ class LilyKernel(IPythonKernel):
                     "cursor_end": cursor_pos, "metadata": {}}
         return await _settle(super().do_complete(code, cursor_pos))
 
-    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+    async def do_inspect(self, code: str, cursor_pos: int | None, detail_level: int = 0,
+                         omit_sections: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Help for the command or skill under the cursor; IPython inspects the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
             page = completion.inspect(self.lily.session, code, cursor_pos)
@@ -116,7 +123,8 @@ class LilyKernel(IPythonKernel):
             return {"status": "ok", "found": page is not None, "data": data, "metadata": {}}
         return await _settle(super().do_inspect(code, cursor_pos, detail_level, omit_sections))
 
-    async def do_is_complete(self, code):
+    async def do_is_complete(self, code: str) -> dict[str, Any]:
+        """Whether Enter runs the cell: commands and prose at once, ``%%python`` as Python."""
         if router.is_command(code):
             return {"status": "complete"}
         stripped = code.lstrip()
@@ -127,7 +135,8 @@ class LilyKernel(IPythonKernel):
         return await _settle(super().do_is_complete(code))
 
 
-def python_cell_status(code: str, check_python) -> dict[str, Any]:
+def python_cell_status(code: str,
+                       check_python: Callable[[str], tuple[str, int | None]]) -> dict[str, Any]:
     """is_complete for a ``%%python`` cell (docs/front-ends.md#jupyter-console).
 
     Like an IPython cell magic, the cell is complete only at a blank line, and
@@ -154,9 +163,10 @@ def python_cell_status(code: str, check_python) -> dict[str, Any]:
     return {"status": "incomplete", "indent": last[:len(last) - len(last.lstrip())]}
 
 
-async def _settle(reply):
+async def _settle(reply: Any) -> dict[str, Any]:
     """IPythonKernel's do_complete/do_inspect/do_is_complete return a dict, not a coroutine."""
-    return await reply if inspect.isawaitable(reply) else reply
+    settled: dict[str, Any] = await reply if inspect.isawaitable(reply) else reply
+    return settled
 
 
 def _enter_working_dir() -> str | None:
@@ -191,7 +201,7 @@ def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
     def stop(signum: int, frame: FrameType | None) -> None:
         kernel.end_session("SIGTERM")
         loop = kernel.io_loop
-        loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+        loop.asyncio_loop.call_soon_threadsafe(loop.stop)  # type: ignore[attr-defined]
         control = getattr(kernel, "control_stream", None)
         if control is not None and control.io_loop is not loop:
             control.io_loop.asyncio_loop.call_soon_threadsafe(control.io_loop.stop)

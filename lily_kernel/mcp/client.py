@@ -185,7 +185,7 @@ class Server:
                     self.reason = self._fault or self._ended_reason()
                     self._fail_inflight(self.reason)
         except BaseException as exc:  # the fault is the server's state, one line
-            if self.state != "stopped" and not (self._stop and self._stop.is_set()):
+            if self.state != "stopped" and not self._stop.is_set():
                 self.state = "failed"
                 self.reason = self._fault or one_line(exc)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -299,7 +299,8 @@ class Server:
             raise ToolError(f"MCP server '{name}': '{tool}' did not answer within "
                             f"{timeout:g} s") from None
         except (asyncio.CancelledError, concurrent.futures.CancelledError):
-            why = self._fault or "the call was cancelled"
+            # _fault is set by the event loop's thread meanwhile (mypy sees only this one)
+            why = self._fault or "the call was cancelled"  # type: ignore[redundant-expr]
             raise ToolError(f"MCP server '{name}': '{tool}' failed: {why}") from None
         except ToolError:
             raise

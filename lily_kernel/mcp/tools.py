@@ -59,7 +59,7 @@ def input_schema(raw: Any) -> Schema:
     required = [r for r in schema.get("required", []) if isinstance(r, str)] \
         if isinstance(schema.get("required"), list) else []
 
-    def check(args: Mapping[str, Any]) -> str | None:
+    def check(args: object) -> str | None:
         if not isinstance(args, Mapping):
             return "the arguments must be a JSON object"
         missing = [r for r in required if r not in args]

@@ -49,6 +49,10 @@ class Snapshot:
         """The included skill called ``name``, if any."""
         return cast("Skill | None", self._by_name.get(name))  # type: ignore[attr-defined]
 
+    def skill(self, name: str) -> Skill:
+        """The included skill called ``name`` (one an alias maps to); KeyError if none is."""
+        return cast("Skill", self._by_name[name])  # type: ignore[attr-defined]
+
     def names(self) -> list[str]:
         return [s.name for s in self.skills]
 
