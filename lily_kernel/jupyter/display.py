@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from lily_kernel.agent.pending import HeldCall, short
+from lily_kernel.agent.pending import HeldCall, PendingItem, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, McpImage, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
 from lily_kernel.skills.snapshot import Snapshot
 
+# A card's decision: ``confirm(action, ok, always)`` -> the result to show under the buttons.
+Confirm = Callable[[PendingItem, bool, bool], Any]
 
-def bundle(result, confirm=None, shown=None) -> dict[str, Any]:
+
+def bundle(result: object, confirm: Confirm | None = None,
+           shown: Callable[[ActionCard], None] | None = None) -> dict[str, Any]:
     """The MIME bundle for any command result.
 
     ``confirm(action, ok, always) -> result`` makes an :class:`ActionCard` live: the
@@ -32,7 +37,8 @@ def bundle(result, confirm=None, shown=None) -> dict[str, Any]:
         import base64
         return {"text/plain": render.text(result),
                 result.mime: base64.b64encode(result.data).decode("ascii")}
-    data = {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
+    data: dict[str, Any] = {"text/plain": render.text(result),
+                            "text/markdown": render.markdown(result)}
     if isinstance(result, ActionCard) and confirm is not None:
         view = card_widget(result, confirm, shown)
         if view is not None:
@@ -59,7 +65,8 @@ def card_html(card: ActionCard) -> str:
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
                                    json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
-        parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
+        activity = a.activity or {}
+        parts.append(f"<p>Sends a <b>{html_text(activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
     parts.append(markdown_html(render.decide_line(card)))
@@ -94,10 +101,12 @@ def _highlight(code: str, tool: str) -> str:
     except ImportError:  # pragma: no cover
         return f"<pre>{html_text(code)}</pre>"
     lexer = PythonLexer() if tool == "run_python" else TextLexer()
-    return highlight(code, lexer, HtmlFormatter(noclasses=True))
+    html: str = highlight(code, lexer, HtmlFormatter(noclasses=True))
+    return html
 
 
-def card_widget(card: ActionCard, confirm, shown=None):
+def card_widget(card: ActionCard, confirm: Confirm,
+                shown: Callable[[ActionCard], None] | None = None) -> Any:
     """The card with its buttons; the outcome appears under them. A typed action: Confirm /
     Cancel. A held call: Run once / Always this session (not for run_python) / Deny.
     ``confirm(action, ok, always)`` decides; ``shown(card)`` is told of a further card the
@@ -106,18 +115,19 @@ def card_widget(card: ActionCard, confirm, shown=None):
         import ipywidgets as w
     except ImportError:  # pragma: no cover
         return None
-    call = isinstance(card.action, HeldCall)
+    action = card.action
+    call = isinstance(action, HeldCall)
     yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
                    icon="check")
     no = w.Button(description="Deny" if call else "Cancel", icon="times")
     buttons = [yes]
-    if call and card.action.always_refusal is None:
+    if isinstance(action, HeldCall) and action.always_refusal is None:
         buttons.append(w.Button(description="Always this session", icon="check-double"))
     buttons.append(no)
     status = w.HTML()
 
-    def click(ok: bool, always: bool = False):
-        def handler(_button) -> None:
+    def click(ok: bool, always: bool = False) -> Callable[[Any], None]:
+        def handler(_button: Any) -> None:
             for b in buttons:
                 b.disabled = True
             try:
@@ -148,13 +158,14 @@ _CELL = ("text-align:left;padding:2px 10px;"
 _HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
 
 
-def _matching(rows, filt: str) -> list[Any]:
+def _matching(rows: Iterable[Sequence[object]], filt: str) -> list[Any]:
     """The rows that hold ``filt`` (case-insensitive) in any cell; all rows without one."""
     f = filt.lower().strip()
     return [r for r in rows if not f or any(f in str(c).lower() for c in r)]
 
 
-def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
+def _html_table(headers: Sequence[str], rows: Iterable[Sequence[object]], filt: str = "",
+                styled: bool = False) -> str:
     shown = _matching(rows, filt)
     th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
     head = "".join(f"<th style='{th}'>{html_text(h)}</th>" for h in headers)
@@ -245,7 +256,7 @@ def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:
         "version_major": 2, "version_minor": 0, "model_id": view.model_id}}, key
 
 
-def skills_widget(result: SkillTable):
+def skills_widget(result: SkillTable) -> tuple[Any, str] | None:
     """A new filter: a Text box, and under it the matching rows while it is not empty;
     returns ``(view, key)``, or None without ipywidgets.
 
@@ -263,7 +274,7 @@ def skills_widget(result: SkillTable):
                  layout=w.Layout(width="24em"))
     table = w.HTML("")
 
-    def refilter(change) -> None:
+    def refilter(change: Mapping[str, Any]) -> None:
         text = change["new"]
         table.value = "" if not text.strip() else (
             f"<style>.lily-skills-{key} {{display: none}}</style>\n"

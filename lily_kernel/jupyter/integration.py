@@ -181,7 +181,7 @@ class Integration:
         output = ""
         if done.display is not None:
             from lily_kernel.jupyter.notebook import captured_text
-            output = captured_text(done.display)
+            output = captured_text(cast("CapturedIO", done.display))
         answer: Answer | None = None
         proposed: tuple[str, ...] = ()
         card: ActionCard | None = None

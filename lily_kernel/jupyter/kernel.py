@@ -51,6 +51,7 @@ class LilyKernel(IPythonKernel):
     def __init__(self, **kwargs: Any) -> None:
         self._notice = _enter_working_dir()
         super().__init__(**kwargs)
+        assert self.shell is not None  # IPythonKernel made it in __init__
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
         _stop_cleanly_on_sigterm(self)
