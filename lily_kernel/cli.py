@@ -48,6 +48,7 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """``lily skills list``: the snapshot's skills (and, with --all, what was left out)."""
     snap = _snapshot(args)
     if args.json:
         print(json.dumps(snap.as_dict(), indent=2, ensure_ascii=False))
@@ -61,6 +62,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """``lily skills check``: every diagnostic of a load; exit 1 when a skill was excluded."""
     snap = _snapshot(args)
     print(render.skills_heading(snap))
     for d in snap.diagnostics:
@@ -73,6 +75,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``lily skills info NAME``: one skill's help page."""
     from lily_kernel.commands.help import skill_help
     snap = _snapshot(args)
     skill = snap.get(args.name)
@@ -86,6 +89,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """``lily skills validate``: check skill folders one by one."""
     from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
         from lily_kernel.agent.builtin_tools import register_builtins
@@ -181,6 +185,7 @@ def _notebook_only(reason: str) -> bool:
 
 
 def cmd_kernel_install(args: argparse.Namespace) -> int:
+    """``lily kernel install``: install the kernelspec."""
     from lily_kernel.jupyter.install import install
     print(f"Installed kernelspec 'lily' in {install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)}")
     return 0
@@ -556,6 +561,7 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def add_install_args(p: argparse.ArgumentParser) -> None:
+    """The kernelspec install options (``--user``, ``--sys-prefix``, ``--prefix``)."""
     where = p.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user")
     where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (a venv)")

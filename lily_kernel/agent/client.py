@@ -23,11 +23,13 @@ NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp 
 
 @dataclass
 class ToolCall:
+    """One tool call the model asked for."""
     id: str
     name: str
     arguments: str  # JSON text, as the model sent it
 
     def parsed(self) -> dict[str, Any]:
+        """The call's arguments as a JSON object; ToolError when they are not one."""
         from lily_kernel import safejson
         try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
             value = safejson.loads(self.arguments or "{}")
@@ -42,12 +44,14 @@ class ToolCall:
 
 @dataclass
 class Turn:
+    """One model answer: its text, its tool calls and why it ended."""
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
 
     def message(self) -> dict[str, Any]:
+        """The answer as an assistant message of the conversation."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
         if self.tool_calls:
             msg["tool_calls"] = [{"id": c.id, "type": "function",
@@ -129,6 +133,7 @@ def cap_param(config: ModelConfig, where: str) -> str:
 def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
                  cap: str = CAP_PARAMS[1]) -> dict[str, Any]:
+    """The keyword arguments of one chat-completions request."""
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage:  # ask for token usage in a last chunk; servers that ignore it send none
         args["stream_options"] = {"include_usage": True}

@@ -82,6 +82,7 @@ def read_config_file(workspace: str | os.PathLike[str],
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The model settings of a session (``[model]`` in lily.toml, /model, the environment)."""
     model: str = DEFAULT_MODEL
     temperature: float | None = None
     reasoning_effort: str | None = None

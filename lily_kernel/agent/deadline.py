@@ -43,6 +43,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         self._lock = threading.Lock()
 
     def remaining(self) -> float | None:
+        """Seconds left before the deadline (negative once past), or None without one."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def _expired(self, request: httpx2.Request) -> httpx2.Response:
@@ -64,6 +65,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         return min(0.5 * 2.0 ** self.attempts, 8.0)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send ``request`` within the deadline; its body is read through the caps."""
         # No compression: a small compressed body could hold gigabytes, decoded before any
         # cap of Lily's could see it (docs/limits-and-secrets.md#caps).
         request.headers["Accept-Encoding"] = "identity"

@@ -23,6 +23,7 @@ MAXIMA: dict[str, int] = {
 
 @dataclass(frozen=True)
 class Limits:
+    """The caps of ``[limits]`` in lily.toml (docs/limits-and-secrets.md#caps)."""
     read_bytes: int = 256 * 1024          # bytes one `read` returns (it reads at most this + 1)
     write_bytes: int = 1024 * 1024        # bytes one `write` accepts
     answer_chars: int = 100_000           # characters of one model answer kept in the conversation

@@ -48,6 +48,7 @@ NOT_SHARED = "(values are not shared: [notebook] share_values = false)"
 
 @dataclass(frozen=True)
 class Cell:
+    """One executed cell: its execution count, source and text output."""
     count: int
     source: str
     output: str  # the cell's text output (streams, results, errors), plain
@@ -55,6 +56,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class ErrorInfo:
+    """The last failed cell (or run_python code): where, what and the traceback."""
     count: int | None
     source: str
     ename: str
@@ -64,6 +66,7 @@ class ErrorInfo:
 
 @dataclass(frozen=True)
 class RunResult:
+    """What run_python's code printed and showed, and its error if it failed."""
     output: str  # what the code printed and showed, as text
     error: ErrorInfo | None = None
     display: object | None = None  # the face's own record of it, shown where the user decided
@@ -72,15 +75,33 @@ class RunResult:
 class Notebook(Protocol):
     """What a Jupyter face gives the notebook tools."""
 
-    def namespace(self) -> Mapping[str, Any]: ...
-    def hidden(self) -> Mapping[str, Any]: ...  # the shell's own names -> their values
-    def cells(self, last: int) -> list[Cell]: ...  # executed before the current request
-    def last_error(self) -> ErrorInfo | None: ...
-    def propose(self, code: str) -> bool: ...  # False: no cell runs to take it; the face shows it
-    def run(self, code: str) -> RunResult: ...
+    def namespace(self) -> Mapping[str, Any]:
+        """The user's names -> their values."""
+        ...
+
+    def hidden(self) -> Mapping[str, Any]:
+        """The shell's own names -> their values."""
+        ...
+
+    def cells(self, last: int) -> list[Cell]:
+        """The last ``last`` cells executed before the current request."""
+        ...
+
+    def last_error(self) -> ErrorInfo | None:
+        """The last failed cell, if any."""
+        ...
+
+    def propose(self, code: str) -> bool:
+        """Offer ``code`` as the next cell; False: no cell runs to take it (the face shows it)."""
+        ...
+
+    def run(self, code: str) -> RunResult:
+        """Run ``code`` in the user's namespace (after the user's approval)."""
+        ...
 
 
 def is_secret(name: str) -> bool:
+    """Whether a variable's name looks like it holds a secret (its value is never shared)."""
     return SECRET_RE.search(name) is not None
 
 
@@ -93,6 +114,7 @@ def clip(text: str, limit: int, tail: bool = False) -> str:
 
 
 def plain(text: str) -> str:
+    """``text`` without ANSI escape sequences."""
     return ANSI_RE.sub("", text)
 
 
@@ -194,6 +216,7 @@ def variable_names(nb: Notebook) -> list[str]:
 
 
 def list_variables(nb: Notebook, include_callables: bool = False) -> str:
+    """The list_variables tool: the user's variables with their types and shapes."""
     ns = nb.namespace()
     hidden = nb.hidden()
     shown: list[str] = []
@@ -388,6 +411,7 @@ def refusal(nb: Notebook, name: str) -> str | None:
 
 
 def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
+    """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
         raise ToolError("name must be a string")
     reason = refusal(nb, name)
@@ -408,6 +432,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
 # -- cells and errors -----------------------------------------------------------------------
 
 def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
+    """The read_cells tool: the last ``last`` executed cells, sources and outputs."""
     if last < 1:
         raise ToolError("last must be at least 1")
     cells = nb.cells(min(last, CELLS_MAX))
@@ -424,6 +449,7 @@ def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
 
 
 def format_error(err: ErrorInfo, share: bool = True) -> str:
+    """A failed cell as the model reads it: where, the source and the traceback."""
     where = f"cell [{err.count}]" if err.count is not None else "run_python code"
     out = [f"The last failed cell: {where}", "--- source ---", clip(err.source.rstrip(), CELL_SOURCE_CHARS)]
     if share:
@@ -435,6 +461,7 @@ def format_error(err: ErrorInfo, share: bool = True) -> str:
 
 
 def last_error(nb: Notebook, share: bool = True) -> str:
+    """The last_error tool: the last failed cell, or a line saying none failed."""
     err = nb.last_error()
     if err is None:
         return "No cell has failed in this notebook session."

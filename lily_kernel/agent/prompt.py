@@ -26,6 +26,7 @@ RULES = """## Rules
 
 
 def index_line(name: str, summary: str) -> str:
+    """One line of the skills index: ``- name: summary``."""
     summary = " ".join(summary.split())
     return f"- {name}: {summary}\n" if summary else f"- {name}\n"
 
@@ -82,5 +83,6 @@ def skills_index(snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
 
 
 def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
+    """The system prompt: the persona, the skills index within ``budget`` and the rules."""
     parts = [persona.system_text(), skills_index(snap, budget), RULES]
     return "\n\n".join(p.strip() for p in parts if p.strip())

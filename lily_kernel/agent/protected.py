@@ -71,6 +71,7 @@ class Protected:
         return self.anywhere and self.parts[0] in folded
 
     def refusal(self, path: str, verb: str) -> str:
+        """The refusal a tool gets for ``verb`` on ``path`` inside this protected entry."""
         if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
             return f"{self.shown} is {self.what}; tools cannot {verb} it"
         if self.suffix or (self.anywhere and not self.shown.endswith("/")

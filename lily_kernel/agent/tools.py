@@ -93,6 +93,7 @@ class Tool:
     change: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the tool's function."""
         return self.func(*args, **kwargs)
 
     @cached_property
@@ -172,9 +173,11 @@ class ToolRegistry:
         self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if registered."""
         return self._tools.get(name)
 
     def names(self) -> list[str]:
+        """The registered tools' names, sorted."""
         return sorted(self._tools)
 
     def __contains__(self, name: object) -> bool:
@@ -184,6 +187,7 @@ class ToolRegistry:
         return iter(self._tools[n] for n in self.names())
 
     def copy(self) -> ToolRegistry:
+        """A registry with the same tools, to extend without changing this one."""
         new = ToolRegistry()
         new._tools = dict(self._tools)
         return new
@@ -277,6 +281,7 @@ class ToolPolicy:
         return None
 
     def as_dict(self) -> dict[str, Any]:
+        """The policy as JSON data (for /model and the journal)."""
         return {"allow": sorted(self.allow) if self.allow is not None else None,
                 "deny": sorted(self.deny), "confirm": sorted(self.confirm),
                 "offer": sorted(self.offer) if self.offer is not None else None}

@@ -33,6 +33,7 @@ def _model_settings() -> list[str]:
 
 @dataclass(frozen=True)
 class Completion:
+    """Completion matches for the text between ``start`` and ``end``."""
     start: int
     end: int
     matches: tuple[str, ...]

@@ -17,6 +17,7 @@ def _cell(text: str) -> str:
 
 
 def commands_page(snap: Snapshot) -> HelpPage:
+    """/help: the built-in commands and the skills' aliases."""
     lines = ["| command | what it does |", "| --- | --- |"]
     lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in commands.BUILTINS]
     if snap.aliases:
@@ -29,10 +30,12 @@ def commands_page(snap: Snapshot) -> HelpPage:
 
 
 def command_help(cmd: commands.BuiltinCommand) -> HelpPage:
+    """/help for one built-in command."""
     return HelpPage(f"/{cmd.name}", f"`{cmd.usage}`\n\n{cmd.summary}")
 
 
 def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
+    """/help for one skill: its keys, its source and how to run it."""
     rows = [
         ("summary", md_cell(skill.summary or "—")),
         ("source", f"{md_cell(skill.source)} ({code_span(str(skill.path))})"),

@@ -50,6 +50,7 @@ def skill_columns(snap: Snapshot) -> tuple[str, ...]:
 
 
 def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """The /skills table's rows (with an arguments column when a skill has a hint)."""
     if _has_hints(snap):
         return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
                  s.argument_hint or "", s.summary) for s in snap.skills]
@@ -63,6 +64,7 @@ def mode_label(skill: Skill) -> str:
 
 
 def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """The rows of the skills a load left out, with why."""
     return [(d.skill or "", d.source or "", d.kind, d.reason)
             for d in snap.diagnostics if d.kind != "loader_error"]
 
@@ -120,6 +122,7 @@ def md_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]],
 
 
 def skills_heading(snap: Snapshot) -> str:
+    """The line above a skills table: how many skills, the snapshot's version and hash."""
     n = len(snap.skills)
     return (f"{n} skill{'s' if n != 1 else ''} in snapshot version {snap.version} "
             f"({snap.hash[:12]})")

@@ -26,6 +26,7 @@ class HelpPage:
 
 @dataclass(frozen=True)
 class AgentList:
+    """/agent: the persona agents and the active one."""
     agents: tuple[str, ...]
     active: str
     switched: bool = False
@@ -94,6 +95,7 @@ class SkillRequest:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """/model: the model settings, what changed and the token totals."""
     config: dict[str, Any]
     changed: tuple[str, ...] = ()
     usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
@@ -116,6 +118,7 @@ class Answer:
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
 
     def footer(self) -> str:
+        """The line under an answer: the skill and tools used, the step and tokens."""
         parts = [f"skill: {self.skill}" if self.skill else "no skill"]
         if self.tools:
             parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))

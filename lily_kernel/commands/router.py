@@ -44,6 +44,7 @@ _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE
 
 @dataclass(frozen=True)
 class Command:
+    """A parsed command cell: the name, the rest of the first line and the body."""
     name: str
     args: str
     body: str

@@ -39,11 +39,17 @@ RECOVERING = ("reload_skills", "new")  # the commands that may start a session a
 class Live(Protocol):
     """What a face shows while the model works: tokens, events; closed when the step ends."""
 
-    def write(self, piece: str) -> None: ...
+    def write(self, piece: str) -> None:
+        """Show one more piece of the model's text."""
+        ...
 
-    def event(self, kind: str, data: dict[str, Any]) -> None: ...
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """Show one event of the step (a tool call, a status)."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """The step ended: leave the display as the saved notebook shows it."""
+        ...
 
 
 class Runner:
@@ -62,6 +68,7 @@ class Runner:
         self.start()
 
     def start(self) -> None:
+        """Start a session (again); a loader error is kept in ``session_error``."""
         try:
             self._session, self.session_error = self._new_session(), None
         except LoaderError as exc:
@@ -74,6 +81,7 @@ class Runner:
 
     @property
     def session(self) -> Session:
+        """The running session; CommandError saying why when there is none."""
         if self._session is None:
             raise CommandError(f"Lily could not load its skills: {self.session_error}. "
                                "Fix it, then run /reload_skills.")

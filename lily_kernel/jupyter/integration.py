@@ -84,10 +84,12 @@ class Integration:
 
     @property
     def session(self) -> Session:
+        """The session of this shell (the runner's)."""
         return self.runner.session
 
     # -- install / uninstall ---------------------------------------------------
     def install(self) -> None:
+        """Install Lily in the shell: the input transformer, the error display and the magics."""
         setattr(self.shell, _ATTR, self)
         cleanup = self.shell.input_transformers_cleanup
         if self.transform not in cleanup:
@@ -98,6 +100,7 @@ class Integration:
         self.notebook.install()
 
     def uninstall(self) -> None:
+        """Remove what :meth:`install` put in the shell."""
         self.notebook.uninstall()
         cleanup = self.shell.input_transformers_cleanup
         if self.transform in cleanup:
@@ -112,6 +115,7 @@ class Integration:
 
     # -- routing ---------------------------------------------------------------
     def transform(self, lines: list[str]) -> list[str]:
+        """The input transformer: a command or prose cell becomes a call to Lily."""
         cell = "".join(lines)
         if router.is_command(cell):
             return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.dispatch({cell!r})\n"]
@@ -150,9 +154,11 @@ class Integration:
             self._checking = False
 
     def run_command(self, cell: str) -> None:
+        """Run a command cell and show its results."""
         self._show_all(self.runner.command(cell, live=self._live()))
 
     def run_agent(self, text: str) -> None:
+        """Send ``text`` to the agent and show what it answers."""
         self._show_all(self.runner.ask(text, live=self._live()))
 
     def _live(self) -> type[_LiveText] | None:

@@ -26,6 +26,7 @@ from lily_kernel.skills.paths import workspace_dir
 
 
 class LilyKernel(IPythonKernel):
+    """The Lily kernel: IPython, with commands and prose cells routed to Lily."""
     implementation = "lily"
     implementation_version = __version__
     banner = ("Lily: a skill-driven agent in Jupyter. /help lists the commands, "
@@ -211,5 +212,6 @@ def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
 
 
 def launch() -> None:
+    """Start the Lily kernel (the kernelspec's entry point)."""
     from ipykernel.kernelapp import IPKernelApp
     IPKernelApp.launch_instance(kernel_class=LilyKernel)

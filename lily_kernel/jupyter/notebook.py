@@ -44,10 +44,12 @@ class ShellNotebook:
 
     # -- events -------------------------------------------------------------------------
     def install(self) -> None:
+        """Listen to the shell's cell events."""
         self.shell.events.register("pre_run_cell", self._before)
         self.shell.events.register("post_run_cell", self._after)
 
     def uninstall(self) -> None:
+        """Stop listening to the shell's cell events."""
         for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
             with contextlib.suppress(ValueError):
                 self.shell.events.unregister(name, hook)
@@ -75,6 +77,7 @@ class ShellNotebook:
         return names
 
     def cells(self, last: int) -> list[Cell]:
+        """The last ``last`` executed cells, from IPython's history."""
         hm = self.shell.history_manager
         if hm is None:
             return []
@@ -85,6 +88,7 @@ class ShellNotebook:
                 for n in range(first, current)]
 
     def last_error(self) -> ErrorInfo | None:
+        """The last failed cell (or run_python code), if any."""
         if self._error is None:
             return None
         count, source, exc = self._error
@@ -105,6 +109,7 @@ class ShellNotebook:
         return True
 
     def run(self, code: str) -> RunResult:
+        """Run ``code`` in the user's namespace, capturing what it prints and shows."""
         from IPython.core.inputtransformer2 import TransformerManager
         from IPython.display import display
         from IPython.utils.capture import capture_output

@@ -30,6 +30,7 @@ LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same 
 
 
 def journal_path(workspace: Path, label: str) -> Path:
+    """The journal file of session ``label`` in ``workspace``."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "session"
     return workspace / ".lily" / "journal" / f"{safe}.jsonl"
 
@@ -46,6 +47,7 @@ class Journal:
         self._tail_checked = False  # a torn line left by a crash is closed before the first write
 
     def append(self, record: dict[str, Any]) -> None:
+        """Append one record (with its time) to the journal; a write error is kept, not raised."""
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
 
 
 class Session:
+    """One Lily session: its workspace, skills, persona, model, tools and conversation."""
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
@@ -204,6 +205,7 @@ class Session:
 
     @property
     def snapshot(self) -> Snapshot:
+        """The session's skill snapshot."""
         return self.skill_snapshot
 
     @property
@@ -318,6 +320,7 @@ class Session:
 
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:
+        """Load the skills again as a new snapshot version (/reload_skills)."""
         snap = self._build_snapshot(self.skill_snapshot.version + 1)
         self.skill_snapshot = snap
         self.reload_count += 1
@@ -326,6 +329,7 @@ class Session:
         return snap
 
     def reload_persona(self) -> persona_mod.Persona:
+        """Read the persona files again (/reload_persona)."""
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
                              "agent": self.active_agent,
@@ -333,9 +337,11 @@ class Session:
         return self.persona
 
     def agents(self) -> list[str]:
+        """The persona agents /agent can switch to."""
         return persona_mod.list_agents(self.persona_dirs)
 
     def switch_agent(self, name: str) -> persona_mod.Persona:
+        """Switch to persona agent ``name`` (/agent NAME)."""
         persona = persona_mod.load(name, self.persona_dirs)  # raises PersonaError
         self.persona = persona
         self.active_agent = name
@@ -344,6 +350,7 @@ class Session:
         return persona
 
     def set_model(self, **values: object) -> ModelConfig:
+        """Change model settings (/model key=value); ConfigError for a bad value."""
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
         self._model_set.update(values)
         self._model_error = None  # an explicit, valid configuration replaces a broken one
@@ -387,12 +394,14 @@ class Session:
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
+        """Keep one command in the history and the journal."""
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
         self.journal.append({"event": "command", "session_id": self.session_id,
                              "command": line, "ok": ok})
 
     def add_message(self, message: dict[str, Any]) -> None:
+        """Add one message to the conversation (journaled)."""
         self.conversation.append(message)
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})

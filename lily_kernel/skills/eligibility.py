@@ -30,6 +30,7 @@ class Host:
 
     @classmethod
     def current(cls) -> Host:
+        """This host: its platform, environment and PATH."""
         return cls(sys.platform, dict(os.environ), os.environ.get("PATH"))
 
 
@@ -116,6 +117,7 @@ class WhichCache:
         self._seen: dict[str, bool] = {}
 
     def __call__(self, binary: str) -> bool:
+        """Whether ``binary`` is on the PATH (asked once per binary)."""
         if binary not in self._seen:
             self._seen[binary] = shutil.which(binary, path=self._path) is not None
         return self._seen[binary]

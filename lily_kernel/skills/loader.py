@@ -33,6 +33,7 @@ from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 @dataclass(frozen=True)
 class Candidate:
+    """One skill folder found in a root, before it is read."""
     name: str
     root: Root
     path: Path

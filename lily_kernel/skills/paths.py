@@ -44,6 +44,7 @@ class Root:
     explicit: bool  # configured by an environment variable: a missing root is an error
 
     def as_dict(self) -> dict[str, Any]:
+        """The root as JSON data."""
         return {"source": self.source, "path": str(self.path), "explicit": self.explicit}
 
 

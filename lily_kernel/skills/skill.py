@@ -41,12 +41,14 @@ MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a not
 
 @dataclass(frozen=True)
 class Eligibility:
+    """Where a skill may run: operating systems, variables and binaries it needs."""
     os: tuple[str, ...] | None = None  # None: any OS
     env: tuple[str, ...] = ()
     binaries: tuple[str, ...] = ()
     any_binaries: tuple[str, ...] = ()  # at least one on PATH
 
     def as_dict(self) -> dict[str, Any]:
+        """The rules as JSON data."""
         return {"os": list(self.os) if self.os is not None else None,
                 "env": list(self.env), "binaries": list(self.binaries),
                 "any_binaries": list(self.any_binaries)}
@@ -54,6 +56,7 @@ class Eligibility:
 
 @dataclass(frozen=True)
 class Skill:
+    """One parsed skill (docs/skill-format.md)."""
     name: str
     source: str  # workspace | user | bundled
     path: str  # the skill directory
@@ -78,6 +81,7 @@ class Skill:
 
     @property
     def skill_md(self) -> str:
+        """The path of the skill's SKILL.md."""
         return self.path.rstrip("/\\") + "/SKILL.md"
 
     @property

@@ -18,6 +18,7 @@ EXCLUDING_KINDS = ("skill_error", "ineligible", "shadowed")
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One finding of a load: a skill left out, shadowed, or a note."""
     kind: str  # one of DIAGNOSTIC_KINDS
     skill: str | None
     source: str | None
@@ -25,12 +26,14 @@ class Diagnostic:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
+        """The diagnostic as JSON data."""
         return {"skill": self.skill, "source": self.source, "path": self.path,
                 "kind": self.kind, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class Snapshot:
+    """An immutable result of one load: the included skills and every diagnostic."""
     version: int
     hash: str
     skills: tuple[Skill, ...]  # included skills, sorted by name
@@ -54,6 +57,7 @@ class Snapshot:
         return cast("Skill", self._by_name[name])  # type: ignore[attr-defined]
 
     def names(self) -> list[str]:
+        """The included skills' names, sorted."""
         return [s.name for s in self.skills]
 
     def excluded(self) -> tuple[Diagnostic, ...]:
@@ -61,15 +65,18 @@ class Snapshot:
         return tuple(d for d in self.diagnostics if d.kind in ("skill_error", "ineligible"))
 
     def exclusion(self, name: str) -> Diagnostic | None:
+        """Why skill ``name`` was left out, if it was."""
         for diag in self.excluded():
             if diag.skill == name:
                 return diag
         return None
 
     def for_skill(self, name: str) -> tuple[Diagnostic, ...]:
+        """The diagnostics about skill ``name``."""
         return tuple(d for d in self.diagnostics if d.skill == name)
 
     def as_dict(self, include_text: bool = False) -> dict[str, Any]:
+        """The snapshot as JSON data (``lily skills list --json``)."""
         return {
             "snapshot_version": self.version,
             "snapshot_hash": self.hash,
@@ -82,6 +89,7 @@ class Snapshot:
 
 
 def skill_dict(skill: Skill, include_text: bool = False) -> dict[str, Any]:
+    """One skill as JSON data (its text too with ``include_text``)."""
     data = {
         "name": skill.name,
         "source": skill.source,

@@ -532,7 +532,8 @@ class ScriptedServer:
                           "function": {"name": call["name"], "arguments": args}})
         return calls
 
-    def _usage(self, request: dict[str, Any], turn: dict[str, Any], content: str | None, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    def _usage(self, request: dict[str, Any], turn: dict[str, Any], content: str | None,
+               calls: list[dict[str, Any]]) -> dict[str, Any]:
         """The turn's ``usage`` as given, or (``usage: True`` or none) an estimate."""
         if isinstance(turn.get("usage"), dict):
             usage = dict(turn["usage"])
@@ -569,7 +570,8 @@ class ScriptedServer:
             "usage": self._usage(request, turn, content, calls),
         }
 
-    def _stream_events(self, request: dict[str, Any], turn: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def _stream_events(self, request: dict[str, Any], turn: dict[str, Any],
+                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The chunk objects of a stream: (body events, closing events)."""
         calls = self._tool_calls(turn)
         content = turn.get("content")

@@ -98,12 +98,14 @@ class Action:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What carrying out an action did, in Markdown."""
     action: Action
     summary: str  # Markdown
     result: str | None = None  # a confirmed tool call: its result, for the agent to continue with
 
 
 def spec_of(skill: Skill) -> TypedSpec:
+    """The typed declaration of ``skill``; ActionError when it has none."""
     if skill.typed is None:
         raise ActionError(f"skill '{skill.name}' is not a typed skill")
     return skill.typed

@@ -25,6 +25,7 @@ CONTACTS_FILE = "contacts.yaml"
 
 @dataclass(frozen=True)
 class Contact:
+    """One contact: a name, its actor URI and aliases."""
     name: str
     actor: str
     aliases: tuple[str, ...] = ()

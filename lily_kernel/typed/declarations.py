@@ -44,6 +44,7 @@ CONSTRAINT_KEYS = ("resolve", "default", "enum", "min", "max", "config")
 
 @dataclass(frozen=True)
 class Param:
+    """One declared parameter of a typed skill."""
     name: str
     type: str
     required: bool
@@ -59,6 +60,7 @@ class Param:
     config_line: int = 0  # the line of its 'config:' constraint, if any
 
     def constraints(self) -> str:
+        """The parameter's constraints as one line (for /help)."""
         parts = []
         if self.enum:
             parts.append("one of " + ", ".join(self.enum))
@@ -77,6 +79,7 @@ class Param:
 
 @dataclass(frozen=True)
 class TypedSpec:
+    """A typed skill's declaration: its kind, purpose, parameters and ACL."""
     kind: str  # internal | external
     purpose: str
     params: tuple[Param, ...]
@@ -86,6 +89,7 @@ class TypedSpec:
     activity: str = "Create"  # external skills: the ActivityStreams activity type
 
     def param(self, name: str) -> Param | None:
+        """The parameter called ``name``, if declared."""
         return next((p for p in self.params if p.name == name), None)
 
     def json_schema(self) -> dict[str, Any]:
@@ -143,6 +147,7 @@ def sections(body: str, first_line: int = 1) -> dict[str, tuple[int, list[str]]]
 
 
 def is_typed(body: str) -> bool:
+    """Whether a skill body declares a typed skill (a ``## Type`` section)."""
     return "type" in sections(body)
 
 
@@ -361,6 +366,7 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
 # -- values --------------------------------------------------------------------
 
 def is_https_uri(value: str) -> bool:
+    """Whether ``value`` is an https URI with a host (and a valid port, if any)."""
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number

@@ -322,9 +322,11 @@ class ScopedConfig:
         return f"ScopedConfig(skill={self._skill!r}, read={list(self._read)}, write={list(self._write)})"
 
     def can_read(self, path: str) -> bool:
+        """Whether the skill may read ``path``."""
         return any(covers(p, path) for p in self._read + self._write)
 
     def can_write(self, path: str) -> bool:
+        """Whether the skill may write ``path``."""
         return any(covers(p, path) for p in self._write)
 
     def _acl_text(self) -> str:
