@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction as secrets
 from lily_kernel.agent import client as model
@@ -35,12 +35,16 @@ from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.tools import check_args, invoke
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
-from lily_kernel.commands.results import SkillRequest
 from lily_kernel.errors import ActionError, AgentError, ModelError, ToolError
-from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
 from lily_kernel.typed.actions import spec_of
+
+if TYPE_CHECKING:
+    from lily_kernel.commands.results import SkillRequest
+    from lily_kernel.session.session import (
+        Session,  # type hints only: agent sits below session and commands
+    )
 
 MAX_STEPS = 8
 WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "

@@ -11,9 +11,13 @@ listed with the first paragraph of its body instead, never as a bare name
 """
 from __future__ import annotations
 
-from lily_kernel.session.persona import Persona
+from typing import TYPE_CHECKING
+
 from lily_kernel.skills.skill import body_summary
 from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:  # the session passes its persona in
+    from lily_kernel.session.persona import Persona
 
 INDEX_BUDGET = 8_000
 OMITTED_NAMES_BUDGET = 2_000  # the note names omitted skills up to this many characters

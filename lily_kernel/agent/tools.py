@@ -24,6 +24,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from lily_kernel.errors import ToolError
+from lily_kernel.skills.eligibility import NEEDS_NOTEBOOK
 
 if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
     from pydantic import BaseModel, ConfigDict
@@ -210,8 +211,6 @@ def _name_set(value: str | None) -> frozenset[str] | None:
 # Lily kernel and %load_ext lily. A skill that needs one is ineligible elsewhere (lily CLI).
 NOTEBOOK_TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error",
                   "propose_cell", "run_python")
-NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
-                  "%load_ext lily)")
 
 
 @dataclass(frozen=True)

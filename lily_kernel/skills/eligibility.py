@@ -13,11 +13,18 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
 from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
+
+if TYPE_CHECKING:  # passed in by the session
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+
+# How the tool policy ends its refusal of a notebook tool outside a notebook (agent/tools.py);
+# such a skill is ineligible here, not broken.
+NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
+                  "%load_ext lily)")
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import LoaderError, SkillError
 from lily_kernel.skills import skill as skill_mod
@@ -29,6 +28,9 @@ from lily_kernel.skills.frontmatter import MAX_FILE_BYTES
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
+
+if TYPE_CHECKING:  # passed in by the session
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 
 @dataclass(frozen=True)
