@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 from lily_kernel.agent import budget, loop
 from lily_kernel.agent import client as model
 from lily_kernel.agent import prompt as context
@@ -80,7 +80,7 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
                               max_chars=session.limits.answer_chars,
                               max_tokens=fitted.max_tokens)
     except ModelError as exc:
-        raise AgentError(secrets.redact(str(exc), session.environ)) from None
+        raise AgentError(redaction.redact(str(exc), session.environ)) from None
     session.add_usage(turn.usage)
     summary = turn.content.strip() or "(the model wrote no summary)"
     session.replace_turns(first, [{"role": "user", "content": ASK},

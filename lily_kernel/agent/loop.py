@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 from lily_kernel.agent import client as model
 from lily_kernel.agent import lean
 from lily_kernel.agent import pending as waiting
@@ -144,9 +144,9 @@ class _Request:
         the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
         env = self.session.environ
         try:
-            return self._cap(secrets.redact(self._execute(name, args), env))
+            return self._cap(redaction.redact(self._execute(name, args), env))
         except ToolError as exc:
-            return secrets.redact(f"Error: {exc}", env)
+            return redaction.redact(f"Error: {exc}", env)
 
     def _execute(self, name: str, args: dict[str, Any]) -> str:
         if name == "load_skill":
@@ -430,7 +430,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
-        raise AgentError(secrets.redact(str(exc), session.environ)) from None
+        raise AgentError(redaction.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
         _withdraw(request, pending)
         if len(pending) > 1:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 from lily_kernel.agent import pending
 from lily_kernel.agent.config import SECRET_KEYS
 from lily_kernel.commands import table as commands
@@ -84,7 +84,7 @@ def redact(line: str) -> str:
     user:password@); every other value is masked (``key=***``), whatever its spelling.
     Other commands lose the values of secret-looking ``key=value`` pairs.
     """
-    line = secrets.redact(line)  # URL userinfo and live secret values, in linear time
+    line = redaction.redact(line)  # URL userinfo and live secret values, in linear time
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)

@@ -319,18 +319,18 @@ def _redact_history(shell: InteractiveShell, install: bool) -> None:
         return
     if getattr(current, "_lily", False):
         return
-    from lily_kernel import redaction as secrets
+    from lily_kernel import redaction
     store = history.store_inputs
 
     def clean(text: object) -> object:
         if not isinstance(text, str):
             return text
         if "lily_kernel.jupyter.integration" in text or text.lstrip().startswith(("/", "%lily", "%%lily")):
-            return secrets.redact(text)
-        for value in secrets.live_secrets():
-            text = text.replace(value, secrets.MASK)
+            return redaction.redact(text)
+        for value in redaction.live_secrets():
+            text = text.replace(value, redaction.MASK)
         # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
-        return secrets.mask_env_assignments(text)
+        return redaction.mask_env_assignments(text)
 
     def store_inputs(line_num: int, source: str, source_raw: str | None = None) -> Any:
         return store(line_num, clean(source), clean(source_raw))

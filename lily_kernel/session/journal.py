@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 
 try:
     import fcntl
@@ -51,7 +51,7 @@ class Journal:
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
-        line = secrets.redact(line, self.env)
+        line = redaction.redact(line, self.env)
         data = (line + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate stays visible
         if len(data) > self.max_bytes:
             data = (_cut_record(record, line, len(data), self.max_bytes) + "\n").encode("utf-8")

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from lily_kernel.skills.openclaw import OpenClawGate
 
 DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note")
-EXCLUDING_KINDS = ("skill_error", "ineligible", "shadowed")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from lily_kernel.errors import ParamError, TypedError
 TYPES = ("string", "number", "boolean", "enum", "actorUri", "objectId")
 KINDS = ("internal", "external")
 RESOLVERS = {"contact": "actorUri"}  # resolver -> the type it produces
-SECTIONS = ("purpose", "type", "config acl", "parameters", "behaviour")
 ACTIVITY_TYPES = ("Create", "Follow", "Like", "Announce", "Undo", "Update", "Delete",
                   "Add", "Remove", "Block", "Accept", "Reject")
 
@@ -91,20 +90,6 @@ class TypedSpec:
     def param(self, name: str) -> Param | None:
         """The parameter called ``name``, if declared."""
         return next((p for p in self.params if p.name == name), None)
-
-    def json_schema(self) -> dict[str, Any]:
-        """The parameters as a JSON schema (for the model's tool call)."""
-        props: dict[str, Any] = {}
-        for p in self.params:
-            prop: dict[str, Any] = {"description": p.description}
-            prop["type"] = {"number": "number", "boolean": "boolean"}.get(p.type, "string")
-            if p.enum:
-                prop["enum"] = list(p.enum)
-            if p.resolve:
-                prop["description"] += f" (a name from the {p.resolve} registry, or an https URI)"
-            props[p.name] = prop
-        return {"type": "object", "properties": props,
-                "required": [p.name for p in self.params if p.required]}
 
 
 def _num(v: float) -> str:
