@@ -7,6 +7,7 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ from lily_kernel.errors import ContextExceeded, ModelError
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
     import openai
+
+
+log = logging.getLogger(__name__)
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
 
@@ -172,6 +176,8 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
     from lily_kernel.agent.deadline import deadline
     transport = getattr(client, "_lily_deadline", None)
     where = _where(client)
+    log.debug("model request to %s: %s, %d messages, %d tools", where, config.model,
+              len(messages), len(tools))
     try:
         with deadline(transport, config.timeout):
             for _ in range(3):  # at most one refusal of each optional parameter

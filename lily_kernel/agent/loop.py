@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from lily_kernel.session.session import (
         Session,  # type hints only: agent sits below session and commands
     )
+
+
+log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
 WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "
@@ -260,6 +264,7 @@ class _Request:
         if problem:
             raise ToolError(f"{name}: {problem}")
         self.tools_used.append(name)
+        log.debug("tool call %s (%s)", name, tool.origin)
         out = invoke(tool, args)  # a tool's own failure is information for the model
         if out.display is not None:
             self.shown.append(out.display)

@@ -8,6 +8,7 @@ readable line. Nothing here calls a model.
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,8 @@ from lily_kernel.errors import (
 )
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
+
+log = logging.getLogger(__name__)
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
 
@@ -110,6 +113,7 @@ def run(session: Session, cell: str) -> Any:
 
 def execute(session: Session, cmd: Command) -> Any:
     """Run the parsed command ``cmd`` against ``session``; the command is journaled."""
+    log.debug("command /%s", cmd.name)
     try:
         result = _dispatch(session, cmd)
     except CommandError:

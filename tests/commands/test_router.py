@@ -411,3 +411,13 @@ def test_every_builtin_result_renders(session):
         result = run(session, cell)
         assert render.text(result).strip() and render.markdown(result).strip()
     assert isinstance(run(session, "/skills"), SkillTable)
+
+
+def test_each_command_is_logged_at_debug_level_on_the_lily_kernel_logger(session, caplog):
+    """Diagnostics go through `logging` (docs/architecture.md#logging), not prints: a command
+    leaves one debug record on a child of the ``lily_kernel`` logger, nothing above debug."""
+    with caplog.at_level("DEBUG", logger="lily_kernel"):
+        run(session, "/help")
+    records = [r for r in caplog.records if r.name.startswith("lily_kernel")]
+    assert [(r.name, r.levelname, r.getMessage()) for r in records] == [
+        ("lily_kernel.commands.router", "DEBUG", "command /help")]
