@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
 from typing import Any
@@ -333,20 +334,27 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
-    esc, cell = (str, lambda t: " ".join(str(t).split())) if plain else (md_text, md_cell)
-    out = [f"**Approve {esc(a.tool)}** (tool call, card `{short(a.id)}`)"
-           + (f": {esc(card.purpose)}" if card.purpose else ""), "",
-           md_table(("tool", "from", "hints"),
-                    [(code_span(a.tool), cell(origin_of(a)), cell(hints(a.annotations)))],
-                    markup=(0, 1, 2)),
-           "", "Arguments:", "", code_block(card.arguments, "json")]
+    row = (a.tool, origin_of(a), hints(a.annotations))
+    if plain:  # text as it is, code indented (a fence's language word would stand alone)
+        head = f"Approve {a.tool} (tool call, card {short(a.id)})"
+        grid = table(("tool", "from", "hints"), [row], width=100)
+        block = lambda body, _lang: textwrap.indent(body, "    ")
+    else:
+        head = f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
+        grid = md_table(("tool", "from", "hints"),
+                        [(code_span(a.tool), md_cell(row[1]), md_cell(row[2]))],
+                        markup=(0, 1, 2))
+        block = code_block
+    purpose = (card.purpose if plain else md_text(card.purpose)) if card.purpose else ""
+    out = [head + (f": {purpose}" if purpose else ""), "", grid,
+           "", "Arguments:", "", block(card.arguments, "json")]
     code = a.args.get("code")
     if a.tool == "run_python" and isinstance(code, str):
-        out += ["", "The code:", "", code_block(code, "python")]
+        out += ["", "The code:", "", block(code, "python")]
     if card.change is not None:
-        out += ["", "The change to the file:", "", code_block(card.change, "diff")]
+        out += ["", "The change to the file:", "", block(card.change, "diff")]
     if footer:
-        out += ["", decide_line(card)]
+        out += ["", _plain(decide_line(card)) if plain else decide_line(card)]
     return "\n".join(out)
 
 
@@ -376,8 +384,8 @@ def card_markdown(card: ActionCard, footer: bool = True) -> str:
 
 
 _markdown_first(ActionCard, card_markdown)
-text.register(ActionCard, lambda r: _plain(
-    tool_card_markdown(r, plain=True) if isinstance(r.action, HeldCall) else card_markdown(r)))
+text.register(ActionCard, lambda r: tool_card_markdown(r, plain=True)
+              if isinstance(r.action, HeldCall) else _plain(card_markdown(r)))
 _markdown_first(ActionDone, lambda r: sanitize.markdown(r.summary))
 
 

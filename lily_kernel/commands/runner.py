@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json
-from lily_kernel.commands import completion, router
+from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
+from lily_kernel.commands import completion, router, sanitize
 from lily_kernel.commands.results import (
     ActionCard,
     ActionDone,
@@ -47,9 +47,11 @@ class Live(Protocol):
         """Show one event of the step (a tool call, a status)."""
         ...
 
-    def close(self) -> None:
-        """The step ended: leave the display as the saved notebook shows it."""
+    def close(self, interrupted: bool = False) -> None:
+        """The step ended; ``interrupted``: by the user, and what was shown stays, marked
+        so (docs/jupyter-display.md#interrupting)."""
         ...
+
 
 
 class Runner:
@@ -127,8 +129,18 @@ class Runner:
 
     def ask(self, text: str, skill: SkillRequest | None = None,
             live: Callable[[], Live] | None = None) -> Iterator[Any]:
-        """A prose request (or a skill request) to the agent: its answer, then any card."""
+        """A prose request (or a skill request) to the agent: its answer, then any card.
+
+        A tool call still waiting for its card's decision is declined first, and a notice
+        says so (docs/notebook-tools.md#confirmation)."""
         session = self.session
+        waiting = session.pending
+        if isinstance(waiting, HeldCall):
+            decline_waiting(session)
+            tool = sanitize.code_span(waiting.tool, table=False)
+            yield Notice(f"Card `{short(waiting.id)}` ({tool}) was "
+                         "declined: you asked something else, and the agent is told the user "
+                         "declined the call.")
         if skill is None:
             session.record_prose(text)
         yield from self._agent(lambda on_text, on_event: agent.run(
@@ -149,12 +161,16 @@ class Runner:
         from lily_kernel.agent import compact
         session = self.session
         shown = live() if live is not None else None
+        interrupted = False
         try:
             done = compact.compact(session, shown.write if shown else None)
         except KeyboardInterrupt:
+            interrupted = True
             raise Interrupted("interrupted; the conversation is unchanged.") from None
         finally:
-            if shown is not None:
+            if shown is not None and interrupted:
+                shown.close(interrupted=True)  # the text shown so far stays, marked
+            elif shown is not None:
                 shown.close()
         if done is None:
             yield Notice("Nothing to compact: every earlier turn still fits the model's "
@@ -178,15 +194,20 @@ class Runner:
     # -- the agent's part ------------------------------------------------------------------
     def _agent(self, step: Callable[..., Any], live: Callable[[], Live] | None) -> Iterator[Any]:
         shown = live() if live is not None else None
+        interrupted = False
         try:
             reply = step(shown.write if shown else None, shown.event if shown else None)
         except KeyboardInterrupt:
+            # the cell still fails (Run All stops there); the text shown so far stays
+            interrupted = True
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         except CommandError as exc:  # the request failed: the journal says why (lily logs)
             self.session.record_error(str(exc))
             raise
         finally:
-            if shown is not None:
+            if shown is not None and interrupted:
+                shown.close(interrupted=True)  # the text shown so far stays, marked
+            elif shown is not None:
                 shown.close()
         text = reply.text
         if not text.strip() and reply.proposal is not None:

@@ -10,41 +10,27 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, PendingItem, short
 from lily_kernel.commands import render, sanitize
-from lily_kernel.commands.results import ActionCard, McpImage, SkillTable
+from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, McpImage, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
 from lily_kernel.skills.snapshot import Snapshot
 
-# A card's decision: ``confirm(action, ok, always)`` -> the result to show under the buttons.
-Confirm = Callable[[PendingItem, bool, bool], Any]
 
-
-def bundle(result: object, confirm: Confirm | None = None,
-           shown: Callable[[ActionCard], None] | None = None) -> dict[str, Any]:
-    """The MIME bundle for any command result.
-
-    ``confirm(action, ok, always) -> result`` makes an :class:`ActionCard` live: the
-    bundle then carries its buttons, which call it (``shown``: see :func:`card_widget`).
-    """
+def bundle(result) -> dict:
+    """The MIME bundle for any command result (a card with buttons: :func:`card_bundle`
+    and :class:`CardButtons`)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
     if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
         import base64
         return {"text/plain": render.text(result),
                 result.mime: base64.b64encode(result.data).decode("ascii")}
-    data: dict[str, Any] = {"text/plain": render.text(result),
-                            "text/markdown": render.markdown(result)}
-    if isinstance(result, ActionCard) and confirm is not None:
-        view = card_widget(result, confirm, shown)
-        if view is not None:
-            data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
-    return data
+    return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
 
 
 def card_html(card: ActionCard) -> str:
@@ -65,8 +51,7 @@ def card_html(card: ActionCard) -> str:
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
                                    json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
-        activity = a.activity or {}
-        parts.append(f"<p>Sends a <b>{html_text(activity['type'])}</b> activity to "
+        parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
     parts.append(markdown_html(render.decide_line(card)))
@@ -90,7 +75,13 @@ def tool_card_html(card: ActionCard) -> str:
         parts += ["<p>The code:</p>", _highlight(code, a.tool)]
     if card.change is not None:
         parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
+    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
     return "\n".join(parts)
+
+
+def _inline(md: str) -> str:
+    """One line of Lily's own Markdown (code spans, no other markup) as HTML, escaped."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html_text(md))
 
 
 def _highlight(code: str, tool: str) -> str:
@@ -101,54 +92,164 @@ def _highlight(code: str, tool: str) -> str:
     except ImportError:  # pragma: no cover
         return f"<pre>{html_text(code)}</pre>"
     lexer = PythonLexer() if tool == "run_python" else TextLexer()
-    html: str = highlight(code, lexer, HtmlFormatter(noclasses=True))
-    return html
+    return highlight(code, lexer, HtmlFormatter(noclasses=True))
 
 
-def card_widget(card: ActionCard, confirm: Confirm,
-                shown: Callable[[ActionCard], None] | None = None) -> Any:
-    """The card with its buttons; the outcome appears under them. A typed action: Confirm /
-    Cancel. A held call: Run once / Always this session (not for run_python) / Deny.
-    ``confirm(action, ok, always)`` decides; ``shown(card)`` is told of a further card the
-    outcome displays."""
-    try:
+# Once the kernel that drew a card's buttons is gone, JupyterLab and Notebook 7 show "Error
+# displaying widget: model not found" in their place: hidden when it sits right after a
+# Lily card (trusted notebooks; an untrusted one drops <style>, and the line stays).
+_HIDE_DEAD_BUTTONS = ("<style>.jp-OutputArea-child:has(.lily-card) + .jp-OutputArea-child"
+                      ":has(> .jp-OutputArea-output.jupyter-widgets) {display: none}</style>")
+
+
+def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = ()) -> dict:
+    """A card as a display of its own, restorable: ``text/plain``, ``text/markdown`` (for
+    nbconvert and the like) and ``text/html`` (what front ends show), the card and, under
+    it, what its buttons did (``outcomes``: ``(text, markdown, html)``). Its
+    buttons are a separate display right after it (:class:`CardButtons`), so a saved
+    notebook shows the card and its outcome after a restart (docs/jupyter-display.md)."""
+    text = "\n\n".join([render.text(card), *(t for t, _, _ in outcomes)])
+    md = "\n\n".join([render.markdown(card), *(m for _, m, _ in outcomes)])
+    body = "\n".join([card_html(card), *(h for _, _, h in outcomes)])
+    return {"text/plain": text, "text/markdown": md,
+            "text/html": f"{_HIDE_DEAD_BUTTONS}\n<div class='lily-card'>\n{body}\n</div>"}
+
+
+def outcome_parts(outcome: object) -> tuple[str, str, str]:
+    """What a click did, as ``(text, markdown, html)``, rendered as ``/confirm`` shows it:
+    the summary, what the code printed and showed (a DataFrame as its table, an image as an image), the
+    answer with its footer, proposed cells, and a further card."""
+    if not isinstance(outcome, ConfirmedRun):
+        md = render.markdown(outcome)
+        return render.text(outcome), md, markdown_html(md)
+    text, html = [render.text(outcome)], [markdown_html(render.markdown(outcome.done))]
+    captured = outcome.done.display
+    if captured is not None:
+        html.append(captured_html(captured))
+    elif outcome.output.strip():
+        html.append(f"<pre>{html_text(outcome.output.rstrip())}</pre>")
+    if outcome.answer is not None:
+        html.append(answer_html(outcome.answer))
+    for code in outcome.proposed:
+        html += ["<p>Proposed cell:</p>", _highlight(code.rstrip(), "run_python")]
+    if outcome.card is not None:
+        html.append(card_html(outcome.card))
+    return "\n\n".join(text), render.markdown(outcome), "\n".join(html)
+
+
+def answer_html(answer: Answer) -> str:
+    """An answer as HTML: the model's Markdown through the sanitizer, the footer small."""
+    return (f"{markdown_html(answer.text.rstrip())}\n"
+            f"<p><sub>{html_text(answer.footer())}</sub></p>")
+
+
+def captured_html(captured: Any) -> str:
+    """What confirmed code printed and displayed (IPython's captured output), as HTML.
+
+    The same outputs ``/confirm`` shows in its cell (``captured.show()``): the notebook's
+    own output, which the user approved to run; its HTML (a DataFrame) and images are kept
+    as they are, like any cell output. Text is escaped."""
+    parts = []
+    if captured.stdout:
+        parts.append(f"<pre>{html_text(captured.stdout.rstrip())}</pre>")
+    if captured.stderr:
+        parts.append("<pre style='background:var(--jp-rendermime-error-background,#fdd)'>"
+                     f"{html_text(captured.stderr.rstrip())}</pre>")
+    for out in captured.outputs:
+        data = out.data
+        if "text/html" in data:
+            parts.append(str(data["text/html"]))
+        elif "image/png" in data or "image/jpeg" in data:
+            mime = "image/png" if "image/png" in data else "image/jpeg"
+            parts.append(f"<img src='data:{mime};base64,{html_text(str(data[mime]).strip())}'>")
+        elif "text/markdown" in data:
+            parts.append(markdown_html(str(data["text/markdown"])))
+        elif "text/plain" in data:
+            parts.append(f"<pre>{html_text(str(data['text/plain']))}</pre>")
+    return "\n".join(parts)
+
+
+class CardButtons:
+    """The live buttons of a card in a notebook, a display of their own under the card.
+
+    A typed action: Confirm / Cancel. A held call: Run once / Always this session (not for
+    run_python) / Deny. A click decides through ``decide(action, ok, always)`` (the same
+    path as ``/confirm``) and writes the outcome into the card's display (``handle``, an
+    update by display id, which a front end applies to the card's cell and saves with the
+    notebook). A further card the outcome holds takes over the buttons (``shown(card)``
+    tells the runner it is displayed). :meth:`deactivate` greys them out once the card is
+    decided another way (``/confirm``, ``/cancel``, a new request).
+    """
+
+    def __init__(self, card: ActionCard, handle: Any,
+                 decide: Callable[[PendingItem, bool, bool], object],
+                 shown: Callable[[ActionCard], None] | None = None) -> None:
         import ipywidgets as w
-    except ImportError:  # pragma: no cover
-        return None
-    action = card.action
-    call = isinstance(action, HeldCall)
-    yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
-                   icon="check")
-    no = w.Button(description="Deny" if call else "Cancel", icon="times")
-    buttons = [yes]
-    if isinstance(action, HeldCall) and action.always_refusal is None:
-        buttons.append(w.Button(description="Always this session", icon="check-double"))
-    buttons.append(no)
-    status = w.HTML()
+        self._w = w
+        self.handle, self.decide, self.shown = handle, decide, shown
+        self.status = w.HTML()
+        self.row = w.HBox()
+        self.view = w.VBox([self.row, self.status])
+        self.first = card
+        self.outcomes: list[tuple[str, str, str]] = []
+        self._arm(card)
 
-    def click(ok: bool, always: bool = False) -> Callable[[Any], None]:
+    @property
+    def model_id(self) -> str:
+        """The widget model id of the buttons' view."""
+        return self.view.model_id
+
+    def bundle(self) -> dict:
+        """The buttons' display: the widget, and empty text for consoles and logs."""
+        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
+            "version_major": 2, "version_minor": 0, "model_id": self.view.model_id}}
+
+    def _arm(self, card: ActionCard) -> None:
+        w = self._w
+        self.card = card
+        call = isinstance(card.action, HeldCall)
+        yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
+                       icon="check")
+        no = w.Button(description="Deny" if call else "Cancel", icon="times")
+        self.buttons = [yes]
+        if call and card.action.always_refusal is None:
+            always = w.Button(description="Always this session", icon="check-double")
+            always.on_click(self._click(True, always=True))
+            self.buttons.append(always)
+        self.buttons.append(no)
+        yes.on_click(self._click(True))
+        no.on_click(self._click(False))
+        self.row.children = tuple(self.buttons)
+
+    def deactivate(self, note: str) -> None:
+        """The card was decided another way: the buttons go inactive, with ``note``."""
+        for b in self.buttons:
+            b.disabled = True
+        self.status.value = f"<p>{html_text(note)}</p>"
+
+    def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
         def handler(_button: Any) -> None:
-            for b in buttons:
+            for b in self.buttons:
                 b.disabled = True
+            self.status.value = ""
             try:
-                outcome = confirm(card.action, ok, always)
+                outcome = self.decide(self.card.action, ok, always)
             except Exception as exc:  # one readable line, never a traceback
-                for b in buttons:
-                    b.disabled = False
                 line = error_line(exc)
-                status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
+                still = "still waiting" in line or "to retry" in line
+                for b in self.buttons:
+                    b.disabled = not still
+                self.status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
-            status.value = markdown_html(render.markdown(outcome))
+            self.outcomes.append(outcome_parts(outcome))
+            if self.handle is not None:
+                self.handle.update(card_bundle(self.first, tuple(self.outcomes)), raw=True)
             further = getattr(outcome, "card", None)
-            if further is not None and shown is not None:
-                shown(further)
+            if further is not None:
+                if self.shown is not None:
+                    self.shown(further)
+                self._arm(further)
         return handler
-
-    yes.on_click(click(True))
-    no.on_click(click(False))
-    if len(buttons) == 3:
-        buttons[1].on_click(click(True, always=True))
-    return w.VBox([w.HTML(card_html(card)), w.HBox(buttons), status])
 
 
 # Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own
@@ -158,14 +259,13 @@ _CELL = ("text-align:left;padding:2px 10px;"
 _HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
 
 
-def _matching(rows: Iterable[Sequence[object]], filt: str) -> list[Any]:
+def _matching(rows, filt: str) -> list:
     """The rows that hold ``filt`` (case-insensitive) in any cell; all rows without one."""
     f = filt.lower().strip()
     return [r for r in rows if not f or any(f in str(c).lower() for c in r)]
 
 
-def _html_table(headers: Sequence[str], rows: Iterable[Sequence[object]], filt: str = "",
-                styled: bool = False) -> str:
+def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
     shown = _matching(rows, filt)
     th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
     head = "".join(f"<th style='{th}'>{html_text(h)}</th>" for h in headers)
@@ -226,7 +326,7 @@ _HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.ju
                      ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
 
 
-def skills_bundle(result: SkillTable, key: str | None = None) -> dict[str, Any]:
+def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
     """The /skills table itself: text and HTML only, so it survives a restart.
 
     ``key`` names the filter displayed just before it (:func:`filter_bundle`): that
@@ -238,7 +338,7 @@ def skills_bundle(result: SkillTable, key: str | None = None) -> dict[str, Any]:
     return {"text/plain": render.text(result), "text/html": body}
 
 
-def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:
+def filter_bundle(result: SkillTable) -> tuple[dict, str] | None:
     """The live filter of one /skills output, a display of its own, and the key its
     table carries (None without ipywidgets).
 
@@ -256,7 +356,7 @@ def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:
         "version_major": 2, "version_minor": 0, "model_id": view.model_id}}, key
 
 
-def skills_widget(result: SkillTable) -> tuple[Any, str] | None:
+def skills_widget(result: SkillTable):
     """A new filter: a Text box, and under it the matching rows while it is not empty;
     returns ``(view, key)``, or None without ipywidgets.
 
@@ -274,7 +374,7 @@ def skills_widget(result: SkillTable) -> tuple[Any, str] | None:
                  layout=w.Layout(width="24em"))
     table = w.HTML("")
 
-    def refilter(change: Mapping[str, Any]) -> None:
+    def refilter(change) -> None:
         text = change["new"]
         table.value = "" if not text.strip() else (
             f"<style>.lily-skills-{key} {{display: none}}</style>\n"

@@ -18,9 +18,7 @@ import contextvars
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -37,19 +35,13 @@ from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
 
-if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.utils.capture import CapturedIO
-
-    from lily_kernel.agent.pending import PendingItem
-
 _ATTR = "_lily"
 # Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
 # `jupyter console` (docs/front-ends.md#jupyter-console). Anything else is prose.
 EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
 
 
-def session_label(env: Mapping[str, str]) -> str | None:
+def session_label(env) -> str | None:
     """The journal's name: ``KERNEL_LILY_SESSION`` (a gateway forwards every ``KERNEL_``
     variable), else Jupyter's ``JPY_SESSION_NAME``, else the ``KERNEL_ID`` a gateway's
     launcher sets, so each remote kernel has a journal of its own
@@ -62,10 +54,12 @@ class Integration:
     """Lily in one shell: the face over the core's :class:`~lily_kernel.commands.runner.Runner`
     (which owns the session), and what this face installed in the shell."""
 
-    def __init__(self, shell: InteractiveShell, kernel_mode: bool) -> None:
+    def __init__(self, shell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
         self._checking = False  # True while is_complete asks IPython about a %%python cell
+        self._terminal: _TerminalText | None = None  # this cell's live text, in a console
+        self._buttons: list[Any] = []  # the live buttons of cards that may still wait (CardButtons)
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
@@ -143,42 +137,93 @@ class Integration:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
 
-    def check_complete(self, cell: str) -> tuple[str, int | None]:
+    def check_complete(self, cell: str):
         """IPython's ``check_complete`` of a cell, as Lily transforms it (for is_complete)."""
         self._checking = True
         try:
-            status: tuple[str, int | None] = \
-                self.shell.input_transformer_manager.check_complete(cell)
-            return status
+            return self.shell.input_transformer_manager.check_complete(cell)
         finally:
             self._checking = False
 
     def run_command(self, cell: str) -> None:
         """Run a command cell and show its results."""
-        self._show_all(self.runner.command(cell, live=self._live()))
+        try:
+            self._show_all(self.runner.command(cell, live=self._live()))
+        finally:
+            word = cell.split(maxsplit=1)[0] if cell.split() else cell
+            self._settle_cards(f"Decided in another cell ({word}).")
 
     def run_agent(self, text: str) -> None:
         """Send ``text`` to the agent and show what it answers."""
-        self._show_all(self.runner.ask(text, live=self._live()))
+        try:
+            self._show_all(self.runner.ask(text, live=self._live()))
+        finally:
+            self._settle_cards("Declined: a new request was sent before a decision.")
 
-    def _live(self) -> type[_LiveText] | None:
-        return _LiveText if hasattr(self.shell, "kernel") else None
+    def _live(self):
+        """The factory of this cell's live display: None outside a kernel; tokens on stdout
+        for a terminal console (:class:`_TerminalText`), a display updated in place else."""
+        self._terminal = None
+        if not hasattr(self.shell, "kernel"):
+            return None
+        if not _from_terminal(self.shell.kernel):
+            return _LiveText
 
-    def _show_all(self, results: Iterable[Any]) -> None:
+        def terminal() -> _TerminalText:
+            self._terminal = _TerminalText()
+            return self._terminal
+        return terminal
+
+    def _show_all(self, results) -> None:
         """Show each result as the core yields it (a held call's output before the answer);
         a card waits for the user's decision only once it is displayed."""
         for result in results:
             if isinstance(result, ActionDone) and result.display is not None:
-                cast("CapturedIO", result.display).show()  # run_python: what the code printed and showed
+                result.display.show()  # run_python: what the code printed and showed
+                continue
+            if isinstance(result, Answer) and self._terminal is not None:
+                from IPython.display import display  # streamed already: the rest, the footer
+                display({"text/plain": self._terminal.rest(result)}, raw=True)
                 continue
             if isinstance(result, ActionCard):
-                _display_result(result, confirm=self._confirm, shown=self.runner.shown)
+                self._show_card(result)
                 self.runner.shown(result)
             else:
                 _display_result(result)
 
-    def _confirm(self, action: PendingItem, ok: bool,
-                 always: bool = False) -> ActionDone | ConfirmedRun:
+    def _show_card(self, card: ActionCard) -> None:
+        """The card, a restorable display the buttons write their outcome into, and its
+        buttons as a display of their own under it (none in a terminal console)."""
+        from IPython.display import display
+
+        from lily_kernel.jupyter.display import CardButtons, bundle, card_bundle
+        if _from_terminal(getattr(self.shell, "kernel", None)):
+            display(bundle(card), raw=True)
+            return
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:  # pragma: no cover - ipywidgets is a dependency
+            display(bundle(card), raw=True)
+            return
+        handle = display(card_bundle(card), raw=True, display_id=True)
+        buttons = CardButtons(card, handle, self._confirm, self.runner.shown)
+        display(buttons.bundle(), raw=True)
+        self._buttons.append(buttons)
+
+    def _settle_cards(self, note: str) -> None:
+        """Grey out the buttons of every card no longer waiting, decided another way
+        (``/confirm``, ``/cancel``, a new request): ``note`` says how (docs/jupyter-display.md)."""
+        if not self._buttons or not self.runner.ready:
+            return
+        session = self.session
+        waiting = {item.id for item in (session.pending, session.offered) if item is not None}
+        for buttons in list(self._buttons):
+            if buttons.card.action.id not in waiting:
+                self._buttons.remove(buttons)
+                if not all(b.disabled for b in buttons.buttons):
+                    buttons.deactivate(note)
+
+    def _confirm(self, action, ok: bool, always: bool = False):
         """A card's button: the same decision as /confirm and /cancel."""
         done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
@@ -187,10 +232,8 @@ class Integration:
         output = ""
         if done.display is not None:
             from lily_kernel.jupyter.notebook import captured_text
-            output = captured_text(cast("CapturedIO", done.display))
-        answer: Answer | None = None
-        proposed: tuple[str, ...] = ()
-        card: ActionCard | None = None
+            output = captured_text(done.display)
+        answer, proposed, card = None, (), None
         for result in self.runner.resume(done):
             if isinstance(result, Answer):
                 answer = result
@@ -217,7 +260,7 @@ class _LiveText:
     TICK = 1.0  # seconds between its updates
 
     def __init__(self) -> None:
-        self.handle: Any = None  # (an IPython DisplayHandle) shown on the first token or event, so a request that fails
+        self.handle = None  # shown on the first token or event, so a request that fails
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
@@ -236,7 +279,7 @@ class _LiveText:
             self.last = now
             self._show()
 
-    def event(self, kind: str, data: dict[str, Any]) -> None:
+    def event(self, kind: str, data: dict) -> None:
         if kind == "waiting":
             self._start_waiting(data.get("model") or "the model")
             return
@@ -295,15 +338,88 @@ class _LiveText:
         self.handle.update({"text/plain": "\n".join(lines),
                             "text/markdown": "\n\n".join(md)}, raw=True)
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """End the display: empty (the answer comes as a display of its own), or, when the
+        user interrupted, the text so far marked "(interrupted)"
+        (docs/jupyter-display.md#interrupting)."""
         self._stop_waiting()
         with self._lock:
             self._closed = True
-            if self.handle is not None:
+            text = "".join(self.parts).rstrip()
+            if interrupted and text:
+                self.status = ""
+                self.parts = [text + "\n\n(interrupted)"]
+                self._show_locked()
+            elif self.handle is not None:
                 self.handle.update({"text/plain": ""}, raw=True)
 
 
-def _redact_history(shell: InteractiveShell, install: bool) -> None:
+class _TerminalText(_LiveText):
+    """The live text for a terminal console (``jupyter console``), which ignores display
+    updates: tokens go to stdout as they arrive, the waiting line is redrawn in place
+    with a carriage return and wiped before the text goes on, and the final answer
+    shows only what was not streamed, then its footer (docs/front-ends.md#jupyter-console).
+    A notebook never gets this: only a client that asked ``is_complete`` (a console) does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0  # characters of the text already written
+        self.drawn = ""  # the waiting line now on screen
+        self.status_shown = ""
+        self.at_line_start = True
+        self.step_start = 0  # where the text of the current model step begins
+
+    def event(self, kind: str, data: dict) -> None:
+        if kind == "waiting":
+            self.step_start = sum(map(len, self.parts))
+        super().event(kind, data)
+
+    def _show_locked(self) -> None:
+        import sys
+        out = []
+        if self.drawn:
+            out.append("\r" + " " * len(self.drawn) + "\r")
+            self.drawn = ""
+        text = "".join(self.parts)
+        if self.status and self.status != self.status_shown:
+            out.append(("" if self.at_line_start else "\n") + self.status + "\n")
+            self.status_shown, self.at_line_start = self.status, True
+        if len(text) > self.sent:
+            out.append(text[self.sent:])
+            self.sent, self.at_line_start = len(text), text.endswith("\n")
+        if self.waiting:
+            out.append(("" if self.at_line_start else "\n") + self.waiting)
+            self.drawn, self.at_line_start = self.waiting, True
+        if out:
+            sys.stdout.write("".join(out))
+
+    def close(self, interrupted: bool = False) -> None:
+        import sys
+        self._stop_waiting()
+        with self._lock:
+            self._closed = True
+            self._show_locked()  # the text not written yet, and the waiting line wiped
+            if interrupted and self.sent:
+                sys.stdout.write(("" if self.at_line_start else " ") + "(interrupted)\n")
+            elif not self.at_line_start:
+                sys.stdout.write("\n")
+            self.at_line_start = True
+
+    def rest(self, answer: Answer) -> str:
+        """The answer as the console shows it after streaming: the part of its text the
+        last model step did not stream (a note Lily adds), then the footer."""
+        streamed = "".join(self.parts)[self.step_start:]
+        text = answer.text
+        if streamed.strip() and text.startswith(streamed.rstrip()):
+            text = text[len(streamed.rstrip()):]
+        elif streamed.strip() and streamed.strip() == text.strip():
+            text = ""
+        text = text.strip()
+        return (text + "\n\n" if text else "") + f"[{answer.footer()}]"
+
+
+def _redact_history(shell, install: bool) -> None:
     """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
     while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
     userinfo masked, and any cell with the live secret values masked, and the values it
@@ -322,7 +438,7 @@ def _redact_history(shell: InteractiveShell, install: bool) -> None:
     from lily_kernel import redaction
     store = history.store_inputs
 
-    def clean(text: object) -> object:
+    def clean(text):
         if not isinstance(text, str):
             return text
         if "lily_kernel.jupyter.integration" in text or text.lstrip().startswith(("/", "%lily", "%%lily")):
@@ -332,14 +448,13 @@ def _redact_history(shell: InteractiveShell, install: bool) -> None:
         # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
         return redaction.mask_env_assignments(text)
 
-    def store_inputs(line_num: int, source: str, source_raw: str | None = None) -> Any:
+    def store_inputs(line_num, source, source_raw=None):
         return store(line_num, clean(source), clean(source_raw))
-    store_inputs._lily = True  # type: ignore[attr-defined]  # marks our wrapper
+    store_inputs._lily = True
     history.store_inputs = store_inputs
 
 
-def _display_result(result: object, confirm: Callable[..., Any] | None = None,
-                    shown: Callable[[ActionCard], None] | None = None) -> None:
+def _display_result(result) -> None:
     from IPython.display import display
 
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
@@ -350,7 +465,7 @@ def _display_result(result: object, confirm: Callable[..., Any] | None = None,
                 display(live[0], raw=True)
             display(skills_bundle(result, live[1] if live is not None else None), raw=True)
         return
-    display(bundle(result, confirm=confirm, shown=shown), raw=True)
+    display(bundle(result), raw=True)
 
 
 class _nothing_to_flush:
@@ -363,9 +478,7 @@ class _nothing_to_flush:
     before ``%lily /skills`` shows after the table. Outside ipykernel: a no-op.
     """
 
-    pub: Any  # the shell's display publisher, when it has streams to flush
-
-    def __enter__(self) -> _nothing_to_flush:
+    def __enter__(self):
         from IPython import get_ipython
         shell = get_ipython()
         self.pub = getattr(shell, "display_pub", None)
@@ -375,24 +488,34 @@ class _nothing_to_flush:
             self.pub._flush_streams = lambda: None
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc):
         if self.pub is not None:
             self.pub.__dict__.pop("_flush_streams", None)
 
 
-def _show_command_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
-                        tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
+def _from_terminal(kernel: Any) -> bool:
+    """Whether the running cell came from a terminal console: a client that asks
+    ``is_complete`` (jupyter console does on every Enter; notebooks, nbclient and papermill
+    never do), recorded by the Lily kernel (docs/front-ends.md#jupyter-console)."""
+    sessions = getattr(kernel, "terminal_sessions", None)
+    if not sessions:
+        return False
+    parent = kernel.get_parent("shell") or {}
+    return parent.get("header", {}).get("session") in sessions
+
+
+def _show_command_error(shell, etype, value, tb, tb_offset=None):
     stb = [error_line(value)]
     shell._showtraceback(etype, value, stb)
     return stb
 
 
-def current(shell: InteractiveShell | None = None) -> Integration:
+def current(shell=None) -> Integration:
     """The Integration active in ``shell`` (default: the running IPython)."""
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
-    integration: Integration | None = getattr(shell, _ATTR, None) if shell is not None else None
+    integration = getattr(shell, _ATTR, None) if shell is not None else None
     if integration is None:
         raise RuntimeError("Lily is not active in this shell: run %load_ext lily "
                            "or use the Lily kernel.")
@@ -412,12 +535,11 @@ def ask(cell: str) -> None:
 @magics_class
 class LilyMagics(Magics):
     """``%lily`` and ``%%lily``."""
-
-    def __init__(self, shell: InteractiveShell, integration: Integration) -> None:
+    def __init__(self, shell, integration: Integration) -> None:
         super().__init__(shell)
         self.integration = integration
 
-    @line_magic("lily")  # type: ignore[arg-type]  # IPython types the name-less form only
+    @line_magic("lily")
     def lily_line(self, line: str) -> None:
         """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
         if router.is_command(line):
@@ -425,7 +547,7 @@ class LilyMagics(Magics):
         else:
             self.integration.run_agent(line)
 
-    @cell_magic("lily")  # type: ignore[arg-type]
+    @cell_magic("lily")
     def lily_cell(self, line: str, cell: str) -> None:
         """%%lily: send the cell to the Lily agent."""
         text = "\n".join(part for part in (line.strip(), cell) if part.strip())

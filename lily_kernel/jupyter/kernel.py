@@ -53,6 +53,9 @@ class LilyKernel(IPythonKernel):
         self._notice = _enter_working_dir()
         super().__init__(**kwargs)
         assert self.shell is not None  # IPythonKernel made it in __init__
+        # the client sessions that asked is_complete: terminal consoles, which ignore display
+        # updates, so Lily streams to stdout for them (docs/front-ends.md#jupyter-console)
+        self.terminal_sessions: set[str] = set()
         self.lily = Integration(self.shell, kernel_mode=True)
         self.lily.install()
         _stop_cleanly_on_sigterm(self)
@@ -127,6 +130,9 @@ class LilyKernel(IPythonKernel):
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
         """Whether Enter runs the cell: commands and prose at once, ``%%python`` as Python."""
+        session = (self.get_parent("shell") or {}).get("header", {}).get("session")
+        if session:
+            self.terminal_sessions.add(session)
         if router.is_command(code):
             return {"status": "complete"}
         stripped = code.lstrip()

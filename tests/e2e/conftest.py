@@ -50,6 +50,20 @@ def lab(browser_ready, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def notebook7(browser_ready, tmp_path_factory):
+    """A Notebook 7 server for the session (the ``notebook`` package)."""
+    server = Lab(tmp_path_factory.mktemp("nb7"), app="notebook")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["lab", "notebook7"])
+def front(request):
+    """Each front end a test must pass in: JupyterLab, then Notebook 7."""
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session")
 def browser(browser_ready):
     from playwright.sync_api import expect, sync_playwright
     expect.set_options(timeout=STEP)

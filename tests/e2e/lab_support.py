@@ -42,7 +42,8 @@ def missing() -> str | None:
     """Why the browser suite cannot run here, or None."""
     if chromium_path() is None:
         return "Chromium not found (/usr/bin/chromium or chromium on PATH): apt-get install chromium"
-    for module, extra in (("playwright", "playwright"), ("jupyterlab", "jupyterlab")):
+    for module, extra in (("playwright", "playwright"), ("jupyterlab", "jupyterlab"),
+                          ("notebook", "notebook")):
         try:
             __import__(module)
         except ImportError:
@@ -66,10 +67,12 @@ def code_notebook(path: Path, *cells: str) -> Path:
 
 
 class Lab:
-    """One JupyterLab server for the session."""
+    """One JupyterLab server for the session; ``app="notebook"``: a Notebook 7 server
+    (the ``notebook`` package: the same output renderers, its own pages)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, app: str = "lab") -> None:
         self.base = base
+        self.app = app
         self.root = base / "root"
         self.root.mkdir(parents=True)
         self.port = free_port()
@@ -78,13 +81,15 @@ class Lab:
         self.env = self._environment()
         self._install_kernelspec()
         self.log = open(base / "jupyterlab.log", "wb")
+        own = (["-m", "jupyterlab", "--LabApp.expose_app_in_browser=True",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.news_url="] if app == "lab" else
+               ["-m", "notebook", "--JupyterNotebookApp.expose_app_in_browser=True"])
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser",
+            [sys.executable, *own, "--no-browser",
              "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
              "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
-             f"--ServerApp.root_dir={self.root}", "--LabApp.expose_app_in_browser=True",
-             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-             "--LabApp.news_url=", "--ServerApp.allow_root=True",
+             f"--ServerApp.root_dir={self.root}", "--ServerApp.allow_root=True",
              "--ServerApp.terminals_enabled=False"],
             cwd=str(self.root), env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         self._wait_ready()
@@ -122,7 +127,7 @@ class Lab:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited {self.proc.returncode}: {self.logs()}")
+                raise RuntimeError(f"jupyter {self.app} exited {self.proc.returncode}: {self.logs()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}",
                                             timeout=5) as r:
@@ -141,6 +146,8 @@ class Lab:
             return json.load(r)
 
     def page_url(self, notebook: str) -> str:
+        if self.app == "notebook":
+            return f"{self.url}/notebooks/{notebook}?token={self.token}"
         return f"{self.url}/lab/tree/{notebook}?token={self.token}&reset"
 
     def stop(self) -> None:

@@ -94,7 +94,7 @@ def test_confirm_button_renders_its_result_as_a_table(lab, page, model, turns):
     out = nb.output(1)
     confirm = out.get_by_role("button", name="Confirm")
     expect(confirm).to_be_visible(timeout=LONG)
-    card_tables = out.locator(".widget-html table")
+    card_tables = out.locator(".lily-card table")
     expect(card_tables.first).to_contain_text("read_receipts")
     assert card_tables.first.evaluate("t => getComputedStyle(t).borderCollapse") == "collapse"
 

@@ -140,8 +140,9 @@ def test_waiting_line_goes_when_the_request_fails(kernel, turns):
 # -- interrupt --------------------------------------------------------------------------
 
 def interrupt_after(kernel: Kernel, server: ScriptedServer, code: str, requests: int,
-                    settle: float = 0.4) -> dict:
-    """Run ``code``, interrupt once the server got ``requests`` more requests; the reply."""
+                    settle: float = 0.4, shown: list | None = None) -> dict:
+    """Run ``code``, interrupt once the server got ``requests`` more requests; the reply
+    (``shown`` gets the cell's iopub messages)."""
     start = len(server.chat_requests())
     msg_id = kernel.kc.execute(code)
     wait_for_requests(server, start + requests)
@@ -154,7 +155,10 @@ def interrupt_after(kernel: Kernel, server: ScriptedServer, code: str, requests:
     content = reply["content"]
     assert content["status"] == "error"
     assert len(content["traceback"]) == 1 and content["traceback"][0].startswith("Error: interrupted")
-    errors = [m["content"] for m in kernel.iopub_until_idle(msg_id) if m["msg_type"] == "error"]
+    messages = kernel.iopub_until_idle(msg_id)
+    if shown is not None:
+        shown.extend(messages)
+    errors = [m["content"] for m in messages if m["msg_type"] == "error"]
     assert [e["traceback"] for e in errors] == [content["traceback"]]
     assert kernel.km.is_alive()
     return content
@@ -164,7 +168,13 @@ def test_interrupt_during_a_slow_stream(kernel, server, turns):
     words = " ".join(f"SLOWWORD{i}" for i in range(100))
     turns.extend([call("load_skill", {"name": "plan_compiler"}, "before-stream"),
                   {"content": words, "chunks": 100, "chunk_delay": 0.1}])
-    interrupt_after(kernel, server, "a slow answer please", requests=2)
+    shown: list = []
+    interrupt_after(kernel, server, "a slow answer please", requests=2, shown=shown)
+    # the text shown so far stays, marked; the cell still fails (Run All stops there)
+    last = [m["content"]["data"] for m in shown if m["msg_type"] == "update_display_data"][-1]
+    assert "SLOWWORD0" in last["text/plain"] and last["text/plain"].endswith("(interrupted)")
+    assert "SLOWWORD0" in last["text/markdown"] and "(interrupted)" in last["text/markdown"]
+    assert "SLOWWORD99" not in last["text/plain"]
 
     turns.append({"expect": {"contains": "after the interrupt"}, "content": "ANSWER-AFTER-INTERRUPT"})
     assert "ANSWER-AFTER-INTERRUPT" in markdown_answer(kernel.ok("after the interrupt"))

@@ -35,10 +35,12 @@ def card_of(run, kind: str = "(tool call, card `") -> tuple[dict, str]:
 def test_a_write_over_a_file_shows_its_diff_and_always_stops_the_card(kernel, server, turns):
     notes = kernel.workspace / "notes.txt"
     turns.append(call("write", {"path": "notes.txt", "content": "keep\nnew line\n"}, "w1"))
-    card, ref = card_of(kernel.run("change my notes"))
+    run = kernel.run("change my notes")
+    card, ref = card_of(run)
     md = card["text/markdown"]
     assert "**Approve write**" in md and "```diff" in md and "-old line\n+new line" in md
-    assert WIDGET_MIME in card and notes.read_text() == "keep\nold line\n"
+    buttons = run.displays[run.displays.index(card) + 1]  # a display of their own
+    assert WIDGET_MIME in buttons and notes.read_text() == "keep\nold line\n"
     turns.extend([{"expect": {"contains": "wrote"}, "content": "Changed."}])
     done = kernel.run(f"/confirm {ref} --always")
     assert done.status == "ok", done.messages

@@ -12,7 +12,7 @@ import time
 
 import pexpect
 import pytest
-from kernel_support import make_world
+from kernel_support import call, make_world, scripted_kernel_world
 
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][A-Z0-9]|[=>])")
 PROMPT = r"In \[{n}\]: "
@@ -33,7 +33,8 @@ class Console:
                                    dimensions=(40, 200), timeout=60)
         self.seen = ""
 
-    def wait(self, pattern: str, timeout: float = 60) -> None:
+    def wait(self, pattern: str, timeout: float = 60) -> str:
+        """Wait for ``pattern`` on the screen; the text read (colours removed) up to then."""
         deadline = time.monotonic() + timeout
         while not re.search(pattern, ANSI.sub("", self.seen)):
             if time.monotonic() > deadline or not self.child.isalive():
@@ -47,6 +48,7 @@ class Console:
         text = ANSI.sub("", self.seen)
         assert re.search(pattern, text), f"{pattern!r} not on screen: {text[-1500:]!r}"
         self.seen = ""
+        return text
 
     def type(self, line: str, then: str) -> None:
         """Type ``line`` and Enter, then wait for ``then`` (a prompt) on the screen."""
@@ -94,3 +96,45 @@ def test_quit_ends_the_console_without_the_model(console, recorder, word):
     console.child.send(word + "\r")
     assert console.exits() == 0
     assert recorder.connections == []
+
+
+# -- the agent in a console (docs/front-ends.md#jupyter-console) ---------------------------
+
+@pytest.fixture
+def agent_console(tmp_path, ipython_dir, server):
+    """A console whose model is the module's scripted server."""
+    world = scripted_kernel_world(tmp_path, ipython_dir, server.url)
+    world.env["LILY_TIMEOUT"] = "30"
+    started = Console(world)
+    started.wait(PROMPT.format(n=1))
+    yield started
+    started.close()
+
+
+def test_the_console_shows_the_waiting_line_then_streams_the_answer(agent_console, turns):
+    turns.append({"delay": 2.5, "content": "STREAMED-ANSWER " + " ".join(
+        f"word{i}" for i in range(8)) + " LAST-WORD", "chunks": 10, "chunk_delay": 0.4})
+    agent_console.child.send("Answer slowly please\r")
+    screen = agent_console.wait(r"waiting for scripted-test-model… \d+ s")  # model silent
+    early = agent_console.wait("STREAMED-ANSWER")
+    assert "LAST-WORD" not in early  # shown as it arrives, not at the end
+    screen += early + agent_console.wait(PROMPT.format(n=2))
+    assert re.search(r"LAST-WORD\s+\[no skill · model: scripted-test-model\]", screen), screen
+    assert screen.count("STREAMED-ANSWER") == 1, screen  # not printed again at the end
+
+
+def test_the_console_help_is_a_text_table(agent_console):
+    agent_console.child.send("/help\r")
+    screen = agent_console.wait(PROMPT.format(n=2))
+    assert re.search(r"command\s+what it does", screen), screen
+    assert re.search(r"-{4,}  -{4,}", screen), screen
+    assert "| ---" not in screen and "**" not in screen
+
+
+def test_a_card_in_the_console_shows_its_code_without_a_language_line(agent_console, turns):
+    turns.append(call("run_python", {"code": "print('CARD-CODE')"}, "console-card"))
+    agent_console.child.send("run something\r")
+    screen = agent_console.wait(PROMPT.format(n=2))
+    assert "Approve run_python" in screen and "    print('CARD-CODE')" in screen, screen
+    lines = [line.strip() for line in screen.splitlines()]
+    assert "python" not in lines and "json" not in lines and "```" not in screen

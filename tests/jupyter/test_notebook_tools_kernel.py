@@ -192,33 +192,98 @@ def test_run_python_waits_then_runs_once_on_confirm(face, server, turns):
     assert_consistent(conversation(face))
 
 
-def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, turns):
-    before = counter(face)
-    run, card = propose_run(face, turns, "rp2")
+def buttons_of(run) -> dict[str, str]:
+    """The card's buttons: description -> comm id."""
     opened = {m["content"]["comm_id"]: m["content"]["data"]["state"]
               for m in run.of_type("comm_open")}
-    buttons = {s.get("description"): cid for cid, s in opened.items()
-               if s.get("_model_name") == "ButtonModel"}
-    assert WIDGET_MIME in card and set(buttons) == {"Run once", "Deny"}  # never "Always"
+    return {s.get("description"): cid for cid, s in opened.items()
+            if s.get("_model_name") == "ButtonModel"}
+
+
+def click(face: Face, comm_id: str) -> list[dict]:
+    """Click a button as a front end does; the messages that follow."""
+    kernel = face.kernel
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "custom", "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(msg)
+    return kernel.iopub_until_idle(msg["header"]["msg_id"], timeout=20)
+
+
+def states(messages: list[dict]) -> list[dict]:
+    return [m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] == "comm_msg"]
+
+
+def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, turns):
+    before = counter(face)
+    run, card = propose_run(face, turns, "rp2", code=(
+        "run_count = globals().get('run_count', 0) + 1\nprint('RAN')\nprint('second line')"))
+    buttons = buttons_of(run)
+    # the card is a display of its own, restorable (no widget in it); the buttons follow it
+    assert WIDGET_MIME not in card and set(buttons) == {"Run once", "Deny"}  # never "Always"
+    shown = next(m for m in run.of_type("display_data") if m["content"]["data"] is card)
+    card_id = shown["content"]["transient"]["display_id"]
+    after = run.displays[run.displays.index(card) + 1]
+    assert set(after) == {WIDGET_MIME, "text/plain"} and after["text/plain"] == ""
     assert counter(face) == before
-    turns.append({"expect": {"contains": "RAN"}, "content": "BUTTON-ANSWER"})
+    turns.append({"expect": {"contains": "RAN"}, "content": "BUTTON-ANSWER with **bold**"})
 
-    def click(comm_id: str) -> str:
-        kernel = face.kernel
-        msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
-            "method": "custom", "content": {"event": "click"}}})
-        kernel.kc.shell_channel.send(msg)
-        updates = kernel.iopub_until_idle(msg["header"]["msg_id"], timeout=20)
-        return " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
-                        for m in updates if m["msg_type"] == "comm_msg")
-
-    shown = click(buttons["Run once"])
-    assert "RAN" in shown and "BUTTON-ANSWER" in shown, shown
+    updates = click(face, buttons["Run once"])
+    # the outcome goes into the card's own display, by its id: saved with the notebook
+    outcome = [m["content"] for m in updates if m["msg_type"] == "update_display_data"]
+    assert len(outcome) == 1 and outcome[0]["transient"]["display_id"] == card_id
+    data = outcome[0]["data"]
+    html = data["text/html"]
+    assert "<pre>RAN\nsecond line</pre>" in html  # text as text, one block
+    assert "<strong>bold</strong>" in html and "<sub>" in html and "```" not in html
+    assert "&lt;sub&gt;" not in html and "BUTTON-ANSWER" in data["text/plain"]
+    assert "Approve run" in html  # the card stays above its outcome
     assert counter(face) == before + 1
-    again = click(buttons["Run once"])
-    assert "nothing is waiting for confirmation" in again
+    assert all(s["disabled"] for s in states(updates) if "disabled" in s)
+
+    again = click(face, buttons["Run once"])
+    said = " ".join(str(s.get("value", "")) for s in states(again))
+    assert "nothing is waiting for confirmation" in said
+    assert not any(m["msg_type"] == "update_display_data" for m in again)
+    assert not any(s.get("disabled") is False for s in states(again))  # stays inactive
     assert counter(face) == before + 1
     assert_consistent(conversation(face))
+
+
+def test_a_dataframe_shown_by_a_confirmed_call_is_a_table_in_the_card(face, server, turns):
+    run, _ = propose_run(face, turns, "rp-df", code=(
+        "import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Rome'], 'temp': [3, 18]})"))
+    turns.append("DF-ANSWER")
+    updates = click(face, buttons_of(run)["Run once"])
+    html = next(m["content"]["data"]["text/html"] for m in updates
+            if m["msg_type"] == "update_display_data")
+    assert "<table" in html and "dataframe" in html and "Rome" in html
+
+
+def test_attack_a_hostile_answer_and_output_after_a_click_stay_inert(face, server, turns):
+    """ATTACK: the model's code prints markup and its follow-up answer carries script, an
+    unsafe link and an event handler; the card's outcome shows them as text."""
+    run, _ = propose_run(face, turns, "rp-evil", code="print('<img src=x onerror=alert(1)>')")
+    turns.append({"content": "<script>window.__pwned=1</script> [click me](javascript:alert(1)) "
+                             "<img src=y onerror=alert(2)>"})
+    updates = click(face, buttons_of(run)["Run once"])
+    html = next(m["content"]["data"]["text/html"] for m in updates
+            if m["msg_type"] == "update_display_data")
+    assert "<script" not in html and "<img" not in html and "href=\"javascript" not in html
+    assert "&lt;script&gt;window.__pwned=1" in html and "onerror=alert(1)" in html
+
+
+def test_buttons_go_inactive_when_the_card_is_decided_by_command(face, server, turns):
+    run, _ = propose_run(face, turns, "rp-cmd")
+    buttons = buttons_of(run)
+    turns.append("CMD-ANSWER")
+    done = face.cmd("/confirm")
+    assert done.status == "ok", done.messages
+    disabled = {m["content"]["comm_id"] for m in done.of_type("comm_msg")
+                if m["content"]["data"].get("state", {}).get("disabled") is True}
+    assert set(buttons.values()) <= disabled
+    said = " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
+                    for m in done.of_type("comm_msg"))
+    assert "/confirm" in said
 
 
 def test_cancel_records_declined_by_the_user(face, server, turns):
@@ -234,10 +299,15 @@ def test_cancel_records_declined_by_the_user(face, server, turns):
 
 def test_a_new_prose_cell_declines_the_waiting_call(face, server, turns):
     before = counter(face)
-    propose_run(face, turns, "rp4")
+    card_run, _ = propose_run(face, turns, "rp4")
     turns.append({"expect": {"contains": "something else"}, "content": "OK, moving on."})
     run = face.ask("something else")
     assert run.status == "ok"
+    said = [d["text/markdown"] for d in run.displays if "declined" in d.get("text/markdown", "")]
+    assert len(said) == 1 and "you asked something else" in said[0]
+    disabled = {m["content"]["comm_id"] for m in run.of_type("comm_msg")
+                if m["content"]["data"].get("state", {}).get("disabled") is True}
+    assert set(buttons_of(card_run).values()) <= disabled
     assert counter(face) == before
     assert tool_result(server, "rp4") == "declined by the user"
     assert_consistent(server.chat_requests()[-1]["messages"][1:])
