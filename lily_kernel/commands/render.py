@@ -335,10 +335,12 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     a = card.action
     assert isinstance(a, HeldCall)
     row = (a.tool, origin_of(a), hints(a.annotations))
+    block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
         head = f"Approve {a.tool} (tool call, card {short(a.id)})"
         grid = table(("tool", "from", "hints"), [row], width=100)
-        block = lambda body, _lang: textwrap.indent(body, "    ")
+        def block(body: str, _lang: str) -> str:
+            return textwrap.indent(body, "    ")
     else:
         head = f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
         grid = md_table(("tool", "from", "hints"),

@@ -18,7 +18,9 @@ import contextvars
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -35,13 +37,20 @@ from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
 
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import CapturedIO
+
+    from lily_kernel.agent.pending import PendingItem
+    from lily_kernel.commands.runner import Live
+
 _ATTR = "_lily"
 # Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
 # `jupyter console` (docs/front-ends.md#jupyter-console). Anything else is prose.
 EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
 
 
-def session_label(env) -> str | None:
+def session_label(env: Mapping[str, str]) -> str | None:
     """The journal's name: ``KERNEL_LILY_SESSION`` (a gateway forwards every ``KERNEL_``
     variable), else Jupyter's ``JPY_SESSION_NAME``, else the ``KERNEL_ID`` a gateway's
     launcher sets, so each remote kernel has a journal of its own
@@ -54,7 +63,7 @@ class Integration:
     """Lily in one shell: the face over the core's :class:`~lily_kernel.commands.runner.Runner`
     (which owns the session), and what this face installed in the shell."""
 
-    def __init__(self, shell, kernel_mode: bool) -> None:
+    def __init__(self, shell: InteractiveShell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
         self._checking = False  # True while is_complete asks IPython about a %%python cell
@@ -137,11 +146,13 @@ class Integration:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
 
-    def check_complete(self, cell: str):
+    def check_complete(self, cell: str) -> tuple[str, int | None]:
         """IPython's ``check_complete`` of a cell, as Lily transforms it (for is_complete)."""
         self._checking = True
         try:
-            return self.shell.input_transformer_manager.check_complete(cell)
+            status: tuple[str, int | None] = \
+                self.shell.input_transformer_manager.check_complete(cell)
+            return status
         finally:
             self._checking = False
 
@@ -160,7 +171,7 @@ class Integration:
         finally:
             self._settle_cards("Declined: a new request was sent before a decision.")
 
-    def _live(self):
+    def _live(self) -> Callable[[], Live] | None:
         """The factory of this cell's live display: None outside a kernel; tokens on stdout
         for a terminal console (:class:`_TerminalText`), a display updated in place else."""
         self._terminal = None
@@ -174,12 +185,12 @@ class Integration:
             return self._terminal
         return terminal
 
-    def _show_all(self, results) -> None:
+    def _show_all(self, results: Iterable[Any]) -> None:
         """Show each result as the core yields it (a held call's output before the answer);
         a card waits for the user's decision only once it is displayed."""
         for result in results:
             if isinstance(result, ActionDone) and result.display is not None:
-                result.display.show()  # run_python: what the code printed and showed
+                cast("CapturedIO", result.display).show()  # run_python: what the code printed and showed
                 continue
             if isinstance(result, Answer) and self._terminal is not None:
                 from IPython.display import display  # streamed already: the rest, the footer
@@ -223,7 +234,8 @@ class Integration:
                 if not all(b.disabled for b in buttons.buttons):
                     buttons.deactivate(note)
 
-    def _confirm(self, action, ok: bool, always: bool = False):
+    def _confirm(self, action: PendingItem, ok: bool,
+                 always: bool = False) -> ActionDone | ConfirmedRun:
         """A card's button: the same decision as /confirm and /cancel."""
         done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
@@ -232,8 +244,10 @@ class Integration:
         output = ""
         if done.display is not None:
             from lily_kernel.jupyter.notebook import captured_text
-            output = captured_text(done.display)
-        answer, proposed, card = None, (), None
+            output = captured_text(cast("CapturedIO", done.display))
+        answer: Answer | None = None
+        proposed: tuple[str, ...] = ()
+        card: ActionCard | None = None
         for result in self.runner.resume(done):
             if isinstance(result, Answer):
                 answer = result
@@ -260,7 +274,7 @@ class _LiveText:
     TICK = 1.0  # seconds between its updates
 
     def __init__(self) -> None:
-        self.handle = None  # shown on the first token or event, so a request that fails
+        self.handle: Any = None  # (an IPython DisplayHandle) shown on the first token or event, so a request that fails
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
@@ -279,7 +293,7 @@ class _LiveText:
             self.last = now
             self._show()
 
-    def event(self, kind: str, data: dict) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
             self._start_waiting(data.get("model") or "the model")
             return
@@ -370,7 +384,7 @@ class _TerminalText(_LiveText):
         self.at_line_start = True
         self.step_start = 0  # where the text of the current model step begins
 
-    def event(self, kind: str, data: dict) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
             self.step_start = sum(map(len, self.parts))
         super().event(kind, data)
@@ -419,7 +433,7 @@ class _TerminalText(_LiveText):
         return (text + "\n\n" if text else "") + f"[{answer.footer()}]"
 
 
-def _redact_history(shell, install: bool) -> None:
+def _redact_history(shell: InteractiveShell, install: bool) -> None:
     """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
     while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
     userinfo masked, and any cell with the live secret values masked, and the values it
@@ -438,7 +452,7 @@ def _redact_history(shell, install: bool) -> None:
     from lily_kernel import redaction
     store = history.store_inputs
 
-    def clean(text):
+    def clean(text: object) -> object:
         if not isinstance(text, str):
             return text
         if "lily_kernel.jupyter.integration" in text or text.lstrip().startswith(("/", "%lily", "%%lily")):
@@ -448,13 +462,13 @@ def _redact_history(shell, install: bool) -> None:
         # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
         return redaction.mask_env_assignments(text)
 
-    def store_inputs(line_num, source, source_raw=None):
+    def store_inputs(line_num: int, source: str, source_raw: str | None = None) -> Any:
         return store(line_num, clean(source), clean(source_raw))
-    store_inputs._lily = True
+    store_inputs._lily = True  # type: ignore[attr-defined]  # marks our wrapper
     history.store_inputs = store_inputs
 
 
-def _display_result(result) -> None:
+def _display_result(result: object) -> None:
     from IPython.display import display
 
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
@@ -478,7 +492,9 @@ class _nothing_to_flush:
     before ``%lily /skills`` shows after the table. Outside ipykernel: a no-op.
     """
 
-    def __enter__(self):
+    pub: Any  # the shell's display publisher, when it has streams to flush
+
+    def __enter__(self) -> _nothing_to_flush:
         from IPython import get_ipython
         shell = get_ipython()
         self.pub = getattr(shell, "display_pub", None)
@@ -488,7 +504,7 @@ class _nothing_to_flush:
             self.pub._flush_streams = lambda: None
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.pub is not None:
             self.pub.__dict__.pop("_flush_streams", None)
 
@@ -504,18 +520,19 @@ def _from_terminal(kernel: Any) -> bool:
     return parent.get("header", {}).get("session") in sessions
 
 
-def _show_command_error(shell, etype, value, tb, tb_offset=None):
+def _show_command_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
+                        tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
     stb = [error_line(value)]
     shell._showtraceback(etype, value, stb)
     return stb
 
 
-def current(shell=None) -> Integration:
+def current(shell: InteractiveShell | None = None) -> Integration:
     """The Integration active in ``shell`` (default: the running IPython)."""
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
-    integration = getattr(shell, _ATTR, None) if shell is not None else None
+    integration: Integration | None = getattr(shell, _ATTR, None) if shell is not None else None
     if integration is None:
         raise RuntimeError("Lily is not active in this shell: run %load_ext lily "
                            "or use the Lily kernel.")
@@ -535,11 +552,11 @@ def ask(cell: str) -> None:
 @magics_class
 class LilyMagics(Magics):
     """``%lily`` and ``%%lily``."""
-    def __init__(self, shell, integration: Integration) -> None:
+    def __init__(self, shell: InteractiveShell, integration: Integration) -> None:
         super().__init__(shell)
         self.integration = integration
 
-    @line_magic("lily")
+    @line_magic("lily")  # type: ignore[arg-type]  # IPython types the name-less form only
     def lily_line(self, line: str) -> None:
         """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
         if router.is_command(line):
@@ -547,7 +564,7 @@ class LilyMagics(Magics):
         else:
             self.integration.run_agent(line)
 
-    @cell_magic("lily")
+    @cell_magic("lily")  # type: ignore[arg-type]
     def lily_cell(self, line: str, cell: str) -> None:
         """%%lily: send the cell to the Lily agent."""
         text = "\n".join(part for part in (line.strip(), cell) if part.strip())
