@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
-from lily_kernel.errors import CommandError, LilyError, LoaderError, LogsError, error_line
+from lily_kernel.errors import (
+    CommandError,
+    ConfigError,
+    LilyError,
+    LoaderError,
+    LogsError,
+    error_line,
+)
 from lily_kernel.session import logs
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import skill_roots, workspace_dir
@@ -454,7 +461,7 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
     from lily_kernel.session.session import Session
     session = Session(journal=False)
     if session.config_error:
-        print(f"Error: {session.config_error}", file=sys.stderr)
+        print(error_line(ConfigError(session.config_error)), file=sys.stderr)
         return 2
     hub = session.mcp
     if hub is not None:
