@@ -204,6 +204,38 @@ def test_openai_and_pydantic_are_imported_only_on_use():
     assert _run(code) == "False False"
 
 
+#: What ``%load_ext lily`` must not import: each loads on the first cell that needs it
+#: (Markdown sanitising, the model client, tool schemas, widgets, MCP, typed skills).
+LOAD_EXT_DEFERRED = ("markdown_it", "pydantic", "openai", "ipywidgets", "mcp",
+                     "lily_kernel.typed.actions")
+
+
+def test_load_ext_imports_only_what_the_first_cell_needs(tmp_path):
+    """`%load_ext lily` in a plain IPython shell loads none of the deferred packages; a /help
+    cell then works without them, and a Markdown sanitiser call brings markdown_it in."""
+    code = ("import sys, io, contextlib\n"
+            "from IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance()\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    shell.run_line_magic('load_ext', 'lily')\n"
+            f"names = {LOAD_EXT_DEFERRED!r}\n"
+            "loaded = lambda: sorted(n for n in names if n in sys.modules)\n"
+            "print(loaded())\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    shell.run_cell('/help')\n"
+            "print('/skills' in out.getvalue())\n"
+            "from lily_kernel.commands import sanitize\n"
+            "print(sanitize.markdown('*hi* <b>x</b>'), 'markdown_it' in sys.modules)\n")
+    env = {**os.environ, "HOME": str(tmp_path), "IPYTHONDIR": str(tmp_path / "ipy"),
+           "LILY_DATA_DIR": str(tmp_path / "data"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "[]", lines
+    assert lines[1] == "True", out.stdout
+    assert lines[2].endswith("True") and "<b>" not in lines[2], lines[2]
+
 def test_the_mcp_sdk_is_imported_only_once_a_server_is_configured(tmp_path):
     """Importing Lily (the kernel's modules, ``%load_ext lily``'s package), a session start
     and /mcp, /help load no ``mcp``; a server that starts does (docs/mcp.md#the-client)."""

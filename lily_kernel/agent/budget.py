@@ -22,6 +22,7 @@ once more.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,19 @@ class Budget:
         self._record = record
         self._counter: Counter | None = None
         self._short: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._chars: dict[int, tuple[dict[str, Any], int]] = {}
+
+    def chars(self, message: dict[str, Any]) -> int:
+        """Characters of ``message`` as JSON (the conversation size cap, docs/agent.md),
+        cached by identity like the token counts: a message is never changed once sent."""
+        hit = self._chars.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        size = len(json.dumps(message, default=str))
+        if len(self._chars) > 100_000:  # a bound, not a policy: measuring again is cheap
+            self._chars.clear()
+        self._chars[id(message)] = (message, size)
+        return size
 
     def counter(self, model_name: str) -> Counter:
         """The token counter for ``model_name`` (kept while the model stays the same)."""
@@ -161,7 +175,8 @@ class Budget:
                     sent[i] = self._short_of(message)
                     new = count.message(sent[i])
                     total, sizes[i], shortened = total - sizes[i] + new, new, shortened + 1
-        starts, dropped, first = _turn_starts(history), 0, 0
+        dropped, first = 0, 0
+        starts = _turn_starts(history) if total > limit else []  # a scan only when needed
         while total > limit and dropped < len(starts):  # 3. earlier turns, oldest first
             end = starts[dropped + 1] if dropped + 1 < len(starts) else len(history)
             total -= sum(sizes[first:end])

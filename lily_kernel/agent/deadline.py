@@ -6,7 +6,8 @@ is the HTTP transport Lily gives that client: while a :func:`Deadline` is runnin
 attempt (including the client's own retries) gets only the time left as its timeouts, an
 attempt that could only be retried after the deadline (its backoff is longer than the time
 left) or starts after it is answered at once with a synthetic ``408`` that the client does
-not retry, every received chunk checks the clock, and a timer shuts the socket
+not retry, every received chunk checks the clock, and a timer (the process's shared one,
+``agent/timers.py``) shuts the socket
 of a stream still open at the deadline (which wakes a blocked read). See
 docs/limits-and-secrets.md#deadline.
 """
@@ -20,6 +21,8 @@ from contextlib import contextmanager, suppress
 from typing import Any, cast
 
 import httpx2
+
+from lily_kernel.agent.timers import TIMERS
 
 EXPIRED_HEADER = "x-lily-deadline"
 #: The longest line of a response body Lily reads (an SSE reader buffers a line whole);
@@ -164,11 +167,9 @@ def deadline(transport: DeadlineTransport | None, seconds: float) -> Iterator[No
     transport.deadline = time.monotonic() + seconds
     transport.expired = False
     transport.attempts = 0
-    timer = threading.Timer(seconds, transport.cut)
-    timer.daemon = True
-    timer.start()
+    timer = TIMERS.add(seconds, transport.cut)  # cut returns None: runs once
     try:
         yield
     finally:
-        timer.cancel()
+        TIMERS.cancel(timer)
         transport.deadline = None

@@ -39,7 +39,6 @@ from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.errors import ActionError, AgentError, ModelError, ToolError
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
-from lily_kernel.typed.actions import spec_of
 
 if TYPE_CHECKING:
     from lily_kernel.commands.results import SkillRequest
@@ -101,6 +100,26 @@ class Reply:
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
+#: Per session (by id; the key tuple holds its snapshot, policy and tools): the last
+#: offered tool list and what it was built from.
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict[str, Any]]]] = {}
+#: The last system message built and what it was built from (persona, snapshot).
+_SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
+
+
+def system_message(session: Session) -> dict[str, Any]:
+    """The system message for ``session`` now: the same dict while its persona and snapshot
+    are the same objects (both frozen), so neither the skills index nor its token count is
+    rebuilt per request. Callers never change it."""
+    persona, snap = session.persona, session.snapshot
+    for cached_persona, cached_snap, message in _SYSTEM_CACHE:
+        if cached_persona is persona and cached_snap is snap:
+            return message
+    message = {"role": "system", "content": context.system_prompt(persona, snap)}
+    _SYSTEM_CACHE[:] = [(persona, snap, message), *_SYSTEM_CACHE[:7]]
+    return message
+
+
 class _Request:
     """The state of one request while the loop runs."""
 
@@ -115,7 +134,24 @@ class _Request:
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
-        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt)."""
+        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt).
+
+        The same list object while nothing it depends on changed (the snapshot, the active
+        skill, the policy, the registered tools): built once, not per request, and the token
+        counter's cache knows it by identity. Callers never change it."""
+        session = self.session
+        key = (session.snapshot, self.skill, session.policy, *session.tools)
+        hit = _SPECS_CACHE.get(id(session))
+        if hit is not None and len(hit[0]) == len(key) and all(
+                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key, strict=False)):
+            return hit[1]
+        specs = self._build_specs()
+        if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
+            _SPECS_CACHE.clear()
+        _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
+        return specs
+
+    def _build_specs(self) -> list[dict[str, Any]]:
         session = self.session
         specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
                                                  READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
@@ -228,6 +264,7 @@ class _Request:
         problem = check_args(READ_CONFIG["function"]["parameters"], args)
         if problem:
             raise ToolError(f"read_config: {problem}")
+        from lily_kernel.typed.actions import spec_of  # typed skills load on first use
         skill = self._typed_skill()
         spec = spec_of(skill)
         scoped = self.session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
@@ -345,8 +382,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
         session.mcp.sync(session.tools, budget=session.model_config.timeout)
     config = session.model_config
     client = session.model_clients.get(config, session.environ)
-    system = {"role": "system",
-              "content": context.system_prompt(session.persona, session.snapshot)}
+    system = system_message(session)
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
 
@@ -355,7 +391,8 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
 
     turn_start, left_out = len(pending), (0, 0)
     limits = session.limits
-    size = sum(len(json.dumps(m, default=str)) for m in (*session.conversation, *pending))
+    chars = session.budget.chars  # cached per message: no re-serialising of the history
+    size = sum(chars(m) for m in session.conversation) + sum(chars(m) for m in pending)
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)
@@ -386,7 +423,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage, request.shown, left_out)
             held = None
-            size += len(json.dumps(pending[-1], default=str))
+            size += chars(pending[-1])
             result: str | None
             for n, call in enumerate(turn.tool_calls):
                 before = request.skill

@@ -19,13 +19,14 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.tools import ALWAYS_CONFIRM, Shown, Tool, ToolPolicy, ToolRegistry, invoke
 from lily_kernel.errors import ActionError, ToolError, Uncertain
-from lily_kernel.typed import actions
-from lily_kernel.typed.actions import Action
+
+if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
+    from lily_kernel.typed.actions import Action, Host
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
@@ -101,7 +102,10 @@ class HeldCall:
                 "origin": self.origin, "server": self.server, "args": self.args}
 
 
-PendingItem = Action | HeldCall
+if TYPE_CHECKING:
+    PendingItem = Action | HeldCall
+else:  # annotations only (never isinstance): the union would import lily_kernel.typed
+    PendingItem = "Action | HeldCall"
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ class Decision:
     display: object | None = None
 
 
-class Holder(actions.Host, Protocol):
+class Holder(Protocol):
     """What pending work needs of a session (docs/session.md#state)."""
 
     pending: PendingItem | None
@@ -180,7 +184,8 @@ def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | No
     held = session.pending or offered
     if held is None:
         return None
-    blocked = actions.uncertain_block(session)
+    from lily_kernel.typed import actions
+    blocked = actions.uncertain_block(cast("Host", session))  # the session is both
     if blocked:
         return blocked
     what = f"the call of {held.tool}" if isinstance(held, HeldCall) else f"{held.skill}"
@@ -281,10 +286,11 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
     if not ok:
         session.settle(item, "cancelled")
         return Decision(item, f"Cancelled: **{item.skill}** did nothing.")
+    from lily_kernel.typed import actions
     try:
-        outcome = actions.execute(session, item)
+        outcome = actions.execute(cast("Host", session), item)
     except Uncertain as exc:
-        raise actions.held(session, item, exc) from None
+        raise actions.held(cast("Host", session), item, exc) from None
     except ActionError as exc:
         raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "
                           "/cancel to drop it)") from None

@@ -68,6 +68,7 @@ class Counter:
         self.method = found if self._encoding is not None else "estimate"
         self.scale = 1.0  # raised when an endpoint counted more than the estimate
         self._cache: dict[int, tuple[dict[str, Any], int]] = {}
+        self._tools: tuple[list[dict[str, Any]], int] | None = None
 
     @property
     def exact(self) -> bool:
@@ -100,7 +101,14 @@ class Counter:
 
     def tools(self, specs: list[dict[str, Any]]) -> int:
         """Tokens of the tool schemas as sent."""
-        return self.text(json.dumps(specs, ensure_ascii=False)) if specs else 0
+        if not specs:
+            return 0
+        hit = self._tools
+        if hit is not None and hit[0] is specs:  # the same offered list: agent/loop.py
+            return hit[1]
+        count = self.text(json.dumps(specs, ensure_ascii=False))
+        self._tools = (specs, count)
+        return count
 
     def calibrate(self, counted: int, reported: int) -> None:
         """An endpoint counted ``reported`` tokens where Lily counted ``counted``: a count
@@ -109,3 +117,4 @@ class Counter:
         if counted > 0 and reported > counted:  # at most 4x: a wilder report is not a count
             self.scale = min(MAX_SCALE, max(self.scale, self.scale * reported / counted * 1.05))
             self._cache.clear()
+            self._tools = None

@@ -22,25 +22,36 @@ waiting line:
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:  # markdown_it loads on first use, not at `%load_ext lily` (bench/README.md)
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 #: URL schemes a link may carry; anything else (javascript:, vbscript:, data:, file:,
 #: jupyter-specific ones) is shown as text, not linked.
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 
-# Block structure as the output means it: raw HTML off, so a ``<div>`` that would have
-# opened an HTML block is text here, as it is once escaped.
-_BLOCKS = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-# The check of the result: raw HTML on, every URL kept, so nothing can hide from it.
-_CHECK = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-_CHECK.validateLink = lambda url: True  # type: ignore[method-assign]
-# Markdown to HTML for widgets: raw HTML off, markdown-it's own URL check on.
-_HTML = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+@functools.cache
+def _parser(kind: str) -> MarkdownIt:
+    """One of the three markdown-it parsers, built on first use.
+
+    ``blocks``: block structure as the output means it: raw HTML off, so a ``<div>`` that
+    would have opened an HTML block is text here, as it is once escaped. ``check``: the check
+    of the result: raw HTML on, every URL kept, so nothing can hide from it. ``html``:
+    Markdown to HTML for widgets: raw HTML off, markdown-it's own URL check on.
+    """
+    from markdown_it import MarkdownIt
+    md = MarkdownIt("commonmark", {"html": kind == "check"}).enable(["table", "strikethrough"])
+    if kind == "check":
+        md.validateLink = lambda url: True  # type: ignore[method-assign]
+    return md
 
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
 _PUNCT = frozenset("\\`*_{}[]()#+-.!|<>~$&\"'=:;")  # what a backslash may escape here
@@ -116,7 +127,7 @@ def markdown_html(text: str) -> str:
     """Markdown as HTML for a widget (which holds HTML, not Markdown): rendered by
     markdown-it-py with raw HTML switched off (it shows as text) and its link check on
     (a ``javascript:``/``vbscript:``/``file:``/``data:`` link stays text)."""
-    return str(_HTML.render(markdown(text)))
+    return str(_parser("html").render(markdown(text)))
 
 
 def safe_url(url: str) -> bool:
@@ -138,8 +149,25 @@ def markdown(text: str) -> str:
 
     Keeps Markdown (headings, emphasis, lists, tables, code, http/https/mailto links and
     images); escapes every ``<`` outside code (so no raw HTML, comment or autolink
-    survives) and leaves links with any other scheme as plain text.
+    survives) and leaves links with any other scheme as plain text. A pure function of the
+    text, remembered for the last texts up to :data:`_MEMO_CHARS` long: the same page
+    (``/help``, ``/skills``, a notice) is parsed twice by markdown-it once, not per cell.
     """
+    text = str(text)
+    if len(text) <= _MEMO_CHARS:
+        return _markdown_memo(text)
+    return _markdown(text)
+
+
+_MEMO_CHARS = 65_536  # longer texts (a streaming answer growing) are not worth keeping
+
+
+@functools.lru_cache(maxsize=64)
+def _markdown_memo(text: str) -> str:
+    return _markdown(text)
+
+
+def _markdown(text: str) -> str:
     src = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
     out = _inert(src)
     if _is_inert(out):
@@ -156,7 +184,7 @@ def _code_lines(src: str) -> set[int]:
     ``&lt;``, a small price for never reading HTML where a renderer sees it)."""
     lines: set[int] = set()
     rows = src.split("\n")
-    for tok in _BLOCKS.parse(src):
+    for tok in _parser("blocks").parse(src):
         if tok.map is None or tok.level != 0:
             continue
         start, end = tok.map
@@ -270,7 +298,7 @@ def _walk(tokens: Iterable[Token]) -> Iterable[Token]:
 
 def _is_inert(md: str) -> bool:
     """No raw HTML and no unsafe link or image in ``md``, read by a CommonMark parser."""
-    for tok in _walk(_CHECK.parse(md)):
+    for tok in _walk(_parser("check").parse(md)):
         if tok.type in ("html_block", "html_inline"):
             return False
         for attr in ("href", "src"):

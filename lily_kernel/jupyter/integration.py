@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from lily_kernel.agent.timers import TIMERS
 from lily_kernel.commands import router, sanitize
 from lily_kernel.commands.results import (
     ActionCard,
@@ -265,8 +266,8 @@ class _LiveText:
     empty keeps saved notebooks (and nbval, which ignores display updates)
     equal to what a front end shows after the request. While the model has not
     answered, a waiting line ("waiting for gpt-4o-mini… 12 s") is updated in
-    place by one timer thread per model call, which stops on the first token
-    (docs/jupyter-display.md#waiting-indicator).
+    place by the process's one shared timer thread (``agent/timers.py``; no thread per
+    model call), and stops on the first token (docs/jupyter-display.md#waiting-indicator).
     """
 
     INTERVAL = 0.08  # seconds between updates: a front end cannot show faster anyway
@@ -281,6 +282,7 @@ class _LiveText:
         self.gap = self.INTERVAL  # grows with the cost of rendering a long answer
         self.waiting = ""  # the waiting line, while the timer runs
         self._timer: threading.Event | None = None
+        self._wait_key = 0  # this call's entry in the shared timer
         self._lock = threading.Lock()
         self._closed = False
 
@@ -311,21 +313,21 @@ class _LiveText:
         started = time.monotonic()
         context = contextvars.copy_context()  # the cell's parent header, for the display
 
-        def tick() -> None:
-            while not stop.wait(self.WAIT_AFTER if not self.waiting else self.TICK):
-                with self._lock:
-                    if stop.is_set() or self._closed:
-                        return
-                    self.waiting = f"waiting for {model}… {time.monotonic() - started:.0f} s"
-                    self._show_locked()
+        def tick() -> float | None:
+            with self._lock:
+                if stop.is_set() or self._closed:
+                    return None
+                self.waiting = f"waiting for {model}… {time.monotonic() - started:.0f} s"
+                self._show_locked()
+            return self.TICK
 
-        threading.Thread(target=context.run, args=(tick,), name="lily-waiting",
-                         daemon=True).start()
+        self._wait_key = TIMERS.add(self.WAIT_AFTER, lambda: context.run(tick))
 
     def _stop_waiting(self) -> None:
         stop, self._timer = self._timer, None
         if stop is not None:
             stop.set()
+            TIMERS.cancel(self._wait_key)
             with self._lock:  # a tick in progress finishes before the line goes
                 self.waiting = ""
 

@@ -1,0 +1,491 @@
+"""Issue 18's figures, one command a row, each Lily against its baseline in one interleaved run.
+
+    .venv/bin/python bench/perf.py start     [--n 9]        kernel start-to-ready / ipykernel's
+    .venv/bin/python bench/perf.py memory    [--n 5]        kernel RSS after start / ipykernel's
+    .venv/bin/python bench/perf.py cell      [--n 200]      `/help` / ipykernel displaying its bundle
+    .venv/bin/python bench/perf.py agent     [--sessions 3] agent request / bare openai stream at
+                                                            turns 1, 50 and 200 (100 skills, 20 tools)
+    .venv/bin/python bench/perf.py snapshot  [--n 9]        10,000 skills / the bare stat+read
+    .venv/bin/python bench/perf.py loadext   [--n 9] [--baseline-python PY]
+                                                            `%load_ext lily` CPU / jupyter_ai_magics'
+    .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
+                                                            where Lily's own time goes (cProfile)
+
+Every figure row prints ``<row>: lily median M (p10 A, p90 B)  base median ...  ratio R``; the
+ratio is the median of Lily over the median of the baseline, both taken in the same run with
+the two alternating. ``--tree DIR`` runs another checkout of Lily (the code before a change)
+with the same harness: its ``lily_kernel`` comes first on the path, for the kernels too.
+Only ratios are meant to be compared across runs: these machines are shared and noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _tree(argv: list[str]) -> Path:
+    """The checkout to measure: ``--tree DIR`` or this one; put first on every path."""
+    tree = HERE.parent
+    if "--tree" in argv:
+        tree = Path(argv[argv.index("--tree") + 1]).resolve()
+    sys.path.insert(0, str(tree))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return tree
+
+
+TREE = _tree(sys.argv)
+
+# Every process this harness starts (kernels, `%load_ext` shells) may keep compiled bytecode, as
+# any installed package does: this environment sets PYTHONDONTWRITEBYTECODE, which would make
+# Lily (run from its source tree) recompile every module at every start while ipykernel and
+# jupyter-ai-magics (installed with their .pyc) do not. The cache goes to a temp folder.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "lily-perf-pyc"))
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def row(label: str, lily: list[float], base: list[float], base_name: str,
+        unit: str = "ms", scale: float = 1000.0) -> None:
+    """Print one figure: medians, p10/p90 of both sides, and the ratio of the medians."""
+    def part(values: list[float]) -> str:
+        return (f"median {statistics.median(values) * scale:8.2f} {unit} "
+                f"(p10 {pct(values, .1) * scale:.2f}, p90 {pct(values, .9) * scale:.2f})")
+    ratio = statistics.median(lily) / statistics.median(base)
+    diff = (statistics.median(lily) - statistics.median(base)) * scale
+    print(f"{label}: lily {part(lily)}  {base_name} {part(base)}  ratio {ratio:.3f}x "
+          f"({diff:+.2f} {unit}), n={len(lily)}", flush=True)
+
+
+# -- kernels -----------------------------------------------------------------------------
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _start(name: str, cwd: str) -> tuple[float, int]:
+    from jupyter_client.manager import start_new_kernel
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60)
+    elapsed = time.perf_counter() - t0
+    time.sleep(0.3)  # let the kernel settle (its IO threads, the first idle)
+    rss = _rss_kb(km.provisioner.process.pid)
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    return elapsed, rss
+
+
+def kernels(n: int, what: str) -> None:
+    """Start-to-ready (launch → kernel_info reply) and RSS after start, alternating."""
+    cwd = tempfile.mkdtemp(prefix="lily-perf-")
+    out: dict[str, list[tuple[float, int]]] = {"lily": [], "python3": []}
+    _start("python3", cwd), _start("lily", cwd)  # warm the disk cache
+    for i in range(n):
+        for name in (("python3", "lily") if i % 2 == 0 else ("lily", "python3")):
+            out[name].append(_start(name, cwd))
+    if what == "start":
+        row("start-to-ready", [t for t, _ in out["lily"]], [t for t, _ in out["python3"]],
+            "ipykernel")
+    else:
+        row("memory after start (RSS)", [m for _, m in out["lily"]],
+            [m for _, m in out["python3"]], "ipykernel", unit="MB", scale=1 / 1024)
+
+
+HELP_BUNDLE = """\
+from IPython.display import display
+from lily_kernel.commands import help
+from lily_kernel.commands import render
+from lily_kernel.session import session
+_s = session.Session(journal=False)
+B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
+     "text/markdown": render.markdown(help.commands_page(_s.snapshot))}
+"""
+
+
+def cell(n: int) -> None:
+    """A command cell against ipykernel displaying the very bundle it displays."""
+    sys.path.insert(0, str(HERE))
+    from jupyter_client.manager import start_new_kernel
+    from kernel_roundtrip import round_trip
+    cwd = tempfile.mkdtemp(prefix="lily-perf-")
+    km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
+    km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
+    times: dict[str, list[float]] = {"help": [], "same": [], "pass": [], "lpass": []}
+    try:
+        round_trip(kc_py, HELP_BUNDLE)
+        cases = [("same", kc_py, "display(B, raw=True)"), ("help", kc_lily, "/help"),
+                 ("pass", kc_py, "pass"), ("lpass", kc_lily, "%%python\npass")]
+        for _, kc, code in cases * 10:
+            round_trip(kc, code)
+        for i in range(n):
+            for label, kc, code in (cases if i % 2 == 0 else cases[::-1]):
+                times[label].append(round_trip(kc, code))
+    finally:
+        for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    row("command cell `/help`", times["help"], times["same"], "ipykernel display(same bundle)")
+    row("python cell `%%python pass`", times["lpass"], times["pass"], "ipykernel `pass`")
+
+
+# -- agent -------------------------------------------------------------------------------
+
+ANSWER = " ".join(["Lily answers plainly and briefly, then names the skill it used."] * 6)
+
+
+def _skills(root: Path, n: int) -> None:
+    for i in range(n):
+        d = root / f"bench-skill-{i:03d}"
+        d.mkdir(parents=True)
+        (d / "SKILL.md").write_text(
+            f"---\nname: bench-skill-{i:03d}\ndescription: Generated skill {i} for the turn-200 "
+            f"benchmark. Use when the user asks for case {i}.\n---\n# Skill {i}\n\nDo it.\n",
+            encoding="utf-8")
+
+
+def _add_tools(session) -> None:
+    """Bring the session to 20 tools (its builtins plus trivial ones)."""
+    k = 0
+    while len(list(session.tools)) < 20:
+        def probe(n: int, _k: int = k) -> str:
+            """Return a short status line for case ``n``.
+
+            Args:
+                n: the case number.
+            """
+            return f"case {n}: ok ({_k})"
+        session.tools.register(probe, name=f"bench_probe_{k}")
+        k += 1
+
+
+def _bench_session(url: str):
+    """A real Session in a fresh temp folder: 100 generated skills, 20 tools, journal on."""
+    from lily_kernel.session.session import Session
+    base = Path(tempfile.mkdtemp(prefix="lily-perf-agent-"))
+    (base / "ws").mkdir()
+    (base / "user").mkdir()
+    _skills(base / "skills", 100)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "LILY_", "SKILLS_"))}
+    env.update({"SKILLS_USER_DIR": str(base / "user"), "LILY_MAX_RETRIES": "0",
+                "SKILLS_WORKSPACE_DIR": str(base / "skills"),
+                "OPENAI_BASE_URL": url, "LILY_DATA_DIR": str(base / "data")})
+    return Session(workspace=base / "ws", env=env, add_tools=_add_tools)
+
+
+def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> None:
+    """Per-request overhead as a session grows: every turn is a tool call then an answer.
+
+    Lily: ``agent.run`` on a real Session (100 generated skills, 20 tools, journal on). Bare: the
+    same two requests (the messages and tools Lily sent, from the server's record) through a bare
+    ``openai`` client, streamed, right after Lily's turn. A turn's
+    figure is Lily's turn time against the bare pair's; the rows pool ``window`` turns around
+    each mark over ``sessions`` sessions.
+    """
+    import openai
+
+    from lily_kernel.agent import loop
+    from lily_kernel.testing.server import ScriptedServer
+
+    def respond(request: dict) -> dict:
+        last = request["messages"][-1]
+        if last["role"] == "user":
+            n = len(request["messages"])
+            return {"tool_calls": [{"name": "bench_probe_0", "arguments": {"n": n},
+                                    "id": f"call_{n}"}]}
+        return {"content": ANSWER}
+
+    lily_t: dict[int, list[float]] = {m: [] for m in marks}
+    bare_t: dict[int, list[float]] = {m: [] for m in marks}
+    near = {t: m for m in marks for t in range(max(1, m - window // 2),
+                                                max(1, m - window // 2) + window)}
+    with ScriptedServer(respond) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="lily-no-key", max_retries=0,
+                               timeout=60.0)
+        for s in range(sessions):
+            session = _bench_session(server.url)
+            assert len(session.snapshot.skills) >= 100, session.snapshot.diagnostics[:3]
+            sink: list[str] = []
+
+            def lily(turn: int) -> float:
+                sink.clear()
+                t0 = time.perf_counter()
+                reply = loop.run(session, f"Turn {turn}: check case {turn}.", on_text=sink.append)
+                elapsed = time.perf_counter() - t0
+                assert reply.text.startswith(ANSWER), reply.text[:200]
+                return elapsed
+
+            def bare(requests: list[dict]) -> float:
+                t0 = time.perf_counter()
+                for sent in requests:
+                    for _chunk in client.chat.completions.create(
+                            model=sent["model"], messages=sent["messages"],
+                            tools=sent.get("tools"), stream=True):
+                        pass
+                return time.perf_counter() - t0
+
+            for turn in range(1, turns + 1):
+                before = len(server.chat_requests())
+                if turn in near:  # the bare pair replays what Lily sent, so it runs second
+                    gc.collect()
+                    lt = lily(turn)
+                    sent = server.chat_requests()[before:]
+                    bt = bare(sent)
+                else:
+                    lily(turn)
+                    continue
+                assert len(sent) == 2, len(sent)
+                lily_t[near[turn]].append(lt)
+                bare_t[near[turn]].append(bt)
+            print(f"  session {s + 1}: {turns} turns, {len(session.conversation)} messages, "
+                  f"{len(sent[-1]['tools'])} tools, last request "
+                  f"{len(str(sent[-1]['messages'])):,} chars", flush=True)
+    for m in marks:
+        row(f"agent turn {m} (tool call + answer)", lily_t[m], bare_t[m], "bare openai")
+
+
+# -- snapshot ----------------------------------------------------------------------------
+
+def bare_stat_read(root: Path) -> int:
+    """What any loader pays: list the root, stat and read every SKILL.md."""
+    total = 0
+    for entry in os.scandir(root):
+        path = os.path.join(entry.path, "SKILL.md")
+        os.stat(path)
+        with open(path, "rb") as fh:
+            total += len(fh.read())
+    return total
+
+
+def _snapshot_setup(tmp: str, n: int):
+    sys.path.insert(0, str(HERE))
+    from snapshot_bench import generate
+
+    from lily_kernel.agent.builtin_tools import register_builtins
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.skills.loader import build_snapshot
+    from lily_kernel.skills.paths import Root
+    root = Path(tmp) / "skills"
+    root.mkdir()
+    generate(root, n)
+    tools = ToolRegistry()
+    register_builtins(tools, Path(tmp))
+    roots = tuple(Root(s, root, True) if s == "workspace" else
+                  Root(s, Path(tmp) / f"none-{s}", False) for s in ("workspace", "user", "bundled"))
+    policy = ToolPolicy()
+
+    def build():
+        return build_snapshot(roots, tools, policy)
+    return root, build
+
+
+def snapshot(n: int, skills: int) -> None:
+    """The whole ``build_snapshot`` against the bare stat+read, alternating, gc untimed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, build = _snapshot_setup(tmp, skills)
+        snap = build()
+        assert len(snap.skills) == skills
+        reads, snaps = [], []
+        for i in range(n):
+            for which in (("read", "snap") if i % 2 == 0 else ("snap", "read")):
+                gc.collect()
+                t0 = time.perf_counter()
+                if which == "read":
+                    bare_stat_read(root)
+                else:
+                    build()
+                (reads if which == "read" else snaps).append(time.perf_counter() - t0)
+        row(f"snapshot of {skills:,} skills", snaps, reads, "bare stat+read")
+
+
+# -- %load_ext ---------------------------------------------------------------------------
+
+LOAD = """\
+import sys, time
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+import io, contextlib
+with contextlib.redirect_stdout(io.StringIO()):
+    t0 = time.process_time(); w0 = time.perf_counter()
+    shell.run_line_magic("load_ext", sys.argv[1])
+    cpu = time.process_time() - t0; wall = time.perf_counter() - w0
+print(cpu, wall, len(sys.modules))
+"""
+
+
+def _load(python: str, ext: str, env: dict[str, str]) -> tuple[float, float, int]:
+    out = subprocess.run([python, "-c", LOAD, ext], capture_output=True, text=True, env=env,
+                         cwd=tempfile.gettempdir(), check=True).stdout.split()
+    return float(out[-3]), float(out[-2]), int(out[-1])
+
+
+def loadext(n: int, baseline_python: str | None) -> None:
+    """CPU time of ``%load_ext lily`` in a fresh IPython, against jupyter_ai_magics'."""
+    env = dict(os.environ)
+    home = tempfile.mkdtemp(prefix="lily-perf-home-")
+    env.update({"HOME": home, "IPYTHONDIR": os.path.join(home, ".ipython")})
+    lily_py = sys.executable
+    lily: list[tuple[float, float, int]] = []
+    base: list[tuple[float, float, int]] = []
+    _load(lily_py, "lily", env)
+    if baseline_python:
+        benv = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        _load(baseline_python, "jupyter_ai_magics", benv)
+    for _ in range(n):
+        lily.append(_load(lily_py, "lily", env))
+        if baseline_python:
+            base.append(_load(baseline_python, "jupyter_ai_magics", benv))
+    print(f"  lily: {statistics.median([m for *_, m in lily]):.0f} modules after load")
+    if base:
+        print(f"  jupyter_ai_magics: {statistics.median([m for *_, m in base]):.0f} modules")
+        row("%load_ext CPU time", [c for c, *_ in lily], [c for c, *_ in base], "jupyter_ai_magics")
+        row("%load_ext wall time", [w for _, w, _ in lily], [w for _, w, _ in base],
+            "jupyter_ai_magics")
+    else:
+        cpu = [c for c, *_ in lily]
+        print(f"%load_ext CPU time: lily median {statistics.median(cpu) * 1000:.1f} ms "
+              f"(p10 {pct(cpu, .1) * 1000:.1f}, p90 {pct(cpu, .9) * 1000:.1f}); "
+              "no --baseline-python given")
+
+
+# -- profile -----------------------------------------------------------------------------
+
+def _report(prof: cProfile.Profile, label: str, total: float, top: int = 15) -> None:
+    """Lily's own functions by self time, and Lily's share of the profiled time."""
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    own = 0.0
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if "lily_kernel" in file or file.endswith("lily/__init__.py"):
+            own += tt
+            rows.append((tt, ct, nc, f"{file.split('lily_kernel/')[-1]}:{line} {func}"))
+    rows.sort(reverse=True)
+    print(f"== {label}: profiled {total * 1000:.1f} ms; Lily's own code (self time) "
+          f"{own * 1000:.1f} ms = {own / total:.0%}")
+    print(f"   {'self ms':>8} {'cum ms':>8} {'calls':>7}  function")
+    for tt, ct, nc, name in rows[:top]:
+        print(f"   {tt * 1000:8.2f} {ct * 1000:8.2f} {nc:7d}  {name}")
+
+
+def profile(what: list[str]) -> None:
+    """cProfile each path in-process and print where Lily's own time goes."""
+    if "cell" in what:
+        from IPython.testing.globalipapp import start_ipython
+        shell = start_ipython()
+        import contextlib
+        with contextlib.redirect_stdout(io.StringIO()):
+            shell.run_line_magic("load_ext", "lily")
+            for _ in range(20):
+                shell.run_cell("/help", store_history=True)
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.enable()
+            for _ in range(200):
+                shell.run_cell("/help", store_history=True)
+            prof.disable()
+            total = time.perf_counter() - t0
+        _report(prof, "200 `/help` cells in an IPython shell (%load_ext lily)", total)
+    if "snapshot" in what:
+        with tempfile.TemporaryDirectory() as tmp:
+            _root, build = _snapshot_setup(tmp, 10000)
+            build()
+            gc.collect()
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.enable()
+            build()
+            prof.disable()
+            _report(prof, "one snapshot of 10,000 skills", time.perf_counter() - t0)
+    if "loadext" in what:
+        out = subprocess.run(
+            [sys.executable, "-c", LOAD.replace(
+                'shell.run_line_magic("load_ext", sys.argv[1])',
+                'import cProfile, pstats; p = cProfile.Profile(); p.enable(); '
+                'shell.run_line_magic("load_ext", sys.argv[1]); p.disable()') +
+             "pstats.Stats(p).sort_stats('cumulative').print_stats(25)\n", "lily"],
+            capture_output=True, text=True, check=True).stdout
+        print("== %load_ext lily, cumulative")
+        print("\n".join(line for line in out.splitlines()[:60] if line.strip()))
+    if "agent" in what:
+        import openai  # noqa: F401  (imported before the profile: not Lily's time)
+
+        from lily_kernel.agent import loop
+        from lily_kernel.testing.server import ScriptedServer
+
+        def respond(request: dict) -> dict:
+            if request["messages"][-1]["role"] == "user":
+                return {"tool_calls": [{"name": "bench_probe_0", "arguments": {"n": 1}}]}
+            return {"content": ANSWER}
+        with ScriptedServer(respond) as server:
+            session = _bench_session(server.url)
+            for turns in (1, 200):  # turn 1: the conversation emptied before each request
+                for t in range(max(20, turns - 10)):
+                    if turns == 1:
+                        session.conversation.clear()
+                    loop.run(session, f"turn {t}")
+                prof = cProfile.Profile()
+                t0 = time.perf_counter()
+                prof.enable()
+                for t in range(10):
+                    if turns == 1:
+                        session.conversation.clear()
+                    loop.run(session, f"turn {turns + t}")
+                prof.disable()
+                _report(prof, f"10 agent requests at turn {turns} (tool call + answer each; "
+                        "HTTP included, the server's thread not profiled)",
+                        time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
+                                       "profile"])
+    ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
+    ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
+    ap.add_argument("--sessions", type=int, default=3)
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--skills", type=int, default=10000)
+    ap.add_argument("--baseline-python", help="a python with jupyter-ai-magics installed")
+    ap.add_argument("--what", default="cell,agent,snapshot,loadext")
+    args = ap.parse_args()
+    print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    if args.figure in ("start", "memory"):
+        kernels(args.n or (9 if args.figure == "start" else 5), args.figure)
+    elif args.figure == "cell":
+        cell(args.n or 200)
+    elif args.figure == "agent":
+        marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
+        agent(args.sessions, args.turns, marks, args.window)
+    elif args.figure == "snapshot":
+        snapshot(args.n or 9, args.skills)
+    elif args.figure == "loadext":
+        loadext(args.n or 9, args.baseline_python)
+    else:
+        profile(args.what.split(","))
+
+
+if __name__ == "__main__":
+    main()

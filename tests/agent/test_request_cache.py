@@ -1,0 +1,72 @@
+"""What a request reuses between requests (docs/agent.md#a-lean-prompt): the offered tools, the
+system message and the conversation's size are built once while nothing they depend on changed,
+and rebuilt the moment something did (issue 18: no per-request rebuild, no re-serialising)."""
+from __future__ import annotations
+
+import json
+
+from agent_support import World
+
+from lily_kernel.agent import loop
+from lily_kernel.testing.server import ScriptedServer
+
+
+def names(specs: list[dict]) -> list[str]:
+    return [s["function"]["name"] for s in specs]
+
+
+def test_offered_tools_are_reused_until_a_tool_or_the_snapshot_changes(tmp_path):
+    session = World(tmp_path).session(None)
+    first = loop.offered_tools(session)
+    assert loop.offered_tools(session) is first  # nothing changed: the same list
+
+    def probe(n: int) -> str:
+        """Probe ``n``.
+
+        Args:
+            n: a number.
+        """
+        return str(n)
+    session.tools.register(probe, name="probe_tool")
+    after = loop.offered_tools(session)
+    assert "probe_tool" in names(after) and "probe_tool" not in names(first)
+    session.reload_skills()
+    reloaded = loop.offered_tools(session)
+    assert reloaded is not after and names(reloaded) == names(after)
+
+
+def test_the_system_message_follows_the_snapshot(tmp_path):
+    world = World(tmp_path)
+    session = world.session(None)
+    first = loop.system_message(session)
+    assert loop.system_message(session) is first
+    skill = world.base / "ws_skills" / "fresh-skill"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: fresh-skill\ndescription: A skill added "
+                                    "later. Use when testing.\n---\nDo it.\n")
+    session2 = world.session(None, SKILLS_WORKSPACE_DIR=str(world.base / "ws_skills"))
+    assert "fresh-skill" in loop.system_message(session2)["content"]
+    assert "fresh-skill" not in first["content"]
+
+
+def test_the_conversation_cap_counts_earlier_requests_from_cached_sizes(tmp_path):
+    """The size cap sums per-message sizes remembered across requests: history from earlier
+    requests still counts, so a later request stops at the cap as it did when the whole
+    history was serialised per request."""
+    world = World(tmp_path)
+    (world.workspace / "big.txt").write_text("y" * 40_000)
+    (world.workspace / "lily.toml").write_text("[limits]\nconversation_chars = 100000\n")
+    two = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"r{i}"}
+                          for i in range(2)]}
+    with ScriptedServer([two, "first done", two, "second done"]) as server:
+        session = world.session(server)
+        budget = session.budget
+        message = {"role": "user", "content": "x" * 50}
+        assert budget.chars(message) == len(json.dumps(message)) == budget.chars(message)
+        assert loop.run(session, "read it twice").text == "first done"
+        first = [m["content"] for m in session.conversation if m.get("role") == "tool"]
+        assert [r[:1] for r in first] == ["y", "y"]  # 80,000 characters: under the cap
+        assert loop.run(session, "and twice more").text == "second done"
+        second = [m["content"] for m in session.conversation if m.get("role") == "tool"][2:]
+        assert second[0].startswith("y")  # history 80,000 + this request: still under
+        assert second[1].startswith("Error: not run: too many calls")  # over: not run
