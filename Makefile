@@ -10,7 +10,7 @@ EG_VENV  := .venv-eg
 EG_REQS  := tests/jupyter/enterprise-gateway-requirements.txt
 EG_STAMP := $(EG_VENV)/.eg-installed
 
-.PHONY: all venv eg-venv test demo lab bench golden clean
+.PHONY: all venv eg-venv lint test demo lab bench golden clean
 
 all: test
 
@@ -29,6 +29,12 @@ $(EG_STAMP): $(EG_REQS)
 	$(PYTHON) -m venv $(EG_VENV)
 	$(EG_VENV)/bin/python -m pip install --quiet -r $(EG_REQS)
 	touch $(EG_STAMP)
+
+# The gate .ci/run keeps: ruff (the selection in pyproject.toml; tests, benches and scripts
+# have a lighter one) and mypy --strict over lily_kernel/ and lily/ (docs/testing.md#the-gate).
+lint: $(STAMP)
+	$(BIN)/ruff check lily_kernel lily tests scripts bench
+	$(BIN)/mypy
 
 # One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
 # Debian's Chromium is installed) and nbval over the golden notebooks.

@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import openai  # noqa: E402
+import openai
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
-from lily_kernel.session.session import Session  # noqa: E402
-from lily_kernel.testing.server import ScriptedServer  # noqa: E402
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
 
 ANSWER = " ".join(["Lily answers plainly and briefly, then names the skill it used."] * 6)
 QUESTION = "What can you do for me in this notebook?"

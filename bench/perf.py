@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -127,8 +126,8 @@ B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
 def cell(n: int) -> None:
     """A command cell against ipykernel displaying the very bundle it displays."""
     sys.path.insert(0, str(HERE))
-    from kernel_roundtrip import round_trip
     from jupyter_client.manager import start_new_kernel
+    from kernel_roundtrip import round_trip
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
     km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
     km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
@@ -353,7 +352,7 @@ def loadext(n: int, baseline_python: str | None) -> None:
     if baseline_python:
         benv = {k: v for k, v in env.items() if k != "PYTHONPATH"}
         _load(baseline_python, "jupyter_ai_magics", benv)
-    for i in range(n):
+    for _ in range(n):
         lily.append(_load(lily_py, "lily", env))
         if baseline_python:
             base.append(_load(baseline_python, "jupyter_ai_magics", benv))

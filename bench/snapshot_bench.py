@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lily_kernel.agent.builtin_tools import register_builtins  # noqa: E402
-from lily_kernel.skills.loader import build_snapshot  # noqa: E402
-from lily_kernel.skills.paths import SOURCES, Root  # noqa: E402
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry  # noqa: E402
+from lily_kernel.agent.builtin_tools import register_builtins
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import SOURCES, Root
 
 TEMPLATE = """---
 name: {name}

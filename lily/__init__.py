@@ -8,10 +8,19 @@ shell's Lily session.
 """
 from __future__ import annotations
 
-__all__ = ["tool", "session", "load_ipython_extension", "unload_ipython_extension"]
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from lily_kernel.session.session import Session
+
+__all__ = ["load_ipython_extension", "session", "tool", "unload_ipython_extension"]
 
 
-def load_ipython_extension(shell) -> None:
+def load_ipython_extension(shell: InteractiveShell) -> None:
+    """Install Lily in ``shell`` (``%load_ext lily``)."""
     from lily_kernel.jupyter.integration import Integration
     existing = getattr(shell, "_lily", None)
     if existing is not None:
@@ -20,19 +29,21 @@ def load_ipython_extension(shell) -> None:
     print("Lily is loaded: /help lists the commands; %%lily sends a cell to the agent.")
 
 
-def unload_ipython_extension(shell) -> None:
+def unload_ipython_extension(shell: InteractiveShell) -> None:
+    """Remove Lily from ``shell`` (``%unload_ext lily``); the Lily kernel keeps it."""
     integration = getattr(shell, "_lily", None)
     if integration is not None and not integration.kernel_mode:
         integration.uninstall()
 
 
-def session():
+def session() -> Session:
     """This shell's Lily session."""
     from lily_kernel.jupyter.integration import current
     return current().session
 
 
-def tool(func=None, *, name=None, description=None, owner_only=False):
+def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
+         description: str | None = None, owner_only: bool = False) -> Any:
     """Register a function as a tool of this shell's Lily session.
 
     Use as ``@lily.tool`` or ``@lily.tool(name=..., owner_only=True)``. A

@@ -23,18 +23,30 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
-from lily_kernel.skills.loader import LoaderError, build_snapshot
-from lily_kernel.skills.paths import skill_roots, workspace_dir
-from lily_kernel.errors import CommandError, LilyError, LogsError, error_line
+from lily_kernel.errors import (
+    CommandError,
+    ConfigError,
+    LilyError,
+    LoaderError,
+    LogsError,
+    error_line,
+)
 from lily_kernel.session import logs
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import skill_roots, workspace_dir
+from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from lily_kernel.skills.install import LilyCheck
 
 
-def _snapshot(args: argparse.Namespace):
+def _snapshot(args: argparse.Namespace) -> Snapshot:
     from lily_kernel.agent.builtin_tools import register_builtins
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
@@ -43,6 +55,7 @@ def _snapshot(args: argparse.Namespace):
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """``lily skills list``: the snapshot's skills (and, with --all, what was left out)."""
     snap = _snapshot(args)
     if args.json:
         print(json.dumps(snap.as_dict(), indent=2, ensure_ascii=False))
@@ -56,6 +69,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """``lily skills check``: every diagnostic of a load; exit 1 when a skill was excluded."""
     snap = _snapshot(args)
     print(render.skills_heading(snap))
     for d in snap.diagnostics:
@@ -68,6 +82,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """``lily skills info NAME``: one skill's help page."""
     from lily_kernel.commands.help import skill_help
     snap = _snapshot(args)
     skill = snap.get(args.name)
@@ -81,6 +96,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """``lily skills validate``: check skill folders one by one."""
     from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
         from lily_kernel.agent.builtin_tools import register_builtins
@@ -123,7 +139,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _lily_checker():
+def _lily_checker() -> LilyCheck:
     """``lily skills validate --lily`` for one folder, with this host's tools and policy."""
     from lily_kernel.agent.builtin_tools import register_builtins
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
@@ -137,7 +153,8 @@ def _lily_checker():
 def cmd_skills_install(args: argparse.Namespace) -> int:
     """Scan, check and copy one skill into Lily's user or workspace root
     (docs/skills-compat.md#installing-skills); exit 1 when refused."""
-    from lily_kernel.skills.install import InstallError, install
+    from lily_kernel.errors import InstallError
+    from lily_kernel.skills.install import install
     try:
         done = install(args.source, _lily_checker(), "workspace" if args.workspace else "user",
                        name=args.name, sha256=args.sha256, allow_risky=args.allow_risky)
@@ -156,7 +173,8 @@ def cmd_skills_install(args: argparse.Namespace) -> int:
 
 def cmd_skills_remove(args: argparse.Namespace) -> int:
     """Delete one skill from Lily's user or workspace root."""
-    from lily_kernel.skills.install import InstallError, remove
+    from lily_kernel.errors import InstallError
+    from lily_kernel.skills.install import remove
     target = "workspace" if args.workspace else "user" if args.user else None
     try:
         path = remove(args.name, target)
@@ -174,6 +192,7 @@ def _notebook_only(reason: str) -> bool:
 
 
 def cmd_kernel_install(args: argparse.Namespace) -> int:
+    """``lily kernel install``: install the kernelspec."""
     from lily_kernel.jupyter.install import install
     print(f"Installed kernelspec 'lily' in {install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)}")
     return 0
@@ -240,9 +259,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
         else:
-            rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
-                     h.snippet) for h in hits]
-            print(render.table(("session", "time", "where", "snippet"), rows, width=100))
+            hit_rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+                         h.snippet) for h in hits]
+            print(render.table(("session", "time", "where", "snippet"), hit_rows, width=100))
             print(f"{len(hits)} match(es).", file=sys.stderr)
         return 0
     read = _read_logs(args)
@@ -401,7 +420,7 @@ def add_logs_parser(sub: Any) -> None:
 
     def child(name: str, help_text: str,
               func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        p = lsub.add_parser(name, help=help_text)
+        p: argparse.ArgumentParser = lsub.add_parser(name, help=help_text)
         p.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
                        help="the workspace (default: as the kernel)")
         p.set_defaults(func=func)
@@ -442,7 +461,7 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
     from lily_kernel.session.session import Session
     session = Session(journal=False)
     if session.config_error:
-        print(f"Error: {session.config_error}", file=sys.stderr)
+        print(error_line(ConfigError(session.config_error)), file=sys.stderr)
         return 2
     hub = session.mcp
     if hub is not None:
@@ -549,6 +568,7 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def add_install_args(p: argparse.ArgumentParser) -> None:
+    """The kernelspec install options (``--user``, ``--sys-prefix``, ``--prefix``)."""
     where = p.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user")
     where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (a venv)")
@@ -565,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         p.error(f"{args.group} needs an action")
     try:
-        code = args.func(args)
+        code: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except LoaderError as exc:

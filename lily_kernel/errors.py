@@ -10,7 +10,12 @@ no ``except`` clause changes meaning.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lily_kernel.redaction import redact
+
+if TYPE_CHECKING:
+    from lily_kernel.skills.install_scan import Finding
 
 
 class LilyError(Exception):
@@ -20,7 +25,7 @@ class LilyError(Exception):
     and notebooks save ``str(exc)`` as the error's ``evalue``, not only the line shown.
     """
 
-    def __init__(self, *args) -> None:
+    def __init__(self, *args: object) -> None:
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def line(self) -> str:
@@ -54,6 +59,67 @@ class ActionError(LilyError, ValueError):
 
 class LogsError(LilyError):
     """``lily logs`` cannot do what was asked: no such session, a bad filter, no journal."""
+
+
+# The rooms' own kinds, each in its family (one home, one import path:
+# ``from lily_kernel.errors import ...``).
+
+class InstallError(SkillError):
+    """An install or removal refused, with its reason (and the findings, when scanned)."""
+
+    def __init__(self, message: str, findings: tuple[Finding, ...] = ()) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
+class FrontmatterError(SkillError):
+    """The frontmatter cannot be read; the message says why."""
+
+
+class Uncertain(ActionError):
+    """The delivery may have happened (sent whole, no answer): the action stays pending."""
+
+
+class TypedError(SkillError):
+    """A typed skill is malformed; the message names the line."""
+
+
+class ParamError(ActionError):
+    """A parameter value does not fit its declaration; the message names the parameter."""
+
+
+class AclError(ActionError, PermissionError):
+    """A skill tried to read or write a path its Config ACL does not grant."""
+
+
+class ContextExceeded(ModelError):
+    """The endpoint refused the prompt as longer than its context window (HTTP 400)."""
+
+    def __init__(self, detail: str, window: int | None, requested: int | None) -> None:
+        super().__init__(f"the model endpoint rejected the request (HTTP 400): {detail}")
+        self.detail = detail
+        self.window = window  # the endpoint's context size, when it named it
+        self.requested = requested  # the prompt's tokens as the endpoint counted them
+
+
+class AgentError(CommandError):
+    """A request to the agent failed; one readable line."""
+
+
+class ContextTooSmall(ModelError):
+    """Even the minimum (system prompt, tools, this request) does not fit the window."""
+
+
+class ToolError(LilyError):
+    """A tool could not run or refused its input; the message is for the reader."""
+
+
+class PersonaError(ConfigError):
+    """A persona (agent) cannot be loaded or switched to; the message says why."""
+
+
+class Interrupted(CommandError):
+    """The user interrupted the cell (Jupyter's interrupt, Ctrl-C): one line, kernel alive."""
 
 
 def error_line(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
@@ -78,7 +78,7 @@ def redact_urls(text: str) -> str:
     return _USERINFO.sub("://" + MASK + "@", text)
 
 
-def add_secret(value: str) -> None:
+def add_secret(value: object) -> None:
     """Treat ``value`` as a live secret from now on, for the life of the process (a value
     Lily expanded from ``${VAR}`` into an MCP server's configuration); short values are
     ignored, like short variables."""
@@ -100,13 +100,11 @@ def live_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     return values
 
 
-def redact(text: str, env: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> str:
+def redact(text: object, env: Mapping[str, str] | None = None, also: Iterable[str] = ()) -> str:
     """``text`` without URL userinfo or the live values of the secret variables; ``also``
     names further secrets in hand (e.g. the outbox token a caller was given), masked
     whatever their length."""
-    if not isinstance(text, str):
-        text = str(text)
-    text = mask_env_assignments(redact_urls(text))
+    text = mask_env_assignments(redact_urls(text if isinstance(text, str) else str(text)))
     if "uthorization" in text or "earer" in text or "EARER" in text:
         text = _AUTH.sub(lambda m: m.group(1) + MASK, text)
     for value in (*(v for v in also if v), *live_secrets(env)):

@@ -1,4 +1,4 @@
-"""JSON from outside (a programmatic ``/skill`` call, a model's tool arguments), parsed safely.
+r"""JSON from outside (a programmatic ``/skill`` call, a model's tool arguments), parsed safely.
 
 :func:`loads` fails with one :class:`ValueError` line, never a traceback, on whatever it is
 given: nesting deeper than :data:`MAX_DEPTH` (checked in one pass before parsing, so the
@@ -9,7 +9,7 @@ or socket can encode. See docs/limits-and-secrets.md#bad-input.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 MAX_DEPTH = 64
 MAX_DIGITS = 100
@@ -55,7 +55,7 @@ def _float(text: str) -> float:
     return float(text)
 
 
-def _constant(name: str):
+def _constant(name: str) -> NoReturn:
     raise JSONInputError(f"{name} is not a JSON number")
 
 

@@ -13,7 +13,7 @@ import os
 import pkgutil
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import lily_kernel
@@ -31,23 +31,16 @@ LAYERS = ("redaction", "safejson", "errors", "skills", "typed", "agent", "mcp", 
 # (docs/architecture.md#known-back-edges). A new one fails the test; so does an
 # entry that no longer exists (delete it here and in the docs).
 KNOWN_BACK_EDGES = frozenset({
-    ("lily_kernel.skills.loader", "lily_kernel.agent.tools"),  # 'requires_tools' eligibility
-    ("lily_kernel.skills.eligibility", "lily_kernel.agent.tools"),
     ("lily_kernel.skills.loader", "lily_kernel.commands.table"),  # aliases vs built-in names
     ("lily_kernel.skills.validator", "lily_kernel.commands.table"),
     ("lily_kernel.skills.skill", "lily_kernel.typed.declarations"),  # the '## Type' section
-    ("lily_kernel.agent.loop", "lily_kernel.session.session"),
-    ("lily_kernel.agent.loop", "lily_kernel.commands.results"),  # SkillRequest
-    ("lily_kernel.agent.prompt", "lily_kernel.session.persona"),
 })
 
-# Module cycles accepted on purpose: server.py re-exports demo_responder lazily (a
-# module __getattr__) so 'from lily_kernel.testing.server import demo_responder' keeps
-# working after the stand-in moved to standin.py.
-KNOWN_CYCLES = [["lily_kernel.testing.server", "lily_kernel.testing.standin"]]
+# Module cycles accepted on purpose: none.
+KNOWN_CYCLES: list[list[str]] = []
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules() -> dict[str, Path]:
     """Every module of lily_kernel and lily, by name."""
     found = {"lily_kernel": Path(lily_kernel.__file__)}
@@ -57,11 +50,23 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(name: str) -> list[tuple[str, int, int]]:
-    """(imported module, line, relative level) for every import statement in module ``name``."""
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import statements under ``if TYPE_CHECKING:`` (read by type checkers only)."""
+    return {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for stmt in node.body for sub in ast.walk(stmt)}
+
+
+def imports_of(name: str, type_only: bool = True) -> list[tuple[str, int, int]]:
+    """(imported module, line, relative level) for every import statement in module ``name``;
+    without ``type_only``, those under ``if TYPE_CHECKING:`` do not count (they never run)."""
     path = modules()[name]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skip = set() if type_only else _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(alias.name, node.lineno, 0) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -76,8 +81,9 @@ def imports_of(name: str) -> list[tuple[str, int, int]]:
 
 
 def internal_edges() -> set[tuple[str, str]]:
-    """(importer, imported) over lily_kernel's own modules."""
-    return {(name, target) for name in modules() for target, _, _ in imports_of(name)
+    """(importer, imported) over lily_kernel's own modules, as they run: an import under
+    ``if TYPE_CHECKING:`` (a type hint's name) is not an edge (docs/architecture.md#layers)."""
+    return {(name, target) for name in modules() for target, _, _ in imports_of(name, False)
             if target in modules() and target != name}
 
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 
-
 def test_closed_pipe_exits_quietly(env):
     # more output than a pipe buffer holds, so writing must meet the closed pipe
     for i in range(300):

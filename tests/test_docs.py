@@ -10,8 +10,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-# Contracts other branches of issue 8-12 add; cited before they are merged.
-PENDING = {"trust-boundary.md", "limits-and-secrets.md", "skills-compat.md", "notebook-tools.md"}
 
 _CITE_IN_CODE = re.compile(r"docs/([a-z0-9-]+\.md)(?:#([a-z0-9_-]+))?")
 _LINK_IN_DOCS = re.compile(r"\]\(([a-z0-9-]+\.md)?(?:#([a-z0-9_-]+))?\)")
@@ -51,8 +49,7 @@ def test_every_citation_resolves():
     for where, name, anchor in citations():
         doc = DOCS / name
         if not doc.exists():
-            if name not in PENDING:
-                broken.append(f"{where}: docs/{name} does not exist")
+            broken.append(f"{where}: docs/{name} does not exist")
             continue
         if anchor and anchor not in anchors(doc):
             broken.append(f"{where}: docs/{name}#{anchor}: no such section")

@@ -4,19 +4,23 @@ from __future__ import annotations
 import pytest
 
 from lily_kernel import errors
-from lily_kernel.agent.client import ModelError
-from lily_kernel.agent.config import ConfigError as ModelConfigError
-from lily_kernel.agent.loop import AgentError
-from lily_kernel.agent.tools import ToolError
 from lily_kernel.commands import router
-from lily_kernel.commands.results import CommandError
-from lily_kernel.session.persona import PersonaError
-from lily_kernel.skills.frontmatter import FrontmatterError
-from lily_kernel.skills.loader import LoaderError
-from lily_kernel.skills.skill import SkillError
-from lily_kernel.typed.actions import ActionError
-from lily_kernel.typed.declarations import ParamError, TypedError
-from lily_kernel.typed.registry import AclError, ConfigError as RegistryConfigError
+from lily_kernel.errors import (
+    AclError,
+    ActionError,
+    AgentError,
+    CommandError,
+    FrontmatterError,
+    LoaderError,
+    ModelError,
+    ParamError,
+    PersonaError,
+    SkillError,
+    ToolError,
+    TypedError,
+)
+from lily_kernel.errors import ConfigError as ModelConfigError
+from lily_kernel.errors import ConfigError as RegistryConfigError
 
 
 @pytest.mark.parametrize("cls, family, builtin", [

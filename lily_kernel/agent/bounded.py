@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 REFIRE = 0.05
 
@@ -47,12 +49,12 @@ def _alarm_usable() -> bool:
 def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     armed = [True]
 
-    def ring(signum, frame) -> None:
+    def ring(signum: int, frame: FrameType | None) -> None:
         if armed[0]:
             raise TooSlow()
 
     previous = signal.signal(signal.SIGALRM, ring)
-    box: list = []
+    box: list[Any] = []
     try:
         _run_armed(fn, seconds, armed, box)
     except TooSlow:
@@ -62,14 +64,14 @@ def _with_alarm(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
     return (True, box[0]) if box else (False, None)
 
 
-def _run_armed(fn, seconds: float, armed: list, box: list) -> None:
+def _run_armed(fn: Callable[[], Any], seconds: float, armed: list[Any], box: list[Any]) -> None:
     try:
         signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE)
         try:
             box.append(fn())
         except TooSlow:
             raise
-        except Exception as exc:  # noqa: BLE001 - the caller reports it
+        except Exception as exc:
             box.append(exc)
     finally:
         while True:  # disarm, even if the alarm rings while we do
@@ -82,12 +84,12 @@ def _run_armed(fn, seconds: float, armed: list, box: list) -> None:
 
 
 def _with_thread(fn: Callable[[], Any], seconds: float) -> tuple[bool, Any]:
-    box: list = []
+    box: list[Any] = []
 
     def work() -> None:
         try:
             box.append(fn())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             box.append(exc)
 
     worker = threading.Thread(target=work, name="lily-bounded", daemon=True)

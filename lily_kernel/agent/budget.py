@@ -30,7 +30,7 @@ from typing import Any
 from lily_kernel.agent import client as model
 from lily_kernel.agent.config import ModelConfig
 from lily_kernel.agent.tokens import Counter
-from lily_kernel.errors import ModelError
+from lily_kernel.errors import ContextExceeded, ContextTooSmall
 
 DEFAULT_WINDOW = 8_192
 # Well-known model names (lowercase, matched at the start of the name or after a '-' / '/')
@@ -71,10 +71,6 @@ def reserve_of(config: ModelConfig, window: int) -> int:
     """The answer's room: ``max_tokens``, at most a quarter of the window (also the cap
     sent), so that a small window still holds the prompt."""
     return max(1, min(config.max_tokens, window // 4))
-
-
-class ContextTooSmall(ModelError):
-    """Even the minimum (system prompt, tools, this request) does not fit the window."""
 
 
 @dataclass
@@ -222,7 +218,7 @@ class Budget:
         try:
             return model.complete(client, config, fitted.messages, tools, on_text,
                                   max_chars=max_chars, max_tokens=fitted.max_tokens), fitted
-        except model.ContextExceeded as exc:
+        except ContextExceeded as exc:
             window = exc.window or window_of(config)
             if exc.requested:
                 self.counter(config.model).calibrate(fitted.tokens, exc.requested)
@@ -237,7 +233,7 @@ class Budget:
                 return model.complete(client, config, fitted.messages, tools, on_text,
                                       max_chars=max_chars,
                                       max_tokens=fitted.max_tokens), fitted
-            except model.ContextExceeded as again:
+            except ContextExceeded as again:
                 raise ContextTooSmall(
                     f"the model endpoint still said: {again.detail}; raise or lower "
                     "[model] context_window to the server's real size (/model "

@@ -14,12 +14,14 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ToolError, ToolRegistry
+from lily_kernel.agent.tools import ToolRegistry
+from lily_kernel.errors import ToolError
 
 # Folders /todos never enters (docs/trust-boundary.md#scan_todos); any folder whose name
 # starts with "." and any virtual environment (pyvenv.cfg, conda-meta) is skipped too.
@@ -131,7 +133,7 @@ def compile_plan(input: str = "") -> str:
     or "Phase ...:" lines open a phase; every other line is a step of the
     current phase. Deterministic: the same notes give the same plan.
     """
-    lines = [l.strip() for l in input.splitlines() if l.strip()]
+    lines = [line.strip() for line in input.splitlines() if line.strip()]
     if not lines:
         raise ToolError("give the notes to compile, e.g. /plan followed by the goal and steps "
                         "on the next lines")
@@ -155,7 +157,7 @@ def compile_plan(input: str = "") -> str:
     out += [f"{i}. {name} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
             for i, (name, steps) in enumerate(phases, 1)] or ["1. (no steps given)"]
     out += ["", "## Steps"]
-    for i, (name, steps) in enumerate(phases, 1):
+    for i, (_name, steps) in enumerate(phases, 1):
         out += [f"- [ ] {i}.{j} {step}" for j, step in enumerate(steps, 1)]
     if not any(steps for _, steps in phases):
         out.append("- [ ] Break the objective into steps")
@@ -179,7 +181,7 @@ def _skip_dir(fd: int, name: str) -> bool:
     return False
 
 
-def _markers(path: str, data: bytes):
+def _markers(path: str, data: bytes) -> Iterator[tuple[str, int, str, str]]:
     """(file cell, line, marker, note) of each marker in one file's bytes."""
     if path.endswith(".ipynb"):
         for number, source in _notebook_sources(data):
@@ -199,7 +201,7 @@ _COMMENT_OPENERS = ("#", "//", "/*", "<!--", "--", ";")
 _LINE_START = re.compile(r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|#+\s*|\[[ xX]\]\s+)*$")
 
 
-def _line_markers(text: str):
+def _line_markers(text: str) -> Iterator[tuple[int, str, str]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         for m in TODO_RE.finditer(line):
             before = line[:m.start()]
@@ -208,7 +210,7 @@ def _line_markers(text: str):
                 break
 
 
-def _notebook_sources(data: bytes):
+def _notebook_sources(data: bytes) -> Iterator[tuple[int, str]]:
     """(cell number, source) of a notebook's code and Markdown cells; never their outputs."""
     try:
         nb = json.loads(data.decode("utf-8", errors="replace"))

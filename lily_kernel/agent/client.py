@@ -7,23 +7,33 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent.config import ModelConfig
-from lily_kernel.errors import ModelError  # re-exported: callers import it from here
+from lily_kernel.errors import ContextExceeded, ModelError
+
+if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
+    import openai
+
+
+log = logging.getLogger(__name__)
 
 NO_KEY = "lily-no-key"  # for endpoints that need none (vLLM, Ollama, llama.cpp server)
 
 
 @dataclass
 class ToolCall:
+    """One tool call the model asked for."""
     id: str
     name: str
     arguments: str  # JSON text, as the model sent it
 
-    def parsed(self) -> dict:
+    def parsed(self) -> dict[str, Any]:
+        """The call's arguments as a JSON object; ToolError when they are not one."""
         from lily_kernel import safejson
         try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
             value = safejson.loads(self.arguments or "{}")
@@ -38,12 +48,14 @@ class ToolCall:
 
 @dataclass
 class Turn:
+    """One model answer: its text, its tool calls and why it ended."""
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
+    usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
 
     def message(self) -> dict[str, Any]:
+        """The answer as an assistant message of the conversation."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
         if self.tool_calls:
             msg["tool_calls"] = [{"id": c.id, "type": "function",
@@ -65,21 +77,23 @@ class ClientCache:
     """One ``openai.OpenAI`` client per (endpoint, key, timeout, retries), built lazily."""
 
     def __init__(self) -> None:
-        self._key: tuple | None = None
-        self._client = None
+        self._key: tuple[Any, ...] | None = None
+        self._client: openai.OpenAI | None = None
 
-    def get(self, config: ModelConfig, env: Mapping[str, str]):
+    def get(self, config: ModelConfig, env: Mapping[str, str]) -> openai.OpenAI:
+        """The client for ``config`` (a new one when the endpoint, key or limits changed)."""
         api_key = env.get("OPENAI_API_KEY") or NO_KEY
         key = (config.base_url, api_key, config.timeout, config.max_retries)
         if self._client is None or key != self._key:
             import openai  # imported on first use: it costs ~0.3 s
+
             from lily_kernel.agent.deadline import DeadlineTransport
             transport = DeadlineTransport()  # enforces the whole request's deadline
-            self._client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
-                                         timeout=config.timeout, max_retries=config.max_retries,
-                                         http_client=openai.DefaultHttpxClient(transport=transport))
-            self._client._lily_deadline = transport
-            self._key = key
+            client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
+                                   timeout=config.timeout, max_retries=config.max_retries,
+                                   http_client=openai.DefaultHttpxClient(transport=transport))
+            client._lily_deadline = transport  # type: ignore[attr-defined]  # read by complete()
+            self._client, self._key = client, key
         return self._client
 
 
@@ -95,16 +109,6 @@ _LLAMA_CPP = re.compile(r"request \((\d+) tokens\) exceeds the available context
 _OPENAI_MAX = re.compile(r"maximum context length is (\d+) tokens")
 _OPENAI_ASKED = re.compile(r"(?:resulted in|you requested) (\d+) tokens")
 _OPENAI_MESSAGES = re.compile(r"\((\d+) in the messages")
-
-
-class ContextExceeded(ModelError):
-    """The endpoint refused the prompt as longer than its context window (HTTP 400)."""
-
-    def __init__(self, detail: str, window: int | None, requested: int | None) -> None:
-        super().__init__(f"the model endpoint rejected the request (HTTP 400): {detail}")
-        self.detail = detail
-        self.window = window  # the endpoint's context size, when it named it
-        self.requested = requested  # the prompt's tokens as the endpoint counted them
 
 
 def context_exceeded(message: str) -> ContextExceeded | None:
@@ -130,9 +134,10 @@ def cap_param(config: ModelConfig, where: str) -> str:
     return CAP_PARAMS[0] if openai_api else CAP_PARAMS[1]
 
 
-def request_args(config: ModelConfig, messages: list[dict], tools: list[dict],
+def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
-                 cap: str = CAP_PARAMS[1]) -> dict:
+                 cap: str = CAP_PARAMS[1]) -> dict[str, Any]:
+    """The keyword arguments of one chat-completions request."""
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage:  # ask for token usage in a last chunk; servers that ignore it send none
         args["stream_options"] = {"include_usage": True}
@@ -153,7 +158,7 @@ def cut_marker(cap: int) -> str:
             "(lily.toml [limits] answer_chars); the rest was not kept …]*")
 
 
-def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              on_text: Callable[[str], None] | None = None, max_chars: int | None = None,
              max_tokens: int | None = None) -> Turn:
     """One streamed completion, assembled into a :class:`Turn`.
@@ -171,6 +176,8 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
     from lily_kernel.agent.deadline import deadline
     transport = getattr(client, "_lily_deadline", None)
     where = _where(client)
+    log.debug("model request to %s: %s, %d messages, %d tools", where, config.model,
+              len(messages), len(tools))
     try:
         with deadline(transport, config.timeout):
             for _ in range(3):  # at most one refusal of each optional parameter
@@ -192,7 +199,7 @@ def complete(client, config: ModelConfig, messages: list[dict], tools: list[dict
         raise
 
 
-def _late(config: ModelConfig, client) -> str:
+def _late(config: ModelConfig, client: openai.OpenAI) -> str:
     return (f"the model endpoint did not answer within {config.timeout:g} s "
             f"({_tries(config.max_retries)}): {_where(client)}; [model] timeout is the whole "
             "request's deadline, and nothing was done with a partial answer")
@@ -206,7 +213,7 @@ class _Refused(Exception):
         self.param = param
 
 
-def _complete(client, config: ModelConfig, messages: list[dict], tools: list[dict],
+def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
               max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
@@ -323,11 +330,11 @@ def _tries(retries: int) -> str:
     return "tried once" if retries <= 0 else f"tried {retries + 1} times"
 
 
-def _where(client) -> str:
+def _where(client: openai.OpenAI) -> str:
     return str(getattr(client, "base_url", "") or "the endpoint").rstrip("/")
 
 
-def _api_message(exc) -> str:
+def _api_message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -336,6 +343,6 @@ def _api_message(exc) -> str:
     return _first_line(getattr(exc, "message", exc))
 
 
-def _first_line(value) -> str:
+def _first_line(value: object) -> str:
     text = str(value).strip()
     return (text.splitlines() or [""])[0][:300]

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 from lily_kernel.agent import budget, loop
 from lily_kernel.agent import client as model
 from lily_kernel.agent import prompt as context
+from lily_kernel.errors import AgentError, ContextTooSmall, ModelError
 
 ASK = "(/compact) Summarise our conversation so far."
 INSTRUCTIONS = ("Summarise the conversation below for your own later use: the user's goals, "
@@ -50,11 +51,11 @@ def _transcript(messages: list[dict[str, Any]]) -> str:
 
 def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compacted | None:
     """Summarise the turns the next request would leave out; None when every turn fits.
-    Raises :class:`loop.AgentError` (one line) when no model can be asked."""
+    Raises :class:`AgentError` (one line) when no model can be asked."""
     problem = session.config_error or model.not_configured(session.environ,
                                                            session.model_config)
     if problem:
-        raise loop.AgentError(problem)
+        raise AgentError(problem)
     config = session.model_config
     system = {"role": "system",
               "content": context.system_prompt(session.persona, session.snapshot)}
@@ -62,8 +63,8 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
     try:
         fitted = session.budget.fit(config, system, loop.offered_tools(session), history,
                                     [PROBE], spare=SPARE)
-    except budget.ContextTooSmall as exc:
-        raise loop.AgentError(str(exc)) from None
+    except ContextTooSmall as exc:
+        raise AgentError(str(exc)) from None
     if not fitted.turns_dropped:
         return None
     first = budget.turn_end(history, fitted.turns_dropped)
@@ -78,8 +79,8 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
         turn = model.complete(client, config, messages, [], on_text,
                               max_chars=session.limits.answer_chars,
                               max_tokens=fitted.max_tokens)
-    except model.ModelError as exc:
-        raise loop.AgentError(secrets.redact(str(exc), session.environ)) from None
+    except ModelError as exc:
+        raise AgentError(redaction.redact(str(exc), session.environ)) from None
     session.add_usage(turn.usage)
     summary = turn.content.strip() or "(the model wrote no summary)"
     session.replace_turns(first, [{"role": "user", "content": ASK},

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Mapping
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.errors import ConfigError  # re-exported; one ConfigError for lily.toml, /model and the registry
+if TYPE_CHECKING:
+    from pathlib import Path
+
+from lily_kernel.errors import (
+    ConfigError,
+)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
@@ -28,7 +34,7 @@ MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
 
 
-def user_config_path(env: Mapping[str, str] | None = None):
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     """The user's config file: ``$XDG_CONFIG_HOME/lily/lily.toml``, else
     ``~/.config/lily/lily.toml`` (docs/mcp.md#configuration)."""
     from pathlib import Path
@@ -37,7 +43,7 @@ def user_config_path(env: Mapping[str, str] | None = None):
     return Path(base) / "lily" / CONFIG_FILE
 
 
-def merged(user: Mapping[str, object], workspace: Mapping[str, object]) -> dict:
+def merged(user: Mapping[str, object], workspace: Mapping[str, object]) -> dict[str, Any]:
     """The user file's tables under the workspace's: defaults < user file < workspace
     ``lily.toml``, key by key inside each table."""
     out = dict(user)
@@ -48,7 +54,8 @@ def merged(user: Mapping[str, object], workspace: Mapping[str, object]) -> dict:
     return out
 
 
-def read_config_file(workspace, path=None) -> dict:
+def read_config_file(workspace: str | os.PathLike[str],
+                     path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The workspace's ``lily.toml`` (or the file at ``path``) as a dict ({} when absent);
     ConfigError when unreadable."""
     import tomllib
@@ -75,6 +82,7 @@ def read_config_file(workspace, path=None) -> dict:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The model settings of a session (``[model]`` in lily.toml, /model, the environment)."""
     model: str = DEFAULT_MODEL
     temperature: float | None = None
     reasoning_effort: str | None = None
@@ -88,7 +96,7 @@ class ModelConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
-                 file_values: Mapping[str, object] | None = None) -> "ModelConfig":
+                 file_values: Mapping[str, object] | None = None) -> ModelConfig:
         """Defaults < the workspace's lily.toml [model] table < the environment."""
         env = os.environ if env is None else env
         config = cls()
@@ -99,7 +107,7 @@ class ModelConfig:
 
     @classmethod
     def from_sources(cls, env: Mapping[str, str], file_values: Mapping[str, object] | None
-                     ) -> tuple["ModelConfig", list[str]]:
+                     ) -> tuple[ModelConfig, list[str]]:
         """Like :meth:`from_env`, but a bad setting is skipped (and reported), not fatal:
         the other settings, e.g. the endpoint, still apply."""
         config, errors = cls(), []
@@ -112,7 +120,7 @@ class ModelConfig:
                 errors.append(f"{where}: {exc}")
         return config, errors
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The settings as shown and journaled: a base_url loses any user:password@."""
         from lily_kernel.redaction import redact_urls
         data = asdict(self)
@@ -120,11 +128,11 @@ class ModelConfig:
             data["base_url"] = redact_urls(data["base_url"])
         return data
 
-    def changed(self, **values: object) -> "ModelConfig":
+    def changed(self, **values: object) -> ModelConfig:
         """A copy with ``values`` parsed and checked: strings as typed after /model, or
         numbers and None from Python (``lily.session().set_model(timeout=20)``)."""
         known = {f.name for f in fields(self)}
-        parsed: dict = {}
+        parsed: dict[str, Any] = {}
         for key, raw in values.items():
             if key.lower() in SECRET_KEYS:
                 raise ConfigError("API keys are not set with /model or lily.toml; set "
@@ -144,12 +152,12 @@ def _as_text(key: str, raw: object) -> str:
         if key in NOT_NONE:
             raise ConfigError(f"{key} cannot be None")
         return "none"
-    if isinstance(raw, numbers.Real) and not isinstance(raw, bool):
+    if not isinstance(raw, bool) and isinstance(raw, numbers.Real):
         return str(raw)
     raise ConfigError(f"{key} must be text or a number, not {raw!r}")
 
 
-def _parse(key: str, raw: str):
+def _parse(key: str, raw: str) -> Any:
     if raw.lower() in ("", "none", "default") and key not in NOT_NONE:
         return None
     if key == "model":

@@ -16,8 +16,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, cast
 
 import httpx2
 
@@ -36,7 +37,7 @@ class DeadlineExceeded(httpx2.ReadTimeout):
 class DeadlineTransport(httpx2.HTTPTransport):
     """An ``httpx2`` transport that knows the current request's deadline (monotonic)."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.deadline: float | None = None
         self.expired = False
@@ -45,6 +46,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         self._lock = threading.Lock()
 
     def remaining(self) -> float | None:
+        """Seconds left before the deadline (negative once past), or None without one."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def _expired(self, request: httpx2.Request) -> httpx2.Response:
@@ -63,16 +65,17 @@ class DeadlineTransport(httpx2.HTTPTransport):
                     continue
                 if 0 < value <= 60:
                     return value
-        return min(0.5 * 2 ** self.attempts, 8.0)
+        return min(0.5 * 2.0 ** self.attempts, 8.0)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send ``request`` within the deadline; its body is read through the caps."""
         # No compression: a small compressed body could hold gigabytes, decoded before any
         # cap of Lily's could see it (docs/limits-and-secrets.md#caps).
         request.headers["Accept-Encoding"] = "identity"
         left = self.remaining()
         if left is None:
             response = super().handle_request(request)
-            response.stream = _Bounded(response.stream, self, None, _encoding(response))
+            response.stream = _Bounded(cast(httpx2.SyncByteStream, response.stream), self, None, _encoding(response))
             return response
         if left <= 0:
             return self._expired(request)
@@ -96,10 +99,11 @@ class DeadlineTransport(httpx2.HTTPTransport):
         if sock is not None:
             with self._lock:
                 self._sockets.add(sock)
-        response.stream = _Bounded(response.stream, self, sock, _encoding(response))
+        response.stream = _Bounded(cast(httpx2.SyncByteStream, response.stream), self, sock, _encoding(response))
         return response
 
-    def forget(self, sock) -> None:
+    def forget(self, sock: socket.socket | None) -> None:
+        """Stop tracking ``sock`` (its stream ended)."""
         with self._lock:
             self._sockets.discard(sock)
 
@@ -109,10 +113,8 @@ class DeadlineTransport(httpx2.HTTPTransport):
         with self._lock:
             socks, self._sockets = list(self._sockets), set()
         for sock in socks:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class StreamRefused(httpx2.ReadError):
@@ -128,7 +130,8 @@ class _Bounded(httpx2.SyncByteStream):
     """A response body that stops at the deadline, chunk by chunk, and before any line grows
     past :data:`MAX_LINE_BYTES` (the SSE reader above buffers a whole line)."""
 
-    def __init__(self, inner, owner: DeadlineTransport, sock, encoding: str = "") -> None:
+    def __init__(self, inner: httpx2.SyncByteStream, owner: DeadlineTransport,
+                 sock: socket.socket | None, encoding: str = "") -> None:
         self.inner, self.owner, self.sock = inner, owner, sock
         self.encoding = encoding
 

@@ -6,11 +6,10 @@ unreadable lily.toml), never a silent fallback to "no limit". See docs/trust-bou
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Mapping
 
 from lily_kernel.errors import ConfigError
-
 
 #: Upper bounds: a cap set past these is a configuration error, not "practically no cap"
 #: (docs/trust-boundary.md#caps).
@@ -24,6 +23,7 @@ MAXIMA: dict[str, int] = {
 
 @dataclass(frozen=True)
 class Limits:
+    """The caps of ``[limits]`` in lily.toml (docs/limits-and-secrets.md#caps)."""
     read_bytes: int = 256 * 1024          # bytes one `read` returns (it reads at most this + 1)
     write_bytes: int = 1024 * 1024        # bytes one `write` accepts
     answer_chars: int = 100_000           # characters of one model answer kept in the conversation
@@ -33,7 +33,7 @@ class Limits:
     conversation_chars: int = 2_000_000   # characters of the conversation a request may grow to
 
     @classmethod
-    def from_table(cls, table: Mapping[str, object] | None) -> "Limits":
+    def from_table(cls, table: Mapping[str, object] | None) -> Limits:
         """The ``[limits]`` table of lily.toml; ConfigError naming the key when a value is bad."""
         values: dict[str, int] = {}
         known = {f.name for f in fields(cls)}

@@ -21,21 +21,33 @@ from __future__ import annotations
 
 import html
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent import prompt as context
+from lily_kernel import redaction
 from lily_kernel.agent import client as model
-from lily_kernel.agent import pending as waiting
 from lily_kernel.agent import lean
-from lily_kernel import redaction as secrets
+from lily_kernel.agent import pending as waiting
+from lily_kernel.agent import prompt as context
+from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
+from lily_kernel.agent.tools import check_args, invoke
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
-from lily_kernel.commands.results import CommandError, SkillRequest
-from lily_kernel.session.session import Session
+from lily_kernel.errors import ActionError, AgentError, ModelError, ToolError
+from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
-from lily_kernel.agent.tools import ToolError, check_args, invoke
+
+if TYPE_CHECKING:
+    from lily_kernel.commands.results import SkillRequest
+    from lily_kernel.session.session import (
+        Session,  # type hints only: agent sits below session and commands
+    )
+
+
+log = logging.getLogger(__name__)
 
 MAX_STEPS = 8
 WITHDRAWN = ("Error: not run: the request ended before the user saw this proposal; nothing "
@@ -45,37 +57,33 @@ NOT_RUN = ("Error: not run: an earlier call in this step waits for the user's co
            "call it again afterwards if it is still needed")
 
 
-def too_many(limits) -> str:
+def too_many(limits: Limits) -> str:
     """The answer to a tool call past a cap (docs/trust-boundary.md#caps)."""
     return (f"Error: not run: too many calls (at most {limits.tool_calls_per_step} per step, "
             f"and {limits.conversation_chars:,} characters of conversation per request: "
             "lily.toml [limits] tool_calls_per_step, conversation_chars)")
 
-LOAD_SKILL = {"type": "function", "function": {
+LOAD_SKILL: dict[str, Any] = {"type": "function", "function": {
     "name": "load_skill",
     "description": "Read a skill's instructions before using it.",
     "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
                    "required": ["name"]}}}
-READ_SKILL_FILE = {"type": "function", "function": {
+READ_SKILL_FILE: dict[str, Any] = {"type": "function", "function": {
     "name": "read_skill_file",
     "description": "Read a file of the loaded skill, e.g. references/guide.md.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
-PROPOSE_ACTION = {"type": "function", "function": {
+PROPOSE_ACTION: dict[str, Any] = {"type": "function", "function": {
     "name": "propose_action",
     "description": "Propose parameters for the loaded typed skill; the user confirms.",
     "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
                    "required": ["parameters"]}}}
-READ_CONFIG = {"type": "function", "function": {
+READ_CONFIG: dict[str, Any] = {"type": "function", "function": {
     "name": "read_config",
     "description": "Read a setting (dotted path) of the loaded typed skill.",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
                    "required": ["path"]}}}
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
-
-
-class AgentError(CommandError):
-    """A request to the agent failed; one readable line."""
 
 
 @dataclass
@@ -87,19 +95,19 @@ class Reply:
     tools_used: list[str] = field(default_factory=list)
     steps: int = 0
     proposal: PendingItem | None = None  # offered: pending once the face shows its card
-    usage: dict | None = None  # tokens over the request's model calls, when the endpoint reports them
+    usage: dict[str, Any] | None = None  # tokens over the request's model calls, when the endpoint reports them
     shown: list[object] = field(default_factory=list)  # what tools returned for the face
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
 #: Per session (by id; the key tuple holds its snapshot, policy and tools): the last
 #: offered tool list and what it was built from.
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict]]] = {}
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
-_SYSTEM_CACHE: list[tuple[object, object, dict]] = []
+_SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
 
 
-def system_message(session: Session) -> dict:
+def system_message(session: Session) -> dict[str, Any]:
     """The system message for ``session`` now: the same dict while its persona and snapshot
     are the same objects (both frozen), so neither the skills index nor its token count is
     rebuilt per request. Callers never change it."""
@@ -125,7 +133,7 @@ class _Request:
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
 
     # -- tools offered to the model -----------------------------------------
-    def tool_specs(self) -> list[dict]:
+    def tool_specs(self) -> list[dict[str, Any]]:
         """The tools offered: only those usable now (docs/agent.md#a-lean-prompt).
 
         The same list object while nothing it depends on changed (the snapshot, the active
@@ -135,7 +143,7 @@ class _Request:
         key = (session.snapshot, self.skill, session.policy, *session.tools)
         hit = _SPECS_CACHE.get(id(session))
         if hit is not None and len(hit[0]) == len(key) and all(
-                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key)):
+                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key, strict=False)):
             return hit[1]
         specs = self._build_specs()
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
@@ -143,7 +151,7 @@ class _Request:
         _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
         return specs
 
-    def _build_specs(self) -> list[dict]:
+    def _build_specs(self) -> list[dict[str, Any]]:
         session = self.session
         specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
                                                  READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
@@ -170,17 +178,17 @@ class _Request:
             raise ToolError(refusal)
         return True
 
-    def execute(self, name: str, args: dict) -> str:
+    def execute(self, name: str, args: dict[str, Any]) -> str:
         """The tool result text, redacted then capped; refusals and tool failures start with
         'Error:'. Every result and error passes the live-secret redaction before it reaches
         the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
         env = self.session.environ
         try:
-            return self._cap(secrets.redact(self._execute(name, args), env))
+            return self._cap(redaction.redact(self._execute(name, args), env))
         except ToolError as exc:
-            return secrets.redact(f"Error: {exc}", env)
+            return redaction.redact(f"Error: {exc}", env)
 
-    def _execute(self, name: str, args: dict) -> str:
+    def _execute(self, name: str, args: dict[str, Any]) -> str:
         if name == "load_skill":
             return self.load_skill(args)
         if name == "read_skill_file":
@@ -198,7 +206,7 @@ class _Request:
         self.cut_results += cut
         return text
 
-    def load_skill(self, args: dict) -> str:
+    def load_skill(self, args: dict[str, Any]) -> str:
         problem = check_args(LOAD_SKILL["function"]["parameters"], args)
         if problem:
             raise ToolError(f"load_skill: {problem}")
@@ -225,7 +233,7 @@ class _Request:
         body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
         return f"# Skill: {name}\n\n{body}{note}"
 
-    def _typed_skill(self):
+    def _typed_skill(self) -> Skill:
         if self.skill is None:
             raise ToolError("load a typed skill with load_skill first")
         skill = self.session.snapshot.get(self.skill)
@@ -233,7 +241,7 @@ class _Request:
             raise ToolError(f"the loaded skill '{self.skill}' is not a typed skill")
         return skill
 
-    def propose_action(self, args: dict) -> str:
+    def propose_action(self, args: dict[str, Any]) -> str:
         from lily_kernel.typed import actions
         problem = check_args(PROPOSE_ACTION["function"]["parameters"], args)
         if problem:
@@ -244,7 +252,7 @@ class _Request:
             raise ToolError(refusal)
         try:
             action = actions.prepare(self.session, skill, args["parameters"])
-        except actions.ActionError as exc:
+        except ActionError as exc:
             raise ToolError(str(exc)) from None
         self.session.offer(action)
         self.proposal = action
@@ -252,25 +260,28 @@ class _Request:
                 "confirmation card (Confirm / Cancel, or /confirm and /cancel); nothing has "
                 "happened yet. Tell the user briefly what will happen once they confirm.")
 
-    def read_config(self, args: dict) -> str:
+    def read_config(self, args: dict[str, Any]) -> str:
         problem = check_args(READ_CONFIG["function"]["parameters"], args)
         if problem:
             raise ToolError(f"read_config: {problem}")
+        from lily_kernel.typed.actions import spec_of  # typed skills load on first use
         skill = self._typed_skill()
-        spec = skill.typed
+        spec = spec_of(skill)
         scoped = self.session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
         try:
             return json.dumps(scoped.read(args["path"]))
         except (PermissionError, ValueError) as exc:
             raise ToolError(str(exc)) from None
 
-    def read_skill_file(self, args: dict) -> str:
+    def read_skill_file(self, args: dict[str, Any]) -> str:
         problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
         if problem:
             raise ToolError(f"read_skill_file: {problem}")
         if self.skill is None:
             raise ToolError("load a skill with load_skill before reading its files")
         skill = self.session.snapshot.get(self.skill)
+        if skill is None:
+            raise ToolError(f"the loaded skill '{self.skill}' is no longer loaded")
         parts = split(args["path"])  # the file boundary, rooted at the skill's references/
         if parts[:1] == ("references",):
             parts = parts[1:]
@@ -278,30 +289,33 @@ class _Request:
                            read_bytes=self.session.limits.read_bytes)
         return refs.read("/".join(parts))
 
-    def call_tool(self, name: str, args: dict) -> str:
+    def call_tool(self, name: str, args: dict[str, Any]) -> str:
         session = self.session
         refusal = session.policy.model_refusal(session.tools, name)
         if refusal:
             raise ToolError(refusal)
         tool = session.tools.get(name)
+        if tool is None:  # model_refusal names an unknown tool first
+            raise ToolError(f"{name}: no such tool")
         problem = check_args(tool.parameters, args)
         if problem:
             raise ToolError(f"{name}: {problem}")
         self.tools_used.append(name)
+        log.debug("tool call %s (%s)", name, tool.origin)
         out = invoke(tool, args)  # a tool's own failure is information for the model
         if out.display is not None:
             self.shown.append(out.display)
         return out.text
 
 
-def offered_tools(session: Session) -> list[dict]:
+def offered_tools(session: Session) -> list[dict[str, Any]]:
     """The tool schemas a request of ``session`` offers the model now (for ``/model``)."""
     return _Request(session, None).tool_specs()
 
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
-        on_event: Callable[[str, dict], None] | None = None) -> Reply:
+        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
     waiting.decline_waiting(session)  # a new request first: a call still waiting is declined
     session.withdraw()  # a card offered by a request that failed was never shown
@@ -320,7 +334,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
 
 def resume(session: Session, call: HeldCall, result: str,
            on_text: Callable[[str], None] | None = None,
-           on_event: Callable[[str, dict], None] | None = None) -> Reply:
+           on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Continue a paused request with the confirmed tool call's ``result``."""
     paused = call.paused
     pending = paused.answered(result)
@@ -337,7 +351,7 @@ def resume(session: Session, call: HeldCall, result: str,
 decline = waiting.decline  # Cancel's answer to the model: "declined by the user"
 
 
-def _commit(session: Session, messages: list[dict]) -> None:
+def _commit(session: Session, messages: list[dict[str, Any]]) -> None:
     waiting.commit(session, messages)
 
 
@@ -350,7 +364,7 @@ def _withdraw(request: _Request, pending: list[dict[str, Any]]) -> None:
             pending[i] = {**message, "content": WITHDRAWN}
 
 
-def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
+def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
     if not usage:
         return total
     total = dict(total or {"prompt_tokens": 0, "completion_tokens": 0})
@@ -359,9 +373,9 @@ def _add_usage(total: dict | None, usage: dict | None) -> dict | None:
     return total
 
 
-def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict | None,
+def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, usage: dict[str, Any] | None,
            on_text: Callable[[str], None] | None,
-           on_event: Callable[[str, dict], None] | None) -> Reply:
+           on_event: Callable[[str, dict[str, Any]], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
     session = request.session
     if session.mcp is not None:  # the MCP servers' current tools (docs/mcp.md#tools)
@@ -372,7 +386,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
 
-    def commit(messages: list[dict]) -> None:
+    def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
 
     turn_start, left_out = len(pending), (0, 0)
@@ -410,6 +424,7 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
                              request.proposal, usage, request.shown, left_out)
             held = None
             size += chars(pending[-1])
+            result: str | None
             for n, call in enumerate(turn.tool_calls):
                 before = request.skill
                 if n >= limits.tool_calls_per_step or size > limits.conversation_chars:
@@ -452,12 +467,12 @@ def _drive(request: _Request, pending: list[dict], first_step: int, usage: dict 
         commit(pending)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
-    except model.ModelError as exc:
+    except ModelError as exc:
         _withdraw(request, pending)  # the request ends in an error: its card is never shown
         del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(pending) > 1:  # tools ran before it: keep what happened, consistently
             commit(pending)
-        raise AgentError(secrets.redact(str(exc), session.environ)) from None
+        raise AgentError(redaction.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
         _withdraw(request, pending)
         if len(pending) > 1:

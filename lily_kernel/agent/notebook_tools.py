@@ -16,11 +16,13 @@ import itertools
 import re
 import sys
 import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
-from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolError, ToolRegistry
 from lily_kernel.agent import bounded
+from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolRegistry
+from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -46,6 +48,7 @@ NOT_SHARED = "(values are not shared: [notebook] share_values = false)"
 
 @dataclass(frozen=True)
 class Cell:
+    """One executed cell: its execution count, source and text output."""
     count: int
     source: str
     output: str  # the cell's text output (streams, results, errors), plain
@@ -53,6 +56,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class ErrorInfo:
+    """The last failed cell (or run_python code): where, what and the traceback."""
     count: int | None
     source: str
     ename: str
@@ -62,6 +66,7 @@ class ErrorInfo:
 
 @dataclass(frozen=True)
 class RunResult:
+    """What run_python's code printed and showed, and its error if it failed."""
     output: str  # what the code printed and showed, as text
     error: ErrorInfo | None = None
     display: object | None = None  # the face's own record of it, shown where the user decided
@@ -70,15 +75,33 @@ class RunResult:
 class Notebook(Protocol):
     """What a Jupyter face gives the notebook tools."""
 
-    def namespace(self) -> Mapping[str, Any]: ...
-    def hidden(self) -> Mapping[str, Any]: ...  # the shell's own names -> their values
-    def cells(self, last: int) -> list[Cell]: ...  # executed before the current request
-    def last_error(self) -> ErrorInfo | None: ...
-    def propose(self, code: str) -> bool: ...  # False: no cell runs to take it; the face shows it
-    def run(self, code: str) -> RunResult: ...
+    def namespace(self) -> Mapping[str, Any]:
+        """The user's names -> their values."""
+        ...
+
+    def hidden(self) -> Mapping[str, Any]:
+        """The shell's own names -> their values."""
+        ...
+
+    def cells(self, last: int) -> list[Cell]:
+        """The last ``last`` cells executed before the current request."""
+        ...
+
+    def last_error(self) -> ErrorInfo | None:
+        """The last failed cell, if any."""
+        ...
+
+    def propose(self, code: str) -> bool:
+        """Offer ``code`` as the next cell; False: no cell runs to take it (the face shows it)."""
+        ...
+
+    def run(self, code: str) -> RunResult:
+        """Run ``code`` in the user's namespace (after the user's approval)."""
+        ...
 
 
 def is_secret(name: str) -> bool:
+    """Whether a variable's name looks like it holds a secret (its value is never shared)."""
     return SECRET_RE.search(name) is not None
 
 
@@ -91,6 +114,7 @@ def clip(text: str, limit: int, tail: bool = False) -> str:
 
 
 def plain(text: str) -> str:
+    """``text`` without ANSI escape sequences."""
     return ANSI_RE.sub("", text)
 
 
@@ -109,7 +133,7 @@ def _type_attr(t: type, attr: str) -> str:
     through a metaclass of the user's."""
     try:
         value = type.__dict__[attr].__get__(t, type)
-    except Exception:  # noqa: BLE001 - an odd type still gets a name
+    except Exception:
         return "?"
     return value if type(value) is str else "?"
 
@@ -124,13 +148,13 @@ def type_name(obj: Any) -> str:
         return t.__name__
     try:
         value = _TYPE_NAME.__get__(t, type)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "?"
     return value if type(value) is str else "?"
 
 
 def _classes() -> tuple[Any, Any, Any]:
-    """pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
+    """Pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
     pd, np = sys.modules.get("pandas"), sys.modules.get("numpy")
     return (pd.__dict__.get("DataFrame") if pd is not None else None,
             pd.__dict__.get("Series") if pd is not None else None,
@@ -192,6 +216,7 @@ def variable_names(nb: Notebook) -> list[str]:
 
 
 def list_variables(nb: Notebook, include_callables: bool = False) -> str:
+    """The list_variables tool: the user's variables with their types and shapes."""
     ns = nb.namespace()
     hidden = nb.hidden()
     shown: list[str] = []
@@ -209,7 +234,7 @@ def list_variables(nb: Notebook, include_callables: bool = False) -> str:
     for name in shown[older:]:  # the most recently defined ones
         try:
             lines.append(f"{name}: {shape(ns[name], classes)}")
-        except Exception:  # noqa: BLE001 - an odd object still gets its name and type
+        except Exception:
             lines.append(f"{name}: {type_name(ns.get(name))}")
     head = (f"{len(shown)} variable{'s' if len(shown) != 1 else ''}"
             + (f" ({older:,} older ones not listed; inspect_variable takes any name)" if older else "")
@@ -352,7 +377,7 @@ def _describe(obj: Any, share: bool) -> str:
     return "\n".join([f"{head}, attributes (its repr is not run):", *fields])
 
 
-def _instance_dict(obj: Any) -> dict | None:
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
     """``obj``'s instance ``__dict__`` through the interpreter's own slot descriptor, found
     in its class's MRO without any attribute lookup of the user's; None when the class
     defines ``__dict__`` itself (a property could run code) or has none."""
@@ -365,7 +390,7 @@ def _instance_dict(obj: Any) -> dict | None:
                 return None
             value = slot.__get__(obj, type(obj))
             return value if type(value) is dict else None
-    except Exception:  # noqa: BLE001 - an odd object shows its type only
+    except Exception:
         return None
     return None
 
@@ -386,6 +411,7 @@ def refusal(nb: Notebook, name: str) -> str | None:
 
 
 def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
+    """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
         raise ToolError("name must be a string")
     reason = refusal(nb, name)
@@ -406,6 +432,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
 # -- cells and errors -----------------------------------------------------------------------
 
 def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
+    """The read_cells tool: the last ``last`` executed cells, sources and outputs."""
     if last < 1:
         raise ToolError("last must be at least 1")
     cells = nb.cells(min(last, CELLS_MAX))
@@ -422,6 +449,7 @@ def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
 
 
 def format_error(err: ErrorInfo, share: bool = True) -> str:
+    """A failed cell as the model reads it: where, the source and the traceback."""
     where = f"cell [{err.count}]" if err.count is not None else "run_python code"
     out = [f"The last failed cell: {where}", "--- source ---", clip(err.source.rstrip(), CELL_SOURCE_CHARS)]
     if share:
@@ -433,6 +461,7 @@ def format_error(err: ErrorInfo, share: bool = True) -> str:
 
 
 def last_error(nb: Notebook, share: bool = True) -> str:
+    """The last_error tool: the last failed cell, or a line saying none failed."""
     err = nb.last_error()
     if err is None:
         return "No cell has failed in this notebook session."
@@ -488,7 +517,7 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
         return fn()
     except ToolError:
         raise
-    except Exception as exc:  # noqa: BLE001 - reported without its message
+    except Exception as exc:
         raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
 
 

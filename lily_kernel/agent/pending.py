@@ -19,22 +19,14 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import (
-    ALWAYS_CONFIRM,
-    Shown,
-    Tool,
-    ToolError,
-    ToolPolicy,
-    ToolRegistry,
-    invoke,
-)
-from lily_kernel.errors import ActionError
+from lily_kernel.agent.tools import ALWAYS_CONFIRM, Shown, Tool, ToolPolicy, ToolRegistry, invoke
+from lily_kernel.errors import ActionError, ToolError, Uncertain
 
 if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
-    from lily_kernel.typed.actions import Action
+    from lily_kernel.typed.actions import Action, Host
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
@@ -193,7 +185,7 @@ def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | No
     if held is None:
         return None
     from lily_kernel.typed import actions
-    blocked = actions.uncertain_block(session)
+    blocked = actions.uncertain_block(cast("Host", session))  # the session is both
     if blocked:
         return blocked
     what = f"the call of {held.tool}" if isinstance(held, HeldCall) else f"{held.skill}"
@@ -296,9 +288,9 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
         return Decision(item, f"Cancelled: **{item.skill}** did nothing.")
     from lily_kernel.typed import actions
     try:
-        outcome = actions.execute(session, item)
-    except actions.Uncertain as exc:
-        raise actions.held(session, item, exc) from None
+        outcome = actions.execute(cast("Host", session), item)
+    except Uncertain as exc:
+        raise actions.held(cast("Host", session), item, exc) from None
     except ActionError as exc:
         raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "
                           "/cancel to drop it)") from None

@@ -11,9 +11,13 @@ listed with the first paragraph of its body instead, never as a bare name
 """
 from __future__ import annotations
 
-from lily_kernel.session.persona import Persona
+from typing import TYPE_CHECKING
+
 from lily_kernel.skills.skill import body_summary
 from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:  # the session passes its persona in
+    from lily_kernel.session.persona import Persona
 
 INDEX_BUDGET = 8_000
 OMITTED_NAMES_BUDGET = 2_000  # the note names omitted skills up to this many characters
@@ -26,6 +30,7 @@ RULES = """## Rules
 
 
 def index_line(name: str, summary: str) -> str:
+    """One line of the skills index: ``- name: summary``."""
     summary = " ".join(summary.split())
     return f"- {name}: {summary}\n" if summary else f"- {name}\n"
 
@@ -82,5 +87,6 @@ def skills_index(snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
 
 
 def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
+    """The system prompt: the persona, the skills index within ``budget`` and the rules."""
     parts = [persona.system_text(), skills_index(snap, budget), RULES]
     return "\n\n".join(p.strip() for p in parts if p.strip())

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from lily_kernel.skills.paths import workspace_skill_dirs
-
 
 GIT_DIR = ".git"
 GIT_WHAT = "the repository's own data"
@@ -72,6 +71,7 @@ class Protected:
         return self.anywhere and self.parts[0] in folded
 
     def refusal(self, path: str, verb: str) -> str:
+        """The refusal a tool gets for ``verb`` on ``path`` inside this protected entry."""
         if fold(path.strip("/")) == fold(self.shown.strip("/")) or not self.parts:
             return f"{self.shown} is {self.what}; tools cannot {verb} it"
         if self.suffix or (self.anywhere and not self.shown.endswith("/")

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["Timers", "TIMERS"]
+__all__ = ["TIMERS", "Timers"]
 
 Callback = Callable[[], "float | None"]
 

@@ -17,18 +17,22 @@ import json
 import os
 import re
 import typing
-from fnmatch import fnmatchcase
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import cached_property, lru_cache
-from typing import Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from lily_kernel.errors import LilyError
+from lily_kernel.errors import ToolError
+from lily_kernel.skills.eligibility import NEEDS_NOTEBOOK
+
+if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
+    from pydantic import BaseModel, ConfigDict
+    from pydantic_core import ErrorDetails
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 ALWAYS_CONFIRM = frozenset({"run_python"})  # runs code in the user's namespace: never unasked
-
-
-class ToolError(LilyError):
-    """A tool could not run or refused its input; the message is for the reader."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Shown:
     display: object | None = None
 
 
-def invoke(tool: "Tool", args: Mapping[str, Any]) -> Shown:
+def invoke(tool: Tool, args: Mapping[str, Any]) -> Shown:
     """Call ``tool`` with checked ``args``; its result as text (JSON for other values).
 
     A tool's own failure becomes a :class:`ToolError` naming it (information for the
@@ -56,10 +60,10 @@ def invoke(tool: "Tool", args: Mapping[str, Any]) -> Shown:
     return Shown(value if isinstance(value, str) else json.dumps(value, default=str))
 
 
-class Schema(dict):
+class Schema(dict[str, Any]):
     """A tool's JSON schema (a plain dict to JSON) that also knows how to check arguments."""
 
-    def __init__(self, schema: dict, check: Callable[[Mapping[str, Any]], str | None]) -> None:
+    def __init__(self, schema: dict[str, Any], check: Callable[[Mapping[str, Any]], str | None]) -> None:
         super().__init__(schema)
         self.check = check
 
@@ -90,6 +94,7 @@ class Tool:
     change: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the tool's function."""
         return self.func(*args, **kwargs)
 
     @cached_property
@@ -104,7 +109,7 @@ class Tool:
                    for p in inspect.signature(self.func).parameters.values())
 
 
-def schema_for(func: Callable[..., Any]) -> dict:
+def schema_for(func: Callable[..., Any]) -> dict[str, Any]:
     """The JSON schema of ``func``'s parameters (see :class:`Schema`)."""
     return _derive(func)
 
@@ -129,14 +134,30 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
 
-    def register(self, func: Callable[..., Any] | None = None, *, name: str | None = None,
+    @overload
+    def register(self, func: _F, *, name: str | None = None,
                  description: str | None = None, owner_only: bool = False,
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
-                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> Any:
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> _F: ...
+
+    @overload
+    def register(self, func: None = None, *, name: str | None = None,
+                 description: str | None = None, owner_only: bool = False,
+                 origin: Origin = "builtin", server: str | None = None,
+                 annotations: Mapping[str, bool] | None = None, ask: bool = False,
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 ) -> Callable[[_F], _F]: ...
+
+    def register(self, func: _F | None = None, *, name: str | None = None,
+                 description: str | None = None, owner_only: bool = False,
+                 origin: Origin = "builtin", server: str | None = None,
+                 annotations: Mapping[str, bool] | None = None, ask: bool = False,
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 ) -> _F | Callable[[_F], _F]:
         """Register ``func`` (usable as a decorator, with or without arguments); the
         keywords are :class:`Tool`'s fields."""
-        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+        def add(f: _F) -> _F:
             tool_name = name or f.__name__
             doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
             self.add(Tool(tool_name, f, doc, owner_only, origin, server,
@@ -153,18 +174,21 @@ class ToolRegistry:
         self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if registered."""
         return self._tools.get(name)
 
     def names(self) -> list[str]:
+        """The registered tools' names, sorted."""
         return sorted(self._tools)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools[n] for n in self.names())
 
-    def copy(self) -> "ToolRegistry":
+    def copy(self) -> ToolRegistry:
+        """A registry with the same tools, to extend without changing this one."""
         new = ToolRegistry()
         new._tools = dict(self._tools)
         return new
@@ -187,8 +211,6 @@ def _name_set(value: str | None) -> frozenset[str] | None:
 # Lily kernel and %load_ext lily. A skill that needs one is ineligible elsewhere (lily CLI).
 NOTEBOOK_TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error",
                   "propose_cell", "run_python")
-NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
-                  "%load_ext lily)")
 
 
 @dataclass(frozen=True)
@@ -206,7 +228,7 @@ class ToolPolicy:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
-                 file_values: Mapping[str, Any] | None = None) -> "ToolPolicy":
+                 file_values: Mapping[str, Any] | None = None) -> ToolPolicy:
         """LILY_TOOLS_ALLOW / LILY_TOOLS_DENY, else lily.toml's [tools] allow / deny lists."""
         env = os.environ if env is None else env
         file_values = file_values or {}
@@ -257,7 +279,8 @@ class ToolPolicy:
             return f"tool '{name}' is owner-only: only a /command may run it"
         return None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        """The policy as JSON data (for /model and the journal)."""
         return {"allow": sorted(self.allow) if self.allow is not None else None,
                 "deny": sorted(self.deny), "confirm": sorted(self.confirm),
                 "offer": sorted(self.offer) if self.offer is not None else None}
@@ -267,7 +290,6 @@ class ToolPolicy:
 
 _JSON_PY = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
             "array": "list", "object": "dict"}
-_CONFIG = dict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 def _derive(func: Callable[..., Any]) -> Schema:
@@ -290,9 +312,9 @@ def _derive(func: Callable[..., Any]) -> Schema:
     return Schema(schema, _checker(model))
 
 
-def _config():
+def _config() -> ConfigDict:
     from pydantic import ConfigDict
-    return ConfigDict(**_CONFIG)
+    return ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 @lru_cache(maxsize=64)
@@ -301,23 +323,23 @@ def _flat_schema_check(schema_json: str) -> Callable[[Mapping[str, Any]], str | 
     schema = json.loads(schema_json)
     required = set(schema.get("required", []))
     py = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
-    fields = {}
+    fields: dict[str, Any] = {}
     for i, (name, prop) in enumerate(schema.get("properties", {}).items()):
         ann = py.get(_JSON_PY.get(prop.get("type", ""), ""), Any)
         fields[f"p{i}"] = (ann, _field(... if name in required else None, name))
     return _checker(create_model("arguments", __config__=_config(), **fields))
 
 
-def _field(default: Any, alias: str):
+def _field(default: Any, alias: str) -> Any:
     from pydantic import Field
     return Field(default, alias=alias)
 
 
-def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
+def _checker(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], str | None]:
     from pydantic import ValidationError
     props = _clean(model.model_json_schema()).get("properties", {})
 
-    def check(args: Mapping[str, Any]) -> str | None:
+    def check(args: object) -> str | None:
         if not isinstance(args, Mapping):
             return "the arguments must be a JSON object"
         try:  # in JSON mode, as the model sent them: "1" is not an integer, a list is a tuple
@@ -328,7 +350,7 @@ def _checker(model) -> Callable[[Mapping[str, Any]], str | None]:
     return check
 
 
-def _explain(errors: list[dict], props: Mapping[str, Any]) -> str:
+def _explain(errors: list[ErrorDetails], props: Mapping[str, Any]) -> str:
     """One line for the model, the most basic problem first: missing, unknown, then types."""
     missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing"]
     if missing:
@@ -347,7 +369,7 @@ def _explain(errors: list[dict], props: Mapping[str, Any]) -> str:
 
 
 def _clean(schema: Any, names: bool = False) -> Any:
-    """pydantic's schema without its generated titles, with 'required' always present."""
+    """Pydantic's schema without its generated titles, with 'required' always present."""
     if isinstance(schema, list):
         return [_clean(item) for item in schema]
     if not isinstance(schema, dict):

@@ -17,9 +17,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from lily_kernel.errors import ConfigError
 

@@ -11,16 +11,17 @@ folders, and ``.git`` -- are neither listed, read nor written. Reads stop at ``r
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import re
 import secrets
 import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
 
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.protected import MARKERS, Protected, fold, protected_set
-from lily_kernel.agent.tools import ToolError
+from lily_kernel.errors import ToolError
 
 _SEP = re.compile(r"[/\\]")
 # getattr: the module must import everywhere; _root_fd refuses where dir_fd is missing.
@@ -34,7 +35,7 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
 
 
 def split(relpath: object) -> tuple[str, ...]:
-    """The components of a relative path; ToolError for absolute paths, '..' and NUL.
+    r"""The components of a relative path; ToolError for absolute paths, '..' and NUL.
 
     ``.``, empty components and trailing slashes drop out; ``\\`` counts as a separator.
     """
@@ -302,10 +303,8 @@ class WorkspaceFS:
                         os.fchmod(fd, mode)
                 os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except OSError as exc:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=dfd)
-                except OSError:
-                    pass
                 raise ToolError(f"cannot write '{shown}': {exc.strerror or exc}") from None
         return len(data)
 
@@ -315,16 +314,15 @@ class WorkspaceFS:
         self._check(parts, "list")
         ids = self.identities()
         out = []
-        with _Fd(self._open_dir(parts, "list", ids)) as dfd:
-            with os.scandir(dfd) as entries:
-                for entry in entries:
-                    if self._hidden(parts, entry, ids, dfd):
-                        continue
-                    out.append((entry.name, entry.is_dir(follow_symlinks=False)))
+        with _Fd(self._open_dir(parts, "list", ids)) as dfd, os.scandir(dfd) as entries:
+            for entry in entries:
+                if self._hidden(parts, entry, ids, dfd):
+                    continue
+                out.append((entry.name, entry.is_dir(follow_symlinks=False)))
         return sorted(out)
 
-    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry, ids, dfd: int) -> bool:
-        if self.protection(parts + (entry.name,)):
+    def _hidden(self, parts: tuple[str, ...], entry: os.DirEntry[str], ids: set[tuple[int, int]], dfd: int) -> bool:
+        if self.protection((*parts, entry.name)):
             return True
         try:
             st = entry.stat(follow_symlinks=False)
@@ -362,11 +360,13 @@ class WorkspaceFS:
         with _Fd(self._open_dir(parts, "read", ids)) as dfd:
             yield from self._scan_dir(dfd, parts, limit, skip_dir, ids, 0)
 
-    def _scan_dir(self, dfd, parts, limit, skip_dir, ids, depth) -> Iterator[tuple[str, bytes]]:
+    def _scan_dir(self, dfd: int, parts: tuple[str, ...], limit: Callable[[str], int],
+                  skip_dir: Callable[[int, str], bool], ids: set[tuple[int, int]],
+                  depth: int) -> Iterator[tuple[str, bytes]]:
         with os.scandir(dfd) as it:
             entries = sorted(it, key=lambda e: e.name)
         for entry in entries:
-            here = parts + (entry.name,)
+            here = (*parts, entry.name)
             if self._hidden(parts, entry, ids, dfd):
                 continue
             try:

@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
-from lily_kernel.commands import table as commands
 from lily_kernel.commands import help as help_mod
+from lily_kernel.commands import table as commands
+from lily_kernel.commands.results import HelpPage
 from lily_kernel.session.session import Session
-
+from lily_kernel.skills.skill import Skill
 
 Variables = Callable[[], Iterable[str]]  # the notebook's variable names (a face gives them)
 
 
-def takes_variable(skill) -> bool:
+def takes_variable(skill: Skill) -> bool:
     """Does the skill's first argument name a notebook variable? Its ``argument-hint`` says
     so (``<variable>``, ``[dataframe variable]``): Tab completes the notebook's variables and
     a name that does not exist fails before the model is called (docs/commands.md#variables-as-arguments)."""
@@ -32,6 +33,7 @@ def _model_settings() -> list[str]:
 
 @dataclass(frozen=True)
 class Completion:
+    """Completion matches for the text between ``start`` and ``end``."""
     start: int
     end: int
     matches: tuple[str, ...]
@@ -57,7 +59,7 @@ def _first_line(code: str, cursor: int) -> tuple[int, str] | None:
 def _command_words(session: Session) -> list[str]:
     snap = session.snapshot
     return sorted(set(commands.BUILTIN_NAMES) | {a for a, name in snap.aliases.items()
-                                                  if snap.get(name).user_invocable})
+                                                  if snap.skill(name).user_invocable})
 
 
 def _runnable(session: Session) -> list[str]:
@@ -106,9 +108,9 @@ def complete(session: Session, code: str, cursor: int,
     return Completion(arg_start, cursor, tuple(o for o in options if o.startswith(arg)))
 
 
-def _skill_of(session: Session, alias: str):
+def _skill_of(session: Session, alias: str) -> Skill | None:
     snap = session.snapshot
-    return snap.get(snap.aliases[alias]) if alias in snap.aliases else None
+    return snap.skill(snap.aliases[alias]) if alias in snap.aliases else None
 
 
 def _word_at(line: str, pos: int) -> tuple[int, str]:
@@ -124,7 +126,7 @@ def _word_at(line: str, pos: int) -> tuple[int, str]:
     return -1, ""
 
 
-def inspect(session: Session, code: str, cursor: int):
+def inspect(session: Session, code: str, cursor: int) -> HelpPage | None:
     """A HelpPage for the command, alias or skill under the cursor, or None."""
     lines = code.lstrip("\n").split("\n", 1)
     line = lines[0]
@@ -138,16 +140,16 @@ def inspect(session: Session, code: str, cursor: int):
         if first in commands.BY_NAME:
             return help_mod.command_help(commands.BY_NAME[first])
         if first in snap.aliases:
-            return help_mod.skill_help(snap, snap.get(snap.aliases[first]))
+            return help_mod.skill_help(snap, snap.skill(snap.aliases[first]))
         return None
     if index == 1 and first in ("skill", "help") and snap.get(word) is not None:
-        return help_mod.skill_help(snap, snap.get(word))
+        return help_mod.skill_help(snap, snap.skill(word))
     # In the input of a skill (after an alias, or after `/skill NAME`): that skill's page,
     # which shows its argument-hint (docs/skills-compat.md#claude-code-conventions).
     words = line.split()
     if first in snap.aliases and cursor - lead > len(words[0]):
-        return help_mod.skill_help(snap, snap.get(snap.aliases[first]))
+        return help_mod.skill_help(snap, snap.skill(snap.aliases[first]))
     if first == "skill" and len(words) > 1 and snap.get(words[1]) is not None \
             and cursor - lead > line.index(words[1]) + len(words[1]):
-        return help_mod.skill_help(snap, snap.get(words[1]))
+        return help_mod.skill_help(snap, snap.skill(words[1]))
     return None

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 from lily_kernel.commands import table as commands
-from lily_kernel.commands.sanitize import code_span, md_cell, md_text
 from lily_kernel.commands.render import mode_label
 from lily_kernel.commands.results import HelpPage
+from lily_kernel.commands.sanitize import code_span, md_cell, md_text
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 
@@ -17,6 +17,7 @@ def _cell(text: str) -> str:
 
 
 def commands_page(snap: Snapshot) -> HelpPage:
+    """/help: the built-in commands and the skills' aliases."""
     lines = ["| command | what it does |", "| --- | --- |"]
     lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in commands.BUILTINS]
     if snap.aliases:
@@ -29,10 +30,12 @@ def commands_page(snap: Snapshot) -> HelpPage:
 
 
 def command_help(cmd: commands.BuiltinCommand) -> HelpPage:
+    """/help for one built-in command."""
     return HelpPage(f"/{cmd.name}", f"`{cmd.usage}`\n\n{cmd.summary}")
 
 
 def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
+    """/help for one skill: its keys, its source and how to run it."""
     rows = [
         ("summary", md_cell(skill.summary or "—")),
         ("source", f"{md_cell(skill.source)} ({code_span(str(skill.path))})"),
@@ -78,7 +81,10 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
 
 
 def typed_lines(skill: Skill) -> list[str]:
+    """The /help lines of a typed skill's declaration (none for another skill)."""
     spec = skill.typed
+    if spec is None:
+        return []
     out = [f"**Typed skill ({md_text(spec.kind)})**: {md_text(' '.join(spec.purpose.split()))}", ""]
     if spec.params:
         out += ["| parameter | type | required | constraints | description |",
@@ -118,7 +124,7 @@ def _eligibility(skill: Skill) -> str:
     return "; ".join(parts) or "any host"
 
 
-def _declared(skill: Skill, key: str, value) -> str:
+def _declared(skill: Skill, key: str, value: object) -> str:
     if key == "allowed-tools":
         return " ".join(code_span(t) for t in skill.allowed_tools) + " (grants nothing)"
     if isinstance(value, bool):

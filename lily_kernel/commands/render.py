@@ -9,13 +9,31 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
+from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    AgentList,
+    Answer,
+    ConfirmedRun,
+    HelpPage,
+    LogsView,
+    McpImage,
+    McpStatus,
+    ModelInfo,
+    Notice,
+    ProposedCells,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
-from lily_kernel.commands.results import ActionCard, ActionDone, AgentList, Answer, ConfirmedRun, HelpPage, LogsView, McpImage, McpStatus, ModelInfo, Notice, ProposedCells, SkillRequest, SkillTable, ToolOutput
+from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -33,6 +51,7 @@ def skill_columns(snap: Snapshot) -> tuple[str, ...]:
 
 
 def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """The /skills table's rows (with an arguments column when a skill has a hint)."""
     if _has_hints(snap):
         return [(s.name, s.source, mode_label(s), f"/{s.command}" if s.command else "",
                  s.argument_hint or "", s.summary) for s in snap.skills]
@@ -40,12 +59,13 @@ def skill_rows(snap: Snapshot) -> list[tuple[str, ...]]:
              s.summary) for s in snap.skills]
 
 
-def mode_label(skill) -> str:
+def mode_label(skill: Skill) -> str:
     """How a skill runs: its invocation mode, or 'typed (internal|external)'."""
     return f"typed ({skill.typed.kind})" if skill.typed is not None else skill.invocation_mode
 
 
 def excluded_rows(snap: Snapshot) -> list[tuple[str, ...]]:
+    """The rows of the skills a load left out, with why."""
     return [(d.skill or "", d.source or "", d.kind, d.reason)
             for d in snap.diagnostics if d.kind != "loader_error"]
 
@@ -57,7 +77,7 @@ def root_rows(snap: Snapshot) -> list[tuple[str, ...]]:
     """Each root the snapshot read, highest precedence first: where every source's skills
     come from (docs/loader.md#roots; ``lily skills list --all`` prints them)."""
     import os
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for root in snap.roots:
         state = ("set by its variable" if root.explicit else
                  "default" if os.path.isdir(root.path) else "default, absent")
@@ -76,7 +96,7 @@ def index_omissions(snap: Snapshot) -> str | None:
             f"characters): {', '.join(omitted)}. The model can still load them by name.")
 
 
-def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60) -> str:
+def table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int = 60) -> str:
     """A fixed-width text table; long cells are shortened with '…'."""
     def clip(v: str) -> str:
         v = str(v).replace("\n", " ")
@@ -89,7 +109,7 @@ def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 60
     return "\n".join(out)
 
 
-def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]],
+def md_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]],
              markup: tuple[int, ...] = ()) -> str:
     """A Markdown pipe table; every cell shown literally (docs/trust-boundary.md#display),
     except the columns in ``markup``, which hold Markdown Lily built (code spans)."""
@@ -103,22 +123,25 @@ def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]],
 
 
 def skills_heading(snap: Snapshot) -> str:
+    """The line above a skills table: how many skills, the snapshot's version and hash."""
     n = len(snap.skills)
     return (f"{n} skill{'s' if n != 1 else ''} in snapshot version {snap.version} "
             f"({snap.hash[:12]})")
 
 
 @singledispatch
-def text(result) -> str:
+def text(result: object) -> str:
+    """A result as plain text (each result type registers its own)."""
     return str(result)
 
 
 @singledispatch
-def markdown(result) -> str:
+def markdown(result: object) -> str:
+    """A result as Markdown (plain text unless its type registers Markdown)."""
     return text(result)
 
 
-def _markdown_first(cls: type, markdown_of) -> None:
+def _markdown_first(cls: type, markdown_of: Callable[[Any], str]) -> None:
     """Render ``cls`` as ``markdown_of(r)`` in Markdown and as that, made plain, in text."""
     markdown.register(cls, markdown_of)
     text.register(cls, lambda r: _plain(markdown_of(r)))
@@ -221,7 +244,7 @@ def _(r: ModelInfo) -> str:
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
 
-def parts_line(parts: dict) -> str:
+def parts_line(parts: dict[str, Any]) -> str:
     """The prompt's fixed parts in tokens and the window they share (docs/agent.md#context-budget)."""
     counted = "estimated" if parts["counted"] == "estimate" else f"counted with {parts['counted']}"
     source = {"setting": "set", "table": "built-in table", "default": "default"}[parts["window_from"]]
@@ -257,7 +280,7 @@ def _(r: LogsView) -> str:
         "\n".join(out) if r.rows else "(no cells yet)")
 
 
-def usage_line(usage: dict) -> str:
+def usage_line(usage: dict[str, Any]) -> str:
     """The session's token totals, as the endpoint reported them."""
     calls = usage.get("calls", 0)
     return (f"This session so far: {usage['prompt_tokens']:,} prompt + "
@@ -312,10 +335,12 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     a = card.action
     assert isinstance(a, HeldCall)
     row = (a.tool, origin_of(a), hints(a.annotations))
+    block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
         head = f"Approve {a.tool} (tool call, card {short(a.id)})"
         grid = table(("tool", "from", "hints"), [row], width=100)
-        block = lambda body, _lang: textwrap.indent(body, "    ")  # noqa: E731
+        def block(body: str, _lang: str) -> str:
+            return textwrap.indent(body, "    ")
     else:
         head = f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
         grid = md_table(("tool", "from", "hints"),
@@ -436,7 +461,7 @@ def plain_text(md: str) -> str:
     return "\n".join(out)
 
 
-def _value(value) -> str:
+def _value(value: object) -> str:
     if isinstance(value, str):
         return value
     try:
@@ -447,8 +472,9 @@ def _value(value) -> str:
 
 def _mcp_markdown(r: McpStatus) -> str:
     """``/mcp`` as Markdown; everything a server said is escaped (docs/mcp.md#commands)."""
-    from lily_kernel.commands.sanitize import md_text
-    esc = lambda v: md_text(str(v))  # noqa: E731
+    def esc(v: object) -> str:
+        return md_text(str(v))
+
     if not r.servers:
         return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
     out = []

@@ -6,9 +6,8 @@ from typing import Any
 
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
-from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 from lily_kernel.skills.snapshot import Snapshot
-from lily_kernel.errors import CommandError  # re-exported: callers import it from here
+from lily_kernel.skills.substitution import with_arguments, with_skill_dir
 
 
 @dataclass(frozen=True)
@@ -27,6 +26,7 @@ class HelpPage:
 
 @dataclass(frozen=True)
 class AgentList:
+    """/agent: the persona agents and the active one."""
     agents: tuple[str, ...]
     active: str
     switched: bool = False
@@ -95,10 +95,11 @@ class SkillRequest:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    config: dict
+    """/model: the model settings, what changed and the token totals."""
+    config: dict[str, Any]
     changed: tuple[str, ...] = ()
-    usage: dict | None = None  # the session's reported token totals, if any were reported
-    parts: dict | None = None  # token counts of the prompt's fixed parts: budget.parts
+    usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
+    parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,11 @@ class Answer:
     skill: str | None = None
     tools: tuple[str, ...] = ()
     model: str = ""
-    usage: dict | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
+    usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
 
     def footer(self) -> str:
+        """The line under an answer: the skill and tools used, the step and tokens."""
         parts = [f"skill: {self.skill}" if self.skill else "no skill"]
         if self.tools:
             parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))

@@ -8,27 +8,46 @@ readable line. Nothing here calls a model.
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
+from lily_kernel import redaction
+from lily_kernel.agent import pending
+from lily_kernel.agent.config import SECRET_KEYS
 from lily_kernel.commands import table as commands
-from lily_kernel import redaction as secrets
-from lily_kernel.agent.config import SECRET_KEYS, ConfigError
-from lily_kernel.session.persona import PersonaError
-from lily_kernel.commands.results import (ActionDone, AgentList, CommandError, CompactRequest,
-                                          LogsView, McpStatus, ModelInfo, Notice, SkillRequest,
-                                          SkillTable, ToolOutput)
+from lily_kernel.commands.results import (
+    ActionDone,
+    AgentList,
+    CompactRequest,
+    LogsView,
+    McpStatus,
+    ModelInfo,
+    Notice,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
+from lily_kernel.errors import (
+    ActionError,
+    CommandError,
+    ConfigError,
+    PersonaError,
+    ToolError,
+    command_error,
+)
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
-from lily_kernel.agent import pending
-from lily_kernel.agent.tools import ToolError
-from lily_kernel.errors import ActionError, command_error
+
+log = logging.getLogger(__name__)
 
 _SECRET_RE = re.compile(r"\b(" + "|".join(SECRET_KEYS) + r")=\S+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Command:
+    """A parsed command cell: the name, the rest of the first line and the body."""
     name: str
     args: str
     body: str
@@ -68,7 +87,7 @@ def redact(line: str) -> str:
     user:password@); every other value is masked (``key=***``), whatever its spelling.
     Other commands lose the values of secret-looking ``key=value`` pairs.
     """
-    line = secrets.redact(line)  # URL userinfo and live secret values, in linear time
+    line = redaction.redact(line)  # URL userinfo and live secret values, in linear time
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
@@ -84,7 +103,7 @@ def redact(line: str) -> str:
     return " ".join([head, *kept])
 
 
-def run(session: Session, cell: str):
+def run(session: Session, cell: str) -> Any:
     """Run the command in ``cell`` against ``session`` and return its result."""
     cmd = parse(cell)
     if cmd is None:
@@ -92,8 +111,9 @@ def run(session: Session, cell: str):
     return execute(session, cmd)
 
 
-def execute(session: Session, cmd: Command):
+def execute(session: Session, cmd: Command) -> Any:
     """Run the parsed command ``cmd`` against ``session``; the command is journaled."""
+    log.debug("command /%s", cmd.name)
     try:
         result = _dispatch(session, cmd)
     except CommandError:
@@ -103,7 +123,7 @@ def execute(session: Session, cmd: Command):
     return result
 
 
-def _dispatch(session: Session, cmd: Command):
+def _dispatch(session: Session, cmd: Command) -> Any:
     handler = _HANDLERS.get(cmd.name)
     if handler is not None:
         return handler(session, cmd)
@@ -114,7 +134,7 @@ def _dispatch(session: Session, cmd: Command):
             f"/{cmd.name} is claimed by skills {', '.join(owners[:-1])} and {owners[-1]}, so the "
             f"alias is disabled; use {' or '.join(f'/skill {o}' for o in owners)}.")
     if cmd.name in snap.aliases:
-        skill = snap.get(snap.aliases[cmd.name])
+        skill = snap.skill(snap.aliases[cmd.name])
         _user_may_run(skill, f"/{cmd.name}")
         return _invoke(session, skill, cmd.input)
     if not cmd.name:
@@ -131,13 +151,13 @@ def _dispatch(session: Session, cmd: Command):
 
 # -- handlers ------------------------------------------------------------------
 
-def _skills(session: Session, cmd: Command):
+def _skills(session: Session, cmd: Command) -> Any:
     if cmd.args not in ("", "--all"):
         raise CommandError(f"/skills takes no arguments but --all, not '{cmd.args}'.")
     return SkillTable(session.snapshot, show_all=cmd.args == "--all")
 
 
-def _skill(session: Session, cmd: Command):
+def _skill(session: Session, cmd: Command) -> Any:
     name, _, rest = cmd.args.partition(" ")
     if not name:
         raise CommandError("/skill requires a skill name.")
@@ -166,7 +186,7 @@ def _user_may_run(skill: Skill, how: str) -> None:
                            "it, so ask in prose instead.")
 
 
-def _invoke(session: Session, skill: Skill, text: str):
+def _invoke(session: Session, skill: Skill, text: str) -> Any:
     if skill.typed is not None:
         from lily_kernel.typed import actions
         try:
@@ -175,7 +195,7 @@ def _invoke(session: Session, skill: Skill, text: str):
                 return SkillRequest(skill, text)
             action = actions.prepare(session, skill, values)  # every required parameter, valid
             outcome = actions.execute_now(session, action)  # uncertain: held pending
-        except actions.ActionError as exc:
+        except ActionError as exc:
             raise command_error(exc) from None
         session.settle(action, "executed")
         return ActionDone(action, outcome.summary)
@@ -195,8 +215,8 @@ def _invoke(session: Session, skill: Skill, text: str):
     return SkillRequest(skill, text)
 
 
-def _help(session: Session, cmd: Command):
-    from lily_kernel.commands.help import command_help, skill_help, commands_page
+def _help(session: Session, cmd: Command) -> Any:
+    from lily_kernel.commands.help import command_help, commands_page, skill_help
     topic = cmd.args
     if not topic:
         return commands_page(session.snapshot)
@@ -206,7 +226,7 @@ def _help(session: Session, cmd: Command):
         if name in commands.BY_NAME:
             return command_help(commands.BY_NAME[name])
         if name in snap.aliases:
-            return skill_help(snap, snap.get(snap.aliases[name]))
+            return skill_help(snap, snap.skill(snap.aliases[name]))
         raise CommandError(f"unknown command {topic}. Run /help for the list of commands.")
     skill = snap.get(topic)
     if skill is not None:
@@ -214,12 +234,12 @@ def _help(session: Session, cmd: Command):
     if topic in commands.BY_NAME:
         return command_help(commands.BY_NAME[topic])
     if topic in snap.aliases:
-        return skill_help(snap, snap.get(snap.aliases[topic]))
+        return skill_help(snap, snap.skill(snap.aliases[topic]))
     _lookup(session, topic)  # raises the right "excluded" / "no skill" error
     raise AssertionError("unreachable")
 
 
-def _agent(session: Session, cmd: Command):
+def _agent(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         return AgentList(tuple(session.agents()), session.active_agent)
     try:
@@ -229,9 +249,9 @@ def _agent(session: Session, cmd: Command):
     return AgentList(tuple(session.agents()), session.active_agent, switched=True)
 
 
-def _reload_skills(session: Session, cmd: Command):
+def _reload_skills(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
-    from lily_kernel.skills.loader import LoaderError
+    from lily_kernel.errors import LoaderError
     try:
         snap = session.reload_skills()
     except LoaderError as exc:
@@ -243,21 +263,21 @@ def _reload_skills(session: Session, cmd: Command):
                   + (f", {excluded} excluded (see /skills --all)." if excluded else "."))
 
 
-def _reload_persona(session: Session, cmd: Command):
+def _reload_persona(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     persona = session.reload_persona()
     names = ", ".join(f.name + (" (truncated)" if f.truncated else "") for f in persona.files)
     return Notice(f"Reloaded the persona of agent **{persona.agent}**: {names or 'no files'}.")
 
 
-def _new(session: Session, cmd: Command):
+def _new(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     session.renew()
     return Notice(f"New session `{session.session_id[:12]}`: snapshot version "
                   f"{session.snapshot.version}, empty conversation.")
 
 
-def _prompt_parts(session: Session) -> dict:
+def _prompt_parts(session: Session) -> dict[str, Any]:
     """Token counts of a request's fixed parts (docs/agent.md#context-budget)."""
     from lily_kernel.agent import budget, loop, prompt
     system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])
@@ -266,7 +286,7 @@ def _prompt_parts(session: Session) -> dict:
                         loop.offered_tools(session), session.budget)
 
 
-def _model(session: Session, cmd: Command):
+def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
@@ -287,7 +307,7 @@ def _model(session: Session, cmd: Command):
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
-def _trust(session: Session, cmd: Command):
+def _trust(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands import trust
     return trust.run(session, cmd.args)
 
@@ -312,14 +332,15 @@ def decide(session: Session, ref: str | None, ok: bool, always: bool = False) ->
     return ActionDone(decision.item, decision.summary, decision.result, decision.display)
 
 
-def _compact(session: Session, cmd: Command):
+def _compact(session: Session, cmd: Command) -> Any:
     _no_args(cmd)
     return CompactRequest()  # the runner asks the model (the router never does)
 
 
-def _logs(session: Session, cmd: Command):
+def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
+
     from lily_kernel.session import logs, logs_export
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
@@ -361,7 +382,7 @@ def _clip(text: str, width: int) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
-def _mcp(session: Session, cmd: Command):
+def _mcp(session: Session, cmd: Command) -> Any:
     hub = session.mcp
     words = cmd.args.split()
     restarted = None

@@ -12,15 +12,24 @@ again (docs/loader.md#errors).
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent.notebook_tools import ProposedCell
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
 from lily_kernel.commands import completion, router, sanitize
-from lily_kernel.agent.notebook_tools import ProposedCell
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CompactRequest, McpImage, Notice, \
-    ProposedCells, SkillRequest
-from lily_kernel.errors import CommandError, LoaderError
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    Answer,
+    CompactRequest,
+    McpImage,
+    Notice,
+    ProposedCells,
+    SkillRequest,
+)
+from lily_kernel.errors import CommandError, Interrupted, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
 
@@ -30,18 +39,19 @@ RECOVERING = ("reload_skills", "new")  # the commands that may start a session a
 class Live(Protocol):
     """What a face shows while the model works: tokens, events; closed when the step ends."""
 
-    def write(self, piece: str) -> None: ...
+    def write(self, piece: str) -> None:
+        """Show one more piece of the model's text."""
+        ...
 
-    def event(self, kind: str, data: dict) -> None: ...
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """Show one event of the step (a tool call, a status)."""
+        ...
 
     def close(self, interrupted: bool = False) -> None:
         """The step ended; ``interrupted``: by the user, and what was shown stays, marked
         so (docs/jupyter-display.md#interrupting)."""
         ...
 
-
-class Interrupted(CommandError):
-    """The user interrupted the cell (Jupyter's interrupt, Ctrl-C): one line, kernel alive."""
 
 
 class Runner:
@@ -60,6 +70,7 @@ class Runner:
         self.start()
 
     def start(self) -> None:
+        """Start a session (again); a loader error is kept in ``session_error``."""
         try:
             self._session, self.session_error = self._new_session(), None
         except LoaderError as exc:
@@ -72,22 +83,23 @@ class Runner:
 
     @property
     def session(self) -> Session:
+        """The running session; CommandError saying why when there is none."""
         if self._session is None:
             raise CommandError(f"Lily could not load its skills: {self.session_error}. "
                                "Fix it, then run /reload_skills.")
         return self._session
 
     # -- the cells ----------------------------------------------------------------------
-    def command(self, cell: str, live: Callable[[], Live] | None = None) -> Iterator:
+    def command(self, cell: str, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """The results of a command cell, in the order a face shows them."""
         cmd = router.parse(cell)
         if cmd is None:
             raise CommandError("not a command: a command cell starts with '/'.")
         if self._session is None and cmd.name in RECOVERING:
             self.start()
-            if self._session is not None:
+            if self.ready:
                 yield Notice(f"Skills loaded: snapshot version 1, "
-                             f"{len(self._session.snapshot.skills)} skills.")
+                             f"{len(self.session.snapshot.skills)} skills.")
                 return
         try:
             result = router.execute(self.session, cmd)
@@ -116,7 +128,7 @@ class Runner:
                                f"{request.skill.argument_hint}).")
 
     def ask(self, text: str, skill: SkillRequest | None = None,
-            live: Callable[[], Live] | None = None) -> Iterator:
+            live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """A prose request (or a skill request) to the agent: its answer, then any card.
 
         A tool call still waiting for its card's decision is declined first, and a notice
@@ -134,7 +146,7 @@ class Runner:
         yield from self._agent(lambda on_text, on_event: agent.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
-    def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator:
+    def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """After a held tool call ran: the same request goes on with its output."""
         session = self.session
         call, result = done.action, done.tool_result
@@ -143,7 +155,7 @@ class Runner:
         yield from self._agent(lambda on_text, on_event: agent.resume(
             session, call, result, on_text=on_text, on_event=on_event), live)
 
-    def compact(self, live: Callable[[], Live] | None = None) -> Iterator:
+    def compact(self, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """``/compact``: the model's summary of the turns that no longer fit, shown; or a
         notice that every turn still fits (docs/agent.md#compact)."""
         from lily_kernel.agent import compact
@@ -180,7 +192,7 @@ class Runner:
         self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
-    def _agent(self, step, live: Callable[[], Live] | None) -> Iterator:
+    def _agent(self, step: Callable[..., Any], live: Callable[[], Live] | None) -> Iterator[Any]:
         shown = live() if live is not None else None
         interrupted = False
         try:

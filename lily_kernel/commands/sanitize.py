@@ -22,9 +22,9 @@ waiting line:
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
-import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -98,7 +98,7 @@ def _inline_escape(text: str) -> str:
 
 
 def code_span(text: str, table: bool = True) -> str:
-    """``text`` as inline code, verbatim: one line, fenced by more backticks than it holds.
+    r"""``text`` as inline code, verbatim: one line, fenced by more backticks than it holds.
 
     In a table (the default) a ``|`` is escaped, which GFM tables (and ``marked``) turn
     back into ``|`` inside code: unescaped, it would split the cell and the span with it.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BuiltinCommand:
+    """One built-in command: its name, usage and one-line summary."""
     name: str
     usage: str
     summary: str

@@ -12,8 +12,8 @@ from typing import Any
 
 from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent.config import CONFIG_FILE, read_config_file
-from lily_kernel.commands.results import CommandError, Notice
-from lily_kernel.errors import ConfigError, command_error
+from lily_kernel.commands.results import Notice
+from lily_kernel.errors import CommandError, ConfigError, command_error
 from lily_kernel.redaction import redact_urls
 from lily_kernel.session.session import Session
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, PendingItem, short
 from lily_kernel.commands import render, sanitize
-from lily_kernel.commands.sanitize import html_text
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, McpImage, SkillTable
-from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
+from lily_kernel.skills.snapshot import Snapshot
 
 
-def bundle(result) -> dict:
+def bundle(result: object) -> dict[str, Any]:
     """The MIME bundle for any command result (a card with buttons: :func:`card_bundle`
     and :class:`CardButtons`)."""
     if isinstance(result, SkillTable):
@@ -51,7 +51,8 @@ def card_html(card: ActionCard) -> str:
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
                                    json.dumps(v)) for p, v in a.changes.items()], styled=True))
     else:
-        parts.append(f"<p>Sends a <b>{html_text(a.activity['type'])}</b> activity to "
+        activity = a.activity or {}
+        parts.append(f"<p>Sends a <b>{html_text(activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
     parts.append(markdown_html(render.decide_line(card)))
@@ -92,7 +93,8 @@ def _highlight(code: str, tool: str) -> str:
     except ImportError:  # pragma: no cover
         return f"<pre>{html_text(code)}</pre>"
     lexer = PythonLexer() if tool == "run_python" else TextLexer()
-    return highlight(code, lexer, HtmlFormatter(noclasses=True))
+    html: str = highlight(code, lexer, HtmlFormatter(noclasses=True))
+    return html
 
 
 # Once the kernel that drew a card's buttons is gone, JupyterLab and Notebook 7 show "Error
@@ -102,7 +104,7 @@ _HIDE_DEAD_BUTTONS = ("<style>.jp-OutputArea-child:has(.lily-card) + .jp-OutputA
                       ":has(> .jp-OutputArea-output.jupyter-widgets) {display: none}</style>")
 
 
-def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = ()) -> dict:
+def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = ()) -> dict[str, Any]:
     """A card as a display of its own, restorable: ``text/plain``, ``text/markdown`` (for
     nbconvert and the like) and ``text/html`` (what front ends show), the card and, under
     it, what its buttons did (``outcomes``: ``(text, markdown, html)``). Its
@@ -196,9 +198,11 @@ class CardButtons:
 
     @property
     def model_id(self) -> str:
-        return self.view.model_id
+        """The widget model id of the buttons' view."""
+        model_id: str = self.view.model_id
+        return model_id
 
-    def bundle(self) -> dict:
+    def bundle(self) -> dict[str, Any]:
         """The buttons' display: the widget, and empty text for consoles and logs."""
         return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
             "version_major": 2, "version_minor": 0, "model_id": self.view.model_id}}
@@ -211,7 +215,7 @@ class CardButtons:
                        icon="check")
         no = w.Button(description="Deny" if call else "Cancel", icon="times")
         self.buttons = [yes]
-        if call and card.action.always_refusal is None:
+        if isinstance(card.action, HeldCall) and card.action.always_refusal is None:
             always = w.Button(description="Always this session", icon="check-double")
             always.on_click(self._click(True, always=True))
             self.buttons.append(always)
@@ -258,13 +262,14 @@ _CELL = ("text-align:left;padding:2px 10px;"
 _HEAD = _CELL + ";font-weight:bold;background:var(--jp-layout-color2,#f3f3f3)"
 
 
-def _matching(rows, filt: str) -> list:
+def _matching(rows: Iterable[Sequence[object]], filt: str) -> list[Any]:
     """The rows that hold ``filt`` (case-insensitive) in any cell; all rows without one."""
     f = filt.lower().strip()
     return [r for r in rows if not f or any(f in str(c).lower() for c in r)]
 
 
-def _html_table(headers, rows, filt: str = "", styled: bool = False) -> str:
+def _html_table(headers: Sequence[str], rows: Iterable[Sequence[object]], filt: str = "",
+                styled: bool = False) -> str:
     shown = _matching(rows, filt)
     th, td = (_HEAD, _CELL) if styled else ("text-align:left",) * 2
     head = "".join(f"<th style='{th}'>{html_text(h)}</th>" for h in headers)
@@ -325,7 +330,7 @@ _HIDE_DEAD_FILTER = ("<style>.jp-OutputArea-child:has(> .jp-OutputArea-output.ju
                      ":has(+ .jp-OutputArea-child .lily-skills) {display: none}</style>")
 
 
-def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
+def skills_bundle(result: SkillTable, key: str | None = None) -> dict[str, Any]:
     """The /skills table itself: text and HTML only, so it survives a restart.
 
     ``key`` names the filter displayed just before it (:func:`filter_bundle`): that
@@ -337,7 +342,7 @@ def skills_bundle(result: SkillTable, key: str | None = None) -> dict:
     return {"text/plain": render.text(result), "text/html": body}
 
 
-def filter_bundle(result: SkillTable) -> tuple[dict, str] | None:
+def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:
     """The live filter of one /skills output, a display of its own, and the key its
     table carries (None without ipywidgets).
 
@@ -355,7 +360,7 @@ def filter_bundle(result: SkillTable) -> tuple[dict, str] | None:
         "version_major": 2, "version_minor": 0, "model_id": view.model_id}}, key
 
 
-def skills_widget(result: SkillTable):
+def skills_widget(result: SkillTable) -> tuple[Any, str] | None:
     """A new filter: a Text box, and under it the matching rows while it is not empty;
     returns ``(view, key)``, or None without ipywidgets.
 
@@ -373,7 +378,7 @@ def skills_widget(result: SkillTable):
                  layout=w.Layout(width="24em"))
     table = w.HTML("")
 
-    def refilter(change) -> None:
+    def refilter(change: Mapping[str, Any]) -> None:
         text = change["new"]
         table.value = "" if not text.strip() else (
             f"<style>.lily-skills-{key} {{display: none}}</style>\n"

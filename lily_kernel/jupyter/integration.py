@@ -18,17 +18,32 @@ import contextvars
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from lily_kernel.agent.timers import TIMERS
 from lily_kernel.commands import router, sanitize
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ConfirmedRun, \
-    ProposedCells, SkillTable
+from lily_kernel.commands.results import (
+    ActionCard,
+    ActionDone,
+    Answer,
+    ConfirmedRun,
+    ProposedCells,
+    SkillTable,
+)
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import CapturedIO
+
+    from lily_kernel.agent.pending import PendingItem
+    from lily_kernel.commands.runner import Live
 
 _ATTR = "_lily"
 # Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
@@ -36,7 +51,7 @@ _ATTR = "_lily"
 EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
 
 
-def session_label(env) -> str | None:
+def session_label(env: Mapping[str, str]) -> str | None:
     """The journal's name: ``KERNEL_LILY_SESSION`` (a gateway forwards every ``KERNEL_``
     variable), else Jupyter's ``JPY_SESSION_NAME``, else the ``KERNEL_ID`` a gateway's
     launcher sets, so each remote kernel has a journal of its own
@@ -49,7 +64,7 @@ class Integration:
     """Lily in one shell: the face over the core's :class:`~lily_kernel.commands.runner.Runner`
     (which owns the session), and what this face installed in the shell."""
 
-    def __init__(self, shell, kernel_mode: bool) -> None:
+    def __init__(self, shell: InteractiveShell, kernel_mode: bool) -> None:
         self.shell = shell
         self.kernel_mode = kernel_mode
         self._checking = False  # True while is_complete asks IPython about a %%python cell
@@ -73,10 +88,12 @@ class Integration:
 
     @property
     def session(self) -> Session:
+        """The session of this shell (the runner's)."""
         return self.runner.session
 
     # -- install / uninstall ---------------------------------------------------
     def install(self) -> None:
+        """Install Lily in the shell: the input transformer, the error display and the magics."""
         setattr(self.shell, _ATTR, self)
         cleanup = self.shell.input_transformers_cleanup
         if self.transform not in cleanup:
@@ -87,6 +104,7 @@ class Integration:
         self.notebook.install()
 
     def uninstall(self) -> None:
+        """Remove what :meth:`install` put in the shell."""
         self.notebook.uninstall()
         cleanup = self.shell.input_transformers_cleanup
         if self.transform in cleanup:
@@ -101,6 +119,7 @@ class Integration:
 
     # -- routing ---------------------------------------------------------------
     def transform(self, lines: list[str]) -> list[str]:
+        """The input transformer: a command or prose cell becomes a call to Lily."""
         cell = "".join(lines)
         if router.is_command(cell):
             return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.dispatch({cell!r})\n"]
@@ -128,15 +147,18 @@ class Integration:
             return lines
         return [f"__import__('lily_kernel.jupyter.integration').jupyter.integration.ask({cell!r})\n"]
 
-    def check_complete(self, cell: str):
+    def check_complete(self, cell: str) -> tuple[str, int | None]:
         """IPython's ``check_complete`` of a cell, as Lily transforms it (for is_complete)."""
         self._checking = True
         try:
-            return self.shell.input_transformer_manager.check_complete(cell)
+            status: tuple[str, int | None] = \
+                self.shell.input_transformer_manager.check_complete(cell)
+            return status
         finally:
             self._checking = False
 
     def run_command(self, cell: str) -> None:
+        """Run a command cell and show its results."""
         try:
             self._show_all(self.runner.command(cell, live=self._live()))
         finally:
@@ -144,12 +166,13 @@ class Integration:
             self._settle_cards(f"Decided in another cell ({word}).")
 
     def run_agent(self, text: str) -> None:
+        """Send ``text`` to the agent and show what it answers."""
         try:
             self._show_all(self.runner.ask(text, live=self._live()))
         finally:
             self._settle_cards("Declined: a new request was sent before a decision.")
 
-    def _live(self):
+    def _live(self) -> Callable[[], Live] | None:
         """The factory of this cell's live display: None outside a kernel; tokens on stdout
         for a terminal console (:class:`_TerminalText`), a display updated in place else."""
         self._terminal = None
@@ -163,12 +186,12 @@ class Integration:
             return self._terminal
         return terminal
 
-    def _show_all(self, results) -> None:
+    def _show_all(self, results: Iterable[Any]) -> None:
         """Show each result as the core yields it (a held call's output before the answer);
         a card waits for the user's decision only once it is displayed."""
         for result in results:
             if isinstance(result, ActionDone) and result.display is not None:
-                result.display.show()  # run_python: what the code printed and showed
+                cast("CapturedIO", result.display).show()  # run_python: what the code printed and showed
                 continue
             if isinstance(result, Answer) and self._terminal is not None:
                 from IPython.display import display  # streamed already: the rest, the footer
@@ -212,7 +235,8 @@ class Integration:
                 if not all(b.disabled for b in buttons.buttons):
                     buttons.deactivate(note)
 
-    def _confirm(self, action, ok: bool, always: bool = False):
+    def _confirm(self, action: PendingItem, ok: bool,
+                 always: bool = False) -> ActionDone | ConfirmedRun:
         """A card's button: the same decision as /confirm and /cancel."""
         done = self.runner.decide(action.id, ok, always)
         if done.tool_result is None:
@@ -221,8 +245,10 @@ class Integration:
         output = ""
         if done.display is not None:
             from lily_kernel.jupyter.notebook import captured_text
-            output = captured_text(done.display)
-        answer, proposed, card = None, (), None
+            output = captured_text(cast("CapturedIO", done.display))
+        answer: Answer | None = None
+        proposed: tuple[str, ...] = ()
+        card: ActionCard | None = None
         for result in self.runner.resume(done):
             if isinstance(result, Answer):
                 answer = result
@@ -249,7 +275,7 @@ class _LiveText:
     TICK = 1.0  # seconds between its updates
 
     def __init__(self) -> None:
-        self.handle = None  # shown on the first token or event, so a request that fails
+        self.handle: Any = None  # (an IPython DisplayHandle) shown on the first token or event, so a request that fails
         self.parts: list[str] = []  # before reaching the model leaves no empty output
         self.status = ""
         self.last = 0.0
@@ -269,7 +295,7 @@ class _LiveText:
             self.last = now
             self._show()
 
-    def event(self, kind: str, data: dict) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
             self._start_waiting(data.get("model") or "the model")
             return
@@ -360,7 +386,7 @@ class _TerminalText(_LiveText):
         self.at_line_start = True
         self.step_start = 0  # where the text of the current model step begins
 
-    def event(self, kind: str, data: dict) -> None:
+    def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
             self.step_start = sum(map(len, self.parts))
         super().event(kind, data)
@@ -409,7 +435,7 @@ class _TerminalText(_LiveText):
         return (text + "\n\n" if text else "") + f"[{answer.footer()}]"
 
 
-def _redact_history(shell, install: bool) -> None:
+def _redact_history(shell: InteractiveShell, install: bool) -> None:
     """IPython keeps every cell in its input history (``history.sqlite``, ``_i``, ``In``):
     while Lily is active, a Lily cell (a command, a prose cell, ``%lily``) is stored with URL
     userinfo masked, and any cell with the live secret values masked, and the values it
@@ -425,27 +451,28 @@ def _redact_history(shell, install: bool) -> None:
         return
     if getattr(current, "_lily", False):
         return
-    from lily_kernel import redaction as secrets
+    from lily_kernel import redaction
     store = history.store_inputs
 
-    def clean(text):
+    def clean(text: object) -> object:
         if not isinstance(text, str):
             return text
         if "lily_kernel.jupyter.integration" in text or text.lstrip().startswith(("/", "%lily", "%%lily")):
-            return secrets.redact(text)
-        for value in secrets.live_secrets():
-            text = text.replace(value, secrets.MASK)
+            return redaction.redact(text)
+        for value in redaction.live_secrets():
+            text = text.replace(value, redaction.MASK)
         # `%env OPENAI_API_KEY=...` is stored before it runs: its value is not live yet.
-        return secrets.mask_env_assignments(text)
+        return redaction.mask_env_assignments(text)
 
-    def store_inputs(line_num, source, source_raw=None):
+    def store_inputs(line_num: int, source: str, source_raw: str | None = None) -> Any:
         return store(line_num, clean(source), clean(source_raw))
-    store_inputs._lily = True
+    store_inputs._lily = True  # type: ignore[attr-defined]  # marks our wrapper
     history.store_inputs = store_inputs
 
 
-def _display_result(result) -> None:
+def _display_result(result: object) -> None:
     from IPython.display import display
+
     from lily_kernel.jupyter.display import bundle, filter_bundle, skills_bundle
     if isinstance(result, SkillTable):  # its live filter first, a display of its own
         live = filter_bundle(result)
@@ -467,7 +494,9 @@ class _nothing_to_flush:
     before ``%lily /skills`` shows after the table. Outside ipykernel: a no-op.
     """
 
-    def __enter__(self):
+    pub: Any  # the shell's display publisher, when it has streams to flush
+
+    def __enter__(self) -> _nothing_to_flush:
         from IPython import get_ipython
         shell = get_ipython()
         self.pub = getattr(shell, "display_pub", None)
@@ -477,7 +506,7 @@ class _nothing_to_flush:
             self.pub._flush_streams = lambda: None
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.pub is not None:
             self.pub.__dict__.pop("_flush_streams", None)
 
@@ -493,17 +522,19 @@ def _from_terminal(kernel: Any) -> bool:
     return parent.get("header", {}).get("session") in sessions
 
 
-def _show_command_error(shell, etype, value, tb, tb_offset=None):
+def _show_command_error(shell: InteractiveShell, etype: type[BaseException], value: BaseException,
+                        tb: TracebackType | None, tb_offset: int | None = None) -> list[str]:
     stb = [error_line(value)]
     shell._showtraceback(etype, value, stb)
     return stb
 
 
-def current(shell=None) -> Integration:
+def current(shell: InteractiveShell | None = None) -> Integration:
+    """The Integration active in ``shell`` (default: the running IPython)."""
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
-    integration = getattr(shell, _ATTR, None) if shell is not None else None
+    integration: Integration | None = getattr(shell, _ATTR, None) if shell is not None else None
     if integration is None:
         raise RuntimeError("Lily is not active in this shell: run %load_ext lily "
                            "or use the Lily kernel.")
@@ -522,11 +553,12 @@ def ask(cell: str) -> None:
 
 @magics_class
 class LilyMagics(Magics):
-    def __init__(self, shell, integration: Integration) -> None:
+    """``%lily`` and ``%%lily``."""
+    def __init__(self, shell: InteractiveShell, integration: Integration) -> None:
         super().__init__(shell)
         self.integration = integration
 
-    @line_magic("lily")
+    @line_magic("lily")  # type: ignore[arg-type]  # IPython types the name-less form only
     def lily_line(self, line: str) -> None:
         """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
         if router.is_command(line):
@@ -534,7 +566,7 @@ class LilyMagics(Magics):
         else:
             self.integration.run_agent(line)
 
-    @cell_magic("lily")
+    @cell_magic("lily")  # type: ignore[arg-type]
     def lily_cell(self, line: str, cell: str) -> None:
         """%%lily: send the cell to the Lily agent."""
         text = "\n".join(part for part in (line.strip(), cell) if part.strip())

@@ -13,20 +13,20 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 
 from lily_kernel import __version__
-from lily_kernel.commands import completion
-from lily_kernel.commands import render
-from lily_kernel.commands import router
+from lily_kernel.commands import completion, render, router
 from lily_kernel.jupyter.integration import Integration
 from lily_kernel.skills.paths import workspace_dir
 
 
 class LilyKernel(IPythonKernel):
+    """The Lily kernel: IPython, with commands and prose cells routed to Lily."""
     implementation = "lily"
     implementation_version = __version__
     banner = ("Lily: a skill-driven agent in Jupyter. /help lists the commands, "
@@ -35,7 +35,7 @@ class LilyKernel(IPythonKernel):
     # this, and %%python cells must highlight as Python (Markdown mode drew `[1, 2]` as a
     # link). Prose cells still go to the agent: routing is Lily's, never the front end's
     # (docs/jupyter-display.md#python-cells).
-    language_info = {
+    language_info = {  # noqa: RUF012 (an instance attribute of IPythonKernel)
         "name": "python",
         "version": sys.version.split()[0],
         "mimetype": "text/x-python",
@@ -46,11 +46,13 @@ class LilyKernel(IPythonKernel):
     }
     # The kernelspec folder ships help.html; Jupyter Server serves a kernelspec's files at
     # /kernelspecs/<name>/ (as it serves the logos). docs/front-ends.md#help-menu
-    help_links = [{"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
+    help_links = [  # noqa: RUF012 (an instance attribute of IPythonKernel)
+        {"text": "Lily help", "url": "/kernelspecs/lily/help.html"}]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         self._notice = _enter_working_dir()
         super().__init__(**kwargs)
+        assert self.shell is not None  # IPythonKernel made it in __init__
         # the client sessions that asked is_complete: terminal consoles, which ignore display
         # updates, so Lily streams to stdout for them (docs/front-ends.md#jupyter-console)
         self.terminal_sessions: set[str] = set()
@@ -59,18 +61,19 @@ class LilyKernel(IPythonKernel):
         _stop_cleanly_on_sigterm(self)
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
-                         user_expressions: dict | None = None, allow_stdin: bool = False,
-                         **kwargs: Any) -> dict:
+                         user_expressions: dict[str, Any] | None = None, allow_stdin: bool = False,
+                         **kwargs: Any) -> dict[str, Any]:
         """Run the cell; the first cell also shows a start-up notice (a missing
         ``KERNEL_WORKING_DIR``, docs/front-ends.md#remote-kernels) so it is never silent."""
         if self._notice and not silent:
             notice, self._notice = self._notice, None
             self.send_response(self.iopub_socket, "stream",
                                {"name": "stderr", "text": notice + "\n"})
-        return await super().do_execute(code, silent, store_history, user_expressions,
-                                         allow_stdin, **kwargs)
+        reply: dict[str, Any] = await super().do_execute(code, silent, store_history,
+                                                         user_expressions, allow_stdin, **kwargs)
+        return reply
 
-    async def do_shutdown(self, restart: bool) -> dict:
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:
         """Journal the session's end (a gateway's shutdown or restart), then IPython's."""
         self.end_session("restart" if restart else "shutdown")
         return await _settle(super().do_shutdown(restart))
@@ -80,7 +83,7 @@ class LilyKernel(IPythonKernel):
         if self.lily.runner.ready:
             self.lily.session.end(reason)
 
-    def pre_handler_hook(self):
+    def pre_handler_hook(self) -> None:
         """Let a kernel_info request ignore SIGINT, as the idle kernel does.
 
         jupyter_client interrupts a kernel before every shutdown, and papermill asks
@@ -94,12 +97,14 @@ class LilyKernel(IPythonKernel):
         super().pre_handler_hook()
 
     @property
-    def kernel_info(self):
-        info = super().kernel_info
+    def kernel_info(self) -> dict[str, Any]:
+        """IPython's kernel_info with Lily's language_info."""
+        info: dict[str, Any] = super().kernel_info
         info["language_info"] = dict(self.language_info)
         return info
 
-    async def do_complete(self, code, cursor_pos):
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
+        """Complete a command cell (names, skills, variables); IPython completes the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
             found = completion.complete(self.lily.session, code, cursor_pos,
@@ -112,7 +117,9 @@ class LilyKernel(IPythonKernel):
                     "cursor_end": cursor_pos, "metadata": {}}
         return await _settle(super().do_complete(code, cursor_pos))
 
-    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+    async def do_inspect(self, code: str, cursor_pos: int | None, detail_level: int = 0,
+                         omit_sections: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Help for the command or skill under the cursor; IPython inspects the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         if router.is_command(code) and self.lily.runner.ready:
             page = completion.inspect(self.lily.session, code, cursor_pos)
@@ -121,7 +128,8 @@ class LilyKernel(IPythonKernel):
             return {"status": "ok", "found": page is not None, "data": data, "metadata": {}}
         return await _settle(super().do_inspect(code, cursor_pos, detail_level, omit_sections))
 
-    async def do_is_complete(self, code):
+    async def do_is_complete(self, code: str) -> dict[str, Any]:
+        """Whether Enter runs the cell: commands and prose at once, ``%%python`` as Python."""
         session = (self.get_parent("shell") or {}).get("header", {}).get("session")
         if session:
             self.terminal_sessions.add(session)
@@ -135,7 +143,8 @@ class LilyKernel(IPythonKernel):
         return await _settle(super().do_is_complete(code))
 
 
-def python_cell_status(code: str, check_python) -> dict:
+def python_cell_status(code: str,
+                       check_python: Callable[[str], tuple[str, int | None]]) -> dict[str, Any]:
     """is_complete for a ``%%python`` cell (docs/front-ends.md#jupyter-console).
 
     Like an IPython cell magic, the cell is complete only at a blank line, and
@@ -162,9 +171,10 @@ def python_cell_status(code: str, check_python) -> dict:
     return {"status": "incomplete", "indent": last[:len(last) - len(last.lstrip())]}
 
 
-async def _settle(reply):
+async def _settle(reply: Any) -> dict[str, Any]:
     """IPythonKernel's do_complete/do_inspect/do_is_complete return a dict, not a coroutine."""
-    return await reply if inspect.isawaitable(reply) else reply
+    settled: dict[str, Any] = await reply if inspect.isawaitable(reply) else reply
+    return settled
 
 
 def _enter_working_dir() -> str | None:
@@ -199,7 +209,7 @@ def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
     def stop(signum: int, frame: FrameType | None) -> None:
         kernel.end_session("SIGTERM")
         loop = kernel.io_loop
-        loop.asyncio_loop.call_soon_threadsafe(loop.stop)
+        loop.asyncio_loop.call_soon_threadsafe(loop.stop)  # type: ignore[attr-defined]
         control = getattr(kernel, "control_stream", None)
         if control is not None and control.io_loop is not loop:
             control.io_loop.asyncio_loop.call_soon_threadsafe(control.io_loop.stop)
@@ -208,5 +218,6 @@ def _stop_cleanly_on_sigterm(kernel: LilyKernel) -> None:
 
 
 def launch() -> None:
+    """Start the Lily kernel (the kernelspec's entry point)."""
     from ipykernel.kernelapp import IPKernelApp
     IPKernelApp.launch_instance(kernel_class=LilyKernel)

@@ -12,12 +12,19 @@ the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
 from __future__ import annotations
 
 import ast
+import contextlib
 import sys
 import traceback
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent.notebook_tools import Cell, ErrorInfo, RunResult
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError
+
+if TYPE_CHECKING:
+    from IPython.core.history import HistoryManager
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
+    from IPython.utils.capture import CapturedIO
 
 
 class ShellNotebook:
@@ -28,7 +35,7 @@ class ShellNotebook:
     nothing under ``%load_ext lily`` in a Python kernel (docs/notebook-tools.md#acting).
     """
 
-    def __init__(self, shell, python_cell: str = "") -> None:
+    def __init__(self, shell: InteractiveShell, python_cell: str = "") -> None:
         self.shell = shell
         self.python_cell = python_cell
         self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
@@ -37,34 +44,40 @@ class ShellNotebook:
 
     # -- events -------------------------------------------------------------------------
     def install(self) -> None:
+        """Listen to the shell's cell events."""
         self.shell.events.register("pre_run_cell", self._before)
         self.shell.events.register("post_run_cell", self._after)
 
     def uninstall(self) -> None:
+        """Stop listening to the shell's cell events."""
         for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
-            try:
+            with contextlib.suppress(ValueError):
                 self.shell.events.unregister(name, hook)
-            except ValueError:
-                pass
 
-    def _before(self, info) -> None:
+    def _before(self, info: ExecutionInfo) -> None:
         self.running = True
         self._proposals = []
 
-    def _after(self, result) -> None:
+    def _after(self, result: ExecutionResult) -> None:
         self.running = False
         exc = result.error_in_exec or result.error_before_exec
         if exc is not None and not isinstance(exc, CommandError):
-            self._error = (result.execution_count, result.info.raw_cell or "", exc)
+            raw = result.info.raw_cell if result.info is not None else None
+            self._error = (result.execution_count, raw or "", exc)
 
     # -- what the tools read ------------------------------------------------------------
     def namespace(self) -> Mapping[str, Any]:
-        return self.shell.user_ns
+        """The user's namespace (the variables a cell made)."""
+        names: Mapping[str, Any] = self.shell.user_ns
+        return names
 
     def hidden(self) -> Mapping[str, Any]:
-        return self.shell.user_ns_hidden
+        """The names IPython put in the namespace itself (not the user's)."""
+        names: Mapping[str, Any] = self.shell.user_ns_hidden
+        return names
 
     def cells(self, last: int) -> list[Cell]:
+        """The last ``last`` executed cells, from IPython's history."""
         hm = self.shell.history_manager
         if hm is None:
             return []
@@ -75,6 +88,7 @@ class ShellNotebook:
                 for n in range(first, current)]
 
     def last_error(self) -> ErrorInfo | None:
+        """The last failed cell (or run_python code), if any."""
         if self._error is None:
             return None
         count, source, exc = self._error
@@ -95,6 +109,7 @@ class ShellNotebook:
         return True
 
     def run(self, code: str) -> RunResult:
+        """Run ``code`` in the user's namespace, capturing what it prints and shows."""
         from IPython.core.inputtransformer2 import TransformerManager
         from IPython.display import display
         from IPython.utils.capture import capture_output
@@ -105,14 +120,17 @@ class ShellNotebook:
                 source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
                 tree = ast.parse(source)
                 filename = shell.compile.cache(source)
-                last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+                tail = tree.body[-1] if tree.body else None
+                last = tail if isinstance(tail, ast.Expr) else None
+                if last is not None:
+                    tree.body.pop()
                 exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
                 if last is not None:
                     value = eval(compile(ast.Expression(last.value), filename, "eval"),
                                  shell.user_global_ns, shell.user_ns)
                     if value is not None:
                         display(value)
-            except Exception as exc:  # noqa: BLE001 - shown like a cell's error, and kept
+            except Exception as exc:
                 self._error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
@@ -128,7 +146,7 @@ def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
 
 
-def _output_text(hm, n: int) -> str:
+def _output_text(hm: HistoryManager, n: int) -> str:
     outputs = getattr(hm, "outputs", None)
     parts: list[str] = []
     if outputs is not None:  # IPython 9 keeps every cell's streams and results
@@ -147,7 +165,7 @@ def _output_text(hm, n: int) -> str:
     return "\n".join(p.rstrip("\n") for p in parts if p)
 
 
-def captured_text(captured) -> str:
+def captured_text(captured: CapturedIO) -> str:
     """What captured output printed and showed, as text (for the model and a card)."""
     parts = [captured.stdout, captured.stderr]
     for out in captured.outputs:

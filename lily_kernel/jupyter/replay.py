@@ -109,7 +109,7 @@ def record_outputs(nb_path: Path, timeout: int = 120) -> str | None:
         from lily_kernel.errors import LogsError
         raise LogsError("recording the replay's outputs needs nbclient and nbformat "
                         "(pip install nbclient), or use --no-run") from None
-    nb = nbformat.read(nb_path, as_version=4)  # type: ignore[no-untyped-call]
+    nb = nbformat.read(nb_path, as_version=4)
     NotebookClient(nb, timeout=timeout, allow_errors=True,
                    resources={"metadata": {"path": str(Path(nb_path).parent)}}).execute()
     problem = None
@@ -119,5 +119,5 @@ def record_outputs(nb_path: Path, timeout: int = 120) -> str | None:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error" and not expected and problem is None:
                 problem = f"cell {number}: {out.get('ename')}: {out.get('evalue')}"
-    nbformat.write(nb, nb_path)  # type: ignore[no-untyped-call]
+    nbformat.write(nb, nb_path)
     return problem

@@ -6,7 +6,7 @@ with a bound. A :class:`Server` owns one connection (a stdio child or a Streamab
 endpoint): it starts, lists its tools, refreshes them on
 ``notifications/tools/list_changed``, calls a tool within its timeout, and stops. A fault
 (a start that fails, a child that exits mid-call, a malformed message, a hang) ends in one
-line in :attr:`Server.reason` or a :class:`~lily_kernel.agent.tools.ToolError`, never a
+line in :attr:`Server.reason` or a :class:`~lily_kernel.errors.ToolError`, never a
 traceback. This module imports the ``mcp`` SDK; it is itself imported only once a server
 is configured.
 """
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from lily_kernel.agent.tools import ToolError
+from lily_kernel.errors import ToolError
 from lily_kernel.mcp.config import ServerConfig
 from lily_kernel.redaction import redact
 
@@ -185,7 +185,7 @@ class Server:
                     self.reason = self._fault or self._ended_reason()
                     self._fail_inflight(self.reason)
         except BaseException as exc:  # the fault is the server's state, one line
-            if self.state != "stopped" and not (self._stop and self._stop.is_set()):
+            if self.state != "stopped" and not self._stop.is_set():
                 self.state = "failed"
                 self.reason = self._fault or one_line(exc)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -299,7 +299,8 @@ class Server:
             raise ToolError(f"MCP server '{name}': '{tool}' did not answer within "
                             f"{timeout:g} s") from None
         except (asyncio.CancelledError, concurrent.futures.CancelledError):
-            why = self._fault or "the call was cancelled"
+            # _fault is set by the event loop's thread meanwhile (mypy sees only this one)
+            why = self._fault or "the call was cancelled"  # type: ignore[redundant-expr]
             raise ToolError(f"MCP server '{name}': '{tool}' failed: {why}") from None
         except ToolError:
             raise

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel.agent.tools import Schema, Tool, ToolError
+from lily_kernel.agent.tools import Schema, Tool
+from lily_kernel.errors import ToolError
 from lily_kernel.redaction import redact
 
 PREFIX = "mcp__"
@@ -58,7 +59,7 @@ def input_schema(raw: Any) -> Schema:
     required = [r for r in schema.get("required", []) if isinstance(r, str)] \
         if isinstance(schema.get("required"), list) else []
 
-    def check(args: Mapping[str, Any]) -> str | None:
+    def check(args: object) -> str | None:
         if not isinstance(args, Mapping):
             return "the arguments must be a JSON object"
         missing = [r for r in required if r not in args]

@@ -14,20 +14,23 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 
 try:
     import fcntl
 except ImportError:  # Windows: no POSIX locks; a journal there is one process's alone
     fcntl = None  # type: ignore[assignment]
+_LOCKS = fcntl is not None  # POSIX advisory locks (not on Windows)
 
 LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same journal
 
 
 def journal_path(workspace: Path, label: str) -> Path:
+    """The journal file of session ``label`` in ``workspace``."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "session"
     return workspace / ".lily" / "journal" / f"{safe}.jsonl"
 
@@ -44,10 +47,11 @@ class Journal:
         self._tail_checked = False  # a torn line left by a crash is closed before the first write
 
     def append(self, record: dict[str, Any]) -> None:
+        """Append one record (with its time) to the journal; a write error is kept, not raised."""
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
-        line = secrets.redact(line, self.env)
+        line = redaction.redact(line, self.env)
         data = (line + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate stays visible
         if len(data) > self.max_bytes:
             data = (_cut_record(record, line, len(data), self.max_bytes) + "\n").encode("utf-8")
@@ -88,7 +92,7 @@ def _lock(fd: int) -> bool:
     (docs/deploy.md#shared-workspace). A lock that cannot be had in time (a dead client's
     lease) does not stop the kernel: the line is written without it.
     """
-    if fcntl is None:
+    if not _LOCKS:
         return False
     deadline = time.monotonic() + LOCK_WAIT
     while True:

@@ -14,20 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lily_kernel.skills.paths import persona_dirs  # noqa: F401  (re-exported: where the folders are)
-from lily_kernel.errors import ConfigError
+from lily_kernel.errors import PersonaError
 
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md")
 DEFAULT_AGENT = "default"
 MAX_FILE_CHARS = 16_000
 
 
-class PersonaError(ConfigError):
-    pass
-
-
 @dataclass(frozen=True)
 class PersonaFile:
+    """One persona file as loaded (possibly truncated)."""
     name: str
     path: str
     text: str
@@ -35,11 +31,13 @@ class PersonaFile:
 
     @property
     def truncated(self) -> bool:
+        """Whether the file was cut at the size limit."""
         return len(self.text) != self.original_chars
 
 
 @dataclass(frozen=True)
 class Persona:
+    """A persona agent: its files, in the order they make the system prompt."""
     agent: str
     files: tuple[PersonaFile, ...]
 
@@ -49,6 +47,7 @@ class Persona:
 
 
 def list_agents(dirs: tuple[Path, ...]) -> list[str]:
+    """The persona agents found in ``dirs`` (the default one always)."""
     names = {DEFAULT_AGENT}
     for d in dirs:
         agents = d / "agents"
@@ -72,6 +71,7 @@ def cap(text: str, limit: int = MAX_FILE_CHARS, name: str = "file") -> str:
 
 
 def load(agent: str, dirs: tuple[Path, ...], limit: int = MAX_FILE_CHARS) -> Persona:
+    """Load persona ``agent`` from ``dirs``; PersonaError when there is none."""
     if agent != DEFAULT_AGENT and agent not in list_agents(dirs):
         raise PersonaError(f"no agent named '{agent}'")
     layers = ([d / "agents" / agent for d in dirs] if agent != DEFAULT_AGENT else []) + list(dirs)

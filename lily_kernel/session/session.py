@@ -10,32 +10,38 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.session import journal as journal_mod
-from lily_kernel.session import persona as persona_mod
 from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.skills.loader import Host, build_snapshot
 from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import (ConfigError, ModelConfig, merged, read_config_file,
-                                      user_config_path)
-from lily_kernel.skills.paths import shared_workspace, skill_roots, workspace_dir
-from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.agent.config import ModelConfig, merged, read_config_file, user_config_path
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.errors import ActionError
+from lily_kernel.errors import ActionError, ConfigError
+from lily_kernel.session import journal as journal_mod
+from lily_kernel.session import persona as persona_mod
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
+from lily_kernel.skills.snapshot import Snapshot
+
+if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
+    from lily_kernel.typed.outbox import Outbox
+    from lily_kernel.typed.registry import ConfigRegistry
 
 
 class Session:
+    """One Lily session: its workspace, skills, persona, model, tools and conversation."""
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
-                 add_tools: Callable[["Session"], None] | None = None) -> None:
+                 add_tools: Callable[[Session], None] | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -50,9 +56,9 @@ class Session:
         if add_tools is not None:  # a face's own tools (the notebook tools), before the snapshot
             add_tools(self)
         self.model_clients = ClientCache()
-        self._config_registry = None
-        self._outbox = None
-        self.persona_dirs = persona_mod.persona_dirs(self.workspace, self._env)
+        self._config_registry: ConfigRegistry | None = None
+        self._outbox: Outbox | None = None
+        self.persona_dirs = persona_dirs(self.workspace, self._env)
         self._start()
 
     # -- lifecycle -----------------------------------------------------------
@@ -129,7 +135,7 @@ class Session:
         except ValueError as exc:  # fail closed, like a broken cap
             self.policy, self.share_values = ToolPolicy(), False
             self._file_error = self._file_error or f"lily.toml {exc}"
-        self._files = None  # the file boundary, built on first use with these caps
+        self._files: workspace_fs.WorkspaceFS | None = None  # the file boundary, built on first use with these caps
         try:
             self.capture_reads = _capture_reads(self._file_config.get("journal"))
         except ValueError as exc:
@@ -199,6 +205,7 @@ class Session:
 
     @property
     def snapshot(self) -> Snapshot:
+        """The session's skill snapshot."""
         return self.skill_snapshot
 
     @property
@@ -206,10 +213,11 @@ class Session:
         """What the file tools may reach, with this lily.toml's caps (docs/trust-boundary.md);
         built once per session (and again after /new)."""
         if self._files is None:
-            self._files = workspace_fs.for_session(self.workspace, self.limits,
-                                                   self.persona_dirs, self._env)
+            files = workspace_fs.for_session(self.workspace, self.limits,
+                                             self.persona_dirs, self._env)
             if self.capture_reads:
-                self._files.on_read = self._capture
+                files.on_read = self._capture
+            self._files = files
         return self._files
 
     def _capture(self, path: str, data: bytes) -> None:
@@ -234,7 +242,7 @@ class Session:
         return self._file_error or self._model_error
 
     @property
-    def environ(self):
+    def environ(self) -> Mapping[str, str]:
         """The environment requests read (OPENAI_API_KEY): the one the session was given, else
         the process's, live, so %env in the notebook takes effect."""
         return self._env if self._explicit_env else os.environ
@@ -245,7 +253,7 @@ class Session:
         return self._file_config
 
     @property
-    def config(self):
+    def config(self) -> ConfigRegistry:
         """The workspace's Config Registry (typed internal skills), opened on first use."""
         if self._config_registry is None:
             from lily_kernel.typed.registry import ConfigRegistry
@@ -254,7 +262,7 @@ class Session:
         return self._config_registry
 
     @property
-    def outbox(self):
+    def outbox(self) -> Outbox:
         """The workspace's ActivityPub outbox store (typed external skills), opened on first use."""
         if self._outbox is None:
             from lily_kernel.typed.outbox import Outbox
@@ -312,6 +320,7 @@ class Session:
 
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:
+        """Load the skills again as a new snapshot version (/reload_skills)."""
         snap = self._build_snapshot(self.skill_snapshot.version + 1)
         self.skill_snapshot = snap
         self.reload_count += 1
@@ -320,6 +329,7 @@ class Session:
         return snap
 
     def reload_persona(self) -> persona_mod.Persona:
+        """Read the persona files again (/reload_persona)."""
         self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
         self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
                              "agent": self.active_agent,
@@ -327,9 +337,11 @@ class Session:
         return self.persona
 
     def agents(self) -> list[str]:
+        """The persona agents /agent can switch to."""
         return persona_mod.list_agents(self.persona_dirs)
 
     def switch_agent(self, name: str) -> persona_mod.Persona:
+        """Switch to persona agent ``name`` (/agent NAME)."""
         persona = persona_mod.load(name, self.persona_dirs)  # raises PersonaError
         self.persona = persona
         self.active_agent = name
@@ -338,6 +350,7 @@ class Session:
         return persona
 
     def set_model(self, **values: object) -> ModelConfig:
+        """Change model settings (/model key=value); ConfigError for a bad value."""
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
         self._model_set.update(values)
         self._model_error = None  # an explicit, valid configuration replaces a broken one
@@ -381,12 +394,14 @@ class Session:
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
+        """Keep one command in the history and the journal."""
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
         self.journal.append({"event": "command", "session_id": self.session_id,
                              "command": line, "ok": ok})
 
     def add_message(self, message: dict[str, Any]) -> None:
+        """Add one message to the conversation (journaled)."""
         self.conversation.append(message)
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})

@@ -11,12 +11,20 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
-from lily_kernel.agent.tools import NEEDS_NOTEBOOK, ToolPolicy, ToolRegistry
+
+if TYPE_CHECKING:  # passed in by the session
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+
+# How the tool policy ends its refusal of a notebook tool outside a notebook (agent/tools.py);
+# such a skill is ineligible here, not broken.
+NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
+                  "%load_ext lily)")
 
 
 @dataclass(frozen=True)
@@ -29,13 +37,14 @@ class Host:
 
     @classmethod
     def current(cls) -> Host:
+        """This host: its platform, environment and PATH."""
         return cls(sys.platform, dict(os.environ), os.environ.get("PATH"))
 
 
 
 def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
-                  host: Host, which: "WhichCache",
-                  tool_reasons: "ToolReasons | None" = None) -> str | None:
+                  host: Host, which: WhichCache,
+                  tool_reasons: ToolReasons | None = None) -> str | None:
     """Why ``skill`` cannot run on ``host`` (every failed rule, '; '-joined), or None."""
     if tool_reasons is None:
         tool_reasons = ToolReasons(tools, policy)
@@ -95,7 +104,7 @@ def notes(skill: Skill) -> list[str]:
     return out
 
 
-class ToolReasons(dict):
+class ToolReasons(dict[str, Any]):
     """``policy.unavailable_reason(tools, name)`` per tool name, asked once per load."""
 
     def __init__(self, tools: ToolRegistry, policy: ToolPolicy) -> None:
@@ -115,6 +124,7 @@ class WhichCache:
         self._seen: dict[str, bool] = {}
 
     def __call__(self, binary: str) -> bool:
+        """Whether ``binary`` is on the PATH (asked once per binary)."""
         if binary not in self._seen:
             self._seen[binary] = shutil.which(binary, path=self._path) is not None
         return self._seen[binary]

@@ -12,7 +12,7 @@ skills would cost seconds. This module parses the common subset directly:
 Each plain scalar is classified by PyYAML's own resolver, so ``yes`` is still
 ``True`` and ``2024-01-01`` still falls back. Anything outside the subset —
 a duplicate key, a tab, an indicator character, deeper nesting, a number —
-returns :data:`FALLBACK` and the caller uses PyYAML. ``tests/test_fastyaml``
+returns :data:`FALLBACK` and the caller uses PyYAML. ``tests/skills/test_fastyaml.py``
 checks the two agree on generated documents.
 
 The parser is one loop with its helpers inlined (it runs once per skill, and
@@ -25,6 +25,7 @@ value text is checked and classified once, then looked up.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 
@@ -77,7 +78,7 @@ _keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
 
 
-def parse(source: str):
+def parse(source: str) -> Any:
     """The mapping ``source`` denotes, or :data:`FALLBACK` when it is outside the subset.
 
     A document without keys (blank lines and comments only) is ``None``, as in PyYAML.
@@ -85,9 +86,12 @@ def parse(source: str):
     # No character is left unchecked: keys must match _KEY, value text is checked by
     # _remember (once per distinct text), comments below, and the rest is spaces.
     vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
-    out: dict = {}
-    block = None  # the key of an open "key:" line, while its indented lines are read
-    value = None  # that block's list or mapping, once its first item is seen
+    out: dict[str, Any] = {}
+    # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
+    known: Any  # a key known to be good (str), or False
+    item: Any  # a value, or one of the markers
+    block: Any = None  # the key of an open "key:" line, while its indented lines are read
+    value: Any = None  # that block's list or mapping, once its first item is seen
     indent = 0  # the block's indentation, set by its first item
     for line in source.split("\n"):
         key, sep, raw = line.partition(": ")
@@ -211,7 +215,7 @@ def parse(source: str):
     return out or None
 
 
-def _flow(raw: str):
+def _flow(raw: str) -> Any:
     """A one-line flow list of scalars, or _OUT."""
     raw = raw.strip(" ")
     if raw[-1] != "]":
@@ -220,7 +224,7 @@ def _flow(raw: str):
     if "[" in inner or "]" in inner or "{" in inner or "}" in inner:
         return _OUT
     vget, marker = _values.get, _Marker
-    out = []
+    out: list[object] = []
     for part in inner.split(","):
         item = vget(part, _MISS)
         if item.__class__ is marker:
@@ -234,12 +238,13 @@ def _flow(raw: str):
     return out
 
 
-def _remember(raw: str):
+def _remember(raw: str) -> object:
     """Classify value text (see _values) and keep the answer."""
     text = raw.strip(" ")
+    value: object
     if not text:
         value = _EMPTY
-    elif not text.isprintable() or "\\" in text or not text.isascii() and _unsafe(text):
+    elif not text.isprintable() or "\\" in text or (not text.isascii() and _unsafe(text)):
         value = _OUT  # (printable ASCII is " " to "~", what _unsafe allows of ASCII)
     elif text[0] in _PLAIN_FIRST and ": " not in text and " #" not in text and text[-1] != ":":
         value = text  # what _classify says of it, without the call
@@ -269,7 +274,7 @@ def _key_ok(key: str) -> str | bool:
     return known
 
 
-def _classify(raw: str):
+def _classify(raw: str) -> object:
     """The value of one plain or simply quoted scalar, or _OUT when PyYAML should decide."""
     if not raw:
         return _OUT
@@ -280,7 +285,7 @@ def _classify(raw: str):
         return raw[1:-1]
     if first in _INDICATORS or ": " in raw or " #" in raw or raw[-1] == ":":
         return _OUT
-    for tag, regexp in _IMPLICIT.get(first, ()):
+    for _tag, regexp in _IMPLICIT.get(first, ()):
         if regexp.match(raw):
             if raw in _BOOL:
                 return _BOOL[raw]

@@ -8,14 +8,17 @@ are errors.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
+from lily_kernel.errors import FrontmatterError
 from lily_kernel.skills import fastyaml
-from lily_kernel.errors import SkillError
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
+_Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]
 try:  # libyaml is an order of magnitude faster; PyYAML's wheels ship it.
     _Loader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - only on a PyYAML built without libyaml
@@ -26,10 +29,6 @@ _FORBIDDEN_TOKENS = {
     yaml.AliasToken: "aliases (*name) are not allowed",
     yaml.TagToken: "explicit tags (!tag) are not allowed",
 }
-
-
-class FrontmatterError(SkillError):
-    """The frontmatter cannot be read; the message says why."""
 
 
 #: Deepest nesting of YAML collections read (flow brackets plus block levels). libyaml and
@@ -119,7 +118,7 @@ def split(text: str) -> tuple[str | None, str]:
     raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
 
 
-def parse_document(data: bytes) -> tuple[str, str, dict]:
+def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
     """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
     :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
     if len(data) > MAX_FILE_BYTES:
@@ -154,7 +153,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict]:
     return text, body, {} if value is None else value
 
 
-def parse_yaml(source: str) -> dict:
+def parse_yaml(source: str) -> dict[str, Any]:
     """Parse frontmatter YAML into a mapping, refusing what docs/skill-format.md#reading refuses."""
     size = len(source) if source.isascii() else len(source.encode("utf-8"))
     if size > MAX_FRONTMATTER_BYTES:
@@ -168,12 +167,15 @@ def parse_yaml(source: str) -> dict:
     return _load_yaml(source)
 
 
-def _load_yaml(source: str) -> dict:
-    """PyYAML's reading of ``source`` (outside fastyaml's subset), refusing what docs/skill-format.md#reading refuses."""
+def _load_yaml(source: str) -> dict[str, Any]:
+    """PyYAML's reading of ``source`` (outside fastyaml's subset).
+
+    Refuses what docs/skill-format.md#reading refuses.
+    """
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:
-        value = yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
+        value = yaml.load(source, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"invalid YAML frontmatter: {_yaml_reason(exc)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:

@@ -20,21 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from lily_kernel.errors import SkillError
+from lily_kernel.errors import FrontmatterError, InstallError
 from lily_kernel.skills.install_scan import MAX_TOTAL_BYTES, Finding, scan
 from lily_kernel.skills.paths import skill_roots
 from lily_kernel.skills.skill import name_problem
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
 TARGETS = ("user", "workspace")  # the roots Lily installs into: its own
-
-
-class InstallError(SkillError):
-    """An install or removal refused, with its reason (and the findings, when scanned)."""
-
-    def __init__(self, message: str, findings: tuple[Finding, ...] = ()) -> None:
-        super().__init__(message)
-        self.findings = findings
 
 
 @dataclass(frozen=True)
@@ -294,7 +286,7 @@ def _declared_name(folder: Path) -> str | None:
         text = frontmatter.decode((folder / "SKILL.md").read_bytes())
         source, _ = frontmatter.split(text)
         meta = frontmatter.parse_yaml(source) if source is not None else {}
-    except (frontmatter.FrontmatterError, OSError):
+    except (FrontmatterError, OSError):
         return None
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = meta.get("name")
     return name if isinstance(name, str) else None

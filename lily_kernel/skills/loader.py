@@ -9,26 +9,33 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
-from typing import Iterable
+from typing import TYPE_CHECKING, Any
 
-from lily_kernel.skills import skill as skill_mod
 from lily_kernel.commands.table import BUILTIN_NAMES
+from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills import skill as skill_mod
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
+from lily_kernel.skills.eligibility import WhichCache as _WhichCache
+from lily_kernel.skills.eligibility import ineligibility as _ineligibility
+from lily_kernel.skills.eligibility import notes as _notes
+from lily_kernel.skills.frontmatter import MAX_FILE_BYTES
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.eligibility import Host  # noqa: F401  (re-exported)
-from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons, WhichCache as _WhichCache
-from lily_kernel.skills.eligibility import ineligibility as _ineligibility, notes as _notes
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, SkillError
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.errors import LoaderError  # re-exported: callers import it from here
+
+if TYPE_CHECKING:  # passed in by the session
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """One skill folder found in a root, before it is read."""
     name: str
     root: Root
     path: Path
@@ -137,7 +144,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     shadowed: dict[str, list[tuple[Root, str]]] = {}
     reals = [os.path.realpath(r.path) for r in roots]
     for i, root in enumerate(roots):
-        same = next((later for later, real in zip(roots[i + 1:], reals[i + 1:])
+        same = next((later for later, real in zip(roots[i + 1:], reals[i + 1:], strict=True)
                      if real == reals[i]), None)
         if same is not None and os.path.isdir(reals[i]):
             diagnostics.append(Diagnostic(
@@ -164,7 +171,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
     countdown = _GC_EVERY
-    for name, data in zip(order, contents):
+    for name, data in zip(order, contents, strict=True):
         if collect:
             countdown -= 1
             if not countdown:
@@ -180,9 +187,10 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        if data.__class__ is str:  # it could not be read
-            diagnostics.append(Diagnostic("skill_error", name, source, path, data))
+        if isinstance(data, _Unreadable):
+            diagnostics.append(Diagnostic("skill_error", name, source, path, data.reason))
             continue
+        assert data is not None  # read whenever discovery found no error
         try:
             skill = parse(name, source, path, data)
         except SkillError as exc:
@@ -239,7 +247,7 @@ def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
         kind = "ineligible"
         reason = _ineligibility(skill, tools, policy, host, _WhichCache(host.path))
     if reason:
-        return None, diagnostics + [Diagnostic(kind, *where, reason)]
+        return None, [*diagnostics, Diagnostic(kind, *where, reason)]
     return skill, diagnostics + [Diagnostic("note", *where, n) for n in _notes(skill)]
 
 
@@ -250,8 +258,8 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
     data = _read(path, -1 if os.path.islink(path + _SKILL_MD) else None)
-    if data.__class__ is str:
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data))
+    if isinstance(data, _Unreadable):
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
         return None
     try:
         return skill_mod.parse(cand.name, source, path, data)
@@ -264,12 +272,19 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
 # symlink since discovery, the read fails rather than escaping the skill folder.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 _OPEN_LINK_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
-_MAX_READ = skill_mod.frontmatter.MAX_FILE_BYTES + 1  # one byte more tells "too big"
+_MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
 _CHUNK = 64 * 1024
 _TOO_BIG: bytes | None = None
 
 
-def _read(path: str, size: int | None) -> bytes | str:
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """Why a SKILL.md could not be read: the skill's error in the diagnostics."""
+
+    reason: str
+
+
+def _read(path: str, size: int | None) -> bytes | _Unreadable:
     """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
 
     ``size`` is the file's size when discovery found a regular file, -1 when it
@@ -284,7 +299,7 @@ def _read(path: str, size: int | None) -> bytes | str:
             real_dir = os.path.realpath(path)
             target = os.path.realpath(skill_md)
             if os.path.commonpath([real_dir, target]) != real_dir:
-                return f"SKILL.md is a symlink to {target}, outside the skill folder"
+                return _Unreadable(f"SKILL.md is a symlink to {target}, outside the skill folder")
         fd = os.open(skill_md, _OPEN_LINK_FLAGS if link else _OPEN_FLAGS)
         try:  # read up to _MAX_READ bytes, to the end of the file
             if size is not None and 0 <= size < _MAX_READ:
@@ -296,7 +311,7 @@ def _read(path: str, size: int | None) -> bytes | str:
         finally:
             os.close(fd)
     except OSError as exc:
-        return f"SKILL.md cannot be read: {exc.strerror or exc}"
+        return _Unreadable(f"SKILL.md cannot be read: {exc.strerror or exc}")
     if len(data) == _MAX_READ:
         return _too_big()
     return data
@@ -333,7 +348,7 @@ def _exclusion(skill: Skill, tools: ToolRegistry, policy: ToolPolicy) -> str | N
     return None
 
 
-def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict, dict]:
+def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any]]:
     claims: dict[str, list[str]] = {}
     for s in skills:
         if s.command:

@@ -10,8 +10,9 @@ as in OpenClaw. The loader applies them after precedence, beside Lily's own
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 METADATA_NAMES = ("openclaw", "clawdbot", "moltbot")
 REQUIRES_KEYS = ("bins", "anyBins", "env", "config")
@@ -73,11 +74,12 @@ def _parse(origin: str, block: Any) -> OpenClawGate:
         requires = {}
     elif not isinstance(requires, dict):
         raise ValueError(f"'{origin}.requires' must be a mapping")
-    lists = [_names(requires.get(k), f"{origin}.requires.{k}") for k in REQUIRES_KEYS]
+    bins, any_bins, env, config = (_names(requires.get(k), f"{origin}.requires.{k}")
+                                   for k in REQUIRES_KEYS)
     always = block.get("always", False)
     if always is not True and always is not False:
         raise ValueError(f"'{origin}.always' must be true or false")
-    return OpenClawGate(origin, os_names, *lists, always=always)
+    return OpenClawGate(origin, os_names, bins, any_bins, env, config, always=always)
 
 
 def _names(value: Any, key: str) -> tuple[str, ...]:

@@ -7,9 +7,10 @@ editable install reads them in place.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 
@@ -42,7 +43,8 @@ class Root:
     path: Path
     explicit: bool  # configured by an environment variable: a missing root is an error
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        """The root as JSON data."""
         return {"source": self.source, "path": str(self.path), "explicit": self.explicit}
 
 

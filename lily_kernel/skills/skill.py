@@ -8,12 +8,16 @@ collisions, alias clashes, ``command_tool`` registration, eligibility) live in
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
+from lily_kernel.errors import FrontmatterError, SkillError, TypedError
 from lily_kernel.skills import frontmatter, openclaw
-from lily_kernel.errors import SkillError  # re-exported: callers import it from here
+
+if TYPE_CHECKING:  # the '## Type' section is parsed by typed/declarations.py
+    from lily_kernel.typed.declarations import TypedSpec
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -37,12 +41,14 @@ MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a not
 
 @dataclass(frozen=True)
 class Eligibility:
+    """Where a skill may run: operating systems, variables and binaries it needs."""
     os: tuple[str, ...] | None = None  # None: any OS
     env: tuple[str, ...] = ()
     binaries: tuple[str, ...] = ()
     any_binaries: tuple[str, ...] = ()  # at least one on PATH
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        """The rules as JSON data."""
         return {"os": list(self.os) if self.os is not None else None,
                 "env": list(self.env), "binaries": list(self.binaries),
                 "any_binaries": list(self.any_binaries)}
@@ -50,6 +56,7 @@ class Eligibility:
 
 @dataclass(frozen=True)
 class Skill:
+    """One parsed skill (docs/skill-format.md)."""
     name: str
     source: str  # workspace | user | bundled
     path: str  # the skill directory
@@ -69,11 +76,12 @@ class Skill:
     disable_model_invocation: bool = False
     unknown_keys: tuple[str, ...] = ()
     frontmatter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    typed: Any = None  # a typed.TypedSpec when the body declares a typed skill (docs/typed-skills.md#declaration)
+    typed: TypedSpec | None = None  # when the body declares a typed skill (docs/typed-skills.md#declaration)
     openclaw: Any = None  # an openclaw.OpenClawGate when metadata.openclaw (or older) gates it
 
     @property
     def skill_md(self) -> str:
+        """The path of the skill's SKILL.md."""
         return self.path.rstrip("/\\") + "/SKILL.md"
 
     @property
@@ -143,10 +151,10 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
         raise SkillError(name_problem(name))
     try:
         text, body, meta = _parse_document(data)
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         raise SkillError(str(exc)) from None
     skill = _from_mapping(name, source, path, text, body, meta)
-    if "Type" in body and _TYPE_HEADING.search(body) or "activity" in meta:
+    if ("Type" in body and _TYPE_HEADING.search(body)) or "activity" in meta:
         skill = _with_typed(skill, text, body, meta)
     return skill
 
@@ -156,9 +164,10 @@ _parse_document = frontmatter.parse_document  # decode, split and parse_yaml, in
 _TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
 
 
-def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
+def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Skill:
     """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
     from dataclasses import replace
+
     from lily_kernel.typed import declarations as typed
     activity = meta.get("activity")
     if activity is not None and not isinstance(activity, str):
@@ -174,13 +183,13 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict) -> Skill:
     first_line = text[:len(text) - len(body)].count("\n") + 1
     try:
         spec = typed.parse(body, first_line, activity)
-    except typed.TypedError as exc:
+    except TypedError as exc:
         raise SkillError(str(exc)) from None
     summary = skill.summary or " ".join(spec.purpose.split())
     return replace(skill, typed=spec, summary=summary)
 
 
-def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict) -> Skill:
+def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict[str, Any]) -> Skill:
     """The :class:`Skill` a frontmatter mapping describes; ``meta`` is owned by the Skill after.
 
     The checks run in a fixed order (the first problem found is the one reported).
@@ -188,7 +197,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     through the helper that names the key in its error.
     """
     if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
-        unknown = ()
+        unknown: tuple[str, ...] = ()
     else:
         for key in meta:
             if key.__class__ is not str and not isinstance(key, str):
@@ -222,7 +231,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     command = get("command")
     if command is not None:
         if command.__class__ is not str:
-            command = _opt_str(meta, "command")
+            _opt_str(meta, "command")  # raises: not a string
         if not COMMAND_RE.match(command):
             raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
 
@@ -313,12 +322,12 @@ def _check_fast_init() -> None:
         raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
 
 
-def _claude_code_keys(meta: dict) -> None:
+def _claude_code_keys(meta: dict[str, Any]) -> None:
     """Type checks of the Claude Code keys Lily recognises but does not set fields for."""
     hint = meta.get("argument-hint")
-    if hint is not None and not isinstance(hint, str):  # `[file]` in YAML is a list
-        if not isinstance(hint, list) or not all(isinstance(h, str) for h in hint):
-            raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
+    if (hint is not None and not isinstance(hint, str)  # `[file]` in YAML is a list
+            and (not isinstance(hint, list) or not all(isinstance(h, str) for h in hint))):
+        raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
     invocable = meta.get("user-invocable", True)
     if invocable is not True and invocable is not False:
         raise SkillError(f"'user-invocable' must be true or false, not {_kind(invocable)}")
@@ -326,7 +335,7 @@ def _claude_code_keys(meta: dict) -> None:
     _opt_str(meta, "context")
 
 
-def _opt_str(meta: dict, key: str) -> str | None:
+def _opt_str(meta: dict[str, Any], key: str) -> str | None:
     value = meta.get(key)
     if value is None:
         return None
@@ -362,17 +371,16 @@ def _eligibility(value: Any) -> Eligibility:
             bad = [o for o in os_list if o not in OS_NAMES]
             raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
                              f"(allowed: {', '.join(OS_NAMES)})")
-        if not os_list:  # an empty list means "no constraint", as in the v0 format's example (docs/skill-format.md#keys)
+        if not os_list:  # an empty list means "no constraint", as in the v0 format's example
+            # (docs/skill-format.md#keys)
             os_list = None
     env = value.get("env")
     binaries = value.get("binaries")
     any_binaries = value.get("any_binaries")
     env = _str_list(env, "eligibility.env") if env is not None else ()
     binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
-    if any_binaries is not None:
-        any_binaries = _str_list(any_binaries, "eligibility.any_binaries")
-    else:
-        any_binaries = ()
+    any_binaries = (_str_list(any_binaries, "eligibility.any_binaries")
+                    if any_binaries is not None else ())
     elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
     f = elig.__dict__
     f["os"] = os_list

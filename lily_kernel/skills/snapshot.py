@@ -1,32 +1,38 @@
 """The immutable skill snapshot a session answers from, and its diagnostics."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill
 
+if TYPE_CHECKING:
+    from lily_kernel.skills.openclaw import OpenClawGate
+
 DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note")
-EXCLUDING_KINDS = ("skill_error", "ineligible", "shadowed")
 
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One finding of a load: a skill left out, shadowed, or a note."""
     kind: str  # one of DIAGNOSTIC_KINDS
     skill: str | None
     source: str | None
     path: str | None
     reason: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        """The diagnostic as JSON data."""
         return {"skill": self.skill, "source": self.source, "path": self.path,
                 "kind": self.kind, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class Snapshot:
+    """An immutable result of one load: the included skills and every diagnostic."""
     version: int
     hash: str
     skills: tuple[Skill, ...]  # included skills, sorted by name
@@ -42,9 +48,15 @@ class Snapshot:
         object.__setattr__(self, "_by_name", {s.name: s for s in self.skills})
 
     def get(self, name: str) -> Skill | None:
-        return self._by_name.get(name)  # type: ignore[attr-defined]
+        """The included skill called ``name``, if any."""
+        return cast("Skill | None", self._by_name.get(name))  # type: ignore[attr-defined]
+
+    def skill(self, name: str) -> Skill:
+        """The included skill called ``name`` (one an alias maps to); KeyError if none is."""
+        return cast("Skill", self._by_name[name])  # type: ignore[attr-defined]
 
     def names(self) -> list[str]:
+        """The included skills' names, sorted."""
         return [s.name for s in self.skills]
 
     def excluded(self) -> tuple[Diagnostic, ...]:
@@ -52,15 +64,18 @@ class Snapshot:
         return tuple(d for d in self.diagnostics if d.kind in ("skill_error", "ineligible"))
 
     def exclusion(self, name: str) -> Diagnostic | None:
+        """Why skill ``name`` was left out, if it was."""
         for diag in self.excluded():
             if diag.skill == name:
                 return diag
         return None
 
     def for_skill(self, name: str) -> tuple[Diagnostic, ...]:
+        """The diagnostics about skill ``name``."""
         return tuple(d for d in self.diagnostics if d.skill == name)
 
-    def as_dict(self, include_text: bool = False) -> dict:
+    def as_dict(self, include_text: bool = False) -> dict[str, Any]:
+        """The snapshot as JSON data (``lily skills list --json``)."""
         return {
             "snapshot_version": self.version,
             "snapshot_hash": self.hash,
@@ -72,7 +87,8 @@ class Snapshot:
         }
 
 
-def skill_dict(skill: Skill, include_text: bool = False) -> dict:
+def skill_dict(skill: Skill, include_text: bool = False) -> dict[str, Any]:
+    """One skill as JSON data (its text too with ``include_text``)."""
     data = {
         "name": skill.name,
         "source": skill.source,
@@ -103,7 +119,7 @@ def skill_dict(skill: Skill, include_text: bool = False) -> dict:
     return data
 
 
-def _gate_dict(gate) -> dict | None:
+def _gate_dict(gate: OpenClawGate | None) -> dict[str, Any] | None:
     """An OpenClaw gate (skills/openclaw.py) as JSON data, in OpenClaw's own key names."""
     if gate is None:
         return None
@@ -113,7 +129,7 @@ def _gate_dict(gate) -> dict | None:
             "always": gate.always}
 
 
-def _plain(value):
+def _plain(value: object) -> Any:
     """YAML values as JSON-friendly data (dates and the like become strings)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}

@@ -17,24 +17,37 @@ from __future__ import annotations
 import os
 import unicodedata
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.commands.table import BUILTIN_NAMES
+from lily_kernel.errors import FrontmatterError, SkillError
 from lily_kernel.skills import frontmatter
-from lily_kernel.skills.skill import (AGENT_SKILLS_KEYS, CLAUDE_CODE_KEYS, MAX_DESCRIPTION,
-                                      MAX_NAME_LEN, V0_KEYS, SkillError, parse)
+from lily_kernel.skills.skill import (
+    AGENT_SKILLS_KEYS,
+    CLAUDE_CODE_KEYS,
+    MAX_DESCRIPTION,
+    MAX_NAME_LEN,
+    V0_KEYS,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.skills.eligibility import Host
 
 MAX_COMPATIBILITY = 500
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
-def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
+def validate(path: str | os.PathLike[str], strict: bool = False) -> list[str]:
     """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid.
     With ``strict``, only the errors: :func:`validate_strict` has the warnings too."""
     if strict:
         return validate_strict(path)[0]
-    folder, data = _read(path)
-    if folder is None:
-        return [data]
+    try:
+        folder, data = _read(path)
+    except SkillError as exc:
+        return [str(exc)]
     name = folder.resolve().name
     try:
         skill = parse(name, "workspace", str(folder), data)
@@ -46,44 +59,47 @@ def validate(path: str | os.PathLike, strict: bool = False) -> list[str]:
     return []
 
 
-def validate_lily(path: str | os.PathLike, tools, policy, host=None) -> list[tuple[str, str]]:
+def validate_lily(path: str | os.PathLike[str], tools: ToolRegistry, policy: ToolPolicy,
+                  host: Host | None = None) -> list[tuple[str, str]]:
     """``(kind, reason)`` of every diagnostic a load here would give the skill at ``path``:
     ``skill_error`` and ``ineligible`` exclude it, ``note`` does not."""
     from lily_kernel.skills.loader import Candidate, check_one
     from lily_kernel.skills.paths import Root
-    folder, problem = _read(path)
-    if folder is None:
-        return [("skill_error", problem)]
+    try:
+        folder, _ = _read(path)
+    except SkillError as exc:
+        return [("skill_error", str(exc))]
     folder = Path(os.path.abspath(folder))
     cand = Candidate(folder.name, Root("workspace", folder.parent, True), folder)
     _, diagnostics = check_one(cand, tools, policy, host)
     return [(d.kind, d.reason) for d in diagnostics]
 
 
-def _read(path: str | os.PathLike) -> tuple[Path | None, bytes | str]:
-    """(the skill folder, SKILL.md's bytes), or (None, why not)."""
+def _read(path: str | os.PathLike[str]) -> tuple[Path, bytes]:
+    """(the skill folder, SKILL.md's bytes); :class:`SkillError` says why not."""
     path = Path(path)
     if path.name == "SKILL.md" and path.is_file():
         path = path.parent
     if not path.is_dir():
-        return None, f"{path} is not a skill folder"
+        raise SkillError(f"{path} is not a skill folder")
     skill_md = path / "SKILL.md"
     # Spelled exactly: on a case-insensitive file system 'skill.md' opens as SKILL.md too.
     if "SKILL.md" not in os.listdir(path):
         others = [n for n in os.listdir(path) if n.lower() == "skill.md"]
-        return None, ("SKILL.md is missing" + (f"; found '{others[0]}': the file must be "
-                                               "named SKILL.md exactly" if others else ""))
+        raise SkillError("SKILL.md is missing" + (f"; found '{others[0]}': the file must be "
+                                                  "named SKILL.md exactly" if others else ""))
     try:
         return path, skill_md.read_bytes()
     except OSError as exc:
-        return None, f"SKILL.md cannot be read: {exc.strerror or exc}"
+        raise SkillError(f"SKILL.md cannot be read: {exc.strerror or exc}") from None
 
 
-def validate_strict(path: str | os.PathLike) -> tuple[list[str], list[str]]:
+def validate_strict(path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """``--strict`` on the skill at ``path``: (errors, warnings)."""
-    folder, data = _read(path)
-    if folder is None:
-        return [data], []
+    try:
+        folder, data = _read(path)
+    except SkillError as exc:
+        return [str(exc)], []
     return strict_findings(folder.resolve().name, data)
 
 
@@ -101,7 +117,7 @@ def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
         if source is None:
             return ["SKILL.md must start with YAML frontmatter (a first line '---')"], []
         meta = frontmatter.parse_yaml(source)
-    except frontmatter.FrontmatterError as exc:
+    except FrontmatterError as exc:
         return [str(exc)], []
     out = [_not_in_format(key) for key in meta if key not in AGENT_SKILLS_KEYS]
     warnings: list[str] = []
@@ -129,13 +145,13 @@ def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
     return out, warnings
 
 
-def _not_in_format(key) -> str:
+def _not_in_format(key: object) -> str:
     whose = (" (a Lily key)" if key in V0_KEYS or key == "activity" else
              " (a Claude Code key)" if key in CLAUDE_CODE_KEYS else "")
     return f"'{key}' is not part of the Agent Skills format{whose}"
 
 
-def _name(meta: dict, dir_name: str) -> list[str]:
+def _name(meta: dict[str, Any], dir_name: str) -> list[str]:
     if "name" not in meta:
         return ["missing required field 'name'"]
     name = meta["name"]
@@ -162,7 +178,7 @@ def _name(meta: dict, dir_name: str) -> list[str]:
     return out
 
 
-def _metadata(value) -> list[str]:
+def _metadata(value: object) -> list[str]:
     if not isinstance(value, dict):
         return ["'metadata' must be a mapping of strings to strings"]
     out = []
@@ -174,6 +190,6 @@ def _metadata(value) -> list[str]:
     return out
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     from lily_kernel.skills.skill import _kind as kind
     return kind(value)

@@ -45,6 +45,7 @@ class Replayer:
         return len(self.turns) - self.used
 
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The recorded turn for ``request``, or HTTP 400 naming the first difference."""
         with self._lock:
             if self.used >= len(self.turns):
                 return self._diverged(f"the recording has {len(self.turns)} model turn(s); "

@@ -9,6 +9,7 @@ errors, faults): docs/testing.md#scripted-server.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -16,13 +17,14 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import Any
 
-__all__ = ["ScriptedServer", "demo_responder", "message_text", "prompt_tokens", "TURN_KEYS"]
+__all__ = ["TURN_KEYS", "ScriptedServer", "message_text", "prompt_tokens"]
 
-Turn = Union[dict, str]
-Responder = Callable[[dict], Turn]
+Turn = dict[str, Any] | str
+Responder = Callable[[dict[str, Any]], Turn]
 
 TURN_KEYS = frozenset({
     "content", "tool_calls", "finish_reason", "usage", "chunks", "chunk_delay", "delay",
@@ -59,7 +61,7 @@ class _TurnError(Exception):
         self.message = message
 
 
-def _validate_turn(turn: Any, where: str) -> dict:
+def _validate_turn(turn: Any, where: str) -> dict[str, Any]:
     """Return ``turn`` as a dict, or raise ValueError naming what is wrong."""
     if isinstance(turn, str):
         return {"content": turn}
@@ -86,10 +88,9 @@ def _validate_turn(turn: Any, where: str) -> dict:
             if not isinstance(args, (dict, str)):
                 raise ValueError(f"{where}: tool_calls[{i}]['arguments'] must be a dict or a str")
     expect = turn.get("expect")
-    if expect is not None:
-        if not isinstance(expect, dict) or set(expect) - _EXPECT_KEYS \
-                or not isinstance(expect.get("contains"), str):
-            raise ValueError(f"{where}: 'expect' must be {{'contains': str}}")
+    if expect is not None and (not isinstance(expect, dict) or set(expect) - _EXPECT_KEYS
+                               or not isinstance(expect.get("contains"), str)):
+        raise ValueError(f"{where}: 'expect' must be {{'contains': str}}")
     if "status" in turn and not (isinstance(turn["status"], int) and 100 <= turn["status"] <= 599):
         raise ValueError(f"{where}: 'status' must be an HTTP status code (int)")
     if "raw" in turn and not isinstance(turn["raw"], str):
@@ -126,7 +127,7 @@ def message_text(message: Any) -> str:
     return ""
 
 
-def prompt_tokens(request: dict) -> int:
+def prompt_tokens(request: dict[str, Any]) -> int:
     """The prompt's tokens as this server counts them: the request's ``messages`` and
     ``tools`` as JSON (non-ASCII kept), one token per 4 UTF-8 bytes, rounded up — about
     what a BPE tokenizer makes of English text with a chat template's markers."""
@@ -198,7 +199,8 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address, handler, owner: "ScriptedServer"):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 owner: ScriptedServer) -> None:
         self.owner = owner
         super().__init__(address, handler)
 
@@ -209,7 +211,7 @@ class _HTTPServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), port
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (timeouts, interrupted streams, stop()) are normal here.
         pass
 
@@ -220,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:
@@ -243,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         try:
             self.server.owner._handle(self)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout):
+        except (TimeoutError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             pass
         except OSError:
             pass
@@ -303,9 +305,9 @@ class ScriptedServer:
         self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
-        self.requests: list[dict] = []
+        self.requests: list[dict[str, Any]] = []
         self._responder: Responder | None = None
-        self._turns: list[dict] = []
+        self._turns: list[dict[str, Any]] = []
         self._next = 0
         if callable(script):
             self._responder = script
@@ -331,7 +333,7 @@ class ScriptedServer:
                                "call start() or use it as a context manager")
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         """Bind and serve in a daemon thread; returns self."""
         if self._httpd is not None:
             raise RuntimeError("ScriptedServer is already started")
@@ -358,15 +360,13 @@ class ScriptedServer:
         with self._conn_lock:
             conns = list(self._connections)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=1.0)
             self._thread = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -393,7 +393,7 @@ class ScriptedServer:
         with self._lock:
             return len(self._turns) - self._next
 
-    def chat_requests(self) -> list[dict]:
+    def chat_requests(self) -> list[dict[str, Any]]:
         """The parsed bodies of the ``POST /chat/completions`` requests, in order."""
         return [r["json"] for r in list(self.requests)
                 if r["method"] == "POST" and _route(r["path"]) == "chat"]
@@ -456,7 +456,7 @@ class ScriptedServer:
             return self._send_error(h, err.status, err.message)
         self._answer(h, parsed, index, turn)
 
-    def _take_turn(self, request: dict) -> tuple[int, dict]:
+    def _take_turn(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self._chat_count += 1
             count = self._chat_count
@@ -476,7 +476,7 @@ class ScriptedServer:
             self._next += 1
             return self._next, self._turns[self._next - 1]
 
-    def _answer(self, h: _Handler, request: dict, index: int, turn: dict) -> None:
+    def _answer(self, h: _Handler, request: dict[str, Any], index: int, turn: dict[str, Any]) -> None:
         stream = bool(request.get("stream"))
         if not self._wait(float(turn.get("delay", 0))):
             return
@@ -519,7 +519,7 @@ class ScriptedServer:
 
     # -- response bodies -------------------------------------------------
 
-    def _tool_calls(self, turn: dict) -> list[dict]:
+    def _tool_calls(self, turn: dict[str, Any]) -> list[dict[str, Any]]:
         calls = []
         for call in turn.get("tool_calls") or []:
             args = call.get("arguments", {})
@@ -532,7 +532,8 @@ class ScriptedServer:
                           "function": {"name": call["name"], "arguments": args}})
         return calls
 
-    def _usage(self, request: dict, turn: dict, content: str | None, calls: list[dict]) -> dict:
+    def _usage(self, request: dict[str, Any], turn: dict[str, Any], content: str | None,
+               calls: list[dict[str, Any]]) -> dict[str, Any]:
         """The turn's ``usage`` as given, or (``usage: True`` or none) an estimate."""
         if isinstance(turn.get("usage"), dict):
             usage = dict(turn["usage"])
@@ -551,7 +552,7 @@ class ScriptedServer:
             n = self._completion_count
         return f"chatcmpl-scripted-{n}", int(time.time())
 
-    def _completion(self, request: dict, turn: dict) -> dict:
+    def _completion(self, request: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
         calls = self._tool_calls(turn)
         content = turn.get("content")
         if content is None and not calls:
@@ -569,7 +570,8 @@ class ScriptedServer:
             "usage": self._usage(request, turn, content, calls),
         }
 
-    def _stream_events(self, request: dict, turn: dict) -> tuple[list[dict], list[dict]]:
+    def _stream_events(self, request: dict[str, Any], turn: dict[str, Any],
+                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The chunk objects of a stream: (body events, closing events)."""
         calls = self._tool_calls(turn)
         content = turn.get("content")
@@ -578,7 +580,7 @@ class ScriptedServer:
         options = request.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
 
-        def chunk(delta: dict | None, finish: str | None = None) -> dict:
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
             obj: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk",
                                    "created": created, "model": model,
                                    "system_fingerprint": None,
@@ -610,7 +612,7 @@ class ScriptedServer:
             closing.append(last)
         return body, closing
 
-    def _stream(self, h: _Handler, request: dict, turn: dict) -> None:
+    def _stream(self, h: _Handler, request: dict[str, Any], turn: dict[str, Any]) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream; charset=utf-8")
         h.send_header("Cache-Control", "no-cache")
@@ -658,10 +660,10 @@ class ScriptedServer:
             h.wfile.write(b"0\r\n\r\n")
             h.wfile.flush()
 
-    def _stream_big(self, h: _Handler, turn: dict, body: list[dict], closing: list[dict],
+    def _stream_big(self, h: _Handler, turn: dict[str, Any], body: list[dict[str, Any]], closing: list[dict[str, Any]],
                     send: Callable[[bytes], None], until: float) -> None:
         """An endless stream, or one of ``stream_chars`` characters, made as it is sent."""
-        def event(obj: dict) -> bytes:
+        def event(obj: dict[str, Any]) -> bytes:
             return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
 
         for obj in body:
@@ -684,7 +686,7 @@ class ScriptedServer:
         h.wfile.flush()
 
     def _send_bytes(self, h: _Handler, status: int, data: bytes, content_type: str,
-                    extra: dict | None = None, truncate: bool = False) -> None:
+                    extra: dict[str, Any] | None = None, truncate: bool = False) -> None:
         h.send_response(status)
         h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(data)))
@@ -696,13 +698,13 @@ class ScriptedServer:
             h.wfile.write(data[: len(data) // 2] if truncate else data)
         h.wfile.flush()
 
-    def _send_json(self, h: _Handler, status: int, obj: Any, extra: dict | None = None,
+    def _send_json(self, h: _Handler, status: int, obj: Any, extra: dict[str, Any] | None = None,
                    truncate: bool = False) -> None:
         self._send_bytes(h, status, json.dumps(obj).encode("utf-8"), "application/json",
                          extra, truncate)
 
     def _send_error(self, h: _Handler, status: int, message: str | None,
-                    extra: dict | None = None, truncate: bool = False) -> None:
+                    extra: dict[str, Any] | None = None, truncate: bool = False) -> None:
         kind, code = _ERROR_KINDS.get(status, ("server_error" if status >= 500
                                                else "invalid_request_error", None))
         if message is None:
@@ -717,11 +719,3 @@ def _route(path: str) -> str | None:
         bare = bare[3:]
     return {"/chat/completions": "chat", "/models": "models"}.get(bare)
 
-
-def __getattr__(name: str):
-    # demo_responder moved to standin.py; ``from lily_kernel.testing.server import
-    # demo_responder`` (the quickstart notebook) keeps working.
-    if name == "demo_responder":
-        from lily_kernel.testing.standin import demo_responder
-        return demo_responder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

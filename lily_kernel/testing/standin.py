@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from lily_kernel.testing.server import message_text
 
@@ -17,20 +18,20 @@ _DEMO_PREFIX = "[scripted model] "
 _SEPARATOR_ROW = re.compile(r"^\|[\s:\-|]+\|$")
 
 
-def _offered_tools(request: dict) -> set[str]:
+def _offered_tools(request: dict[str, Any]) -> set[str]:
     names = set()
     for tool in request.get("tools") or []:
         if isinstance(tool, dict):
-            fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+            fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
             if isinstance(fn.get("name"), str):
                 names.add(fn["name"])
     return names
 
 
-def _answered_call(messages: list, tool_message: dict) -> tuple[str | None, dict]:
+def _answered_call(messages: list[Any], tool_message: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The name and arguments of the tool call a tool message answers."""
     wanted = tool_message.get("tool_call_id")
-    fallback: tuple[str | None, dict] = (None, {})
+    fallback: tuple[str | None, dict[str, Any]] = (None, {})
     for msg in reversed(messages):
         if not isinstance(msg, dict) or msg.get("role") != "assistant":
             continue
@@ -67,7 +68,7 @@ def _forced_skill(user_text: str) -> tuple[str | None, str]:
     return found.group(1), (given.group(1) if given else rest).strip()
 
 
-def _results_since(messages: list, start: int) -> dict[str, str]:
+def _results_since(messages: list[Any], start: int) -> dict[str, str]:
     """Each tool's latest result after message ``start``, by tool name."""
     found: dict[str, str] = {}
     for msg in messages[start + 1:]:
@@ -90,7 +91,7 @@ def _corrected(source: str, error: str) -> str:
     return f"# [scripted model] this cell raised {error.splitlines()[0] if error else 'an error'}\n{body}"
 
 
-def _fix(user_text: str, results: dict[str, str]) -> dict | None:
+def _fix(user_text: str, results: dict[str, str]) -> dict[str, Any]:
     """``/fix`` (fix_error): read the last error, propose a corrected cell, explain."""
     if "last_error" not in results:
         return {"tool_calls": [{"name": "last_error", "arguments": {}}]}
@@ -108,7 +109,7 @@ def _fix(user_text: str, results: dict[str, str]) -> dict | None:
                         "and run it. Nothing ran.")}
 
 
-def _explore(user_text: str, results: dict[str, str]) -> dict | None:
+def _explore(user_text: str, results: dict[str, str]) -> dict[str, Any]:
     """``/explore NAME`` (explore_data): inspect the variable, propose a cell, summarise."""
     name = (user_text.split() or [""])[0]
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
@@ -129,7 +130,7 @@ def _explore(user_text: str, results: dict[str, str]) -> dict | None:
                         "nothing ran.")}
 
 
-def demo_responder(request: dict) -> dict:
+def demo_responder(request: dict[str, Any]) -> dict[str, Any]:
     """A rule-based stand-in "model" for ``make demo`` when no API key is set.
 
     Use it as ``ScriptedServer(demo_responder)``. It is clearly labelled: every
@@ -165,7 +166,7 @@ def demo_responder(request: dict) -> dict:
     return turn
 
 
-def _respond(request: dict) -> dict:
+def _respond(request: dict[str, Any]) -> dict[str, Any]:
     messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
     tools = _offered_tools(request)
     last = messages[-1] if messages else {}

@@ -18,19 +18,61 @@ import json
 import os
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lily_kernel.typed import contacts
+from lily_kernel.errors import AclError, ActionError, ConfigError, ParamError, Uncertain
 from lily_kernel.skills.skill import Skill
-from lily_kernel.typed.declarations import ParamError, TypedSpec, validate
-from lily_kernel.errors import ActionError  # re-exported: callers import it from here
+from lily_kernel.typed import contacts
+from lily_kernel.typed.declarations import TypedSpec, validate
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from lily_kernel.skills.snapshot import Snapshot
+    from lily_kernel.typed.outbox import Outbox
+    from lily_kernel.typed.registry import ConfigRegistry
+
+
+class Host(Protocol):
+    """What a typed action needs of its session, which passes itself in (typed sits below
+    session: docs/architecture.md#layers)."""
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace folder."""
+        ...
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The session's skills."""
+        ...
+
+    @property
+    def config(self) -> ConfigRegistry:
+        """The workspace's Config Registry."""
+        ...
+
+    @property
+    def outbox(self) -> Outbox:
+        """The workspace's outbox store."""
+        ...
+
+    @property
+    def file_config(self) -> dict[str, Any]:
+        """The workspace's lily.toml, as read."""
+        ...
+
+    @property
+    def untrusted_note(self) -> str | None:
+        """The line saying what an untrusted lily.toml did not get to set, if anything."""
+        ...
+
+    def keep(self, item: Action) -> None:
+        """Hold ``item`` pending as it is now."""
+        ...
 
 DEFAULT_ACTOR = "https://localhost/users/lily"
 TOKEN_VAR = "LILY_OUTBOX_TOKEN"
-
-
-class Uncertain(ActionError):
-    """The delivery may have happened (sent whole, no answer): the action stays pending."""
 
 
 @dataclass(frozen=True)
@@ -56,18 +98,20 @@ class Action:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What carrying out an action did, in Markdown."""
     action: Action
     summary: str  # Markdown
     result: str | None = None  # a confirmed tool call: its result, for the agent to continue with
 
 
 def spec_of(skill: Skill) -> TypedSpec:
+    """The typed declaration of ``skill``; ActionError when it has none."""
     if skill.typed is None:
         raise ActionError(f"skill '{skill.name}' is not a typed skill")
     return skill.typed
 
 
-def parse_json_params(text: str) -> dict | None:
+def parse_json_params(text: str) -> dict[str, Any] | None:
     """The JSON object of a programmatic call, or None when ``text`` is not one."""
     from lily_kernel import safejson
     text = text.strip()
@@ -82,7 +126,7 @@ def parse_json_params(text: str) -> dict | None:
     return value
 
 
-def uncertain_block(session) -> str | None:
+def uncertain_block(session: Host) -> str | None:
     """Why no new action may be held now: a delivery that may have happened is pending, and
     only /confirm or /cancel may end it (docs/limits-and-secrets.md#dispatch)."""
     held = getattr(session, "pending", None)
@@ -93,7 +137,7 @@ def uncertain_block(session) -> str | None:
             "/cancel to drop it, before a new action")
 
 
-def prepare(session, skill: Skill, values: dict) -> Action:
+def prepare(session: Host, skill: Skill, values: dict[str, Any]) -> Action:
     """Validate ``values`` for ``skill`` and compute its effect, changing nothing."""
     spec = spec_of(skill)
     blocked = uncertain_block(session)
@@ -117,23 +161,23 @@ def prepare(session, skill: Skill, values: dict) -> Action:
                                   f"(write: {', '.join(spec.acl_write) or 'none'})")
         try:
             old = {path: session.config.get(path) for path in changes}
-        except ValueError as exc:  # registry.ConfigError: e.g. a damaged config.sqlite
+        except ConfigError as exc:  # e.g. a damaged config.sqlite
             raise ActionError(str(exc)) from None
         return Action(uuid.uuid4().hex, skill.name, "internal", params, changes, old)
     return Action(uuid.uuid4().hex, skill.name, "external", params,
                   activity=_activity(session, spec, params), target=_target(session))
 
 
-def _activity_settings(session) -> dict:
+def _activity_settings(session: Host) -> dict[str, Any]:
     table = session.file_config.get("activitypub", {})
     return table if isinstance(table, dict) else {}
 
 
-def _target(session) -> str:
+def _target(session: Host) -> str:
     return _activity_settings(session).get("outbox") or "local outbox" + _withheld(session)
 
 
-def _withheld(session) -> str:
+def _withheld(session: Host) -> str:
     """`` (the line saying so)`` when an untrusted lily.toml's outbox is not used, else ''
     (docs/trust-boundary.md#workspace-trust)."""
     if any(w.table == "activitypub" for w in getattr(session, "withheld", ())):
@@ -141,7 +185,7 @@ def _withheld(session) -> str:
     return ""
 
 
-def _activity(session, spec: TypedSpec, params: dict) -> dict:
+def _activity(session: Host, spec: TypedSpec, params: dict[str, Any]) -> dict[str, Any]:
     from lily_kernel.typed.activity import build_activity, new_activity_id
     actor = _activity_settings(session).get("actor") or DEFAULT_ACTOR
     actors = [params[p.name] for p in spec.params if p.type == "actorUri" and p.name in params]
@@ -166,13 +210,13 @@ def _activity(session, spec: TypedSpec, params: dict) -> dict:
         obj = objects[0] if content is None else None
     try:
         return build_activity(kind, actor=actor, to=actors, object=obj, content=content,
-                              summary=params.get("summary") if "summary" != content_name else None,
+                              summary=params.get("summary") if content_name != "summary" else None,
                               activity_id=new_activity_id(actor if actor != DEFAULT_ACTOR else None))
     except Exception as exc:  # DispatchError and friends: one readable line
         raise ActionError(str(exc)) from None
 
 
-def execute(session, action: Action) -> Outcome:
+def execute(session: Host, action: Action) -> Outcome:
     """Carry out ``action``. Internal: one transaction under the skill's ACL. External: deliver."""
     skill = session.snapshot.get(action.skill)
     if skill is None or skill.typed is None:
@@ -182,7 +226,7 @@ def execute(session, action: Action) -> Outcome:
         scoped = session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
         try:
             entries = scoped.write(action.changes)
-        except (PermissionError, ValueError) as exc:  # AclError, registry.ConfigError
+        except (AclError, ConfigError) as exc:
             raise ActionError(str(exc)) from None
         if not entries:
             return Outcome(action, "Nothing to change: every setting already had that value.")
@@ -191,6 +235,7 @@ def execute(session, action: Action) -> Outcome:
                                f"{'s' if len(entries) != 1 else ''}:\n\n| setting | was | now |\n"
                                f"| --- | --- | --- |\n{rows}")
     from lily_kernel.typed.activity import DispatchError
+    assert action.activity is not None  # prepare() builds one for every external action
     url = _activity_settings(session).get("outbox")
     timeout, retries = _delivery_settings(session)
     try:
@@ -201,13 +246,14 @@ def execute(session, action: Action) -> Outcome:
         if exc.uncertain:
             raise Uncertain(str(exc)) from None
         raise ActionError(str(exc)) from None
-    verb = {"stored": "stored in the local outbox" + _withheld(session), "delivered": f"delivered to {delivery.target}",
+    verb = {"stored": "stored in the local outbox" + _withheld(session),
+            "delivered": f"delivered to {delivery.target}",
             "duplicate": "already sent earlier; not sent again"}.get(delivery.status, delivery.status)
     return Outcome(action, f"**{skill.name}**: {action.activity['type']} `{delivery.activity_id}` "
                            f"{verb}.")
 
 
-def _delivery_settings(session) -> tuple[float, int]:
+def _delivery_settings(session: Host) -> tuple[float, int]:
     """``[activitypub] timeout`` (seconds per attempt, default 10) and ``retries`` (default 2)."""
     table = _activity_settings(session)
     timeout, retries = table.get("timeout", 10.0), table.get("retries", 2)
@@ -225,14 +271,14 @@ def _activity_id(action: Action) -> str:
     return (action.activity or {}).get("id") or action.id
 
 
-def held(session, action: Action, exc: Exception) -> ActionError:
+def held(session: Host, action: Action, exc: Exception) -> ActionError:
     """Keep ``action`` pending as uncertain; the one line that says so."""
     session.keep(replace(action, uncertain=True))
     return ActionError(f"{exc}; it may have been delivered, so it stays pending: /confirm "
                        "retries it with the same id and Idempotency-Key, /cancel drops it")
 
 
-def execute_now(session, action: Action) -> Outcome:
+def execute_now(session: Host, action: Action) -> Outcome:
     """A programmatic call: run ``action`` at once; an uncertain delivery stays pending."""
     try:
         return execute(session, action)

@@ -15,11 +15,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "AS_CONTEXT", "AS_PUBLIC", "CONTENT_TYPE", "SUPPORTED_TYPES", "MAX_RETRY_AFTER",
-    "DispatchError", "new_activity_id", "build_activity",
+    "AS_CONTEXT",
+    "AS_PUBLIC",
+    "CONTENT_TYPE",
+    "MAX_RETRY_AFTER",
+    "SUPPORTED_TYPES",
+    "DispatchError",
+    "build_activity",
+    "new_activity_id",
 ]
 
 AS_CONTEXT = "https://www.w3.org/ns/activitystreams"
@@ -52,7 +59,7 @@ class DispatchError(RuntimeError):
 # --------------------------------------------------------------------------- building
 
 def _now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_activity_id(base: str | None = None) -> str:
@@ -115,16 +122,16 @@ def _object_id_for(activity_id: str) -> str:
     return f"{activity_id}/object"
 
 
-def build_activity(activity_type: str, *, actor: str, to: list[str],
-                   object: dict | str | None = None,  # noqa: A002 - the AS2 property name
+def build_activity(activity_type: str, *, actor: str, to: Sequence[str],
+                   object: dict[str, Any] | str | None = None,
                    content: str | None = None, summary: str | None = None,
-                   activity_id: str | None = None, published: str | None = None) -> dict:
+                   activity_id: str | None = None, published: str | None = None) -> dict[str, Any]:
     """Build a well-formed ActivityStreams 2.0 activity; raise :class:`DispatchError` naming a bad field."""
     if activity_type not in SUPPORTED_TYPES:
         raise DispatchError(f"type {activity_type!r} is not supported; use one of: "
                             + ", ".join(SUPPORTED_TYPES))
     _check_https_uri(actor, "actor")
-    if isinstance(to, (str, bytes)) or not isinstance(to, (list, tuple)):
+    if isinstance(to, str) or not isinstance(to, (list, tuple)):  # bytes: not a list either
         raise DispatchError(f"to must be a list of https URIs, got {to!r}")
     recipients = [_check_https_uri(r, f"to[{i}]", allow_public=True) for i, r in enumerate(to)]
     if content is not None and not isinstance(content, str):
@@ -138,12 +145,15 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
         if activity_type != "Create" or content is None:
             need = "object (or content)" if activity_type == "Create" else "object"
             raise DispatchError(f"{activity_type} needs {need}")
-        obj: dict | str = {"type": "Note", "id": _object_id_for(activity_id), "attributedTo": actor,
-                           "to": list(recipients), "content": content, "published": published}
+        obj: dict[str, Any] | str
+        note: dict[str, Any] = {"type": "Note", "id": _object_id_for(activity_id),
+                                "attributedTo": actor, "to": list(recipients), "content": content,
+                                "published": published}
         if summary is not None:
-            obj["summary"] = summary
+            note["summary"] = summary
             summary = None
         content = None
+        obj = note
     elif isinstance(object, str):
         obj = _check_https_uri(object, "object")
     elif isinstance(object, dict):
@@ -158,7 +168,7 @@ def build_activity(activity_type: str, *, actor: str, to: list[str],
     if activity_type == "Create" and content is not None:
         raise DispatchError("Create takes either object or content, not both")
 
-    activity: dict = {"@context": AS_CONTEXT, "id": activity_id, "type": activity_type,
+    activity: dict[str, Any] = {"@context": AS_CONTEXT, "id": activity_id, "type": activity_type,
                       "actor": actor, "to": recipients, "published": published}
     if summary is not None:
         activity["summary"] = summary

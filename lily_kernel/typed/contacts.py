@@ -17,13 +17,15 @@ from pathlib import Path
 
 import yaml
 
-from lily_kernel.typed.declarations import ParamError, is_https_uri
+from lily_kernel.errors import ParamError
+from lily_kernel.typed.declarations import is_https_uri
 
 CONTACTS_FILE = "contacts.yaml"
 
 
 @dataclass(frozen=True)
 class Contact:
+    """One contact: a name, its actor URI and aliases."""
     name: str
     actor: str
     aliases: tuple[str, ...] = ()

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from lily_kernel.errors import ActionError, SkillError
+from lily_kernel.errors import ParamError, TypedError
 
 TYPES = ("string", "number", "boolean", "enum", "actorUri", "objectId")
 KINDS = ("internal", "external")
 RESOLVERS = {"contact": "actorUri"}  # resolver -> the type it produces
-SECTIONS = ("purpose", "type", "config acl", "parameters", "behaviour")
 ACTIVITY_TYPES = ("Create", "Follow", "Like", "Announce", "Undo", "Update", "Delete",
                   "Add", "Remove", "Block", "Accept", "Reject")
 
@@ -41,16 +41,9 @@ _PATH = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
 CONSTRAINT_KEYS = ("resolve", "default", "enum", "min", "max", "config")
 
 
-class TypedError(SkillError):
-    """A typed skill is malformed; the message names the line."""
-
-
-class ParamError(ActionError):
-    """A parameter value does not fit its declaration; the message names the parameter."""
-
-
 @dataclass(frozen=True)
 class Param:
+    """One declared parameter of a typed skill."""
     name: str
     type: str
     required: bool
@@ -66,6 +59,7 @@ class Param:
     config_line: int = 0  # the line of its 'config:' constraint, if any
 
     def constraints(self) -> str:
+        """The parameter's constraints as one line (for /help)."""
         parts = []
         if self.enum:
             parts.append("one of " + ", ".join(self.enum))
@@ -84,6 +78,7 @@ class Param:
 
 @dataclass(frozen=True)
 class TypedSpec:
+    """A typed skill's declaration: its kind, purpose, parameters and ACL."""
     kind: str  # internal | external
     purpose: str
     params: tuple[Param, ...]
@@ -93,21 +88,8 @@ class TypedSpec:
     activity: str = "Create"  # external skills: the ActivityStreams activity type
 
     def param(self, name: str) -> Param | None:
+        """The parameter called ``name``, if declared."""
         return next((p for p in self.params if p.name == name), None)
-
-    def json_schema(self) -> dict:
-        """The parameters as a JSON schema (for the model's tool call)."""
-        props: dict[str, Any] = {}
-        for p in self.params:
-            prop: dict[str, Any] = {"description": p.description}
-            prop["type"] = {"number": "number", "boolean": "boolean"}.get(p.type, "string")
-            if p.enum:
-                prop["enum"] = list(p.enum)
-            if p.resolve:
-                prop["description"] += f" (a name from the {p.resolve} registry, or an https URI)"
-            props[p.name] = prop
-        return {"type": "object", "properties": props,
-                "required": [p.name for p in self.params if p.required]}
 
 
 def _num(v: float) -> str:
@@ -150,6 +132,7 @@ def sections(body: str, first_line: int = 1) -> dict[str, tuple[int, list[str]]]
 
 
 def is_typed(body: str) -> bool:
+    """Whether a skill body declares a typed skill (a ``## Type`` section)."""
     return "type" in sections(body)
 
 
@@ -222,7 +205,7 @@ def _acl(heading_line: int, lines: list[str]) -> tuple[tuple[str, ...], tuple[st
 
 def _params(heading_line: int, lines: list[str]) -> tuple[Param, ...]:
     params: list[Param] = []
-    current: dict | None = None
+    current: dict[str, Any] | None = None
 
     def finish() -> None:
         if current is not None:
@@ -284,10 +267,10 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _check_param(d: dict) -> Param:
+def _check_param(d: dict[str, Any]) -> Param:
     name, ptype = d["name"], d["type"]
 
-    def fail(key: str, message: str):
+    def fail(key: str, message: str) -> NoReturn:
         line = d[key][0] if key in d else d["line"]
         raise TypedError(f"line {line}: parameter '{name}': {message}")
 
@@ -368,6 +351,7 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
 # -- values --------------------------------------------------------------------
 
 def is_https_uri(value: str) -> bool:
+    """Whether ``value`` is an https URI with a host (and a valid port, if any)."""
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
@@ -406,7 +390,8 @@ def check_value(param: Param, value: Any) -> Any:
     return value
 
 
-def validate(spec: TypedSpec, values: Mapping[str, Any], resolve=None) -> dict[str, Any]:
+def validate(spec: TypedSpec, values: Mapping[str, Any],
+             resolve: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
     """All parameters checked in code: required present, no unknown names, each value fits.
 
     ``resolve(resolver, value)`` turns a name into the canonical value first

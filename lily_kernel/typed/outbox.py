@@ -21,15 +21,23 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from lily_kernel.redaction import redact
-from lily_kernel.typed.activity import (CONTENT_TYPE, MAX_RETRY_AFTER, DispatchError,
-                                        _check_activity_id, _now_iso, _one_line)
+from lily_kernel.typed.activity import (
+    CONTENT_TYPE,
+    MAX_RETRY_AFTER,
+    DispatchError,
+    _check_activity_id,
+    _now_iso,
+    _one_line,
+)
 
-__all__ = ["Delivery", "Outbox", "LOCAL_TARGET"]
+__all__ = ["LOCAL_TARGET", "Delivery", "Outbox"]
 
 _MAX_BODY = 64 * 1024
 _USER_AGENT = "lily-kernel (ActivityPub C2S client)"
@@ -74,7 +82,9 @@ CREATE TABLE IF NOT EXISTS activities (
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Never follow a redirect: it would turn the POST into a GET, or carry the token elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: Message, newurl: str) -> None:
+        """No redirect request: the POST fails with the redirect's status."""
         return None
 
 
@@ -171,8 +181,8 @@ def _parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=_dt.UTC)
+    return max(0.0, (when - _dt.datetime.now(_dt.UTC)).total_seconds())
 
 
 def _server_message(raw: bytes) -> str:
@@ -218,7 +228,7 @@ def _describe_oserror(exc: BaseException, timeout: float) -> tuple[str, bool]:
 class Outbox:
     """A SQLite record of every activity a skill dispatched, and the deliverer."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists()
@@ -229,14 +239,14 @@ class Outbox:
                 os.chmod(self.path, 0o600)  # activities may be private messages
 
     @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike) -> "Outbox":
+    def for_workspace(cls, workspace: str | os.PathLike[str]) -> Outbox:
         """The workspace's outbox: ``<workspace>/.lily/outbox.sqlite``."""
         return cls(Path(workspace) / ".lily" / "outbox.sqlite")
 
     # -- store ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _connect(self):
+    def _connect(self) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
         try:
@@ -251,13 +261,13 @@ class Outbox:
             conn.execute(f"UPDATE activities SET {cols} WHERE id = ?", [*fields.values(), activity_id])
 
     @staticmethod
-    def _row(row: sqlite3.Row) -> dict:
+    def _row(row: sqlite3.Row) -> dict[str, Any]:
         return {"activity": json.loads(row["activity"]), "status": row["status"],
                 "attempts": row["attempts"], "target": row["target"], "created": row["created"],
                 "delivered_at": row["delivered_at"], "http_status": row["http_status"],
                 "last_error": row["last_error"]}
 
-    def get(self, activity_id: str) -> dict | None:
+    def get(self, activity_id: str) -> dict[str, Any] | None:
         """The record of one activity, or None.
 
         Keys: activity, status (stored | sending | delivered | failed), attempts (total),
@@ -267,7 +277,7 @@ class Outbox:
             row = conn.execute("SELECT * FROM activities WHERE id = ?", (activity_id,)).fetchone()
         return None if row is None else self._row(row)
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[dict[str, Any]]:
         """Every record, oldest first."""
         with self._connect() as conn:
             rows = conn.execute("SELECT * FROM activities ORDER BY seq").fetchall()
@@ -275,7 +285,7 @@ class Outbox:
 
     # -- delivery ---------------------------------------------------------------------
 
-    def deliver(self, activity: dict, *, url: str | None = None, token: str | None = None,
+    def deliver(self, activity: dict[str, Any], *, url: str | None = None, token: str | None = None,
                 timeout: float = 10.0, retries: int = 2, backoff: float = 0.2) -> Delivery:
         """Record ``activity`` and deliver it once: locally, or by POST to ``url``.
 
@@ -415,7 +425,7 @@ class Outbox:
 
     @staticmethod
     def _attempt(opener: urllib.request.OpenerDirector, url: str, body: bytes,
-                 headers: dict, timeout: float, token: str | None) -> tuple[int, str | None]:
+                 headers: dict[str, Any], timeout: float, token: str | None) -> tuple[int, str | None]:
         """One POST. Returns (status, Location) on 2xx; raises :class:`_Attempt` otherwise."""
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
@@ -424,7 +434,7 @@ class Outbox:
             code = exc.code
             try:
                 raw = exc.read(_MAX_BODY)
-            except Exception:  # noqa: BLE001 - the status is what matters
+            except Exception:
                 raw = b""
             finally:
                 exc.close()

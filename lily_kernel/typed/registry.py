@@ -16,18 +16,19 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from lily_kernel.errors import ActionError, ConfigError  # ConfigError re-exported
+from lily_kernel.errors import AclError, ConfigError
 
 __all__ = [
+    "PATH_RE",
     "AclError",
     "AuditEntry",
     "ConfigError",
     "ConfigRegistry",
-    "PATH_RE",
     "ScopedConfig",
     "covers",
 ]
@@ -59,10 +60,6 @@ _SCHEMA = (
     """CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
         BEGIN SELECT RAISE(ABORT, 'the config audit trail is append-only'); END""",
 )
-
-
-class AclError(ActionError, PermissionError):
-    """A skill tried to read or write a path its Config ACL does not grant."""
 
 
 def covers(prefix: str, path: str) -> bool:
@@ -145,14 +142,14 @@ class ConfigRegistry:
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike[str],
-                      shared: bool = False) -> "ConfigRegistry":
+                      shared: bool = False) -> ConfigRegistry:
         """The registry of ``workspace`` (``.lily/config.sqlite``)."""
         return cls(Path(workspace) / ".lily" / "config.sqlite", shared=shared)
 
     def __repr__(self) -> str:
         return f"ConfigRegistry({str(self.path)!r})"
 
-    def __enter__(self) -> "ConfigRegistry":
+    def __enter__(self) -> ConfigRegistry:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -204,7 +201,7 @@ class ConfigRegistry:
         return conn
 
     @contextlib.contextmanager
-    def _guard(self):
+    def _guard(self) -> Iterator[None]:
         """SQLite failures as one ConfigError naming the file; a damaged file is left as it
         is, never recreated over (docs/limits-and-secrets.md#bad-input)."""
         try:
@@ -257,7 +254,7 @@ class ConfigRegistry:
 
     # -- scoped access ----------------------------------------------------------------
 
-    def scoped(self, skill: str, read: Iterable[str] = (), write: Iterable[str] = ()) -> "ScopedConfig":
+    def scoped(self, skill: str, read: Iterable[str] = (), write: Iterable[str] = ()) -> ScopedConfig:
         """A view for ``skill`` limited to its declared Config ACL."""
         return ScopedConfig(self, skill, read, write)
 
@@ -283,7 +280,7 @@ class ConfigRegistry:
                         "INSERT INTO audit(t, skill, path, old, new) VALUES (?, ?, ?, ?, ?)",
                         (now, skill, path, old, new),
                     )
-                    entries.append(AuditEntry(cur.lastrowid, now, skill, path, _decode(old), _decode(new)))
+                    entries.append(AuditEntry(cur.lastrowid or 0, now, skill, path, _decode(old), _decode(new)))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -306,11 +303,11 @@ def _acl(entries: Iterable[str] | str, which: str, skill: str) -> tuple[str, ...
 class ScopedConfig:
     """The Config Registry as one skill sees it: only the paths its ACL grants."""
 
-    __slots__ = ("_registry", "_skill", "_read", "_write")
+    __slots__ = ("_read", "_registry", "_skill", "_write")
 
     def __init__(self, registry: ConfigRegistry, skill: str,
                  read: Iterable[str] | str = (), write: Iterable[str] | str = ()) -> None:
-        if not isinstance(skill, str) or not skill.strip():
+        if not isinstance(skill, str) or not skill.strip():  # type: ignore[redundant-expr]  # untrusted
             raise ConfigError(f"invalid skill name {skill!r}")
         self._registry = registry
         self._skill = skill
@@ -325,9 +322,11 @@ class ScopedConfig:
         return f"ScopedConfig(skill={self._skill!r}, read={list(self._read)}, write={list(self._write)})"
 
     def can_read(self, path: str) -> bool:
+        """Whether the skill may read ``path``."""
         return any(covers(p, path) for p in self._read + self._write)
 
     def can_write(self, path: str) -> bool:
+        """Whether the skill may write ``path``."""
         return any(covers(p, path) for p in self._write)
 
     def _acl_text(self) -> str:

@@ -12,15 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from agent_support import World, assert_consistent
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
-from lily_kernel.session import journal
 from lily_kernel.commands import router
 from lily_kernel.commands.results import SkillRequest, ToolOutput
-from lily_kernel.session.session import Session
-from lily_kernel.testing.server import ScriptedServer
-from agent_support import World, assert_consistent
+from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import openai  # noqa: F401  imported up front so its import time is not counted as a timeout
 import pytest
+from agent_support import assert_consistent
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import assert_consistent
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

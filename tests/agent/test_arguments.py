@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
 from lily_kernel.commands.results import SkillRequest
 from lily_kernel.skills.substitution import substitute_arguments
-from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

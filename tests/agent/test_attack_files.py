@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import router
 from lily_kernel.commands.results import ToolOutput
-from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -52,7 +52,7 @@ def run_bounded(fn, seconds: float = 20.0):
     def target():
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
+        except BaseException as exc:
             box["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)
@@ -271,7 +271,7 @@ class Swapper:
                 shutil.rmtree(fresh, ignore_errors=True)
             self.swaps += 1
 
-    def __enter__(self) -> "Swapper":
+    def __enter__(self) -> Swapper:
         self.thread.start()
         return self
 
@@ -328,18 +328,18 @@ def test_symlink_swap_race_many_iterations(world):
     read, write = session.tools.get("read"), session.tools.get("write")
     escapes, ok = [], 0
     with Swapper(world.workspace, outside):
-        for i in range(1000):
+        for _ in range(1000):
             for path in ("t.txt", "d/f.txt"):
                 try:
                     text = read(path)
                     ok += 1
                     if "SECRET" in text:
                         escapes.append((path, text))
-                except Exception:  # noqa: BLE001 - refusals are expected mid-race
+                except Exception:
                     pass
                 try:
                     write(path, FORGED)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
     assert escapes == [] and _snapshot(outside) == before and ok > 0
 

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import openai  # noqa: F401  imported up front so its import time is not counted in a deadline
 import pytest
-
-from lily_kernel.agent import loop as agent
-from lily_kernel import redaction as secrets
-from lily_kernel.commands import render, router
-from lily_kernel.commands.results import CommandError
-from lily_kernel.session import journal as journal_mod
-from lily_kernel.testing.server import ScriptedServer
 from agent_support import World, assert_consistent
+
+from lily_kernel import redaction as secrets
+from lily_kernel.agent import loop as agent
+from lily_kernel.commands import render, router
+from lily_kernel.errors import CommandError
+from lily_kernel.session import journal as journal_mod
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -88,7 +87,12 @@ def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
 
 
 def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
-    from lily_kernel.agent.deadline import MAX_LINE_BYTES, DeadlineTransport, StreamRefused, _Bounded
+    from lily_kernel.agent.deadline import (
+        MAX_LINE_BYTES,
+        DeadlineTransport,
+        StreamRefused,
+        _Bounded,
+    )
     sent: list[int] = []
 
     def body():

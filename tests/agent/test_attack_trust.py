@@ -12,14 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
 from lily_kernel.commands import router
-from lily_kernel.commands.results import CommandError, Notice
-from lily_kernel.agent.loop import AgentError
+from lily_kernel.commands.results import Notice
+from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

@@ -12,10 +12,11 @@ import pytest
 from agent_support import World, assert_consistent
 
 from lily_kernel.agent import budget, loop, tokens
-from lily_kernel.agent.config import ConfigError, ModelConfig
+from lily_kernel.agent.config import ModelConfig
 from lily_kernel.commands import router
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
+from lily_kernel.errors import ConfigError
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

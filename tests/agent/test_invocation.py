@@ -11,7 +11,8 @@ from agent_support import World
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
 from lily_kernel.commands import completion, render, router
-from lily_kernel.commands.results import CommandError, SkillRequest, SkillTable
+from lily_kernel.commands.results import SkillRequest, SkillTable
+from lily_kernel.errors import CommandError
 from lily_kernel.skills.substitution import substitute_arguments, with_arguments
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

@@ -13,10 +13,10 @@ import pytest
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
-from lily_kernel.session import journal
+from lily_kernel.agent.config import DEFAULT_MODEL, ModelConfig
 from lily_kernel.commands import router
-from lily_kernel.agent.config import DEFAULT_MODEL, ConfigError, ModelConfig
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError, ConfigError
+from lily_kernel.session import journal
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 

@@ -7,12 +7,14 @@ import threading
 import time
 
 import pytest
+from agent_support import World, run_shown
 
-from lily_kernel.agent import bounded, notebook_tools as nt
+from lily_kernel.agent import bounded
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent import notebook_tools as nt
 from lily_kernel.agent.tools import ToolPolicy
+from lily_kernel.errors import ActionError
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import run_shown, World
 
 
 class Book:
@@ -77,7 +79,7 @@ def test_swallowing_the_alarm_does_not_escape_the_bound():
         for _ in range(3):
             try:
                 time.sleep(5)
-            except BaseException:  # noqa: BLE001 - the user's code swallows everything, thrice
+            except BaseException:
                 pass
         time.sleep(5)  # the alarm fires again (every 50 ms) and ends it here
         return "finished"
@@ -177,9 +179,9 @@ class Runner(Book):
 
 def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
     from agent_support import assert_consistent
-    from lily_kernel.session.session import Session
+
     from lily_kernel.agent import pending
-    from lily_kernel.typed import actions
+    from lily_kernel.session.session import Session
     book = Runner()
     with ScriptedServer([
         {"tool_calls": [{"name": "list", "arguments": {}, "id": "a"},
@@ -195,7 +197,7 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
         assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed
         outcome = pending.decide(session, None, ok=True)
         assert book.ran == ["x = 1"] and session.pending is None
-        with pytest.raises(actions.ActionError):
+        with pytest.raises(ActionError):
             pending.decide(session, None, ok=True)  # a second Confirm finds nothing
         final = agent.resume(session, outcome.item, outcome.result)
         assert final.text == "FINAL" and book.ran == ["x = 1"]

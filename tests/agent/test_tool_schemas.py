@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
+from agent_support import World
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.tools import ToolRegistry, check_args, param_docs, schema_for
-from agent_support import World
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -140,7 +140,7 @@ def test_good_arguments_pass(args):
 
 
 def test_scalar_types_are_strict():
-    def f(a: int, b: float = 1.0, c: bool = False, d: Optional[str] = None):
+    def f(a: int, b: float = 1.0, c: bool = False, d: str | None = None):
         pass
     s = schema_for(f)
     assert check_args(s, {"a": 1, "b": 2, "c": True, "d": None}) is None

@@ -1,14 +1,14 @@
 """docs/agent.md#tools: registry, policy, and path confinement of the workspace tools."""
 from __future__ import annotations
 
-
 import pytest
 
-from lily_kernel.commands import router
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry, schema_for
 from lily_kernel.agent.workspace_fs import split
-from lily_kernel.commands.results import CommandError, ToolOutput
+from lily_kernel.commands import router
+from lily_kernel.commands.results import ToolOutput
+from lily_kernel.errors import CommandError, ToolError
 from lily_kernel.session.session import Session
-from lily_kernel.agent.tools import ToolError, ToolPolicy, ToolRegistry, schema_for
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_registry_schema_and_description(reg):
 
 
 def test_schema_types():
-    def f(a: int, b: float = 1.0, c: bool = False, d: list = None, e: dict = None, *args, **kw):
+    def f(a: int, b: float = 1.0, c: bool = False, d: list = None, e: dict = None, *args, **kw):  # noqa: RUF013 (implicit Optional, as users write it)
         pass
     s = schema_for(f)
     assert s["required"] == ["a"]

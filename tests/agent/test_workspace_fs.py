@@ -14,15 +14,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from agent_support import World
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ToolError
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.commands import router
-from agent_support import World
+from lily_kernel.errors import ToolError
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

@@ -17,8 +17,9 @@ from lily_kernel.agent import notebook_tools as nt
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.agent.tools import Tool
 from lily_kernel.commands import render
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, CommandError
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer
 from lily_kernel.commands.runner import CARD_CHARS, Runner
+from lily_kernel.errors import CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 

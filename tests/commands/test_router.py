@@ -6,12 +6,19 @@ import shutil
 
 import pytest
 
+from lily_kernel.commands import render, router
 from lily_kernel.commands import table as commands
-from lily_kernel.commands import render
-from lily_kernel.commands import router
+from lily_kernel.commands.results import (
+    AgentList,
+    HelpPage,
+    ModelInfo,
+    Notice,
+    SkillRequest,
+    SkillTable,
+    ToolOutput,
+)
+from lily_kernel.errors import CommandError
 from lily_kernel.session.journal import read as read_journal
-from lily_kernel.commands.results import (AgentList, CommandError, HelpPage, ModelInfo, Notice,
-                                 SkillRequest, SkillTable, ToolOutput)
 
 
 def run(session, cell):
@@ -404,3 +411,13 @@ def test_every_builtin_result_renders(session):
         result = run(session, cell)
         assert render.text(result).strip() and render.markdown(result).strip()
     assert isinstance(run(session, "/skills"), SkillTable)
+
+
+def test_each_command_is_logged_at_debug_level_on_the_lily_kernel_logger(session, caplog):
+    """Diagnostics go through `logging` (docs/architecture.md#logging), not prints: a command
+    leaves one debug record on a child of the ``lily_kernel`` logger, nothing above debug."""
+    with caplog.at_level("DEBUG", logger="lily_kernel"):
+        run(session, "/help")
+    records = [r for r in caplog.records if r.name.startswith("lily_kernel")]
+    assert [(r.name, r.levelname, r.getMessage()) for r in records] == [
+        ("lily_kernel.commands.router", "DEBUG", "command /help")]

@@ -6,8 +6,9 @@ import shutil
 import pytest
 
 from lily_kernel.commands import router
-from lily_kernel.commands.results import Answer, CommandError, Notice, SkillTable
+from lily_kernel.commands.results import Answer, Notice, SkillTable
 from lily_kernel.commands.runner import Runner
+from lily_kernel.errors import CommandError
 from lily_kernel.testing import ScriptedServer
 
 

@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from agent_support import Script
 from lab_support import REPO, STEP, Lab, chromium_path, missing
+
 from lily_kernel.testing.server import ScriptedServer
 
 ARTIFACTS = Path(os.environ.get("LILY_E2E_ARTIFACTS") or Path(__file__).parent / "artifacts")
@@ -103,7 +103,7 @@ def page(browser, lab, request):
 @pytest.fixture
 def turns(model):
     """This test's queue of model turns (emptied before; every turn must be used)."""
-    server, script = model
+    _server, script = model
     script.turns.clear()
     yield script.turns
     assert not script.turns, f"turns left unused: {list(script.turns)}"

@@ -9,9 +9,8 @@ buttons (docs/jupyter-display.md#confirmation-cards).
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
-
 from lab_support import Notebook, code_notebook
+from playwright.sync_api import expect
 from test_lab_browser import LONG, run_setup, setup_cell
 
 pytestmark = pytest.mark.usefixtures("browser_ready")

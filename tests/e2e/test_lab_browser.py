@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import expect
-
 from lab_support import Notebook, code_notebook
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.usefixtures("browser_ready")
 LONG = 90_000  # ms, for whole-notebook runs on a loaded machine

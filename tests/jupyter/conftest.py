@@ -12,13 +12,13 @@ which must all be used by the end of the test. Module-scoped kernels point at it
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
-
 from agent_support import Script
 from kernel_support import ConnectionRecorder, Kernel, World, make_world
+
 from lily_kernel.testing.server import ScriptedServer
 
 

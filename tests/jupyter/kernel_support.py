@@ -13,10 +13,11 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from jupyter_client.manager import start_new_kernel
 

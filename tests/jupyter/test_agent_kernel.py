@@ -14,11 +14,10 @@ import re
 import time
 
 import pytest
+from agent_support import assert_consistent
+from kernel_support import Kernel, call, conversation, scripted_kernel
 
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import assert_consistent
-
-from kernel_support import Kernel, call, conversation, scripted_kernel
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,7 @@ def test_prose_cell_ends_as_markdown_with_the_footer(kernel, server, turns):
     md = markdown_answer(run)
     assert "KERNEL-ANSWER with **bold** text" in md
     assert "skill: plan_compiler" in md and "model: scripted-test-model" in md
-    final = [d for d in run.displays if "text/markdown" in d][0]
+    final = next(d for d in run.displays if "text/markdown" in d)
     assert "KERNEL-ANSWER" in final["text/plain"] and "skill: plan_compiler" in final["text/plain"]
     # the live display streamed into ends empty
     live = [m for m in run.of_type("display_data") if "text/markdown" not in m["content"]["data"]]

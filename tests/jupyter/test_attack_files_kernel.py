@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from kernel_support import Kernel, conversation, scripted_kernel
 
 TOML = "[limits]\nread_bytes = 64\n\n[tools]\ndeny = ['nothing']\n"

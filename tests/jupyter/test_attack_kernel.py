@@ -11,9 +11,9 @@ import os
 import sqlite3
 from pathlib import Path
 
-from lily_kernel.testing.server import ScriptedServer
-
 from kernel_support import Kernel, make_world
+
+from lily_kernel.testing.server import ScriptedServer
 
 KEY = "sk-kernel-attack-0123456789SECRET"
 PASSWORD = "pw-kernel-url-55aa77"

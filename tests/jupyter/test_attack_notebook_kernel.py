@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kernel_support import scripted_kernel, tool_result
 
 KEY = "sk-live-notebook-KEY-0a1b2c3d4e5f"

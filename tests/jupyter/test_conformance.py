@@ -12,7 +12,6 @@ from pathlib import Path
 
 import jupyter_kernel_test
 from jupyter_client.manager import start_new_kernel
-
 from kernel_support import STARTUP_TIMEOUT, make_world
 
 

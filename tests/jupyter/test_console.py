@@ -12,7 +12,6 @@ import time
 
 import pexpect
 import pytest
-
 from kernel_support import call, make_world, scripted_kernel_world
 
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07]*\x07|[()][A-Z0-9]|[=>])")

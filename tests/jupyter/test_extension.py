@@ -11,7 +11,6 @@ import os
 import time
 
 import pytest
-
 from kernel_support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world
 
 # Python that contains "/" but is not a command: it must run as Python.

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from kernel_support import make_world
 
 

@@ -11,7 +11,6 @@ import re
 import time
 
 import pytest
-
 from kernel_support import ANSI, NO_MODEL_PREFIX, WIDGET_MIME, Kernel, Run, write_skill
 
 

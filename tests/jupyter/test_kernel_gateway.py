@@ -11,20 +11,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-from tornado.websocket import websocket_connect
-
 from kernel_support import make_world
+from tornado.websocket import websocket_connect
 
 STARTUP = 60  # seconds for the gateway, then for the kernel (generous: tests share 2 cores)
 

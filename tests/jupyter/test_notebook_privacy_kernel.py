@@ -7,7 +7,6 @@ ScriptedServer's recorded requests show what the model was offered and sent.
 from __future__ import annotations
 
 import pytest
-
 from kernel_support import call, scripted_kernel, tool_result
 
 LILY_TOML = """

@@ -8,16 +8,14 @@ kernel and plain in python3; requests are prose there and ``%%lily`` here.
 """
 from __future__ import annotations
 
-
 import json
 import time
 
 import pytest
+from agent_support import assert_consistent
+from kernel_support import WIDGET_MIME, Kernel, call, scripted_kernel, tool_result
 
 from lily_kernel.testing.server import ScriptedServer
-from agent_support import assert_consistent
-
-from kernel_support import WIDGET_MIME, Kernel, call, scripted_kernel, tool_result
 
 
 class Face:
@@ -222,7 +220,7 @@ def test_the_confirm_button_runs_once_and_continues_in_the_card(face, server, tu
     buttons = buttons_of(run)
     # the card is a display of its own, restorable (no widget in it); the buttons follow it
     assert WIDGET_MIME not in card and set(buttons) == {"Run once", "Deny"}  # never "Always"
-    shown = [m for m in run.of_type("display_data") if m["content"]["data"] is card][0]
+    shown = next(m for m in run.of_type("display_data") if m["content"]["data"] is card)
     card_id = shown["content"]["transient"]["display_id"]
     after = run.displays[run.displays.index(card) + 1]
     assert set(after) == {WIDGET_MIME, "text/plain"} and after["text/plain"] == ""
@@ -256,8 +254,8 @@ def test_a_dataframe_shown_by_a_confirmed_call_is_a_table_in_the_card(face, serv
         "import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Rome'], 'temp': [3, 18]})"))
     turns.append("DF-ANSWER")
     updates = click(face, buttons_of(run)["Run once"])
-    html = [m["content"]["data"]["text/html"] for m in updates
-            if m["msg_type"] == "update_display_data"][0]
+    html = next(m["content"]["data"]["text/html"] for m in updates
+            if m["msg_type"] == "update_display_data")
     assert "<table" in html and "dataframe" in html and "Rome" in html
 
 
@@ -268,8 +266,8 @@ def test_attack_a_hostile_answer_and_output_after_a_click_stay_inert(face, serve
     turns.append({"content": "<script>window.__pwned=1</script> [click me](javascript:alert(1)) "
                              "<img src=y onerror=alert(2)>"})
     updates = click(face, buttons_of(run)["Run once"])
-    html = [m["content"]["data"]["text/html"] for m in updates
-            if m["msg_type"] == "update_display_data"][0]
+    html = next(m["content"]["data"]["text/html"] for m in updates
+            if m["msg_type"] == "update_display_data")
     assert "<script" not in html and "<img" not in html and "href=\"javascript" not in html
     assert "&lt;script&gt;window.__pwned=1" in html and "onerror=alert(1)" in html
 

@@ -4,11 +4,10 @@ DataFrame and proposes a cell, and every answer's footer reports token usage."""
 from __future__ import annotations
 
 import pytest
+from kernel_support import scripted_kernel
 
 from lily_kernel.testing.server import ScriptedServer
 from lily_kernel.testing.standin import demo_responder
-
-from kernel_support import scripted_kernel
 
 
 @pytest.fixture(scope="module")

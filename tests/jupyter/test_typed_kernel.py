@@ -8,12 +8,10 @@ so "nothing was sent before the user confirmed" is checked on disk.
 """
 from __future__ import annotations
 
-
 import pytest
+from kernel_support import WIDGET_MIME, Kernel, scripted_kernel
 
 from lily_kernel.typed.outbox import Outbox
-
-from kernel_support import WIDGET_MIME, Kernel, scripted_kernel
 
 ALICE = "https://alice.example/users/alice"
 CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"

@@ -12,9 +12,8 @@ import time
 import pytest
 from mcp_support import BIN, HOSTILE, toml_server
 
-from lily_kernel.agent.tools import ToolError
 from lily_kernel.commands import render, router
-from lily_kernel.commands.results import CommandError
+from lily_kernel.errors import CommandError, ToolError
 
 PY = sys.executable
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-
 from lily_kernel.commands import router
 from lily_kernel.session.journal import Journal, journal_path, read
 

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from lily_kernel.errors import PersonaError
 from lily_kernel.session import persona as persona_mod
-from lily_kernel.session.persona import PERSONA_FILES, PersonaError, cap, load, persona_dirs
+from lily_kernel.session.persona import PERSONA_FILES, cap, load
+from lily_kernel.skills.paths import persona_dirs
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:

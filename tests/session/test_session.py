@@ -103,7 +103,7 @@ def test_two_sessions_over_different_workspaces_see_their_own_skills(tmp_path):
 
 
 def _tool_error(tool, *args) -> str:
-    from lily_kernel.agent.tools import ToolError
+    from lily_kernel.errors import ToolError
     try:
         tool(*args)
     except ToolError as exc:

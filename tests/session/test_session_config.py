@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
 from lily_kernel.agent.client import NO_KEY
+from lily_kernel.commands import router
 from lily_kernel.session.session import Session
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")

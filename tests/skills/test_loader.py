@@ -5,11 +5,12 @@ import os
 
 import pytest
 
-from lily_kernel.skills.loader import Host, LoaderError, build_snapshot, discover
+from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.errors import LoaderError
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.loader import build_snapshot, discover
 from lily_kernel.skills.paths import SOURCES, Root, skill_roots
 from lily_kernel.skills.snapshot import DIAGNOSTIC_KINDS
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-
 
 # -- docs/loader.md#exclusion: a skill must be excluded if ... ----------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 
 from lily_kernel.commands import router
 from lily_kernel.commands.help import skill_help
-from lily_kernel.skills.loader import Host
+from lily_kernel.skills.eligibility import Host
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openclaw"
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from lily_kernel.errors import SkillError
 from lily_kernel.skills import frontmatter
-from lily_kernel.skills.skill import SkillError, parse
+from lily_kernel.skills.skill import parse
 
 
 def ok(data: bytes | str, name: str = "demo"):
@@ -229,7 +230,7 @@ def test_wrong_type_or_value_names_the_key(key, line):
 
 def test_every_recognised_key_has_a_wrong_type_case():
     from lily_kernel.skills.skill import KNOWN_KEYS
-    assert KNOWN_KEYS <= {k.split(".")[0] for k, _ in WRONG_TYPES}
+    assert {k.split(".")[0] for k, _ in WRONG_TYPES} >= KNOWN_KEYS
 
 
 def test_tool_dispatch_without_command_tool_is_a_skill_error():

@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.skills.loader import Host, build_snapshot
-from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import Skill, SkillError, parse
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.errors import SkillError
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import Root
+from lily_kernel.skills.skill import Skill, parse
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

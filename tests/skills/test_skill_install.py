@@ -17,7 +17,8 @@ import pytest
 
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.skills.install import InstallError, install, remove
+from lily_kernel.errors import InstallError
+from lily_kernel.skills.install import install, remove
 from lily_kernel.skills.validator import validate_lily
 
 GOOD = ("---\nname: {name}\ndescription: Fills PDF forms. Use when the user has a form.\n"

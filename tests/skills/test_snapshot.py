@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from lily_kernel.commands import render
-from lily_kernel.commands import router
-from lily_kernel.commands.results import CommandError, HelpPage, SkillRequest, SkillTable
+from lily_kernel.commands import render, router
+from lily_kernel.commands.results import HelpPage, SkillRequest, SkillTable
+from lily_kernel.errors import CommandError
 
 
 def run(session, cell):

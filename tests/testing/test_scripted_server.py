@@ -11,9 +11,10 @@ import openai
 import pytest
 
 from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.testing.server import ScriptedServer, demo_responder
-from lily_kernel.testing.standin import demo_responder as standin_responder
 from lily_kernel.agent.tools import ToolRegistry
+from lily_kernel.testing import standin
+from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.testing.standin import demo_responder
 
 USER = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": name, "description": name,
@@ -190,7 +191,7 @@ def test_add_remaining_and_bad_turns():
     with pytest.raises(ValueError, match="tool_calls"):
         ScriptedServer([{"tool_calls": [{"arguments": {}}]}])
     with pytest.raises(RuntimeError, match="start"):
-        server.url
+        _ = server.url
     with server:
         assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/v1")
         assert chat(client(server)).choices[0].message.content == "a"
@@ -370,7 +371,7 @@ def test_responder_errors_become_500s():
 
 def test_demo_responder_rules():
     def demo_responder(request):  # every answer reports usage; the rules are the rest
-        turn = standin_responder(request)
+        turn = standin.demo_responder(request)
         assert turn.pop("usage") is True
         return turn
 

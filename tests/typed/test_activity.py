@@ -13,11 +13,17 @@ import threading
 import time
 
 import pytest
-
-from lily_kernel.typed.activity import (AS_CONTEXT, AS_PUBLIC, CONTENT_TYPE, DispatchError,
-                                        build_activity, new_activity_id)
-from lily_kernel.typed.outbox import Delivery, Outbox
 from receiver_support import keep_loopback_direct, receivers
+
+from lily_kernel.typed.activity import (
+    AS_CONTEXT,
+    AS_PUBLIC,
+    CONTENT_TYPE,
+    DispatchError,
+    build_activity,
+    new_activity_id,
+)
+from lily_kernel.typed.outbox import Delivery, Outbox
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"

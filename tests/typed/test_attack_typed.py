@@ -11,14 +11,15 @@ import json
 import time
 
 import pytest
-
-from lily_kernel.agent import trust
-from lily_kernel.agent import loop as agent
-from lily_kernel import safejson
-from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionDone, CommandError
-from agent_support import run_shown, World, assert_consistent
+from agent_support import World, assert_consistent, run_shown
 from receiver_support import keep_loopback_direct, receivers
+
+from lily_kernel import safejson
+from lily_kernel.agent import loop as agent
+from lily_kernel.agent import trust
+from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionDone
+from lily_kernel.errors import CommandError
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

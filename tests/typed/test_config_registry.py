@@ -18,14 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.typed.registry import (
-    PATH_RE,
-    AclError,
-    AuditEntry,
-    ConfigError,
-    ConfigRegistry,
-    covers,
-)
+from lily_kernel.errors import AclError, ConfigError
+from lily_kernel.typed.registry import PATH_RE, AuditEntry, ConfigRegistry, covers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -394,7 +388,7 @@ def test_killed_writer_leaves_registry_consistent(tmp_path):
     path = tmp_path / "ws" / ".lily" / "config.sqlite"
     rng = random.Random(4)
     last = 0
-    for round_ in range(4):
+    for _ in range(4):
         proc = child(KILL_WRITER, str(path))
         line = proc.stdout.readline()
         assert line.startswith("started"), proc.stderr.read()

@@ -18,15 +18,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lily_kernel.typed import contacts
-from lily_kernel.commands import router
-from lily_kernel.typed import declarations as typed
-from lily_kernel.skills.loader import Host, build_snapshot
-from lily_kernel.skills.paths import Root
-from lily_kernel.commands.results import HelpPage
-from lily_kernel.session.session import Session
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.typed.declarations import ParamError, TypedError, check_value, validate
+from lily_kernel.commands import router
+from lily_kernel.commands.results import HelpPage
+from lily_kernel.errors import ParamError, TypedError
+from lily_kernel.session.session import Session
+from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.paths import Root
+from lily_kernel.typed import contacts
+from lily_kernel.typed import declarations as typed
+from lily_kernel.typed.declarations import check_value, validate
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"

@@ -12,25 +12,24 @@ fresh connections.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 
 import pytest
+from agent_support import World as AgentWorld
+from agent_support import run_shown
+from receiver_support import Receiver, keep_loopback_direct, receivers
 
-from lily_kernel.agent import pending
-from lily_kernel.agent import trust
-from lily_kernel.typed import actions
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import pending, trust
 from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionDone, SkillRequest
+from lily_kernel.errors import ActionError, CommandError
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.typed import actions
 from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
 from lily_kernel.typed.outbox import Outbox
 from lily_kernel.typed.registry import ConfigRegistry
-from lily_kernel.commands.results import ActionDone, CommandError, SkillRequest
-from lily_kernel.session.session import Session
-from lily_kernel.testing.server import ScriptedServer
-from agent_support import run_shown, World as AgentWorld
-from receiver_support import Receiver, keep_loopback_direct, receivers
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -205,7 +204,7 @@ def test_parameter_config_path_outside_the_write_acl_is_never_written(world, ser
     for path in ("system.admin.volume", "app.sound_evil", "app"):
         forged = actions.Action(f"forged-{path}", "sneaky", "internal", {"volume": 5},
                                 changes={path: 5})
-        with pytest.raises(actions.ActionError, match="may not write"):
+        with pytest.raises(ActionError, match="may not write"):
             actions.execute(session, forged)
     session.keep(forged)
     with pytest.raises(CommandError, match="may not write.*still waiting"):
@@ -289,18 +288,18 @@ def test_a_new_proposal_is_refused_while_one_waits(world, server):
     cancelled = pending.decide(session, old.id, False)
     assert cancelled.item is old and session.pending is None
     for ok in (True, False):  # the old card's Confirm and Cancel both do nothing now
-        with pytest.raises(actions.ActionError, match="no longer waiting"):
+        with pytest.raises(ActionError, match="no longer waiting"):
             pending.decide(session, old.id, ok)
     server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=3))
     new = run_shown(session, "off, please").proposal
     assert new is not None and session.pending is new
-    with pytest.raises(actions.ActionError, match=f"card {old.id[:8]} is no longer waiting.*"
+    with pytest.raises(ActionError, match=f"card {old.id[:8]} is no longer waiting.*"
                                                   f"card {new.id[:8]} waits"):
         pending.decide(session, old.id, True)
     outcome = pending.decide(session, new.id[:8], True)  # the id a card shows
     assert outcome.item is new
     assert world.audit() == [("read_receipts", RR_PATH, None, False)]
-    with pytest.raises(actions.ActionError, match="no longer waiting"):
+    with pytest.raises(ActionError, match="no longer waiting"):
         pending.decide(session, new.id, True)
     assert len(world.audit()) == 1
 
