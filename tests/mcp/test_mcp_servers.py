@@ -213,8 +213,8 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     assert session.mcp.status()[0]["state"] == "untrusted"
     assert not pidfile.exists() and "mcp__ws__echo" not in session.tools
     assert "untrusted" in render.text(router.run(session, "/mcp"))
-    from lily_kernel.agent import trust
-    trust.trust(mcp_world.workspace, session.environ)  # what /trust records
+    shown = render.text(router.run(session, "/trust"))  # the user's command, not a tool
+    assert ".mcp.json" in shown
     assert "ready" in render.text(router.run(session, "/mcp"))  # starts them in this session
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
 
