@@ -39,3 +39,5 @@ def test_install_copies_the_logos_where_jupyter_finds_them(tmp_path):
     assert {p.name for p in folder.glob("logo-*")} == {*LOGOS, "logo-svg.svg"}
     for name, size in LOGOS.items():
         assert png_size(folder / name) == (size, size)
+    # and the Help menu's page, written from the command table (test_help_page.py)
+    assert "/reload_skills" in (folder / "help.html").read_text(encoding="utf-8")
