@@ -14,10 +14,9 @@ from pathlib import Path
 
 import openai  # noqa: F401  imported up front so its import time is not counted as a timeout
 import pytest
-from agent_support import assert_consistent
+from agent_support import assert_consistent, run_command
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
 from lily_kernel.errors import CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
@@ -231,7 +230,7 @@ def test_connection_refused_then_model_command(workspace, server):
     message = fails(session)
     assert "cannot reach the model endpoint" in message and dead in message
     assert "refused" in message.lower()
-    router.run(session, f"/model base_url={server.url}")
+    run_command(session, f"/model base_url={server.url}")
     answers_next(session, server)
 
 
@@ -240,7 +239,7 @@ def test_no_key_and_no_endpoint(workspace, server):
     message = fails(session)
     assert "OPENAI_API_KEY" in message and "OPENAI_BASE_URL" in message
     assert server.requests == []
-    router.run(session, f"/model base_url={server.url}")
+    run_command(session, f"/model base_url={server.url}")
     answers_next(session, server)
 
 
@@ -251,7 +250,7 @@ def test_broken_lily_toml_names_the_file(workspace, server):
     assert str(workspace / "lily.toml") in message
     assert server.requests == []
     # commands still work in that session
-    assert router.run(session, "/skills").snapshot is session.snapshot
+    assert run_command(session, "/skills").snapshot is session.snapshot
 
 
 def test_bad_lily_toml_model_value_names_the_setting(workspace, server):
@@ -268,7 +267,7 @@ def test_broken_lily_toml_fixed_then_new_session_answers(workspace, server):
     session = make_session(workspace, server.url)
     fails(session)
     config.write_text("[model]\nmodel = 'fixed-model'\n", encoding="utf-8")
-    router.run(session, "/new")
+    run_command(session, "/new")
     answers_next(session, server)
     assert server.chat_requests()[-1]["model"] == "fixed-model"
 
@@ -295,5 +294,5 @@ def test_http_400_is_reported_with_the_endpoint_message(workspace, server):
 def test_model_command_with_a_bad_value_is_a_command_error(workspace, server):
     session = make_session(workspace, server.url)
     with pytest.raises(CommandError, match="temperature"):
-        router.run(session, "/model temperature=hot")
+        run_command(session, "/model temperature=hot")
     answers_next(session, server)

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from agent_support import run_command
 
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry, schema_for
 from lily_kernel.agent.workspace_fs import split
-from lily_kernel.commands import router
 from lily_kernel.commands.results import ToolOutput
 from lily_kernel.errors import CommandError, ToolError
 from lily_kernel.session.session import Session
@@ -85,7 +85,7 @@ def test_owner_only_tool_runs_through_tool_dispatch(env):
                                           "command: adm")
     session = Session(workspace=env.workspace, env=env.session_env(), tools=tools,
                       host=env.host, journal=False)
-    out = router.run(session, "/adm hello")
+    out = run_command(session, "/adm hello")
     assert isinstance(out, ToolOutput) and out.value == "admin ran with 'hello'"
     assert session.policy.model_refusal(session.tools, "admin")
 
@@ -109,7 +109,7 @@ def test_requires_tools_unavailable_makes_the_skill_ineligible(env):
     assert session.snapshot.get("needs") is None
     assert "'read'" in session.snapshot.exclusion("needs").reason
     with pytest.raises(CommandError) as info:
-        router.run(session, "/skill needs")
+        run_command(session, "/skill needs")
     assert "excluded" in str(info.value)
 
 
