@@ -163,14 +163,21 @@ def test_a_retry_that_gets_a_good_turn_succeeds(workspace, server, status):
     assert [m["role"] for m in session.conversation] == ["user", "assistant"]
 
 
-@pytest.mark.parametrize("raw", ["data: {not json\n\n",
-                                 'data: {"error": {"message": "BROKEN-BODY"}}\n\n'],
-                         ids=["bad-json", "error-object"])
-def test_malformed_body(workspace, server, raw):
+NO_FINISH = ('data: {"id": "x", "object": "chat.completion.chunk", "created": 0, '
+             '"model": "m", "choices": [{"index": 0, "delta": {"content": "half"}, '
+             '"finish_reason": null}]}\n\ndata: [DONE]\n\n')
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    ("data: {not json\n\n", "malformed response"),
+    ('data: {"error": {"message": "BROKEN-BODY"}}\n\n', "malformed response"),
+    (NO_FINISH, "ended early"),  # a stream cut before its finish_reason
+], ids=["bad-json", "error-object", "no-finish"])
+def test_a_broken_body_fails_and_keeps_nothing(workspace, server, raw, reason):
     session = make_session(workspace, server.url)
     server.add({"raw": raw})
     message = fails(session)
-    assert "malformed response" in message
+    assert reason in message
     assert session.conversation == []
     answers_next(session, server)
 
@@ -186,17 +193,6 @@ def test_truncated_stream(workspace, server):
     assert "ended early" in message and "cannot reach" not in message  # it was reached
     assert "PARTIAL" in "".join(shown)  # some text had streamed ...
     assert session.conversation == []  # ... and none of it is kept
-    answers_next(session, server)
-
-
-def test_stream_without_finish_is_cut(workspace, server):
-    session = make_session(workspace, server.url)
-    server.add({"raw": 'data: {"id": "x", "object": "chat.completion.chunk", "created": 0, '
-                       '"model": "m", "choices": [{"index": 0, "delta": {"content": "half"}, '
-                       '"finish_reason": null}]}\n\ndata: [DONE]\n\n'})
-    message = fails(session)
-    assert "ended early" in message
-    assert session.conversation == []
     answers_next(session, server)
 
 

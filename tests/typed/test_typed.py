@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import run_command
+from contacts_support import CONTACTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -629,12 +630,7 @@ def test_validate_only_ever_raises_param_error(values):
 
 # -- the contact resolver ------------------------------------------------------------------
 
-CONTACTS = f"""\
-alice:
-  actor: {ALICE}
-  aliases: [Alice Chen, ali]
-bob:
-  actor: {BOB}
+FOUR_CONTACTS = CONTACTS + """\
 carol:
   actor: https://carol.example/users/carol
   aliases: [Sam]
@@ -646,7 +642,7 @@ dave:
 
 @pytest.fixture
 def ws(tmp_path) -> Path:
-    (tmp_path / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
+    (tmp_path / "contacts.yaml").write_text(FOUR_CONTACTS, encoding="utf-8")
     return tmp_path
 
 

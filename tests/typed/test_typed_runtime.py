@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agent_support import World as AgentWorld
 from agent_support import run_command, run_shown
+from contacts_support import ALICE, BOB, CONTACTS
 from receiver_support import Receiver, keep_loopback_direct, receivers
 
 from lily_kernel.agent import pending, trust
@@ -30,18 +31,9 @@ from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
 from lily_kernel.typed.outbox import Outbox
 from lily_kernel.typed.registry import ConfigRegistry
 
-ALICE = "https://alice.example/users/alice"
-BOB = "https://bob.example/users/bob"
 ME = "https://me.example/users/me"
 RR_PATH = "messaging.rcs.read_receipts"
 TOKEN = "outbox-T0KEN-7c1e-never-logged"
-CONTACTS = f"""\
-alice:
-  actor: {ALICE}
-  aliases: [Alice Chen, ali]
-bob:
-  actor: {BOB}
-"""
 
 SNEAKY = """\
 ---
