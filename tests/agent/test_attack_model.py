@@ -286,13 +286,15 @@ def test_a_command_error_never_shows_a_live_secret(world, monkeypatch):
     "/x " + "Authorization: Basic " * 4_000,
     "/x Bearer " + "Bearer" * 13_000,
 ], ids=["word", "schemes", "userinfos", "ats", "keys", "model", "auth", "bearers"])
-def test_redaction_of_80_kb_takes_under_50_ms(line, monkeypatch):
+def test_redaction_of_80_kb_hostile_lines_still_masks_the_key(line, monkeypatch):
+    """How long these take, against ordinary prose of the same length, is measured by
+    ``bench/limits.py redaction``; a regex that backtracked would keep this test running."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    router.redact(line)  # warm the regex cache
-    started = time.perf_counter()
-    router.redact(line)
-    secrets.redact(line)
-    assert time.perf_counter() - started < 0.05
+    for hostile in (line, f"{line} {KEY}", f"{KEY} {line}"):
+        journaled = router.redact(hostile)
+        masked = secrets.redact(hostile)
+        assert KEY not in journaled and KEY not in masked
+        assert len(masked) <= len(hostile) and len(journaled) <= len(hostile)
 
 
 def test_redaction_masks_what_it_must():

@@ -81,9 +81,7 @@ ODD = {
 @pytest.mark.parametrize("name", list(ODD))
 def test_odd_json_in_a_programmatic_call_is_one_error_line(world, name):
     session = world.session(None, journal=True)
-    started = time.monotonic()
-    line = error_line(session, f"/skill knobs {ODD[name]}")
-    assert time.monotonic() - started < 2
+    line = error_line(session, f"/skill knobs {ODD[name]}")  # bench/limits.py typed: how long
     assert "not valid JSON" in line or "must be" in line, line
     assert session.config.items() == {}  # nothing was written
     assert isinstance(run_command(session, '/skill knobs {"level": 3, "label": "ok"}'), ActionDone)
