@@ -11,7 +11,7 @@
 
 Tests assert what these paths do (the line is redacted, the listing bounded, the call refused,
 the interrupt ends the cell and the kernel lives); how long they take is measured here, where a
-busy machine slows both sides alike (docs/testing.md: timing is never asserted in tests).
+busy machine slows both sides alike (docs/testing.md#layout: tests never assert durations).
 Rows print as bench/perf.py's do: medians, p10/p90, and the ratio of the medians, the two sides
 alternating. ``--tree DIR`` measures another checkout with the same harness.
 """
