@@ -9,7 +9,6 @@ small so the whole file runs in a few seconds).
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import openai  # noqa: F401  imported up front so its import time is not counted as a timeout
@@ -70,9 +69,7 @@ def test_timeout(workspace, server):
     session = make_session(workspace, server.url)
     session.set_model(timeout="0.5", max_retries="0")
     server.add({"delay": 2, "content": "too late"})
-    started = time.monotonic()
-    message = fails(session)
-    assert time.monotonic() - started < 1.8
+    message = fails(session)  # it gave up: waiting the 2 s would have answered "too late"
     assert "did not answer within 0.5 s" in message and server.url.rstrip("/") in message
     assert session.conversation == []
     session.set_model(timeout="5")

@@ -8,7 +8,6 @@ them run, refused at load time naming the line (docs/limits-and-secrets.md#bad-i
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from agent_support import World, assert_consistent, run_command, run_shown
@@ -102,15 +101,14 @@ def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversati
     assert_consistent(session.conversation)
 
 
-def test_safejson_depth_check_is_linear_and_exact():
+def test_safejson_depth_check_is_exact_and_refuses_deep_input():
+    """How long deep input takes (linear in its length) is ``bench/limits.py typed``'s figure."""
     assert safejson.depth('{"a": "[[[[", "b": [[1]]}') == 3
     assert safejson.loads("[" * 64 + "]" * 64) is not None
     with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 65 + "]" * 65)
-    started = time.perf_counter()
-    with pytest.raises(safejson.JSONInputError):
+    with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 500_000)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_a_damaged_config_registry_is_named_and_left_alone(world):
@@ -202,9 +200,9 @@ def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_on
         world, slow_receiver):
     outbox_settings(world, slow_receiver.url)
     session = world.session(None, journal=True)
-    started = time.monotonic()
     line = error_line(session, SEND)
-    assert time.monotonic() - started < 0.3 + 0.6  # [activitypub] timeout = 0.3, no retries
+    # the client gave up at its 0.3 s timeout: had it waited for the receiver's late 2xx,
+    # the send would have succeeded instead of staying uncertain
     assert "may have been delivered" in line and "/confirm" in line and "/cancel" in line
     held = session.pending
     assert held is not None and held.uncertain and held.skill == "send_message"
