@@ -42,15 +42,17 @@ LINES = {
     "bearers": "/x Bearer " + "Bearer" * 13_000,
 }
 
-#: The odd JSON of tests/typed/test_attack_typed.py, sent to the bundled read_receipts skill.
-ODD = {
-    "huge number": '{"read_receipts": ' + "9" * 5000 + "}",
-    "deep arrays": '{"read_receipts": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    "deep objects": '{"read_receipts": ' + '{"a":' * 100_000 + "1" + "}" * 100_000 + "}",
-    "lone surrogate": '{"read_receipts": "\\ud800"}',
-    "NaN": '{"read_receipts": NaN}',
-    "huge float": '{"read_receipts": 1' + "0" * 5000 + ".5}",
+#: The odd JSON values of tests/typed/test_attack_typed.py, each given to the bundled
+#: read_receipts skill as its one parameter.
+ODD_VALUES = {
+    "huge number": "9" * 5000,
+    "deep arrays": "[" * 100_000 + "]" * 100_000,
+    "deep objects": '{"a":' * 100_000 + "1" + "}" * 100_000,
+    "lone surrogate": '"\\ud800"',
+    "NaN": "NaN",
+    "huge float": "1" + "0" * 5000 + ".5",
 }
+ODD = {name: '{"read_receipts": ' + value + "}" for name, value in ODD_VALUES.items()}
 
 
 def alternate(n: int, lily: Callable[[], object], base: Callable[[], object]
