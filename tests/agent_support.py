@@ -1,4 +1,5 @@
-"""Helpers shared by the agent-loop tests (tests/, tests/jupyter/ and tests/e2e/ import it)."""
+"""Helpers shared by the agent-loop tests and every test that runs a command cell (tests/,
+tests/jupyter/ and tests/e2e/ import it)."""
 from __future__ import annotations
 
 import collections
