@@ -15,11 +15,12 @@ import re
 from pathlib import Path
 
 import pytest
+from agent_support import run_command
+from contacts_support import CONTACTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.commands import router
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.errors import ParamError, TypedError
 from lily_kernel.session.session import Session
@@ -421,7 +422,7 @@ def test_help_shows_the_parameters_as_a_table(tmp_path):
     (folder / "SKILL.md").write_text(
         doc(kind="external", params=FULL_EXTERNAL_PARAMS).replace("{name}", "pay"))
     session = Session(workspace=tmp_path, env=env, journal=False)
-    page = router.run(session, "/help pay")
+    page = run_command(session, "/help pay")
     assert isinstance(page, HelpPage)
     md = page.markdown
     assert "| parameter | type | required | constraints | description |" in md
@@ -445,7 +446,7 @@ def test_help_shows_the_parameters_as_a_table(tmp_path):
 
 def test_help_of_an_internal_skill_shows_its_acl(tmp_path):
     session = Session(workspace=tmp_path, env=_session_env(tmp_path), journal=False)
-    md = router.run(session, "/help read_receipts").markdown
+    md = run_command(session, "/help read_receipts").markdown
     rows = _table_rows(md)
     assert rows["read_receipts"][:3] == ["boolean", "yes", "sets messaging.rcs.read_receipts"]
     assert "Config ACL: read `messaging.rcs`; write `messaging.rcs.read_receipts`." in md
@@ -630,12 +631,7 @@ def test_validate_only_ever_raises_param_error(values):
 
 # -- the contact resolver ------------------------------------------------------------------
 
-CONTACTS = f"""\
-alice:
-  actor: {ALICE}
-  aliases: [Alice Chen, ali]
-bob:
-  actor: {BOB}
+FOUR_CONTACTS = CONTACTS + """\
 carol:
   actor: https://carol.example/users/carol
   aliases: [Sam]
@@ -647,7 +643,7 @@ dave:
 
 @pytest.fixture
 def ws(tmp_path) -> Path:
-    (tmp_path / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
+    (tmp_path / "contacts.yaml").write_text(FOUR_CONTACTS, encoding="utf-8")
     return tmp_path
 
 
