@@ -119,7 +119,7 @@ class Session:
         self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
         if own_outbox:  # the user's own outbox wins over the file's
-            from lily_kernel.typed.outbox import plain_http_reason
+            from lily_kernel.typed.outbox_http import plain_http_reason
             reason = plain_http_reason(own_outbox)
             if reason:
                 self._file_error = self._file_error or f"LILY_OUTBOX_URL: {reason}"
