@@ -11,7 +11,6 @@ the token in hand (docs/limits-and-secrets.md#secrets).
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import email.utils
 import http.client
 import json
@@ -20,6 +19,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from email.message import Message
 from typing import IO, Any
 
@@ -165,8 +165,8 @@ def _parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.UTC)
-    return max(0.0, (when - _dt.datetime.now(_dt.UTC)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _server_message(raw: bytes) -> str:
