@@ -36,17 +36,24 @@ if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
 
 
 class Session:
-    """One Lily session: its workspace, skills, persona, model, tools and conversation."""
+    """One Lily session: its workspace, skills, persona, model, tools and conversation.
+
+    ``reserved_commands``: the names of the built-in commands of the face that runs the
+    session (``commands.table.BUILTIN_NAMES``, passed in: the session sits below the
+    commands); no skill's ``command`` alias may take one (docs/loader.md#exclusion).
+    """
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
-                 add_tools: Callable[[Session], None] | None = None) -> None:
+                 add_tools: Callable[[Session], None] | None = None,
+                 reserved_commands: frozenset[str] = frozenset()) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
         self.label = label
         # Eligibility is checked against the environment the session was given.
         self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
+        self.reserved_commands = reserved_commands
         self._journal_enabled = journal
         if tools is None:
             tools = ToolRegistry()
@@ -195,7 +202,8 @@ class Session:
 
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
-        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host)
+        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
+                              reserved=self.reserved_commands)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,

@@ -3,8 +3,8 @@
 Declarations are loaded through the real loader (``build_snapshot`` over a
 temporary skill root): a malformed one must exclude its skill with a
 ``skill_error`` whose reason names the SKILL.md line, computed here from the
-file the test wrote. Values go through :func:`typed.check_value` and
-:func:`typed.validate`, whose errors must name the parameter. The resolver
+file the test wrote. Values go through :func:`typed_declaration.check_value` and
+:func:`values.validate`, whose errors must name the parameter. The resolver
 reads a real ``contacts.yaml``. Nothing here calls a model.
 """
 from __future__ import annotations
@@ -23,12 +23,13 @@ from lily_kernel.commands import router
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.errors import ParamError, TypedError
 from lily_kernel.session.session import Session
+from lily_kernel.skills import typed_declaration
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import Root
+from lily_kernel.skills.typed_declaration import check_value
 from lily_kernel.typed import contacts
-from lily_kernel.typed import declarations as typed
-from lily_kernel.typed.declarations import check_value, validate
+from lily_kernel.typed.values import validate
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -482,7 +483,7 @@ external
 ## Behaviour
 1. Nothing.
 """
-SPEC = typed.parse(MATRIX_BODY)
+SPEC = typed_declaration.parse(MATRIX_BODY)
 P = {p.name: p for p in SPEC.params}
 REQUIRED = [p.name for p in SPEC.params if p.required]
 GOOD = {"text": "hi", "amount": 1, "flag": True, "tone": "chime", "actor": BOB}
@@ -714,7 +715,7 @@ external
 ## Behaviour
 1. Send.
 """
-RESOLVED = typed.parse(RESOLVED_BODY)
+RESOLVED = typed_declaration.parse(RESOLVED_BODY)
 
 
 def test_validate_resolves_names_and_passes_https_uris_through(ws):
@@ -751,8 +752,8 @@ def test_resolver_error_for_a_malformed_file_names_parameter_and_file(tmp_path):
 
 def test_typed_error_is_a_value_error_naming_the_line():
     with pytest.raises(TypedError, match=r"^line 8: parameter 'x' has unknown type 'list'"):
-        typed.parse("## Purpose\np\n## Type\nexternal\n## Behaviour\nb\n## Parameters\n"
-                    "- x: list (required) — no\n")
+        typed_declaration.parse("## Purpose\np\n## Type\nexternal\n## Behaviour\nb\n"
+                                "## Parameters\n- x: list (required) — no\n")
 
 
 # -- loose ends found in review ------------------------------------------------
@@ -766,13 +767,11 @@ def test_type_heading_inside_a_code_fence_does_not_make_a_skill_typed(tmp_path):
 
 
 def test_behavior_spelling_is_accepted():
-    from lily_kernel.typed import declarations as typed
-    spec = typed.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
-                       "- content: string (required) — text\n## Behavior\n1. do it\n")
+    spec = typed_declaration.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
+                                   "- content: string (required) — text\n## Behavior\n1. do it\n")
     assert spec.behaviour == "1. do it"
 
 
 @pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
 def test_uri_with_an_invalid_port_is_refused(uri):
-    from lily_kernel.typed import declarations as typed
-    assert not typed.is_https_uri(uri)
+    assert not typed_declaration.is_https_uri(uri)
