@@ -21,7 +21,7 @@ from lily_kernel import redaction as secrets
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import render, router
 from lily_kernel.errors import CommandError
-from lily_kernel.session import journal as journal_mod
+from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -185,7 +185,7 @@ def test_a_journal_record_over_the_cap_is_replaced_by_a_readable_marker(world, s
     agent.run(session, "long")
     raw = session.journal.path.read_bytes().splitlines()
     assert max(map(len, raw)) <= 4096
-    records = list(journal_mod.read(session.journal.path))
+    records = list(journal.read(session.journal.path))
     cut = [r for r in records if r.get("cut")]
     assert len(cut) == 1 and cut[0]["event"] == "message" and cut[0]["bytes"] > 40_000
     assert cut[0]["session_id"] == session.session_id and cut[0]["head"].startswith("{")
@@ -242,7 +242,7 @@ def test_userinfo_in_a_model_url_is_never_shown_nor_journaled(world, server):
     server.add({"status": 500})
     line = one_line_failure(session)
     assert URL_PASSWORD not in line
-    records = list(journal_mod.read(session.journal.path))
+    records = list(journal.read(session.journal.path))
     changed = [r for r in records if r["event"] == "model_changed"]
     assert changed and "http://***@127.0.0.1" in json.dumps(changed)
     no_secret_on_disk(world.base, URL_PASSWORD, KEY)
