@@ -16,7 +16,7 @@ from typing import Any
 from lily_kernel import redaction
 from lily_kernel.agent import pending
 from lily_kernel.agent.config import SECRET_KEYS
-from lily_kernel.commands import table as commands
+from lily_kernel.commands import table
 from lily_kernel.commands.results import (
     ActionDone,
     AgentList,
@@ -72,12 +72,6 @@ def parse(cell: str) -> Command | None:
         body = "\n".join(lines[i + 1:]).strip("\n")
         return Command(head.strip(), args.strip(), body, line)
     return None
-
-
-def is_command(cell: str) -> bool:
-    """Whether ``cell`` is a command (its first non-blank line starts with '/'), without
-    parsing it: a face asks this of every cell, and the runner parses a command once."""
-    return cell.lstrip().startswith("/")
 
 
 def redact(line: str) -> str:
@@ -223,16 +217,16 @@ def _help(session: Session, cmd: Command) -> Any:
     snap = session.snapshot
     if topic.startswith("/"):
         name = topic[1:]
-        if name in commands.BY_NAME:
-            return command_help(commands.BY_NAME[name])
+        if name in table.BY_NAME:
+            return command_help(table.BY_NAME[name])
         if name in snap.aliases:
             return skill_help(snap, snap.skill(snap.aliases[name]))
         raise CommandError(f"unknown command {topic}. Run /help for the list of commands.")
     skill = snap.get(topic)
     if skill is not None:
         return skill_help(snap, skill)
-    if topic in commands.BY_NAME:
-        return command_help(commands.BY_NAME[topic])
+    if topic in table.BY_NAME:
+        return command_help(table.BY_NAME[topic])
     if topic in snap.aliases:
         return skill_help(snap, snap.skill(snap.aliases[topic]))
     _lookup(session, topic)  # raises the right "excluded" / "no skill" error
@@ -421,4 +415,4 @@ _HANDLERS = {
     "confirm": _confirm,
     "cancel": _confirm,
 }
-assert set(_HANDLERS) == commands.BUILTIN_NAMES
+assert set(_HANDLERS) == table.BUILTIN_NAMES
