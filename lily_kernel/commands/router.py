@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel import redaction
 from lily_kernel.agent import pending
 from lily_kernel.agent.config import SECRET_KEYS
 from lily_kernel.commands import table
@@ -75,13 +74,13 @@ def parse(cell: str) -> Command | None:
 
 
 def redact(line: str) -> str:
-    """A command line as it may be journaled: nothing that could be a secret.
+    """A command line without the secrets a command itself may carry.
 
-    ``/model`` keeps only the model name and known settings (a URL loses any
-    user:password@); every other value is masked (``key=***``), whatever its spelling.
-    Other commands lose the values of secret-looking ``key=value`` pairs.
+    ``/model`` keeps only the model name and known settings; every other value is
+    masked (``key=***``), whatever its spelling. Other commands lose the values of
+    secret-looking ``key=value`` pairs. URL userinfo and live secret values are masked
+    once, where the line is stored (``Session.record_command``, docs/commands.md#redaction).
     """
-    line = redaction.redact(line)  # URL userinfo and live secret values, in linear time
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
