@@ -10,6 +10,9 @@
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
                                                             where Lily's own time goes (cProfile)
+    .venv/bin/python bench/perf.py start|memory|cell --ab DIR
+                                                            and a Lily kernel of checkout DIR in
+                                                            the same rounds (before / after)
 
 Every figure row prints ``<row>: lily median M (p10 A, p90 B)  base median ...  ratio R``; the
 ratio is the median of Lily over the median of the baseline, both taken in the same run with
@@ -84,10 +87,20 @@ def _rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def _start(name: str, cwd: str) -> tuple[float, int]:
+def _ab_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a kernel running checkout ``tree`` (``--ab DIR``) instead of
+    this harness's tree; None without one."""
+    if tree is None:
+        return None
+    rest = os.environ["PYTHONPATH"].split(os.pathsep)[1:]  # _tree put TREE first
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tree).resolve()), *rest])}
+
+
+def _start(name: str, cwd: str, env: dict[str, str] | None = None) -> tuple[float, int]:
     from jupyter_client.manager import start_new_kernel
     t0 = time.perf_counter()
-    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60)
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60,
+                              **({"env": env} if env is not None else {}))
     elapsed = time.perf_counter() - t0
     time.sleep(0.3)  # let the kernel settle (its IO threads, the first idle)
     rss = _rss_kb(km.provisioner.process.pid)
@@ -96,20 +109,31 @@ def _start(name: str, cwd: str) -> tuple[float, int]:
     return elapsed, rss
 
 
-def kernels(n: int, what: str) -> None:
-    """Start-to-ready (launch → kernel_info reply) and RSS after start, alternating."""
+def kernels(n: int, what: str, ab: str | None = None) -> None:
+    """Start-to-ready (launch → kernel_info reply) and RSS after start, alternating; with
+    ``ab``, a Lily kernel of that checkout takes its turn in the same rounds."""
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
-    out: dict[str, list[tuple[float, int]]] = {"lily": [], "python3": []}
-    _start("python3", cwd), _start("lily", cwd)  # warm the disk cache
+    sides = {"python3": ("python3", None), "lily": ("lily", None)}
+    if ab is not None:
+        sides["ab"] = ("lily", _ab_env(ab))
+    out: dict[str, list[tuple[float, int]]] = {side: [] for side in sides}
+    for name, env in sides.values():  # warm the disk cache
+        _start(name, cwd, env)
+    order = list(sides)
     for i in range(n):
-        for name in (("python3", "lily") if i % 2 == 0 else ("lily", "python3")):
-            out[name].append(_start(name, cwd))
-    if what == "start":
-        row("start-to-ready", [t for t, _ in out["lily"]], [t for t, _ in out["python3"]],
-            "ipykernel")
-    else:
-        row("memory after start (RSS)", [m for _, m in out["lily"]],
-            [m for _, m in out["python3"]], "ipykernel", unit="MB", scale=1 / 1024)
+        for side in order[i % len(order):] + order[:i % len(order)]:
+            name, env = sides[side]
+            out[side].append(_start(name, cwd, env))
+    pick, label, unit, scale = ((0, "start-to-ready", "ms", 1000.0) if what == "start" else
+                                (1, "memory after start (RSS)", "MB", 1 / 1024))
+    def values(side: str) -> list[float]:
+        return [sample[pick] for sample in out[side]]
+    row(label, values("lily"), values("python3"), "ipykernel", unit=unit, scale=scale)
+    if ab is not None:
+        row(f"{label} of {ab}", values("ab"), values("python3"), "ipykernel", unit=unit,
+            scale=scale)
+        row(f"{label}, this tree / {ab}", values("lily"), values("ab"), ab, unit=unit,
+            scale=scale)
 
 
 HELP_BUNDLE = """\
@@ -123,30 +147,43 @@ B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
 """
 
 
-def cell(n: int) -> None:
-    """A command cell against ipykernel displaying the very bundle it displays."""
+def cell(n: int, ab: str | None = None) -> None:
+    """A command cell against ipykernel displaying the very bundle it displays; with ``ab``,
+    a Lily kernel of that checkout runs the same cells in the same rounds."""
     sys.path.insert(0, str(HERE))
     from jupyter_client.manager import start_new_kernel
     from kernel_roundtrip import round_trip
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
     km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
     km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
-    times: dict[str, list[float]] = {"help": [], "same": [], "pass": [], "lpass": []}
+    started = [(km_py, kc_py), (km_lily, kc_lily)]
+    times: dict[str, list[float]] = {"help": [], "same": [], "pass": [], "lpass": [],
+                                     "ab_help": [], "ab_lpass": []}
     try:
         round_trip(kc_py, HELP_BUNDLE)
         cases = [("same", kc_py, "display(B, raw=True)"), ("help", kc_lily, "/help"),
                  ("pass", kc_py, "pass"), ("lpass", kc_lily, "%%python\npass")]
+        if ab is not None:
+            km_ab, kc_ab = start_new_kernel(kernel_name="lily", cwd=cwd, env=_ab_env(ab))
+            started.append((km_ab, kc_ab))
+            cases += [("ab_help", kc_ab, "/help"), ("ab_lpass", kc_ab, "%%python\npass")]
         for _, kc, code in cases * 10:
             round_trip(kc, code)
         for i in range(n):
             for label, kc, code in (cases if i % 2 == 0 else cases[::-1]):
                 times[label].append(round_trip(kc, code))
     finally:
-        for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
+        for km, kc in started:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
     row("command cell `/help`", times["help"], times["same"], "ipykernel display(same bundle)")
     row("python cell `%%python pass`", times["lpass"], times["pass"], "ipykernel `pass`")
+    if ab is not None:
+        row(f"command cell `/help` of {ab}", times["ab_help"], times["same"],
+            "ipykernel display(same bundle)")
+        row(f"command cell `/help`, this tree / {ab}", times["help"], times["ab_help"], ab)
+        row(f"python cell `%%python pass`, this tree / {ab}", times["lpass"],
+            times["ab_lpass"], ab)
 
 
 # -- agent -------------------------------------------------------------------------------
@@ -469,13 +506,15 @@ def main() -> None:
     ap.add_argument("--skills", type=int, default=10000)
     ap.add_argument("--baseline-python", help="a python with jupyter-ai-magics installed")
     ap.add_argument("--what", default="cell,agent,snapshot,loadext")
+    ap.add_argument("--ab", metavar="DIR", help="start, memory, cell: a Lily kernel of checkout "
+                    "DIR (the code before a change) alternates in the same rounds")
     args = ap.parse_args()
     print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
           flush=True)
     if args.figure in ("start", "memory"):
-        kernels(args.n or (9 if args.figure == "start" else 5), args.figure)
+        kernels(args.n or (9 if args.figure == "start" else 5), args.figure, args.ab)
     elif args.figure == "cell":
-        cell(args.n or 200)
+        cell(args.n or 200, args.ab)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)
