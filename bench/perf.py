@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/perf.py start     [--n 9]        kernel start-to-ready / ipykernel's
     .venv/bin/python bench/perf.py memory    [--n 5]        kernel RSS after start / ipykernel's
+    .venv/bin/python bench/perf.py first     [--n 9]        launch → first `/help` result / ipykernel's
+                                                            launch → first `pass`
     .venv/bin/python bench/perf.py cell      [--n 200]      `/help` / ipykernel displaying its bundle
     .venv/bin/python bench/perf.py agent     [--sessions 3] agent request / bare openai stream at
                                                             turns 1, 50 and 200 (100 skills, 20 tools)
@@ -10,7 +12,7 @@
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
                                                             where Lily's own time goes (cProfile)
-    .venv/bin/python bench/perf.py start|memory|cell --ab DIR
+    .venv/bin/python bench/perf.py start|memory|first|cell|loadext --ab DIR
                                                             and a Lily kernel of checkout DIR in
                                                             the same rounds (before / after)
 
@@ -134,6 +136,43 @@ def kernels(n: int, what: str, ab: str | None = None) -> None:
             scale=scale)
         row(f"{label}, this tree / {ab}", values("lily"), values("ab"), ab, unit=unit,
             scale=scale)
+
+
+def _first(name: str, cwd: str, code: str, env: dict[str, str] | None) -> float:
+    """Launch → the first cell's reply: what a user waits for before the first result."""
+    sys.path.insert(0, str(HERE))
+    from jupyter_client.manager import start_new_kernel
+    from kernel_roundtrip import round_trip
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60,
+                              **({"env": env} if env is not None else {}))
+    round_trip(kc, code)
+    elapsed = time.perf_counter() - t0
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    return elapsed
+
+
+def first(n: int, ab: str | None = None) -> None:
+    """Launch → first result: Lily's first `/help` against ipykernel's first `pass` (and,
+    with ``ab``, that checkout's first `/help`), alternating; what start-to-ready does not
+    show when work moves from the start to the first cell."""
+    cwd = tempfile.mkdtemp(prefix="lily-perf-")
+    sides = {"python3": ("python3", "pass", None), "lily": ("lily", "/help", None)}
+    if ab is not None:
+        sides["ab"] = ("lily", "/help", _ab_env(ab))
+    out: dict[str, list[float]] = {side: [] for side in sides}
+    for name, code, env in sides.values():  # warm the disk cache
+        _first(name, cwd, code, env)
+    order = list(sides)
+    for i in range(n):
+        for side in order[i % len(order):] + order[:i % len(order)]:
+            name, code, env = sides[side]
+            out[side].append(_first(name, cwd, code, env))
+    row("launch to first result (`/help`; ipykernel `pass`)", out["lily"], out["python3"],
+        "ipykernel")
+    if ab is not None:
+        row(f"launch to first `/help`, this tree / {ab}", out["lily"], out["ab"], ab)
 
 
 HELP_BUNDLE = """\
@@ -377,33 +416,48 @@ def _load(python: str, ext: str, env: dict[str, str]) -> tuple[float, float, int
     return float(out[-3]), float(out[-2]), int(out[-1])
 
 
-def loadext(n: int, baseline_python: str | None) -> None:
-    """CPU time of ``%load_ext lily`` in a fresh IPython, against jupyter_ai_magics'."""
+def loadext(n: int, baseline_python: str | None, ab: str | None = None) -> None:
+    """CPU time of ``%load_ext lily`` in a fresh IPython, against jupyter_ai_magics'; with
+    ``ab``, Lily of that checkout loads in the same rounds."""
     env = dict(os.environ)
     home = tempfile.mkdtemp(prefix="lily-perf-home-")
     env.update({"HOME": home, "IPYTHONDIR": os.path.join(home, ".ipython")})
     lily_py = sys.executable
     lily: list[tuple[float, float, int]] = []
     base: list[tuple[float, float, int]] = []
+    other: list[tuple[float, float, int]] = []
+    ab_env = {**(_ab_env(ab) or {}), "HOME": home, "IPYTHONDIR": env["IPYTHONDIR"]}
     _load(lily_py, "lily", env)
+    if ab is not None:
+        _load(lily_py, "lily", ab_env)
     if baseline_python:
         benv = {k: v for k, v in env.items() if k != "PYTHONPATH"}
         _load(baseline_python, "jupyter_ai_magics", benv)
     for _ in range(n):
         lily.append(_load(lily_py, "lily", env))
+        if ab is not None:
+            other.append(_load(lily_py, "lily", ab_env))
         if baseline_python:
             base.append(_load(baseline_python, "jupyter_ai_magics", benv))
     print(f"  lily: {statistics.median([m for *_, m in lily]):.0f} modules after load")
+    if other:
+        print(f"  lily of {ab}: {statistics.median([m for *_, m in other]):.0f} modules")
     if base:
         print(f"  jupyter_ai_magics: {statistics.median([m for *_, m in base]):.0f} modules")
         row("%load_ext CPU time", [c for c, *_ in lily], [c for c, *_ in base], "jupyter_ai_magics")
         row("%load_ext wall time", [w for _, w, _ in lily], [w for _, w, _ in base],
             "jupyter_ai_magics")
+        if other:
+            row(f"%load_ext CPU time of {ab}", [c for c, *_ in other], [c for c, *_ in base],
+                "jupyter_ai_magics")
     else:
         cpu = [c for c, *_ in lily]
         print(f"%load_ext CPU time: lily median {statistics.median(cpu) * 1000:.1f} ms "
               f"(p10 {pct(cpu, .1) * 1000:.1f}, p90 {pct(cpu, .9) * 1000:.1f}); "
               "no --baseline-python given")
+    if other:
+        row(f"%load_ext CPU time, this tree / {ab}", [c for c, *_ in lily],
+            [c for c, *_ in other], ab)
 
 
 # -- profile -----------------------------------------------------------------------------
@@ -497,7 +551,7 @@ def profile(what: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
-                                       "profile"])
+                                       "profile", "first"])
     ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
     ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
     ap.add_argument("--sessions", type=int, default=3)
@@ -506,7 +560,7 @@ def main() -> None:
     ap.add_argument("--skills", type=int, default=10000)
     ap.add_argument("--baseline-python", help="a python with jupyter-ai-magics installed")
     ap.add_argument("--what", default="cell,agent,snapshot,loadext")
-    ap.add_argument("--ab", metavar="DIR", help="start, memory, cell: a Lily kernel of checkout "
+    ap.add_argument("--ab", metavar="DIR", help="start, memory, first, cell, loadext: Lily of checkout "
                     "DIR (the code before a change) alternates in the same rounds")
     args = ap.parse_args()
     print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
@@ -515,13 +569,15 @@ def main() -> None:
         kernels(args.n or (9 if args.figure == "start" else 5), args.figure, args.ab)
     elif args.figure == "cell":
         cell(args.n or 200, args.ab)
+    elif args.figure == "first":
+        first(args.n or 9, args.ab)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)
     elif args.figure == "snapshot":
         snapshot(args.n or 9, args.skills)
     elif args.figure == "loadext":
-        loadext(args.n or 9, args.baseline_python)
+        loadext(args.n or 9, args.baseline_python, args.ab)
     else:
         profile(args.what.split(","))
 
