@@ -38,9 +38,7 @@ _ATTR = "_lily"
 # Lone words that stay Python in the Lily kernel: IPython's exit/quit, which end
 # `jupyter console` (docs/front-ends.md#jupyter-console). Anything else is prose.
 EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
-
-
-_CALL = "get_ipython().run_cell_magic('lily', '', "
+_CALL = "get_ipython().run_cell_magic('lily', '', "  # what IPython makes of a %%lily cell
 
 
 def lily_call(cell: str) -> str:
