@@ -98,17 +98,27 @@ def _ab_env(tree: str | None) -> dict[str, str] | None:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tree).resolve()), *rest])}
 
 
-def _start(name: str, cwd: str, env: dict[str, str] | None = None) -> tuple[float, int]:
+def _cpu_s(pid: int) -> float:
+    """CPU time the process ``pid`` has used so far, all its threads (ns resolution)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as fh:
+            total += int(fh.read().split()[0])
+    return total / 1e9
+
+
+def _start(name: str, cwd: str, env: dict[str, str] | None = None) -> tuple[float, int, float]:
     from jupyter_client.manager import start_new_kernel
     t0 = time.perf_counter()
     km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60,
                               **({"env": env} if env is not None else {}))
     elapsed = time.perf_counter() - t0
+    cpu = _cpu_s(km.provisioner.process.pid)  # its CPU time to ready: robust to load
     time.sleep(0.3)  # let the kernel settle (its IO threads, the first idle)
     rss = _rss_kb(km.provisioner.process.pid)
     kc.stop_channels()
     km.shutdown_kernel(now=True)
-    return elapsed, rss
+    return elapsed, rss, cpu
 
 
 def kernels(n: int, what: str, ab: str | None = None) -> None:
@@ -118,7 +128,7 @@ def kernels(n: int, what: str, ab: str | None = None) -> None:
     sides = {"python3": ("python3", None), "lily": ("lily", None)}
     if ab is not None:
         sides["ab"] = ("lily", _ab_env(ab))
-    out: dict[str, list[tuple[float, int]]] = {side: [] for side in sides}
+    out: dict[str, list[tuple[float, int, float]]] = {side: [] for side in sides}
     for name, env in sides.values():  # warm the disk cache
         _start(name, cwd, env)
     order = list(sides)
@@ -128,14 +138,21 @@ def kernels(n: int, what: str, ab: str | None = None) -> None:
             out[side].append(_start(name, cwd, env))
     pick, label, unit, scale = ((0, "start-to-ready", "ms", 1000.0) if what == "start" else
                                 (1, "memory after start (RSS)", "MB", 1 / 1024))
-    def values(side: str) -> list[float]:
-        return [sample[pick] for sample in out[side]]
-    row(label, values("lily"), values("python3"), "ipykernel", unit=unit, scale=scale)
+
+    def values(side: str, index: int) -> list[float]:
+        return [float(sample[index]) for sample in out[side]]
+    row(label, values("lily", pick), values("python3", pick), "ipykernel", unit=unit,
+        scale=scale)
     if ab is not None:
-        row(f"{label} of {ab}", values("ab"), values("python3"), "ipykernel", unit=unit,
-            scale=scale)
-        row(f"{label}, this tree / {ab}", values("lily"), values("ab"), ab, unit=unit,
-            scale=scale)
+        row(f"{label} of {ab}", values("ab", pick), values("python3", pick), "ipykernel",
+            unit=unit, scale=scale)
+        row(f"{label}, this tree / {ab}", values("lily", pick), values("ab", pick), ab,
+            unit=unit, scale=scale)
+    if what == "start":  # the kernel process's own CPU time to ready: what load hides
+        row("CPU time to ready", values("lily", 2), values("python3", 2), "ipykernel")
+        if ab is not None:
+            row(f"CPU time to ready of {ab}", values("ab", 2), values("python3", 2), "ipykernel")
+            row(f"CPU time to ready, this tree / {ab}", values("lily", 2), values("ab", 2), ab)
 
 
 def _first(name: str, cwd: str, code: str, env: dict[str, str] | None) -> float:
