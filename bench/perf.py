@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/perf.py start     [--n 9]        kernel start-to-ready / ipykernel's
     .venv/bin/python bench/perf.py memory    [--n 5]        kernel RSS after start / ipykernel's
+    .venv/bin/python bench/perf.py first     [--n 9]        launch → first `/help` result / ipykernel's
+                                                            launch → first `pass`
     .venv/bin/python bench/perf.py cell      [--n 200]      `/help` / ipykernel displaying its bundle
     .venv/bin/python bench/perf.py agent     [--sessions 3] agent request / bare openai stream at
                                                             turns 1, 50 and 200 (100 skills, 20 tools)
@@ -10,6 +12,9 @@
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
                                                             where Lily's own time goes (cProfile)
+    .venv/bin/python bench/perf.py start|memory|first|cell|loadext --ab DIR
+                                                            and a Lily kernel of checkout DIR in
+                                                            the same rounds (before / after)
 
 Every figure row prints ``<row>: lily median M (p10 A, p90 B)  base median ...  ratio R``; the
 ratio is the median of Lily over the median of the baseline, both taken in the same run with
@@ -84,32 +89,107 @@ def _rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def _start(name: str, cwd: str) -> tuple[float, int]:
+def _ab_env(tree: str | None) -> dict[str, str] | None:
+    """The environment of a kernel running checkout ``tree`` (``--ab DIR``) instead of
+    this harness's tree; None without one."""
+    if tree is None:
+        return None
+    rest = os.environ["PYTHONPATH"].split(os.pathsep)[1:]  # _tree put TREE first
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tree).resolve()), *rest])}
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU time the process ``pid`` has used so far, all its threads (ns resolution)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as fh:
+            total += int(fh.read().split()[0])
+    return total / 1e9
+
+
+def _start(name: str, cwd: str, env: dict[str, str] | None = None) -> tuple[float, int, float]:
     from jupyter_client.manager import start_new_kernel
     t0 = time.perf_counter()
-    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60)
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60,
+                              **({"env": env} if env is not None else {}))
     elapsed = time.perf_counter() - t0
+    cpu = _cpu_s(km.provisioner.process.pid)  # its CPU time to ready: robust to load
     time.sleep(0.3)  # let the kernel settle (its IO threads, the first idle)
     rss = _rss_kb(km.provisioner.process.pid)
     kc.stop_channels()
     km.shutdown_kernel(now=True)
-    return elapsed, rss
+    return elapsed, rss, cpu
 
 
-def kernels(n: int, what: str) -> None:
-    """Start-to-ready (launch → kernel_info reply) and RSS after start, alternating."""
+def kernels(n: int, what: str, ab: str | None = None) -> None:
+    """Start-to-ready (launch → kernel_info reply) and RSS after start, alternating; with
+    ``ab``, a Lily kernel of that checkout takes its turn in the same rounds."""
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
-    out: dict[str, list[tuple[float, int]]] = {"lily": [], "python3": []}
-    _start("python3", cwd), _start("lily", cwd)  # warm the disk cache
+    sides = {"python3": ("python3", None), "lily": ("lily", None)}
+    if ab is not None:
+        sides["ab"] = ("lily", _ab_env(ab))
+    out: dict[str, list[tuple[float, int, float]]] = {side: [] for side in sides}
+    for name, env in sides.values():  # warm the disk cache
+        _start(name, cwd, env)
+    order = list(sides)
     for i in range(n):
-        for name in (("python3", "lily") if i % 2 == 0 else ("lily", "python3")):
-            out[name].append(_start(name, cwd))
-    if what == "start":
-        row("start-to-ready", [t for t, _ in out["lily"]], [t for t, _ in out["python3"]],
-            "ipykernel")
-    else:
-        row("memory after start (RSS)", [m for _, m in out["lily"]],
-            [m for _, m in out["python3"]], "ipykernel", unit="MB", scale=1 / 1024)
+        for side in order[i % len(order):] + order[:i % len(order)]:
+            name, env = sides[side]
+            out[side].append(_start(name, cwd, env))
+    pick, label, unit, scale = ((0, "start-to-ready", "ms", 1000.0) if what == "start" else
+                                (1, "memory after start (RSS)", "MB", 1 / 1024))
+
+    def values(side: str, index: int) -> list[float]:
+        return [float(sample[index]) for sample in out[side]]
+    row(label, values("lily", pick), values("python3", pick), "ipykernel", unit=unit,
+        scale=scale)
+    if ab is not None:
+        row(f"{label} of {ab}", values("ab", pick), values("python3", pick), "ipykernel",
+            unit=unit, scale=scale)
+        row(f"{label}, this tree / {ab}", values("lily", pick), values("ab", pick), ab,
+            unit=unit, scale=scale)
+    if what == "start":  # the kernel process's own CPU time to ready: what load hides
+        row("CPU time to ready", values("lily", 2), values("python3", 2), "ipykernel")
+        if ab is not None:
+            row(f"CPU time to ready of {ab}", values("ab", 2), values("python3", 2), "ipykernel")
+            row(f"CPU time to ready, this tree / {ab}", values("lily", 2), values("ab", 2), ab)
+
+
+def _first(name: str, cwd: str, code: str, env: dict[str, str] | None) -> float:
+    """Launch → the first cell's reply: what a user waits for before the first result."""
+    sys.path.insert(0, str(HERE))
+    from jupyter_client.manager import start_new_kernel
+    from kernel_roundtrip import round_trip
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=name, cwd=cwd, startup_timeout=60,
+                              **({"env": env} if env is not None else {}))
+    round_trip(kc, code)
+    elapsed = time.perf_counter() - t0
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    return elapsed
+
+
+def first(n: int, ab: str | None = None) -> None:
+    """Launch → first result: Lily's first `/help` against ipykernel's first `pass` (and,
+    with ``ab``, that checkout's first `/help`), alternating; what start-to-ready does not
+    show when work moves from the start to the first cell."""
+    cwd = tempfile.mkdtemp(prefix="lily-perf-")
+    sides = {"python3": ("python3", "pass", None), "lily": ("lily", "/help", None)}
+    if ab is not None:
+        sides["ab"] = ("lily", "/help", _ab_env(ab))
+    out: dict[str, list[float]] = {side: [] for side in sides}
+    for name, code, env in sides.values():  # warm the disk cache
+        _first(name, cwd, code, env)
+    order = list(sides)
+    for i in range(n):
+        for side in order[i % len(order):] + order[:i % len(order)]:
+            name, code, env = sides[side]
+            out[side].append(_first(name, cwd, code, env))
+    row("launch to first result (`/help`; ipykernel `pass`)", out["lily"], out["python3"],
+        "ipykernel")
+    if ab is not None:
+        row(f"launch to first `/help`, this tree / {ab}", out["lily"], out["ab"], ab)
 
 
 HELP_BUNDLE = """\
@@ -123,30 +203,43 @@ B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
 """
 
 
-def cell(n: int) -> None:
-    """A command cell against ipykernel displaying the very bundle it displays."""
+def cell(n: int, ab: str | None = None) -> None:
+    """A command cell against ipykernel displaying the very bundle it displays; with ``ab``,
+    a Lily kernel of that checkout runs the same cells in the same rounds."""
     sys.path.insert(0, str(HERE))
     from jupyter_client.manager import start_new_kernel
     from kernel_roundtrip import round_trip
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
     km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
     km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
-    times: dict[str, list[float]] = {"help": [], "same": [], "pass": [], "lpass": []}
+    started = [(km_py, kc_py), (km_lily, kc_lily)]
+    times: dict[str, list[float]] = {"help": [], "same": [], "pass": [], "lpass": [],
+                                     "ab_help": [], "ab_lpass": []}
     try:
         round_trip(kc_py, HELP_BUNDLE)
         cases = [("same", kc_py, "display(B, raw=True)"), ("help", kc_lily, "/help"),
                  ("pass", kc_py, "pass"), ("lpass", kc_lily, "%%python\npass")]
+        if ab is not None:
+            km_ab, kc_ab = start_new_kernel(kernel_name="lily", cwd=cwd, env=_ab_env(ab))
+            started.append((km_ab, kc_ab))
+            cases += [("ab_help", kc_ab, "/help"), ("ab_lpass", kc_ab, "%%python\npass")]
         for _, kc, code in cases * 10:
             round_trip(kc, code)
         for i in range(n):
             for label, kc, code in (cases if i % 2 == 0 else cases[::-1]):
                 times[label].append(round_trip(kc, code))
     finally:
-        for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
+        for km, kc in started:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
     row("command cell `/help`", times["help"], times["same"], "ipykernel display(same bundle)")
     row("python cell `%%python pass`", times["lpass"], times["pass"], "ipykernel `pass`")
+    if ab is not None:
+        row(f"command cell `/help` of {ab}", times["ab_help"], times["same"],
+            "ipykernel display(same bundle)")
+        row(f"command cell `/help`, this tree / {ab}", times["help"], times["ab_help"], ab)
+        row(f"python cell `%%python pass`, this tree / {ab}", times["lpass"],
+            times["ab_lpass"], ab)
 
 
 # -- agent -------------------------------------------------------------------------------
@@ -340,33 +433,48 @@ def _load(python: str, ext: str, env: dict[str, str]) -> tuple[float, float, int
     return float(out[-3]), float(out[-2]), int(out[-1])
 
 
-def loadext(n: int, baseline_python: str | None) -> None:
-    """CPU time of ``%load_ext lily`` in a fresh IPython, against jupyter_ai_magics'."""
+def loadext(n: int, baseline_python: str | None, ab: str | None = None) -> None:
+    """CPU time of ``%load_ext lily`` in a fresh IPython, against jupyter_ai_magics'; with
+    ``ab``, Lily of that checkout loads in the same rounds."""
     env = dict(os.environ)
     home = tempfile.mkdtemp(prefix="lily-perf-home-")
     env.update({"HOME": home, "IPYTHONDIR": os.path.join(home, ".ipython")})
     lily_py = sys.executable
     lily: list[tuple[float, float, int]] = []
     base: list[tuple[float, float, int]] = []
+    other: list[tuple[float, float, int]] = []
+    ab_env = {**(_ab_env(ab) or {}), "HOME": home, "IPYTHONDIR": env["IPYTHONDIR"]}
     _load(lily_py, "lily", env)
+    if ab is not None:
+        _load(lily_py, "lily", ab_env)
     if baseline_python:
         benv = {k: v for k, v in env.items() if k != "PYTHONPATH"}
         _load(baseline_python, "jupyter_ai_magics", benv)
     for _ in range(n):
         lily.append(_load(lily_py, "lily", env))
+        if ab is not None:
+            other.append(_load(lily_py, "lily", ab_env))
         if baseline_python:
             base.append(_load(baseline_python, "jupyter_ai_magics", benv))
     print(f"  lily: {statistics.median([m for *_, m in lily]):.0f} modules after load")
+    if other:
+        print(f"  lily of {ab}: {statistics.median([m for *_, m in other]):.0f} modules")
     if base:
         print(f"  jupyter_ai_magics: {statistics.median([m for *_, m in base]):.0f} modules")
         row("%load_ext CPU time", [c for c, *_ in lily], [c for c, *_ in base], "jupyter_ai_magics")
         row("%load_ext wall time", [w for _, w, _ in lily], [w for _, w, _ in base],
             "jupyter_ai_magics")
+        if other:
+            row(f"%load_ext CPU time of {ab}", [c for c, *_ in other], [c for c, *_ in base],
+                "jupyter_ai_magics")
     else:
         cpu = [c for c, *_ in lily]
         print(f"%load_ext CPU time: lily median {statistics.median(cpu) * 1000:.1f} ms "
               f"(p10 {pct(cpu, .1) * 1000:.1f}, p90 {pct(cpu, .9) * 1000:.1f}); "
               "no --baseline-python given")
+    if other:
+        row(f"%load_ext CPU time, this tree / {ab}", [c for c, *_ in lily],
+            [c for c, *_ in other], ab)
 
 
 # -- profile -----------------------------------------------------------------------------
@@ -460,7 +568,7 @@ def profile(what: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
-                                       "profile"])
+                                       "profile", "first"])
     ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
     ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
     ap.add_argument("--sessions", type=int, default=3)
@@ -469,20 +577,24 @@ def main() -> None:
     ap.add_argument("--skills", type=int, default=10000)
     ap.add_argument("--baseline-python", help="a python with jupyter-ai-magics installed")
     ap.add_argument("--what", default="cell,agent,snapshot,loadext")
+    ap.add_argument("--ab", metavar="DIR", help="start, memory, first, cell, loadext: Lily of checkout "
+                    "DIR (the code before a change) alternates in the same rounds")
     args = ap.parse_args()
     print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
           flush=True)
     if args.figure in ("start", "memory"):
-        kernels(args.n or (9 if args.figure == "start" else 5), args.figure)
+        kernels(args.n or (9 if args.figure == "start" else 5), args.figure, args.ab)
     elif args.figure == "cell":
-        cell(args.n or 200)
+        cell(args.n or 200, args.ab)
+    elif args.figure == "first":
+        first(args.n or 9, args.ab)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)
     elif args.figure == "snapshot":
         snapshot(args.n or 9, args.skills)
     elif args.figure == "loadext":
-        loadext(args.n or 9, args.baseline_python)
+        loadext(args.n or 9, args.baseline_python, args.ab)
     else:
         profile(args.what.split(","))
 

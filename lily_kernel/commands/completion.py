@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
-from lily_kernel.commands import help as help_mod
-from lily_kernel.commands import table as commands
+from lily_kernel.commands import table
+from lily_kernel.commands.help import command_help, skill_help
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.session.session import Session
 from lily_kernel.skills.skill import Skill
@@ -58,7 +58,7 @@ def _first_line(code: str, cursor: int) -> tuple[int, str] | None:
 
 def _command_words(session: Session) -> list[str]:
     snap = session.snapshot
-    return sorted(set(commands.BUILTIN_NAMES) | {a for a, name in snap.aliases.items()
+    return sorted(set(table.BUILTIN_NAMES) | {a for a, name in snap.aliases.items()
                                                   if snap.skill(name).user_invocable})
 
 
@@ -137,19 +137,19 @@ def inspect(session: Session, code: str, cursor: int) -> HelpPage | None:
     snap = session.snapshot
     first = line.split()[0][1:]
     if index == 0 or (index == -1 and cursor - lead <= len(line.split()[0])):
-        if first in commands.BY_NAME:
-            return help_mod.command_help(commands.BY_NAME[first])
+        if first in table.BY_NAME:
+            return command_help(table.BY_NAME[first])
         if first in snap.aliases:
-            return help_mod.skill_help(snap, snap.skill(snap.aliases[first]))
+            return skill_help(snap, snap.skill(snap.aliases[first]))
         return None
     if index == 1 and first in ("skill", "help") and snap.get(word) is not None:
-        return help_mod.skill_help(snap, snap.skill(word))
+        return skill_help(snap, snap.skill(word))
     # In the input of a skill (after an alias, or after `/skill NAME`): that skill's page,
     # which shows its argument-hint (docs/skills-compat.md#claude-code-conventions).
     words = line.split()
     if first in snap.aliases and cursor - lead > len(words[0]):
-        return help_mod.skill_help(snap, snap.skill(snap.aliases[first]))
+        return skill_help(snap, snap.skill(snap.aliases[first]))
     if first == "skill" and len(words) > 1 and snap.get(words[1]) is not None \
             and cursor - lead > line.index(words[1]) + len(words[1]):
-        return help_mod.skill_help(snap, snap.skill(words[1]))
+        return skill_help(snap, snap.skill(words[1]))
     return None

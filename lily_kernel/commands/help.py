@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from lily_kernel.commands import table as commands
+from lily_kernel.commands import table
 from lily_kernel.commands.render import mode_label
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.commands.sanitize import code_span, md_cell, md_text
@@ -19,7 +19,7 @@ def _cell(text: str) -> str:
 def commands_page(snap: Snapshot) -> HelpPage:
     """/help: the built-in commands and the skills' aliases."""
     lines = ["| command | what it does |", "| --- | --- |"]
-    lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in commands.BUILTINS]
+    lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in table.BUILTINS]
     if snap.aliases:
         lines += ["", "**Skill aliases** in this snapshot:", "",
                   "| alias | runs |", "| --- | --- |"]
@@ -29,7 +29,7 @@ def commands_page(snap: Snapshot) -> HelpPage:
     return HelpPage("Lily commands", "\n".join(lines))
 
 
-def command_help(cmd: commands.BuiltinCommand) -> HelpPage:
+def command_help(cmd: table.BuiltinCommand) -> HelpPage:
     """/help for one built-in command."""
     return HelpPage(f"/{cmd.name}", f"`{cmd.usage}`\n\n{cmd.summary}")
 

@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel import redaction
 from lily_kernel.agent import pending
 from lily_kernel.agent.config import SECRET_KEYS
-from lily_kernel.commands import table as commands
+from lily_kernel.commands import table
 from lily_kernel.commands.results import (
     ActionDone,
     AgentList,
@@ -74,20 +73,14 @@ def parse(cell: str) -> Command | None:
     return None
 
 
-def is_command(cell: str) -> bool:
-    """Whether ``cell`` is a command (its first non-blank line starts with '/'), without
-    parsing it: a face asks this of every cell, and the runner parses a command once."""
-    return cell.lstrip().startswith("/")
-
-
 def redact(line: str) -> str:
-    """A command line as it may be journaled: nothing that could be a secret.
+    """A command line without the secrets a command itself may carry.
 
-    ``/model`` keeps only the model name and known settings (a URL loses any
-    user:password@); every other value is masked (``key=***``), whatever its spelling.
-    Other commands lose the values of secret-looking ``key=value`` pairs.
+    ``/model`` keeps only the model name and known settings; every other value is
+    masked (``key=***``), whatever its spelling. Other commands lose the values of
+    secret-looking ``key=value`` pairs. URL userinfo and live secret values are masked
+    once, where the line is stored (``Session.record_command``, docs/commands.md#redaction).
     """
-    line = redaction.redact(line)  # URL userinfo and live secret values, in linear time
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
@@ -215,16 +208,16 @@ def _help(session: Session, cmd: Command) -> Any:
     snap = session.snapshot
     if topic.startswith("/"):
         name = topic[1:]
-        if name in commands.BY_NAME:
-            return command_help(commands.BY_NAME[name])
+        if name in table.BY_NAME:
+            return command_help(table.BY_NAME[name])
         if name in snap.aliases:
             return skill_help(snap, snap.skill(snap.aliases[name]))
         raise CommandError(f"unknown command {topic}. Run /help for the list of commands.")
     skill = snap.get(topic)
     if skill is not None:
         return skill_help(snap, skill)
-    if topic in commands.BY_NAME:
-        return command_help(commands.BY_NAME[topic])
+    if topic in table.BY_NAME:
+        return command_help(table.BY_NAME[topic])
     if topic in snap.aliases:
         return skill_help(snap, snap.skill(snap.aliases[topic]))
     _lookup(session, topic)  # raises the right "excluded" / "no skill" error
@@ -413,4 +406,4 @@ _HANDLERS = {
     "confirm": _confirm,
     "cancel": _confirm,
 }
-assert set(_HANDLERS) == commands.BUILTIN_NAMES
+assert set(_HANDLERS) == table.BUILTIN_NAMES

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import loop
 from lily_kernel.agent.notebook_tools import ProposedCell
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
 from lily_kernel.commands import completion, router, sanitize
@@ -142,7 +142,7 @@ class Runner:
                          "declined the call.")
         if skill is None:
             session.record_prose(text)
-        yield from self._agent(lambda on_text, on_event: agent.run(
+        yield from self._agent(lambda on_text, on_event: loop.run(
             session, text, skill=skill, on_text=on_text, on_event=on_event), live)
 
     def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator[Any]:
@@ -151,7 +151,7 @@ class Runner:
         call, result = done.action, done.tool_result
         if not isinstance(call, HeldCall) or result is None:
             raise CommandError("only a confirmed tool call resumes a request.")
-        yield from self._agent(lambda on_text, on_event: agent.resume(
+        yield from self._agent(lambda on_text, on_event: loop.resume(
             session, call, result, on_text=on_text, on_event=on_event), live)
 
     def compact(self, live: Callable[[], Live] | None = None) -> Iterator[Any]:

@@ -1,7 +1,10 @@
 """The built-in commands: names, usage and one-line help.
 
 This table is the single source for the router, ``/help``, tab completion,
-inspection and, passed in by the faces, the loader's alias-collision rule.
+inspection and (passed in by the faces) the loader's alias-collision rule;
+:func:`is_command` says which cells are commands. Both import nothing, so a face
+can route a cell without loading the core (the kernel starts without it:
+docs/architecture.md#import-rules).
 """
 from __future__ import annotations
 
@@ -55,3 +58,10 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
 
 BUILTIN_NAMES: frozenset[str] = frozenset(c.name for c in BUILTINS)
 BY_NAME: dict[str, BuiltinCommand] = {c.name: c for c in BUILTINS}
+
+
+def is_command(cell: str) -> bool:
+    """Whether ``cell`` is a command (its first non-blank line starts with '/'), without
+    parsing it: a face asks this of every cell, and the runner parses a command once
+    (``router.parse``, docs/commands.md#parsing)."""
+    return cell.lstrip().startswith("/")

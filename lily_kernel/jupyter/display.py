@@ -295,10 +295,43 @@ def markdown_html(md: str) -> str:
     return re.sub(r"<td( style=\"[^\"]*\")?>", f"<td style='{_CELL}'>", out)
 
 
+class _Table:
+    """One snapshot's /skills rows, and the text and HTML of its unfiltered table, built
+    once: a snapshot never changes (``/reload_skills`` and ``/new`` make a new one), so a
+    /skills cell, and each keystroke in its filter, reuses them (bench/README.md)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snapshot = snap
+        self.rows = render.skill_rows(snap)
+        self.excluded = render.excluded_rows(snap)
+        self.omissions = render.index_omissions(snap)
+        self._shown: dict[bool, tuple[str, str]] = {}
+
+    def shown(self, result: SkillTable) -> tuple[str, str]:
+        """The text and the HTML of ``/skills`` (or ``/skills --all``) for this snapshot."""
+        if result.show_all not in self._shown:
+            self._shown[result.show_all] = (render.text(result),
+                                            skills_html(self.snapshot, result.show_all))
+        return self._shown[result.show_all]
+
+
+_TABLES: list[_Table] = []  # the snapshots shown last (one per session, a few at most)
+
+
+def _table(snap: Snapshot) -> _Table:
+    """The :class:`_Table` of ``snap``, made on its first /skills."""
+    for made in _TABLES:
+        if made.snapshot is snap:
+            return made
+    made = _Table(snap)
+    _TABLES[:] = [made, *_TABLES[:3]]
+    return made
+
+
 def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = False) -> str:
     """The /skills table as HTML; filtered, its heading counts what is shown
     ("2 of 8 skills"), and an empty result says "no skill matches"."""
-    rows = render.skill_rows(snap)
+    rows = _table(snap).rows
     if filt.strip():
         n, total = len(_matching(rows, filt)), len(rows)
         heading = (f"{n} of {total} skill{'s' if total != 1 else ''} match "
@@ -308,11 +341,11 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
     parts = [f"<p><b>{html_text(heading)}</b></p>"]
     if not filt.strip() or _matching(rows, filt):
         parts.append(_html_table(render.skill_columns(snap), rows, filt, styled))
-    omissions = render.index_omissions(snap)
+    omissions = _table(snap).omissions
     if omissions:
         parts.append(f"<p>{html_text(omissions)}</p>")
     if show_all:
-        excluded = render.excluded_rows(snap)
+        excluded = _table(snap).excluded
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(excluded)})</b></p>")
         parts.append(_html_table(render.EXCLUDED_COLUMNS, excluded, filt, styled)
                      if excluded else "<p>(none)</p>")
@@ -337,10 +370,10 @@ def skills_bundle(result: SkillTable, key: str | None = None) -> dict[str, Any]:
     ``key`` names the filter displayed just before it (:func:`filter_bundle`): that
     filter, and no other, hides this table while it filters.
     """
-    body = skills_html(result.snapshot, result.show_all)
+    text, body = _table(result.snapshot).shown(result)
     if key is not None:
         body = f"{_HIDE_DEAD_FILTER}\n<div class='lily-skills lily-skills-{key}'>\n{body}\n</div>"
-    return {"text/plain": render.text(result), "text/html": body}
+    return {"text/plain": text, "text/html": body}
 
 
 def filter_bundle(result: SkillTable) -> tuple[dict[str, Any], str] | None:

@@ -20,7 +20,7 @@ from typing import Any
 from ipykernel.ipkernel import IPythonKernel
 
 from lily_kernel import __version__
-from lily_kernel.commands import completion, render, router
+from lily_kernel.commands.table import is_command
 from lily_kernel.jupyter.integration import Integration
 from lily_kernel.skills.paths import workspace_dir
 
@@ -80,7 +80,7 @@ class LilyKernel(IPythonKernel):
 
     def end_session(self, reason: str) -> None:
         """Write the journal's ``session_ended`` record once, if a session is running."""
-        if self.lily.runner.ready:
+        if self.lily.started and self.lily.cells.runner.ready:
             self.lily.session.end(reason)
 
     def pre_handler_hook(self) -> None:
@@ -106,9 +106,8 @@ class LilyKernel(IPythonKernel):
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         """Complete a command cell (names, skills, variables); IPython completes the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        if router.is_command(code) and self.lily.runner.ready:
-            found = completion.complete(self.lily.session, code, cursor_pos,
-                                        self.lily.variable_names)
+        if is_command(code) and self.lily.cells.runner.ready:
+            found = self.lily.cells.complete(code, cursor_pos)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
                         "cursor_start": found.start, "cursor_end": found.end,
@@ -121,11 +120,10 @@ class LilyKernel(IPythonKernel):
                          omit_sections: tuple[str, ...] = ()) -> dict[str, Any]:
         """Help for the command or skill under the cursor; IPython inspects the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        if router.is_command(code) and self.lily.runner.ready:
-            page = completion.inspect(self.lily.session, code, cursor_pos)
-            data = ({"text/plain": render.text(page), "text/markdown": render.markdown(page)}
-                    if page is not None else {})
-            return {"status": "ok", "found": page is not None, "data": data, "metadata": {}}
+        if is_command(code) and self.lily.cells.runner.ready:
+            data = self.lily.cells.inspect(code, cursor_pos)
+            return {"status": "ok", "found": data is not None, "data": data or {},
+                    "metadata": {}}
         return await _settle(super().do_inspect(code, cursor_pos, detail_level, omit_sections))
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
@@ -133,7 +131,7 @@ class LilyKernel(IPythonKernel):
         session = (self.get_parent("shell") or {}).get("header", {}).get("session")
         if session:
             self.terminal_sessions.add(session)
-        if router.is_command(code):
+        if is_command(code):
             return {"status": "complete"}
         stripped = code.lstrip()
         if stripped.startswith("%%python"):

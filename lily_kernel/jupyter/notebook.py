@@ -1,9 +1,10 @@
 """The notebook as the agent's tools see it: IPython's namespace, history, errors and payloads.
 
 :class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.agent.notebook_tools`
-(the kernel and ``%load_ext lily`` both use it). Its only per-cell work is two
-O(1) event hooks: ``pre_run_cell`` notes that a cell runs, ``post_run_cell``
-keeps a reference to a failed cell's exception (formatted only when
+(the kernel and ``%load_ext lily`` both use it), made with the core on the first cell
+that needs it. The only per-cell work is two O(1) event hooks, installed at start with
+Lily (``integration.CellEvents``): ``pre_run_cell`` notes that a cell runs,
+``post_run_cell`` keeps a reference to a failed cell's exception (formatted only when
 ``last_error`` is called). Sources and outputs come from IPython's history.
 ``run`` executes code like a cell — IPython's transforms (magics), the last
 expression displayed — with its output captured, so the face shows it where
@@ -12,19 +13,19 @@ the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
 from __future__ import annotations
 
 import ast
-import contextlib
 import sys
 import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.agent.notebook_tools import Cell, ErrorInfo, RunResult
-from lily_kernel.errors import CommandError
 
 if TYPE_CHECKING:
     from IPython.core.history import HistoryManager
-    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import CapturedIO
+
+    from lily_kernel.jupyter.integration import CellEvents
 
 
 class ShellNotebook:
@@ -35,35 +36,11 @@ class ShellNotebook:
     nothing under ``%load_ext lily`` in a Python kernel (docs/notebook-tools.md#acting).
     """
 
-    def __init__(self, shell: InteractiveShell, python_cell: str = "") -> None:
+    def __init__(self, shell: InteractiveShell, events: CellEvents,
+                 python_cell: str = "") -> None:
         self.shell = shell
+        self.events = events
         self.python_cell = python_cell
-        self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
-        self._error: tuple[int | None, str, BaseException] | None = None
-        self._proposals: list[str] = []
-
-    # -- events -------------------------------------------------------------------------
-    def install(self) -> None:
-        """Listen to the shell's cell events."""
-        self.shell.events.register("pre_run_cell", self._before)
-        self.shell.events.register("post_run_cell", self._after)
-
-    def uninstall(self) -> None:
-        """Stop listening to the shell's cell events."""
-        for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
-            with contextlib.suppress(ValueError):
-                self.shell.events.unregister(name, hook)
-
-    def _before(self, info: ExecutionInfo) -> None:
-        self.running = True
-        self._proposals = []
-
-    def _after(self, result: ExecutionResult) -> None:
-        self.running = False
-        exc = result.error_in_exec or result.error_before_exec
-        if exc is not None and not isinstance(exc, CommandError):
-            raw = result.info.raw_cell if result.info is not None else None
-            self._error = (result.execution_count, raw or "", exc)
 
     # -- what the tools read ------------------------------------------------------------
     def namespace(self) -> Mapping[str, Any]:
@@ -81,7 +58,7 @@ class ShellNotebook:
         hm = self.shell.history_manager
         if hm is None:
             return []
-        current = self.shell.execution_count - (1 if self.running else 0)  # not the asking cell
+        current = self.shell.execution_count - (1 if self.events.running else 0)  # not the asking cell
         raw = hm.input_hist_raw
         first = max(1, current - last)
         return [Cell(n, raw[n] if n < len(raw) else "", _output_text(hm, n))
@@ -89,9 +66,9 @@ class ShellNotebook:
 
     def last_error(self) -> ErrorInfo | None:
         """The last failed cell (or run_python code), if any."""
-        if self._error is None:
+        if self.events.error is None:
             return None
-        count, source, exc = self._error
+        count, source, exc = self.events.error
         return _error_info(count, source, exc)
 
     # -- what the tools do --------------------------------------------------------------
@@ -101,11 +78,11 @@ class ShellNotebook:
         In the Lily kernel the cell starts with ``%%python`` (docs/notebook-tools.md#acting)."""
         if self.python_cell and not code.lstrip().startswith("%%"):
             code = f"{self.python_cell}\n{code}"  # a cell magic (%%bash, ...) stays as written
-        if not self.running:
+        if not self.events.running:
             return False
-        self._proposals.append(code.rstrip("\n"))
+        self.events.proposals.append(code.rstrip("\n"))
         # One set_next_input payload per reply (ipykernel keeps the last): join the proposals.
-        self.shell.set_next_input("\n\n".join(self._proposals), replace=False)
+        self.shell.set_next_input("\n\n".join(self.events.proposals), replace=False)
         return True
 
     def run(self, code: str) -> RunResult:
@@ -131,7 +108,7 @@ class ShellNotebook:
                     if value is not None:
                         display(value)
             except Exception as exc:
-                self._error = (None, code, exc)
+                self.events.error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
         return RunResult(captured_text(captured), error, captured)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.commands.runner import Runner
-from lily_kernel.jupyter.integration import current, session_label
+from lily_kernel.jupyter.cells import session_label
+from lily_kernel.jupyter.integration import current
 from lily_kernel.session.session import Session
 from lily_kernel.testing.replay import Replayer
 from lily_kernel.testing.server import ScriptedServer
@@ -60,12 +61,12 @@ def start(script_file: str) -> None:
     label = session_label(os.environ)
 
     def new_session() -> Session:
-        session = integration.new_session(workspace, label=label, env=env)
+        session = integration.cells.new_session(workspace, label=label, env=env)
         session.set_model(base_url=server.url, max_retries="0",
                           **({"model": script["model"]} if script.get("model") else {}))
         return session
 
-    integration.runner = Runner(new_session)
+    integration.cells.runner = Runner(new_session)
     _state.update(server=server, replayer=replayer, workspace=workspace)
     print(f"replaying session {str(script.get('session_id', '?'))[:12]}: "
           f"{len(replayer.turns)} recorded model turn(s), "

@@ -46,12 +46,17 @@ class Journal:
         self.error: str | None = None
         self._tail_checked = False  # a torn line left by a crash is closed before the first write
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Append one record (with its time) to the journal; a write error is kept, not raised."""
+    def append(self, record: dict[str, Any], redacted: bool = False) -> None:
+        """Append one record (with its time) to the journal; a write error is kept, not raised.
+
+        ``redacted``: the caller redacted every string of ``record`` already, with this
+        journal's environment (a command line, redacted once where it is stored:
+        ``Session.record_command``); else the whole line is redacted here."""
         if self.path is None or self.error:
             return
         line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
-        line = redaction.redact(line, self.env)
+        if not redacted:
+            line = redaction.redact(line, self.env)
         data = (line + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate stays visible
         if len(data) > self.max_bytes:
             data = (_cut_record(record, line, len(data), self.max_bytes) + "\n").encode("utf-8")

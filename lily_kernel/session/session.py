@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel import redaction
 from lily_kernel.agent import trust, workspace_fs
 from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
@@ -401,11 +402,14 @@ class Session:
         self._start()
 
     def record_command(self, line: str, ok: bool) -> None:
-        """Keep one command in the history and the journal."""
+        """Keep one command in the history and the journal: ``line`` is redacted here, once,
+        where it is stored (URL userinfo, live secret values), and both keep that text
+        (docs/limits-and-secrets.md#secrets)."""
+        line = redaction.redact(line, self.environ)
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
         self.journal.append({"event": "command", "session_id": self.session_id,
-                             "command": line, "ok": ok})
+                             "command": line, "ok": ok}, redacted=True)
 
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""

@@ -52,7 +52,7 @@ def test_parse_first_non_blank_line_decides():
     assert router.parse("\n   \n  /skills --all  \nbody").args == "--all"
     assert router.parse("hello\n/skills") is None
     assert router.parse("") is None and router.parse("   \n\n") is None
-    assert router.is_command("/help") and not router.is_command("what is /help?")
+    assert commands.is_command("/help") and not commands.is_command("what is /help?")
 
 
 def test_parse_without_arguments():

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from lily_kernel.commands import router
+from lily_kernel.commands import router, table
 from lily_kernel.commands.results import Answer, Notice, SkillTable
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError
@@ -17,7 +17,7 @@ def test_a_command_cell_is_parsed_once(env, monkeypatch):
     calls = []
     parse = router.parse
     monkeypatch.setattr(router, "parse", lambda cell: calls.append(cell) or parse(cell))
-    assert router.is_command("\n  /skills --all\n")  # the faces' check parses nothing
+    assert table.is_command("\n  /skills --all\n")  # the faces' check parses nothing
     assert calls == []
     results = list(runner.command("\n  /skills --all\n"))
     assert len(calls) == 1
@@ -26,7 +26,7 @@ def test_a_command_cell_is_parsed_once(env, monkeypatch):
 
 def test_is_command_agrees_with_parse():
     for cell in ("/skills", "  \n /help x", "\n\n", "", "plain", " x /y", "\t/new", "%lily /x"):
-        assert router.is_command(cell) == (router.parse(cell) is not None), cell
+        assert table.is_command(cell) == (router.parse(cell) is not None), cell
 
 
 def test_a_loader_error_is_recovered_by_reload_skills_in_the_core(env):

@@ -62,6 +62,9 @@ def test_no_secret_on_disk_after_a_kernel_session_that_used_them(tmp_path):
     with sqlite3.connect(databases[0]) as db:
         rows = db.execute("SELECT source, source_raw FROM history").fetchall()
     assert any("/model base_url=http://***@" in raw for _, raw in rows), rows
+    # a command cell is redacted once: its stored Python form is rebuilt from the redacted cell
+    (raw,) = [raw for _, raw in rows if raw.startswith("/model base_url=")]
+    assert (f"get_ipython().run_cell_magic('lily', '', {raw + chr(10)!r})", raw) in rows
     for secret in (KEY, PASSWORD, TOKEN):
         assert files_holding(tmp_path, secret) == [], secret
 

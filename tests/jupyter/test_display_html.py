@@ -50,3 +50,34 @@ def test_a_typed_card_renders_escaped_with_its_decide_line():
     assert "<img" not in html and "<script" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "<code>/confirm abcdef12</code>" in html and "`" not in html
+
+
+def test_skills_rows_are_built_once_per_snapshot(env, monkeypatch):
+    """/skills builds a snapshot's rows, text and HTML once: a second /skills (or
+    /skills --all) of the same snapshot reuses them; a reloaded snapshot is built anew,
+    and its table shows what changed."""
+    from lily_kernel.commands import render
+    from lily_kernel.commands.results import SkillTable
+    from lily_kernel.jupyter.display import skills_bundle
+    env.write_skill(env.ws_skills, "alpha", "summary: Alpha does A.")
+    session = env.session(journal=False)
+    built: list[object] = []
+    real = render.skill_rows
+
+    def counted(snap: object) -> list[tuple[str, ...]]:
+        built.append(snap)
+        return real(snap)  # type: ignore[arg-type]
+    monkeypatch.setattr(render, "skill_rows", counted)
+    first = skills_bundle(SkillTable(session.snapshot))
+    again = skills_bundle(SkillTable(session.snapshot))
+    assert again == first and "alpha" in first["text/html"]
+    assert len(built) <= 2  # the table's rows, the text's: once, not per /skills
+    skills_bundle(SkillTable(session.snapshot, show_all=True))
+    count = len(built)
+    for show_all in (True, False, True):
+        skills_bundle(SkillTable(session.snapshot, show_all=show_all))
+    assert len(built) == count  # nothing is built again for the same snapshot
+    env.write_skill(env.ws_skills, "beta", "summary: Beta does B.")
+    session.reload_skills()
+    assert "beta" in skills_bundle(SkillTable(session.snapshot))["text/html"]
+    assert len(built) > count

@@ -6,6 +6,7 @@ interrupt start their own kernels with ``start_kernel``.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import time
@@ -482,3 +483,28 @@ def test_jpy_session_name_names_the_journal(start_kernel):
     assert records[0]["label"] == "analysis.ipynb"
     assert records[0]["session_id"] == session_state(kernel)["session_id"]
     assert any(r.get("event") == "command" and r.get("command") == "/help" for r in records)
+
+
+#: What a Lily kernel imports of Lily at start: the kernel, the integration that installs
+#: Lily in the shell, the command table (which cells are commands), the errors and the
+#: workspace paths. The rest of the core loads with the first cell that needs it
+#: (docs/architecture.md#import-rules).
+KERNEL_START = {"lily_kernel", "lily_kernel.commands", "lily_kernel.commands.table",
+                "lily_kernel.errors", "lily_kernel.jupyter", "lily_kernel.jupyter.integration",
+                "lily_kernel.jupyter.kernel", "lily_kernel.redaction", "lily_kernel.skills",
+                "lily_kernel.skills.paths"}
+
+
+def test_the_kernel_starts_without_the_core_and_loads_it_on_the_first_lily_cell(start_kernel):
+    """At start (a %%python cell runs no Lily code) the kernel has imported only
+    KERNEL_START of Lily, and neither PyYAML nor the session; the first command loads the
+    core, and completion works from there."""
+    kernel = start_kernel()
+    probe = ("%%python\nimport sys\n"
+             "sorted(m for m in sys.modules if m.startswith(('lily', 'yaml')))")
+    loaded = set(ast.literal_eval(kernel.ok(probe).result["text/plain"]))
+    assert loaded == KERNEL_START, sorted(loaded ^ KERNEL_START)
+    assert "/skills" in only_display(kernel.run("/help"))["text/plain"]
+    after = set(ast.literal_eval(kernel.ok(probe).result["text/plain"]))
+    assert {"lily_kernel.jupyter.cells", "lily_kernel.session.session", "yaml"} <= after
+    assert "/help" in kernel.complete("/he")["matches"]

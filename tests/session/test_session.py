@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from agent_support import run_command
+from agent_support import run_command, skill_request
 
 from lily_kernel.session.journal import read as read_journal
 from lily_kernel.session.session import Session
@@ -151,3 +151,28 @@ def test_journal_disabled(env):
     run_command(session, "/skills")
     assert session.journal.path is None
     assert not (env.workspace / ".lily").exists()
+
+
+def test_a_command_line_is_redacted_once_where_it_is_stored(env, monkeypatch):
+    """docs/limits-and-secrets.md#secrets: `Session.record_command` redacts the line once;
+    the command history and the journal keep that text, without the live key, the URL's
+    password or a secret-looking value, and the journal does not redact it again."""
+    from lily_kernel import redaction
+    key = "sk-live-record-0123456789"
+    env.write_skill(env.ws_skills, "plan_compiler")  # prompt_rewrite: a request, no model here
+    session = env.session(OPENAI_API_KEY=key)
+    calls: list[object] = []
+    real = redaction.redact
+
+    def counted(text: object, *args: object, **kwargs: object) -> str:
+        calls.append(text)
+        return real(text, *args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(redaction, "redact", counted)
+    skill_request(session, f"/skill plan_compiler ship {key} via http://me:pw-0123@h/ token=t0k3n")
+    assert len(calls) == 1, calls
+    stored = session.command_history[-1]["command"]
+    assert stored == "/skill plan_compiler ship *** via http://***@h/ token=***"
+    journaled = [r for r in read_journal(session.journal.path) if r.get("event") == "command"]
+    assert journaled[-1]["command"] == stored
+    for secret in (key, "pw-0123", "t0k3n"):
+        assert secret not in session.journal.path.read_text()

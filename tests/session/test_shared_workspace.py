@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from lily_kernel.jupyter.integration import session_label
+from lily_kernel.jupyter.cells import session_label
 from lily_kernel.session.journal import Journal, read
 from lily_kernel.session.session import Session
 from lily_kernel.skills.paths import shared_workspace
