@@ -55,10 +55,11 @@ _SPECIAL = re.compile("[^\x0A\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF0
 class _Marker:
     """What a value text is when it is not (or not yet) a value."""
 
-    __slots__ = ("name",)
+    __slots__ = ("items", "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, items: tuple[object, ...] | None = None) -> None:
         self.name = name
+        self.items = items  # a flow list's items: each use gets a new list of them
 
     def __repr__(self) -> str:
         return f"<fastyaml.{self.name}>"
@@ -67,7 +68,6 @@ class _Marker:
 _MISS = _Marker("MISS")  # not classified yet
 _OUT = _Marker("OUT")  # outside the subset: PyYAML decides
 _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
-_FLOW = _Marker("FLOW")  # starts with "[": a flow list, where one is allowed
 
 # Value text as it follows ": " or "- ", spaces and all -> its value or a marker; key
 # text -> itself if it is a key of the subset (the mappings then share one copy of
@@ -103,10 +103,10 @@ def parse(source: str) -> Any:
                 if item.__class__ is marker:
                     if item is miss:
                         item = _remember(raw)
-                    if item is _FLOW:
-                        item = _flow(raw)
-                        if item is _OUT:
-                            return FALLBACK
+                    if item.__class__ is not marker:
+                        pass
+                    elif item.items is not None:  # a flow list
+                        item = [*item.items]
                     elif item is _EMPTY:
                         block = known  # "key:" and spaces: a block list or mapping may follow
                         continue
@@ -173,11 +173,9 @@ def parse(source: str) -> Any:
                 if item is miss:
                     item = _remember(raw)
                 if item.__class__ is marker:
-                    if item is not _FLOW:
+                    if item.items is None:
                         return FALLBACK
-                    item = _flow(raw)
-                    if item is _OUT:
-                        return FALLBACK
+                    item = [*item.items]
             value[known] = item
             continue
 
@@ -204,11 +202,9 @@ def parse(source: str) -> Any:
                 if item is _EMPTY:
                     block = key  # an indented block list or mapping may follow
                     continue
-                if item is _OUT:
+                if item.items is None:
                     return FALLBACK
-                item = _flow(raw)
-                if item is _OUT:
-                    return FALLBACK
+                item = [*item.items]
         out[key] = item
     if block is not None:
         out[block] = value
@@ -249,7 +245,8 @@ def _remember(raw: str) -> object:
     elif text[0] in _PLAIN_FIRST and ": " not in text and " #" not in text and text[-1] != ":":
         value = text  # what _classify says of it, without the call
     elif text[0] == "[":
-        value = _FLOW
+        flow = _flow(text)
+        value = _OUT if flow is _OUT else _Marker("FLOW", tuple(flow))
     else:
         value = _classify(text)
     if len(_values) >= _CACHE_MAX:

@@ -99,7 +99,7 @@ def decode(data: bytes) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
-    if text.startswith("\ufeff"):
+    if text[:1] == "\ufeff":
         text = text[1:]
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -121,16 +121,7 @@ def split(text: str) -> tuple[str | None, str]:
 def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
     """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
     :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
-    if len(data) > MAX_FILE_BYTES:
-        raise FrontmatterError(f"SKILL.md is over the {MAX_FILE_BYTES // 1024} KiB limit")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
-    if text[:1] == "\ufeff":
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = decode(data)
     if text[:4] != "---\n":
         if text != "---":
             return text, text, {}

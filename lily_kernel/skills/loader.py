@@ -371,8 +371,6 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
 
 
 def _content_hash(skills: list[Skill]) -> str:
-    # The same bytes as hashing name, NUL, source, NUL, text, NUL NUL per skill.
-    h = hashlib.sha256()
-    for s in skills:
-        h.update(f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    # sha256 of name, NUL, source, NUL, text, NUL NUL per skill, encoded in one piece.
+    return hashlib.sha256("".join([f"{s.name}\0{s.source}\0{s.text}\0\0" for s in skills])
+                          .encode("utf-8", "surrogatepass")).hexdigest()
