@@ -20,7 +20,12 @@ calls are most of what a Python parser of ten short lines costs); the usual
 line, a top-level ``key: value`` with a key seen before, takes the shortest
 path. The only state kept between calls is the classification of key and
 value strings (pure functions of the string, in tables of bounded size): a
-value text is checked and classified once, then looked up.
+value text is checked and classified once, then looked up; a flow list is split
+once, and each use gets a new list of its items. In a document of printable ASCII
+without "\\" or "#" (checked in one pass, in C), a value text that starts with a
+character no indicator or resolver claims, with no ": " in it and no ":" or space at
+its end, is that very string: it is taken as it stands, without a lookup (most
+names and descriptions are seen once, so a lookup would only miss).
 """
 from __future__ import annotations
 
@@ -45,6 +50,10 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 # no implicit resolver): with no ": " or " #" in it and no ":" at its end, it is itself.
 _PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
                          if c not in _INDICATORS and c not in _IMPLICIT)
+_NOTHING: frozenset[str] = frozenset()
+# What makes a document's value texts need _remember's checks: the ASCII characters that
+# are not printable (tab and the other controls; "\n" separates lines), "\\" and "#".
+_UNCLEAN = bytes(c for c in range(0x80) if c != 0x0A and not chr(c).isprintable()) + b"\\#"
 
 # Characters YAML refuses, or reads as line breaks or a byte-order mark: leave them to
 # PyYAML, with tabs and backslashes (escapes are PyYAML's business too). See _unsafe.
@@ -84,8 +93,13 @@ def parse(source: str) -> Any:
     A document without keys (blank lines and comments only) is ``None``, as in PyYAML.
     """
     # No character is left unchecked: keys must match _KEY, value text is checked by
-    # _remember (once per distinct text), comments below, and the rest is spaces.
+    # _remember (once per distinct text) or by _is_plain, comments below, and the rest
+    # is spaces.
     vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
+    # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a value
+    # text is a plain string when _is_plain says so: no need to look it up or classify it.
+    plain = (_PLAIN_FIRST if source.isascii() and len(source) == len(
+        source.encode("ascii").translate(None, _UNCLEAN)) else _NOTHING)
     out: dict[str, Any] = {}
     # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
@@ -99,6 +113,9 @@ def parse(source: str) -> Any:
             known = kget(key)
             if known and known not in out:
                 # The usual line: a top-level "key: value", with a key known to be good.
+                if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
+                    out[known] = raw  # _is_plain, inlined
+                    continue
                 item = vget(raw, miss)
                 if item.__class__ is marker:
                     if item is miss:
@@ -153,6 +170,9 @@ def parse(source: str) -> Any:
                 if text[:2] != "- ":
                     return FALLBACK
                 raw = line[ind + 2:]
+                if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
+                    value.append(raw)  # _is_plain, inlined
+                    continue
                 item = vget(raw, miss)
                 if item.__class__ is marker:
                     if item is miss:
@@ -168,6 +188,9 @@ def parse(source: str) -> Any:
                 known = _key_ok(text)
             if not known or known in value:
                 return FALLBACK
+            if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
+                value[known] = raw  # _is_plain, inlined
+                continue
             item = vget(raw, miss)
             if item.__class__ is marker:
                 if item is miss:
@@ -253,6 +276,14 @@ def _remember(raw: str) -> object:
         _values.clear()
     _values[raw] = value
     return value
+
+
+def _is_plain(raw: str, clean: bool) -> bool:
+    """Whether value text ``raw`` of a clean document (printable ASCII, no "\\" or "#": see
+    _UNCLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`
+    inlines it. True only where :func:`_remember` would classify ``raw`` as ``raw`` itself."""
+    return (clean and bool(raw) and raw[0] in _PLAIN_FIRST and raw[-1] not in " :"
+            and ": " not in raw)
 
 
 def _unsafe(text: str) -> bool:
