@@ -22,7 +22,7 @@ path. The only state kept between calls is the classification of key and
 value strings (pure functions of the string, in tables of bounded size): a
 value text is checked and classified once, then looked up; a flow list is split
 once, and each use gets a new list of its items. In a document of printable ASCII
-without "\\" or "#" (checked in one pass, in C), a value text that starts with a
+without a backslash or "#" (checked in one pass, in C), a value text that starts with a
 character no indicator or resolver claims, with no ": " in it and no ":" or space at
 its end, is that very string: it is taken as it stands, without a lookup (most
 names and descriptions are seen once, so a lookup would only miss).
@@ -279,7 +279,7 @@ def _remember(raw: str) -> object:
 
 
 def _is_plain(raw: str, clean: bool) -> bool:
-    """Whether value text ``raw`` of a clean document (printable ASCII, no "\\" or "#": see
+    """Whether value text ``raw`` of a clean document (printable ASCII, no backslash or "#": see
     _UNCLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`
     inlines it. True only where :func:`_remember` would classify ``raw`` as ``raw`` itself."""
     return (clean and bool(raw) and raw[0] in _PLAIN_FIRST and raw[-1] not in " :"
