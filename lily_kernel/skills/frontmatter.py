@@ -133,15 +133,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
         source, body = text[4:len(text) - 3], ""
     else:
         raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
-    if (len(source) if source.isascii() else len(source.encode("utf-8"))) > MAX_FRONTMATTER_BYTES:
-        raise FrontmatterError(
-            f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
-        )
-    check_nesting(source)
-    value = fastyaml.parse(source)
-    if value is fastyaml.FALLBACK:
-        return text, body, _load_yaml(source)
-    return text, body, {} if value is None else value
+    return text, body, parse_yaml(source)
 
 
 def parse_yaml(source: str) -> dict[str, Any]:
@@ -151,8 +143,7 @@ def parse_yaml(source: str) -> dict[str, Any]:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
-    check_nesting(source)
-    value = fastyaml.parse(source)
+    value = fastyaml.parse(source)  # (its subset nests two levels at most)
     if value is not fastyaml.FALLBACK:
         return {} if value is None else value
     return _load_yaml(source)
@@ -161,8 +152,10 @@ def parse_yaml(source: str) -> dict[str, Any]:
 def _load_yaml(source: str) -> dict[str, Any]:
     """PyYAML's reading of ``source`` (outside fastyaml's subset).
 
-    Refuses what docs/skill-format.md#reading refuses.
+    Refuses what docs/skill-format.md#reading refuses; the nesting limit is checked
+    first, as PyYAML recurses once per level.
     """
+    check_nesting(source)
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:

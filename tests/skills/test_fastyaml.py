@@ -47,6 +47,8 @@ def _check(src: str):
         return fast
     ref = _reference(src)
     assert _same(fast, ref), f"fastyaml disagrees with PyYAML on {src!r}: {fast!r} != {ref!r}"
+    # What fastyaml reads is within the nesting limit, which is checked only before PyYAML.
+    frontmatter.check_nesting(src)
     return fast
 
 

@@ -85,3 +85,16 @@ def test_the_loader_reads_every_frontmatter_as_pyyaml_does(env):
         source = frontmatter.split(frontmatter.decode(skill.text.encode("utf-8")))[0]
         expected = yaml.load(source, Loader=yaml.SafeLoader) if source else None
         assert dict(skill.frontmatter) == (expected or {}), skill.name
+
+
+def test_deep_nesting_is_refused_at_load_whichever_parser_reads_it(env):
+    """The nesting limit is checked before PyYAML only (fastyaml's subset nests two levels,
+    tests/skills/test_fastyaml.py checks it never takes a deeper document): a flow bomb,
+    and a block one, are still skill errors naming the limit."""
+    env.write_skill(env.ws_skills, "flow-bomb", "description: x\nmetadata: "
+                    + "[" * 30_000 + "]" * 30_000)
+    env.write_skill(env.ws_skills, "block-bomb", "description: x\n"
+                    + "".join(" " * i + f"k{i}:\n" for i in range(70)) + " " * 70 + "z: 1")
+    snap = env.snapshot()
+    for name in ("flow-bomb", "block-bomb"):
+        assert "nesting limit" in env.diag(snap, "skill_error", name).reason
