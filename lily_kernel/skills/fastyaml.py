@@ -22,10 +22,10 @@ path. The only state kept between calls is the classification of key and
 value strings (pure functions of the string, in tables of bounded size): a
 value text is checked and classified once, then looked up; a flow list is split
 once, and each use gets a new list of its items. In a document of printable ASCII
-without a backslash or "#" (checked in one pass, in C), a value text that starts with a
-character no indicator or resolver claims, with no ": " in it and no ":" or space at
-its end, is that very string: it is taken as it stands, without a lookup (most
-names and descriptions are seen once, so a lookup would only miss).
+without a backslash or "#" (checked in one pass, in C), a top-level value text that
+starts with a character no indicator or resolver claims, with no ": " in it and no
+":" or space at its end, is that very string: it is taken as it stands, without a
+lookup (most names and descriptions are seen once, so a lookup would only miss).
 """
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ def parse(source: str) -> Any:
     # _remember (once per distinct text) or by _is_plain, comments below, and the rest
     # is spaces.
     vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
-    # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a value
-    # text is a plain string when _is_plain says so: no need to look it up or classify it.
+    # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
+    # top-level value text is a plain string when _is_plain says so: no need to look it
+    # up or classify it (names and descriptions are seen once: a lookup would miss).
     plain = (_PLAIN_FIRST if source.isascii() and len(source) == len(
         source.encode("ascii").translate(None, _UNCLEAN)) else _NOTHING)
     out: dict[str, Any] = {}
@@ -170,9 +171,6 @@ def parse(source: str) -> Any:
                 if text[:2] != "- ":
                     return FALLBACK
                 raw = line[ind + 2:]
-                if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
-                    value.append(raw)  # _is_plain, inlined
-                    continue
                 item = vget(raw, miss)
                 if item.__class__ is marker:
                     if item is miss:
@@ -188,9 +186,6 @@ def parse(source: str) -> Any:
                 known = _key_ok(text)
             if not known or known in value:
                 return FALLBACK
-            if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
-                value[known] = raw  # _is_plain, inlined
-                continue
             item = vget(raw, miss)
             if item.__class__ is marker:
                 if item is miss:
