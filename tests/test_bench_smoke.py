@@ -40,4 +40,3 @@ def test_logs_search_bench_runs_and_prints_its_figures():
     assert [re.fullmatch(r"\s*500\s+(.+?)\s+[\d.]+ms\s+[\d.]+x", line).group(1)
             for line in lines[1:]] == ["scan (no index)", "build index (first -q)", "search",
                                        "search -T --since", "search after +1,000"]
-
