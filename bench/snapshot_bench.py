@@ -30,7 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __name__ == "__main__":  # run as a script: this checkout's lily_kernel. Imported by
+    # perf.py, it must not put this checkout first: perf.py --tree chooses the checkout.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry

@@ -19,6 +19,17 @@ def test_snapshot_bench_runs_and_prints_a_ratio_per_size():
     assert all(rows) and [int(m.group(1)) for m in rows] == [5, 20]
 
 
+def test_importing_snapshot_bench_leaves_the_path_to_perf_tree():
+    """`perf.py snapshot --tree DIR` imports snapshot_bench after putting DIR first on the
+    path; the import must not put this checkout before it (it did, so every `--tree`
+    snapshot figure measured this checkout). Run as a script, it still uses its own."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); before = list(sys.path); "
+            "import snapshot_bench; assert sys.path == before, sys.path[:3]")
+    run = subprocess.run([sys.executable, "-c", code, str(BENCH.parent)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
 def test_logs_search_bench_runs_and_prints_its_figures():
     bench = BENCH.parent / "logs_search.py"
     run = subprocess.run([sys.executable, str(bench), "--records", "500", "--sessions", "5",

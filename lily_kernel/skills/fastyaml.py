@@ -20,7 +20,12 @@ calls are most of what a Python parser of ten short lines costs); the usual
 line, a top-level ``key: value`` with a key seen before, takes the shortest
 path. The only state kept between calls is the classification of key and
 value strings (pure functions of the string, in tables of bounded size): a
-value text is checked and classified once, then looked up.
+value text is checked and classified once, then looked up; a flow list is split
+once, and each use gets a new list of its items. In a document of printable ASCII
+without a backslash or "#" (checked in one pass, in C), a top-level value text that
+starts with a character no indicator or resolver claims, with no ": " in it and no
+":" or space at its end, is that very string: it is taken as it stands, without a
+lookup (most names and descriptions are seen once, so a lookup would only miss).
 """
 from __future__ import annotations
 
@@ -45,6 +50,10 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 # no implicit resolver): with no ": " or " #" in it and no ":" at its end, it is itself.
 _PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
                          if c not in _INDICATORS and c not in _IMPLICIT)
+_NOTHING: frozenset[str] = frozenset()
+# What makes a document's value texts need _remember's checks: the ASCII characters that
+# are not printable (tab and the other controls; "\n" separates lines), "\\" and "#".
+_UNCLEAN = bytes(c for c in range(0x80) if c != 0x0A and not chr(c).isprintable()) + b"\\#"
 
 # Characters YAML refuses, or reads as line breaks or a byte-order mark: leave them to
 # PyYAML, with tabs and backslashes (escapes are PyYAML's business too). See _unsafe.
@@ -55,10 +64,11 @@ _SPECIAL = re.compile("[^\x0A\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF0
 class _Marker:
     """What a value text is when it is not (or not yet) a value."""
 
-    __slots__ = ("name",)
+    __slots__ = ("items", "name")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, items: tuple[object, ...] | None = None) -> None:
         self.name = name
+        self.items = items  # a flow list's items: each use gets a new list of them
 
     def __repr__(self) -> str:
         return f"<fastyaml.{self.name}>"
@@ -67,7 +77,6 @@ class _Marker:
 _MISS = _Marker("MISS")  # not classified yet
 _OUT = _Marker("OUT")  # outside the subset: PyYAML decides
 _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
-_FLOW = _Marker("FLOW")  # starts with "[": a flow list, where one is allowed
 
 # Value text as it follows ": " or "- ", spaces and all -> its value or a marker; key
 # text -> itself if it is a key of the subset (the mappings then share one copy of
@@ -84,8 +93,14 @@ def parse(source: str) -> Any:
     A document without keys (blank lines and comments only) is ``None``, as in PyYAML.
     """
     # No character is left unchecked: keys must match _KEY, value text is checked by
-    # _remember (once per distinct text), comments below, and the rest is spaces.
+    # _remember (once per distinct text) or by _is_plain, comments below, and the rest
+    # is spaces.
     vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
+    # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
+    # top-level value text is a plain string when _is_plain says so: no need to look it
+    # up or classify it (names and descriptions are seen once: a lookup would miss).
+    plain = (_PLAIN_FIRST if source.isascii() and len(source) == len(
+        source.encode("ascii").translate(None, _UNCLEAN)) else _NOTHING)
     out: dict[str, Any] = {}
     # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
@@ -99,14 +114,17 @@ def parse(source: str) -> Any:
             known = kget(key)
             if known and known not in out:
                 # The usual line: a top-level "key: value", with a key known to be good.
+                if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
+                    out[known] = raw  # _is_plain, inlined
+                    continue
                 item = vget(raw, miss)
                 if item.__class__ is marker:
                     if item is miss:
                         item = _remember(raw)
-                    if item is _FLOW:
-                        item = _flow(raw)
-                        if item is _OUT:
-                            return FALLBACK
+                    if item.__class__ is not marker:
+                        pass
+                    elif item.items is not None:  # a flow list
+                        item = [*item.items]
                     elif item is _EMPTY:
                         block = known  # "key:" and spaces: a block list or mapping may follow
                         continue
@@ -173,11 +191,9 @@ def parse(source: str) -> Any:
                 if item is miss:
                     item = _remember(raw)
                 if item.__class__ is marker:
-                    if item is not _FLOW:
+                    if item.items is None:
                         return FALLBACK
-                    item = _flow(raw)
-                    if item is _OUT:
-                        return FALLBACK
+                    item = [*item.items]
             value[known] = item
             continue
 
@@ -204,11 +220,9 @@ def parse(source: str) -> Any:
                 if item is _EMPTY:
                     block = key  # an indented block list or mapping may follow
                     continue
-                if item is _OUT:
+                if item.items is None:
                     return FALLBACK
-                item = _flow(raw)
-                if item is _OUT:
-                    return FALLBACK
+                item = [*item.items]
         out[key] = item
     if block is not None:
         out[block] = value
@@ -249,13 +263,22 @@ def _remember(raw: str) -> object:
     elif text[0] in _PLAIN_FIRST and ": " not in text and " #" not in text and text[-1] != ":":
         value = text  # what _classify says of it, without the call
     elif text[0] == "[":
-        value = _FLOW
+        flow = _flow(text)
+        value = _OUT if flow is _OUT else _Marker("FLOW", tuple(flow))
     else:
         value = _classify(text)
     if len(_values) >= _CACHE_MAX:
         _values.clear()
     _values[raw] = value
     return value
+
+
+def _is_plain(raw: str, clean: bool) -> bool:
+    """Whether value text ``raw`` of a clean document (printable ASCII, no backslash or "#": see
+    _UNCLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`
+    inlines it. True only where :func:`_remember` would classify ``raw`` as ``raw`` itself."""
+    return (clean and bool(raw) and raw[0] in _PLAIN_FIRST and raw[-1] not in " :"
+            and ": " not in raw)
 
 
 def _unsafe(text: str) -> bool:

@@ -33,7 +33,8 @@ _FORBIDDEN_TOKENS = {
 
 #: Deepest nesting of YAML collections read (flow brackets plus block levels). libyaml and
 #: PyYAML recurse once per level: 30,000 nested lists in 60 KB crash the interpreter, so
-#: the depth is measured on the text before any YAML parser sees it.
+#: the depth is measured on the text before PyYAML sees it (fastyaml's subset nests two
+#: levels at most, and never recurses).
 MAX_NESTING = 64
 
 
@@ -99,7 +100,7 @@ def decode(data: bytes) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
-    if text.startswith("\ufeff"):
+    if text[:1] == "\ufeff":
         text = text[1:]
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -121,16 +122,7 @@ def split(text: str) -> tuple[str | None, str]:
 def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
     """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
     :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader."""
-    if len(data) > MAX_FILE_BYTES:
-        raise FrontmatterError(f"SKILL.md is over the {MAX_FILE_BYTES // 1024} KiB limit")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FrontmatterError(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from None
-    if text[:1] == "\ufeff":
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = decode(data)
     if text[:4] != "---\n":
         if text != "---":
             return text, text, {}
@@ -142,15 +134,7 @@ def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
         source, body = text[4:len(text) - 3], ""
     else:
         raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
-    if (len(source) if source.isascii() else len(source.encode("utf-8"))) > MAX_FRONTMATTER_BYTES:
-        raise FrontmatterError(
-            f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
-        )
-    check_nesting(source)
-    value = fastyaml.parse(source)
-    if value is fastyaml.FALLBACK:
-        return text, body, _load_yaml(source)
-    return text, body, {} if value is None else value
+    return text, body, parse_yaml(source)
 
 
 def parse_yaml(source: str) -> dict[str, Any]:
@@ -160,8 +144,7 @@ def parse_yaml(source: str) -> dict[str, Any]:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
-    check_nesting(source)
-    value = fastyaml.parse(source)
+    value = fastyaml.parse(source)  # (its subset nests two levels at most)
     if value is not fastyaml.FALLBACK:
         return {} if value is None else value
     return _load_yaml(source)
@@ -170,8 +153,10 @@ def parse_yaml(source: str) -> dict[str, Any]:
 def _load_yaml(source: str) -> dict[str, Any]:
     """PyYAML's reading of ``source`` (outside fastyaml's subset).
 
-    Refuses what docs/skill-format.md#reading refuses.
+    Refuses what docs/skill-format.md#reading refuses; the nesting limit is checked
+    first, as PyYAML recurses once per level.
     """
+    check_nesting(source)
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)
     try:

@@ -6,13 +6,14 @@ skill becomes a diagnostic; only a root that cannot be read raises.
 """
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISLNK, S_ISREG
+from stat import S_ISREG
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -44,17 +45,17 @@ class Candidate:
 def discover(root: Root, diagnostics: list[Diagnostic]) -> list[Candidate]:
     """Skill candidates among the immediate children of ``root``, sorted by name."""
     return [Candidate(name, root, Path(path), error)
-            for name, path, _, error in sorted(_scan(root))]
+            for name, path, error in sorted(_scan(root))]
 
 
-def _scan(root: Root) -> list[tuple[str, str, int, str | None]]:
-    """:func:`discover`'s candidates as ``(name, path, size, error)``, in listing order.
+def _scan(root: Root) -> list[tuple[str, str, str | None]]:
+    """:func:`discover`'s candidates as ``(name, path, error)``, in listing order.
 
-    ``path`` is the skill folder as ``str(Path(...))`` would spell it. One
-    ``lstat`` of SKILL.md per skill tells a regular file (``size`` is its size)
-    from a symlink (``size`` is -1; its target must be a file, and is checked
-    against the skill folder when the skill is read). A folder that cannot be a
-    skill carries its ``error``: it still takes part in precedence.
+    ``path`` is the skill folder as ``str(Path(...))`` would spell it. Listing the
+    root is the only system call for a real folder: whether its SKILL.md is there,
+    a file, or a symlink is found when it is read (:func:`_read`), so a shadowed copy
+    costs nothing more. A folder that cannot be a skill carries its ``error``: it
+    still takes part in precedence.
     """
     path = root.path
     try:
@@ -72,7 +73,7 @@ def _scan(root: Root) -> list[tuple[str, str, int, str | None]]:
     # str(Path(entry.path)) for every entry: pathlib normalises the root part once.
     prefix = str(Path(path, "x"))[:-1]
     real_root = None
-    found: list[tuple[str, str, int, str | None]] = []
+    found: list[tuple[str, str, str | None]] = []
     for entry in entries:
         name = entry.name
         if name[0] == ".":
@@ -85,25 +86,13 @@ def _scan(root: Root) -> list[tuple[str, str, int, str | None]]:
                 real_root = real_root or os.path.realpath(path)
                 target = os.path.realpath(entry.path)
                 if os.path.commonpath([real_root, target]) != real_root or target == real_root:
-                    found.append((name, cand_path, -1,
+                    found.append((name, cand_path,
                                   f"symlink points outside its root ({target}); not followed"))
                     continue
-            skill_md = cand_path + _SKILL_MD
-            try:
-                st = os.lstat(skill_md)
-            except (OSError, ValueError):
-                st = None
-            if st is not None and S_ISREG(st.st_mode):
-                size = st.st_size
-            elif st is not None and S_ISLNK(st.st_mode) and os.path.isfile(skill_md):
-                size = -1
-            else:
-                found.append((name, cand_path, -1, "SKILL.md is missing"))
-                continue
         except OSError as exc:
-            found.append((name, cand_path, -1, f"cannot be read: {exc.strerror or exc}"))
+            found.append((name, cand_path, f"cannot be read: {exc.strerror or exc}"))
             continue
-        found.append((name, cand_path, size, None))
+        found.append((name, cand_path, None))
     return found
 
 
@@ -143,8 +132,8 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
 
-    # name -> (root, path, size, error) of the highest-precedence copy; the rest are shadowed.
-    winners: dict[str, tuple[Root, str, int, str | None]] = {}
+    # name -> (root, path, error) of the highest-precedence copy; the rest are shadowed.
+    winners: dict[str, tuple[Root, str, str | None]] = {}
     shadowed: dict[str, list[tuple[Root, str]]] = {}
     reals = [os.path.realpath(r.path) for r in roots]
     for i, root in enumerate(roots):
@@ -156,16 +145,16 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
                 f"the {root.source} root is the same folder as the {same.source} root; "
                 f"its skills are read once, as {same.source} skills"))
             continue
-        for name, path, size, error in _scan(root):  # (sorted below, by name)
+        for name, path, error in _scan(root):  # (sorted below, by name)
             if name in winners:
                 shadowed.setdefault(name, []).append((root, path))
             else:
-                winners[name] = (root, path, size, error)
+                winners[name] = (root, path, error)
 
     # Every winner's SKILL.md is read first and parsed after: run back to back, the
     # system calls and the parsing each keep the CPU caches the other would evict.
     order = sorted(winners)
-    contents = [_read(w[1], w[2]) if w[3] is None else None
+    contents = [_read(w[1]) if w[2] is None else None
                 for w in map(winners.__getitem__, order)]
 
     included: list[Skill] = []
@@ -181,7 +170,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             if not countdown:
                 gc.collect(1)
                 countdown = _GC_EVERY
-        root, path, _, error = winners[name]
+        root, path, error = winners[name]
         source = root.source
         if shadowed:
             for loser, loser_path in shadowed.get(name, ()):
@@ -263,7 +252,7 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
-    data = _read(path, -1 if os.path.islink(path + _SKILL_MD) else None)
+    data = _read(path)
     if isinstance(data, _Unreadable):
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
         return None
@@ -274,10 +263,13 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     return None
 
 
-# A regular SKILL.md is opened without following links: if it was swapped for a
-# symlink since discovery, the read fails rather than escaping the skill folder.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-_OPEN_LINK_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+# SKILL.md is opened without following a link, without blocking (a FIFO) and without
+# becoming a terminal's; fstat then tells a regular file from anything else. A symlink
+# (the open fails with ELOOP) is checked against the skill folder, then followed.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
+_OPEN_LINK_FLAGS = _OPEN_FLAGS & ~_NOFOLLOW
 _MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
 _CHUNK = 64 * 1024
 _TOO_BIG: bytes | None = None
@@ -290,25 +282,38 @@ class _Unreadable:
     reason: str
 
 
-def _read(path: str, size: int | None) -> bytes | _Unreadable:
+_MISSING = _Unreadable("SKILL.md is missing")
+
+
+def _read(path: str) -> bytes | _Unreadable:
     """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
 
-    ``size`` is the file's size when discovery found a regular file, -1 when it
-    found a symlink, None when unknown. A read that returns exactly the size
-    discovery saw is taken as the whole file; any other outcome reads on to the
-    end, as when the size is not known.
+    SKILL.md must be a regular file, or a symlink to one inside the skill folder;
+    anything else, or nothing, is "missing". A read that returns exactly the size
+    fstat saw is taken as the whole file; any other outcome reads on to the end.
     """
     skill_md = path + _SKILL_MD
-    link = size is not None and size < 0
     try:
-        if link:
-            real_dir = os.path.realpath(path)
-            target = os.path.realpath(skill_md)
-            if os.path.commonpath([real_dir, target]) != real_dir:
-                return _Unreadable(f"SKILL.md is a symlink to {target}, outside the skill folder")
-        fd = os.open(skill_md, _OPEN_LINK_FLAGS if link else _OPEN_FLAGS)
+        opened: int | _Unreadable
+        if _NOFOLLOW:
+            try:
+                opened = os.open(skill_md, _OPEN_FLAGS)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                opened = _open_link(path, skill_md)
+        else:  # no O_NOFOLLOW (Windows): ask first
+            opened = (_open_link(path, skill_md) if os.path.islink(skill_md)
+                      else os.open(skill_md, _OPEN_FLAGS))
+        if isinstance(opened, _Unreadable):
+            return opened
+        fd = opened
         try:  # read up to _MAX_READ bytes, to the end of the file
-            if size is not None and 0 <= size < _MAX_READ:
+            st = os.fstat(fd)
+            if not S_ISREG(st.st_mode):
+                return _MISSING
+            size = st.st_size
+            if size < _MAX_READ:
                 data = os.read(fd, size + 1)
                 if len(data) != size:
                     data += _read_on(fd, len(data))
@@ -317,10 +322,23 @@ def _read(path: str, size: int | None) -> bytes | _Unreadable:
         finally:
             os.close(fd)
     except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return _MISSING
         return _Unreadable(f"SKILL.md cannot be read: {exc.strerror or exc}")
     if len(data) == _MAX_READ:
         return _too_big()
     return data
+
+
+def _open_link(path: str, skill_md: str) -> int | _Unreadable:
+    """An open descriptor of the file the symlink ``skill_md`` points to, or why not."""
+    if not os.path.isfile(skill_md):
+        return _MISSING
+    real_dir = os.path.realpath(path)
+    target = os.path.realpath(skill_md)
+    if os.path.commonpath([real_dir, target]) != real_dir:
+        return _Unreadable(f"SKILL.md is a symlink to {target}, outside the skill folder")
+    return os.open(skill_md, _OPEN_LINK_FLAGS)
 
 
 def _too_big() -> bytes:
@@ -377,8 +395,6 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
 
 
 def _content_hash(skills: list[Skill]) -> str:
-    # The same bytes as hashing name, NUL, source, NUL, text, NUL NUL per skill.
-    h = hashlib.sha256()
-    for s in skills:
-        h.update(f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    # sha256 of name, NUL, source, NUL, text, NUL NUL per skill, encoded in one piece.
+    return hashlib.sha256("".join([f"{s.name}\0{s.source}\0{s.text}\0\0" for s in skills])
+                          .encode("utf-8", "surrogatepass")).hexdigest()

@@ -192,9 +192,10 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Ski
 def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta: dict[str, Any]) -> Skill:
     """The :class:`Skill` a frontmatter mapping describes; ``meta`` is owned by the Skill after.
 
-    The checks run in a fixed order (the first problem found is the one reported).
-    The common case, a value of the right type, is tested inline; anything else goes
-    through the helper that names the key in its error.
+    The checks run in a fixed order (the first problem found is the one reported): key
+    types, then the types of the string-valued keys in the file's order, then the rules
+    key by key. The common case, a value of the right type, is tested inline; anything
+    else goes through the helper that names the key in its error.
     """
     if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
         unknown: tuple[str, ...] = ()
@@ -203,41 +204,23 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
             if key.__class__ is not str and not isinstance(key, str):
                 raise SkillError(f"frontmatter key {key!r} is not a string")
         unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
+    for key, value in meta.items():
+        if value.__class__ is not str and key in _STR_KEYS and value is not None:
+            _opt_str(meta, key)  # raises: not a string
     get = meta.get
 
     declared_name = get("name")
-    if declared_name is not None:
-        if declared_name.__class__ is not str:
-            declared_name = _opt_str(meta, "name")
-        if declared_name != name:
-            raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
-
-    description = get("description")
-    if description is None:
-        description = ""
-    elif description.__class__ is not str:
-        description = _opt_str(meta, "description") or ""
+    if declared_name is not None and declared_name != name:
+        raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
+    description = get("description") or ""
     summary = get("summary")
-    if summary is not None and summary.__class__ is not str:
-        summary = _opt_str(meta, "summary")
-    mode = get("invocation_mode")
-    if mode is not None and mode.__class__ is not str:
-        mode = _opt_str(meta, "invocation_mode")
-    if not mode:
-        mode = "prompt_rewrite"
-    elif mode not in INVOCATION_MODES:
+    mode = get("invocation_mode") or "prompt_rewrite"
+    if mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
-
     command = get("command")
-    if command is not None:
-        if command.__class__ is not str:
-            _opt_str(meta, "command")  # raises: not a string
-        if not COMMAND_RE.match(command):
-            raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
-
+    if command is not None and not COMMAND_RE.match(command):
+        raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
     command_tool = get("command_tool")
-    if command_tool is not None and command_tool.__class__ is not str:
-        command_tool = _opt_str(meta, "command_tool")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
 
@@ -245,7 +228,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     if disable is not False and disable is not True:
         raise SkillError(f"'disable-model-invocation' must be true or false, not {_kind(disable)}")
 
-    if "argument-hint" in meta or "user-invocable" in meta or "model" in meta or "context" in meta:
+    if "argument-hint" in meta or "user-invocable" in meta:
         _claude_code_keys(meta)
 
     metadata = get("metadata")
@@ -267,11 +250,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     eligibility = get("eligibility")
     eligibility = _eligibility(eligibility) if eligibility is not None else _ANY_ELIGIBILITY
     license_ = get("license")
-    if license_ is not None and license_.__class__ is not str:
-        license_ = _opt_str(meta, "license")
     compatibility = get("compatibility")
-    if compatibility is not None and compatibility.__class__ is not str:
-        compatibility = _opt_str(meta, "compatibility")
     allowed_tools = get("allowed-tools")
     allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
 
@@ -309,6 +288,9 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _ANY_ELIGIBILITY = Eligibility()
 _ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
 _OS_SET = frozenset(OS_NAMES)
+# The keys whose value must be a string (or null); checked first, in the file's order.
+_STR_KEYS = frozenset(("name", "description", "summary", "invocation_mode", "command",
+                       "command_tool", "license", "compatibility", "model", "context"))
 
 
 def _check_fast_init() -> None:
@@ -323,7 +305,8 @@ def _check_fast_init() -> None:
 
 
 def _claude_code_keys(meta: dict[str, Any]) -> None:
-    """Type checks of the Claude Code keys Lily recognises but does not set fields for."""
+    """Type checks of ``argument-hint`` and ``user-invocable`` (Claude Code's keys Lily
+    recognises but sets no field for; ``model`` and ``context`` are strings, see _STR_KEYS)."""
     hint = meta.get("argument-hint")
     if (hint is not None and not isinstance(hint, str)  # `[file]` in YAML is a list
             and (not isinstance(hint, list) or not all(isinstance(h, str) for h in hint))):
@@ -331,8 +314,6 @@ def _claude_code_keys(meta: dict[str, Any]) -> None:
     invocable = meta.get("user-invocable", True)
     if invocable is not True and invocable is not False:
         raise SkillError(f"'user-invocable' must be true or false, not {_kind(invocable)}")
-    _opt_str(meta, "model")
-    _opt_str(meta, "context")
 
 
 def _opt_str(meta: dict[str, Any], key: str) -> str | None:

@@ -47,6 +47,8 @@ def _check(src: str):
         return fast
     ref = _reference(src)
     assert _same(fast, ref), f"fastyaml disagrees with PyYAML on {src!r}: {fast!r} != {ref!r}"
+    # What fastyaml reads is within the nesting limit, which is checked only before PyYAML.
+    frontmatter.check_nesting(src)
     return fast
 
 
@@ -396,3 +398,42 @@ def test_parse_document_limits_match_the_three_steps():
                  b"---\na: " + b"y" * frontmatter.MAX_FRONTMATTER_BYTES + b"\n---\n",
                  b"---\na: b\n", b"---", b"---\n---", b"\xef\xbb\xbf---\na: b\n---\nx"):
         assert _one_step(data) == _three_steps(data), data[:20]
+
+
+# --- the clean-document shortcut -------------------------------------------------
+
+# Printable ASCII but "\" and "#" (a document with either takes the per-text checks).
+CLEAN = [c for c in map(chr, range(0x20, 0x7F)) if c not in "\\#"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.sampled_from(list("abcyYnNoOtT0123.:-_ '\"[]{},!&*%@`|>?~=<+")), max_size=3),
+       st.text(st.sampled_from(CLEAN), max_size=12))
+@example("", "yes")
+@example("", "Yes it is")
+@example("a", ": b")
+@example("a", ":")
+@example("", "2024-01-01")
+def test_a_text_the_shortcut_takes_is_a_plain_string_in_every_position(head, tail):
+    """fastyaml._is_plain (inlined in parse for clean documents) answers True only for a
+    value text PyYAML reads as that very string: after a top-level key, in a block
+    mapping, as a block list item; and parse agrees with PyYAML on those documents."""
+    raw = head + tail
+    if not fastyaml._is_plain(raw, True):
+        return
+    for form, expected in ((f"k: {raw}\n", {"k": raw}),
+                           (f"k:\n  a: {raw}\n", {"k": {"a": raw}}),
+                           (f"k:\n  - {raw}\n", {"k": [raw]}),
+                           (f"k:\n- {raw}\n", {"k": [raw]})):
+        assert _same(_reference(form), expected), form
+        assert _same(_check(form), expected), form
+
+
+def test_the_shortcut_is_only_taken_in_a_clean_document():
+    """A "#" or "\\" anywhere, a tab or a non-ASCII character sends every value text through
+    the per-text checks; the answers are PyYAML's either way."""
+    assert not fastyaml._is_plain("plain", False)
+    for doc in ("a: x #c\nb: plain\n", "a: x\\y\nb: plain\n", "a: \u00e9\nb: plain\n",
+                "a: x\tz\nb: plain\n", "a: plain # note\n"):
+        _check(doc)
+    assert fastyaml.parse("a: x\n# c\nb: plain\n") == {"a": "x", "b": "plain"}
