@@ -70,3 +70,48 @@ def test_the_conversation_cap_counts_earlier_requests_from_cached_sizes(tmp_path
         second = [m["content"] for m in session.conversation if m.get("role") == "tool"][2:]
         assert second[0].startswith("y")  # history 80,000 + this request: still under
         assert second[1].startswith("Error: not run: too many calls")  # over: not run
+
+
+def test_the_request_body_is_the_json_of_the_request_arguments():
+    """What Lily sends is exactly the chat-completions request ``openai`` would send for the
+    same arguments (stream_options, the completion cap, the tools), as JSON."""
+    from lily_kernel.agent import client
+    from lily_kernel.agent.config import ModelConfig
+    config = ModelConfig(model="m", temperature=0.5)
+    messages = [{"role": "system", "content": "Sé breve ✓"},
+                {"role": "user", "content": 'say "hi"\n'},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "t", "arguments": "{\"n\": 1}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
+    body = client.request_body(config, messages, tools, True, 64, "max_tokens")
+    assert json.loads(body) == client.request_args(config, messages, tools, True, 64, "max_tokens")
+    assert "✓".encode() in body  # UTF-8, as openai sends it (not \\u escapes)
+    assert json.loads(client.request_body(config, messages, [], False))["messages"] == messages
+    assert "tools" not in json.loads(client.request_body(config, messages, [], False))
+
+
+def test_a_message_is_serialised_once_however_often_it_is_sent():
+    """A long conversation is not serialised again per request: each message's JSON is kept
+    from its first request (issue 18), and a new message object is serialised afresh."""
+    from lily_kernel.agent import client
+    from lily_kernel.agent.config import ModelConfig
+    config = ModelConfig(model="m")
+    history = [{"role": "user", "content": f"turn {i}"} for i in range(50)]
+    client.request_body(config, history, [])
+    calls = []
+    real = client._dumps
+
+    def counting(value: object) -> bytes:
+        calls.append(value)
+        return real(value)
+    client._dumps = counting  # type: ignore[assignment]
+    try:
+        new = {"role": "user", "content": "the new turn"}
+        body = client.request_body(config, [*history, new], [])
+    finally:
+        client._dumps = real  # type: ignore[assignment]
+    assert new in calls and not any(m in calls for m in history if m is not new)
+    assert len(calls) == 2  # the request's own fields, and the one new message
+    assert json.loads(body)["messages"][-1] == new
