@@ -112,6 +112,34 @@ def turn_end(history: list[dict[str, Any]], turns: int) -> int:
     return starts[turns] if turns < len(starts) else len(history)
 
 
+class Running:
+    """Sizes of a conversation kept between requests: a request measures only the messages
+    new since the last one, and the sum is at hand (issue 18: no per-request walk of the
+    history). The history is checked to be the one measured by one C-level comparison of
+    its items (a message equal to the one measured has its size); anything else (``/new``,
+    ``/compact``, another model's counter) measures it afresh."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+        self.total = 0
+        self._of: object = None
+
+    def update(self, history: list[dict[str, Any]], measure: Callable[[dict[str, Any]], int],
+               of: object = None) -> Running:
+        """Bring the sizes up to ``history`` (measured with ``measure``, valid for ``of``)."""
+        n = len(self.seen)
+        if of != self._of or len(history) < n or history[:n] != self.seen:
+            self.seen, self.sizes, self.total, self._of, n = [], [], 0, of, 0
+        if len(history) > n:
+            new = history[n:]
+            sizes = list(map(measure, new))
+            self.seen += new
+            self.sizes += sizes
+            self.total += sum(sizes)
+        return self
+
+
 class Budget:
     """One session's token accounting: counters per model, the fit, the learned window.
 
@@ -126,6 +154,13 @@ class Budget:
         self._counter: Counter | None = None
         self._short: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._chars: dict[int, tuple[dict[str, Any], int]] = {}
+        self._history_chars = Running()
+        self._history_tokens = Running()
+
+    def history_chars(self, history: list[dict[str, Any]]) -> int:
+        """:meth:`chars` summed over ``history``, measuring only messages new since the last
+        call (the conversation grows between requests)."""
+        return self._history_chars.update(history, self.chars).total
 
     def chars(self, message: dict[str, Any]) -> int:
         """Characters of ``message`` as JSON (the conversation size cap, docs/agent.md),
@@ -164,8 +199,11 @@ class Budget:
         limit -= int(limit * spare)
         fixed = count.message(system) + count.tools(tools)
         now = [count.message(m) for m in pending]
-        sizes = [count.message(m) for m in history]
-        total = fixed + sum(now) + sum(sizes)
+        running = self._history_tokens.update(history, count.message, (count, count.scale))
+        total = fixed + sum(now) + running.total
+        if total <= limit:  # everything fits: nothing else to look at (the usual case)
+            return Fitted([system, *history, *pending], 0, 0, total, limit, reserve)
+        sizes = list(running.sizes)
         sent, shortened = list(history), 0
         if total > limit:  # 2. earlier tool results, oldest first
             for i, message in enumerate(history):

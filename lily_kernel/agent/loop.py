@@ -392,7 +392,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
     turn_start, left_out = len(pending), (0, 0)
     limits = session.limits
     chars = session.budget.chars  # cached per message: no re-serialising of the history
-    size = sum(chars(m) for m in session.conversation) + sum(chars(m) for m in pending)
+    size = session.budget.history_chars(session.conversation) + sum(map(chars, pending))
     try:
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(pending)

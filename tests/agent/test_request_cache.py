@@ -115,3 +115,26 @@ def test_a_message_is_serialised_once_however_often_it_is_sent():
     assert new in calls and not any(m in calls for m in history if m is not new)
     assert len(calls) == 2  # the request's own fields, and the one new message
     assert json.loads(body)["messages"][-1] == new
+
+
+def test_the_history_is_measured_once_and_afresh_when_it_changes():
+    """A request measures only the messages new since the last one; a conversation that was
+    cleared or had turns replaced (``/new``, ``/compact``) is measured afresh, and a message
+    replaced by a different one counts with its own size."""
+    from lily_kernel.agent.budget import Running
+    measured: list[str] = []
+
+    def measure(message: dict) -> int:
+        measured.append(message["content"])
+        return len(message["content"])
+    running = Running()
+    history = [{"role": "user", "content": "a" * n} for n in range(1, 11)]
+    assert running.update(history, measure).total == 55 and len(measured) == 10
+    history.append({"role": "user", "content": "b" * 100})
+    measured.clear()
+    assert running.update(history, measure).total == 155 and measured == ["b" * 100]
+    history[0] = {"role": "user", "content": "c" * 7}  # /compact replaced the first turn
+    assert running.update(history, measure).total == 161 and len(measured) == 1 + 11
+    history.clear()  # /new
+    assert running.update(history, measure).total == 0
+    assert running.update(history, measure, of="another counter").total == 0
