@@ -23,6 +23,7 @@ import argparse
 import cProfile
 import gc
 import io
+import json
 import os
 import pstats
 import statistics
@@ -198,12 +199,17 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
     """Per-request overhead as a session grows: every turn is a tool call then an answer.
 
     Lily: ``agent.run`` on a real Session (100 generated skills, 20 tools, journal on). Bare: the
-    same two requests (the messages and tools Lily sent, from the server's record) through a bare
-    ``openai`` client, streamed, right after Lily's turn. A turn's
-    figure is Lily's turn time against the bare pair's; the rows pool ``window`` turns around
-    each mark over ``sessions`` sessions.
+    very requests Lily sent (every field of their bodies as the server received them: messages,
+    tools, ``stream_options``, the completion cap), through a bare ``openai`` client, streamed,
+    right after Lily's turn: ``chat.completions.create`` (the documented call), and ``post`` of
+    the same body (the client without its per-request transform of typed parameters, which walks
+    every message). A turn's figure is Lily's turn time against the bare pair's; the rows pool
+    ``window`` turns around each mark over ``sessions`` sessions. Before each timed side a full
+    ``gc.collect()`` runs, untimed, and the server forgets the requests it recorded (the harness's
+    memory, not Lily's, would otherwise grow with every turn and slow every collection).
     """
     import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
     from lily_kernel.agent import loop
     from lily_kernel.testing.server import ScriptedServer
@@ -218,6 +224,7 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
 
     lily_t: dict[int, list[float]] = {m: [] for m in marks}
     bare_t: dict[int, list[float]] = {m: [] for m in marks}
+    post_t: dict[int, list[float]] = {m: [] for m in marks}
     near = {t: m for m in marks for t in range(max(1, m - window // 2),
                                                 max(1, m - window // 2) + window)}
     with ScriptedServer(respond) as server:
@@ -239,30 +246,41 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
             def bare(requests: list[dict]) -> float:
                 t0 = time.perf_counter()
                 for sent in requests:
-                    for _chunk in client.chat.completions.create(
-                            model=sent["model"], messages=sent["messages"],
-                            tools=sent.get("tools"), stream=True):
+                    for _chunk in client.chat.completions.create(**sent):
+                        pass
+                return time.perf_counter() - t0
+
+            def post(requests: list[dict]) -> float:
+                t0 = time.perf_counter()
+                for sent in requests:
+                    for _chunk in client.post("/chat/completions", cast_to=ChatCompletion,
+                                              body=sent, stream=True,
+                                              stream_cls=openai.Stream[ChatCompletionChunk]):
                         pass
                 return time.perf_counter() - t0
 
             for turn in range(1, turns + 1):
-                before = len(server.chat_requests())
-                if turn in near:  # the bare pair replays what Lily sent, so it runs second
-                    gc.collect()
-                    lt = lily(turn)
-                    sent = server.chat_requests()[before:]
-                    bt = bare(sent)
-                else:
+                with server._lock:  # the record of earlier requests is the harness's memory
+                    server.requests.clear()
+                if turn not in near:
                     lily(turn)
                     continue
+                gc.collect()  # the bare pairs replay what Lily sent, so they run after it
+                lt = lily(turn)
+                sent = server.chat_requests()
                 assert len(sent) == 2, len(sent)
+                sides = [(bare_t, bare), (post_t, post)]
+                for times, side in (sides if turn % 2 else sides[::-1]):
+                    gc.collect()
+                    times[near[turn]].append(side(sent))
                 lily_t[near[turn]].append(lt)
-                bare_t[near[turn]].append(bt)
             print(f"  session {s + 1}: {turns} turns, {len(session.conversation)} messages, "
                   f"{len(sent[-1]['tools'])} tools, last request "
-                  f"{len(str(sent[-1]['messages'])):,} chars", flush=True)
+                  f"{len(json.dumps(sent[-1])):,} bytes", flush=True)
     for m in marks:
         row(f"agent turn {m} (tool call + answer)", lily_t[m], bare_t[m], "bare openai")
+    for m in marks:
+        row(f"agent turn {m} vs the same body posted", lily_t[m], post_t[m], "bare openai post")
 
 
 # -- snapshot ----------------------------------------------------------------------------
@@ -439,11 +457,15 @@ def profile(what: list[str]) -> None:
             return {"content": ANSWER}
         with ScriptedServer(respond) as server:
             session = _bench_session(server.url)
-            for turns in (1, 200):  # turn 1: the conversation emptied before each request
-                for t in range(max(20, turns - 10)):
+            done = 0
+            for turns in (1, 50, 200):  # turn 1: the conversation emptied before each request
+                for t in range(20 if turns == 1 else turns - 10 - done):
                     if turns == 1:
                         session.conversation.clear()
                     loop.run(session, f"turn {t}")
+                    with server._lock:  # the harness's record, not Lily's memory
+                        server.requests.clear()
+                gc.collect()
                 prof = cProfile.Profile()
                 t0 = time.perf_counter()
                 prof.enable()
@@ -452,6 +474,7 @@ def profile(what: list[str]) -> None:
                         session.conversation.clear()
                     loop.run(session, f"turn {turns + t}")
                 prof.disable()
+                done = turns
                 _report(prof, f"10 agent requests at turn {turns} (tool call + answer each; "
                         "HTTP included, the server's thread not profiled)",
                         time.perf_counter() - t0)

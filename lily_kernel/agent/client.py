@@ -177,6 +177,29 @@ def _fragment(message: dict[str, Any]) -> bytes:
     return data
 
 
+#: The last request's messages and their JSON list items (joined): the next request of a
+#: conversation starts with the same messages (the steps of a request, then the turns of a
+#: session), so only what follows them is joined (issue 18: O(new turn), not O(history)).
+_LAST: list[tuple[list[dict[str, Any]], bytes]] = []
+
+
+def _messages_json(messages: list[dict[str, Any]]) -> bytes:
+    """The JSON items of ``messages`` (without the brackets)."""
+    if _LAST:
+        seen, data = _LAST[0]
+        n = len(seen)
+        # One C-level comparison of the items (identical, or equal: the same JSON value).
+        if 0 < n <= len(messages) and messages[:n] == seen:
+            rest = messages[n:]
+            if rest:
+                data = b",".join([data, *map(_fragment, rest)])
+            _LAST[0] = (list(messages), data)
+            return data
+    data = b",".join(map(_fragment, messages))
+    _LAST[:] = [(list(messages), data)]
+    return data
+
+
 def _tools_json(tools: list[dict[str, Any]]) -> bytes:
     if _TOOLS_JSON and _TOOLS_JSON[0][0] is tools:
         return _TOOLS_JSON[0][1]
@@ -194,7 +217,7 @@ def request_body(config: ModelConfig, messages: list[dict[str, Any]],
     transform of typed parameters (plain JSON data needs none)."""
     args = request_args(config, [], [], usage, max_tokens, cap)
     del args["messages"]
-    out = [_dumps(args)[:-1], b',"messages":[', b",".join(map(_fragment, messages)), b"]"]
+    out = [_dumps(args)[:-1], b',"messages":[', _messages_json(messages), b"]"]
     if tools:
         out += [b',"tools":', _tools_json(tools)]
     out.append(b"}")

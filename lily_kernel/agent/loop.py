@@ -100,9 +100,9 @@ class Reply:
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
-#: Per session (by id; the key tuple holds its snapshot, policy and tools): the last
-#: offered tool list and what it was built from.
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict[str, Any]]]] = {}
+#: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
+#: offered tool list and what it was built from (the active skill, the registry's version).
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], str | None, int, list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
 
@@ -140,15 +140,16 @@ class _Request:
         skill, the policy, the registered tools): built once, not per request, and the token
         counter's cache knows it by identity. Callers never change it."""
         session = self.session
-        key = (session.snapshot, self.skill, session.policy, *session.tools)
+        key = (session.snapshot, session.policy, session.tools)
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and len(hit[0]) == len(key) and all(
-                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key, strict=False)):
-            return hit[1]
+        if hit is not None and hit[1] == self.skill and hit[2] == session.tools.version and \
+                all(a is b for a, b in zip(hit[0], key, strict=True)):
+            return hit[3]
         specs = self._build_specs()
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
-        _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
+        # the entry holds the session's objects alive, so no id is reused while it is kept
+        _SPECS_CACHE[id(session)] = (key, self.skill, session.tools.version, specs)
         return specs
 
     def _build_specs(self) -> list[dict[str, Any]]:

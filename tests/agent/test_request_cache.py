@@ -138,3 +138,19 @@ def test_the_history_is_measured_once_and_afresh_when_it_changes():
     history.clear()  # /new
     assert running.update(history, measure).total == 0
     assert running.update(history, measure, of="another counter").total == 0
+
+
+def test_a_body_follows_a_history_that_changed_in_the_middle():
+    """The next request usually extends the last one's messages; when a message in the middle
+    differs (a withdrawn proposal, a compacted turn, another session), the body is still the
+    JSON of exactly the messages given."""
+    from lily_kernel.agent import client
+    from lily_kernel.agent.config import ModelConfig
+    config = ModelConfig(model="m")
+    history = [{"role": "user", "content": f"turn {i}"} for i in range(20)]
+    assert json.loads(client.request_body(config, history, []))["messages"] == history
+    longer = [*history, {"role": "assistant", "content": "answer"}]
+    assert json.loads(client.request_body(config, longer, []))["messages"] == longer
+    changed = [*longer[:5], {"role": "user", "content": "withdrawn"}, *longer[6:]]
+    assert json.loads(client.request_body(config, changed, []))["messages"] == changed
+    assert json.loads(client.request_body(config, history[:3], []))["messages"] == history[:3]
