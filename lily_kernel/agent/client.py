@@ -308,7 +308,7 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
             if not getattr(chunk, "choices", None):
                 continue
             choice = chunk.choices[0]
-            delta = choice.delta
+            delta: Any = choice.delta  # None in a malformed chunk (chunks are not validated)
             if delta is not None and delta.content:
                 piece = delta.content
                 if size + len(piece) > cap:  # keep the head, stop reading the rest
