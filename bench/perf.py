@@ -222,9 +222,10 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
                                     "id": f"call_{n}"}]}
         return {"content": ANSWER}
 
-    lily_t: dict[int, list[float]] = {m: [] for m in marks}
-    bare_t: dict[int, list[float]] = {m: [] for m in marks}
-    post_t: dict[int, list[float]] = {m: [] for m in marks}
+    # per mark: (wall, CPU time of the calling thread) of each turn
+    lily_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
+    bare_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
+    post_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
     near = {t: m for m in marks for t in range(max(1, m - window // 2),
                                                 max(1, m - window // 2) + window)}
     with ScriptedServer(respond) as server:
@@ -235,29 +236,29 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
             assert len(session.snapshot.skills) >= 100, session.snapshot.diagnostics[:3]
             sink: list[str] = []
 
-            def lily(turn: int) -> float:
+            def lily(turn: int) -> tuple[float, float]:
                 sink.clear()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 reply = loop.run(session, f"Turn {turn}: check case {turn}.", on_text=sink.append)
-                elapsed = time.perf_counter() - t0
+                elapsed = time.perf_counter() - t0, time.thread_time() - c0
                 assert reply.text.startswith(ANSWER), reply.text[:200]
                 return elapsed
 
-            def bare(requests: list[dict]) -> float:
-                t0 = time.perf_counter()
+            def bare(requests: list[dict]) -> tuple[float, float]:
+                t0, c0 = time.perf_counter(), time.thread_time()
                 for sent in requests:
                     for _chunk in client.chat.completions.create(**sent):
                         pass
-                return time.perf_counter() - t0
+                return time.perf_counter() - t0, time.thread_time() - c0
 
-            def post(requests: list[dict]) -> float:
-                t0 = time.perf_counter()
+            def post(requests: list[dict]) -> tuple[float, float]:
+                t0, c0 = time.perf_counter(), time.thread_time()
                 for sent in requests:
                     for _chunk in client.post("/chat/completions", cast_to=ChatCompletion,
                                               body=sent, stream=True,
                                               stream_cls=openai.Stream[ChatCompletionChunk]):
                         pass
-                return time.perf_counter() - t0
+                return time.perf_counter() - t0, time.thread_time() - c0
 
             for turn in range(1, turns + 1):
                 with server._lock:  # the record of earlier requests is the harness's memory
@@ -277,10 +278,22 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
             print(f"  session {s + 1}: {turns} turns, {len(session.conversation)} messages, "
                   f"{len(sent[-1]['tools'])} tools, last request "
                   f"{len(json.dumps(sent[-1])):,} bytes", flush=True)
+    def wall(pairs: list[tuple[float, float]]) -> list[float]:
+        return [w for w, _ in pairs]
+
+    def cpu(pairs: list[tuple[float, float]]) -> list[float]:
+        return [c for _, c in pairs]
     for m in marks:
-        row(f"agent turn {m} (tool call + answer)", lily_t[m], bare_t[m], "bare openai")
+        row(f"agent turn {m} (tool call + answer)", wall(lily_t[m]), wall(bare_t[m]), "bare openai")
+    # Beside the row: the baseline without openai's per-request transform (Lily's own cost
+    # over the same HTTP work), and the CPU time of the calling thread (the in-process
+    # server's thread and the other processes' load left out: steadier on a shared machine).
     for m in marks:
-        row(f"agent turn {m} vs the same body posted", lily_t[m], post_t[m], "bare openai post")
+        row(f"agent turn {m} vs the same body posted", wall(lily_t[m]), wall(post_t[m]),
+            "bare openai post")
+    for m in marks:
+        row(f"agent turn {m} CPU (calling thread) vs posted", cpu(lily_t[m]), cpu(post_t[m]),
+            "bare openai post")
 
 
 # -- snapshot ----------------------------------------------------------------------------

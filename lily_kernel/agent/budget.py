@@ -22,6 +22,7 @@ once more.
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ KNOWN_WINDOWS: dict[str, int] = {
 SHORT_CHARS = 400  # an earlier tool result is shortened to this many characters
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of the name, asked at every model call
 def known_window(model_name: str) -> int | None:
     """The built-in table's window for ``model_name``, or None when it is not listed."""
     name = model_name.lower().rsplit("/", 1)[-1].split(":", 1)[0]

@@ -160,7 +160,7 @@ def _dumps(value: object) -> bytes:
 
 
 #: Each message's JSON, by identity (a message is never changed once sent): a request's body
-#: serialises only the messages new since the last one (docs/agent.md#context-budget).
+#: serialises only the messages new since the last one (docs/agent.md#model-client).
 _FRAGMENTS: dict[int, tuple[dict[str, Any], bytes]] = {}
 #: The last offered tool list's JSON (the same list object while nothing changed: loop.py).
 _TOOLS_JSON: list[tuple[list[dict[str, Any]], bytes]] = []
