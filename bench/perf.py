@@ -414,6 +414,14 @@ def _report(prof: cProfile.Profile, label: str, total: float, top: int = 15) -> 
     rows.sort(reverse=True)
     print(f"== {label}: profiled {total * 1000:.1f} ms; Lily's own code (self time) "
           f"{own * 1000:.1f} ms = {own / total:.0%}")
+    # What building a request costs inside openai (its transform of typed parameters walks
+    # every message; then the body's JSON): paid for the way Lily calls the client.
+    build = sum(ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers)
+                in stats.stats.items()  # type: ignore[attr-defined]
+                if "openai" in file and func in ("maybe_transform", "_build_request"))
+    if build:
+        print(f"   openai building the requests (maybe_transform + _build_request, cumulative): "
+              f"{build * 1000:.1f} ms")
     print(f"   {'self ms':>8} {'cum ms':>8} {'calls':>7}  function")
     for tt, ct, nc, name in rows[:top]:
         print(f"   {tt * 1000:8.2f} {ct * 1000:8.2f} {nc:7d}  {name}")

@@ -162,6 +162,7 @@ def _dumps(value: object) -> bytes:
 #: Each message's JSON, by identity (a message is never changed once sent): a request's body
 #: serialises only the messages new since the last one (docs/agent.md#model-client).
 _FRAGMENTS: dict[int, tuple[dict[str, Any], bytes]] = {}
+_KEPT = [0]  # bytes of JSON kept in _FRAGMENTS (its messages too are kept alive by it)
 #: The last offered tool list's JSON (the same list object while nothing changed: loop.py).
 _TOOLS_JSON: list[tuple[list[dict[str, Any]], bytes]] = []
 
@@ -171,8 +172,10 @@ def _fragment(message: dict[str, Any]) -> bytes:
     if hit is not None and hit[0] is message:
         return hit[1]
     data = _dumps(message)
-    if len(_FRAGMENTS) > 100_000:  # a bound, not a policy: serialising again is cheap
+    _KEPT[0] += len(data)
+    if len(_FRAGMENTS) > 100_000 or _KEPT[0] > 64 << 20:  # a bound: serialising again is cheap
         _FRAGMENTS.clear()
+        _KEPT[0] = len(data)
     _FRAGMENTS[id(message)] = (message, data)
     return data
 
