@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -117,9 +118,9 @@ def turn_end(history: list[dict[str, Any]], turns: int) -> int:
 class Running:
     """Sizes of a conversation kept between requests: a request measures only the messages
     new since the last one, and the sum is at hand (issue 18: no per-request walk of the
-    history). The history is checked to be the one measured by one C-level comparison of
-    its items (a message equal to the one measured has its size); anything else (``/new``,
-    ``/compact``, another model's counter) measures it afresh."""
+    history). The history is checked to start with the very messages measured (one pass in C:
+    ``map``, ``operator.is_``, ``all``); anything else (``/new``, ``/compact``, another model's
+    counter) measures it afresh."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
@@ -131,7 +132,7 @@ class Running:
                of: object = None) -> Running:
         """Bring the sizes up to ``history`` (measured with ``measure``, valid for ``of``)."""
         n = len(self.seen)
-        if of != self._of or len(history) < n or history[:n] != self.seen:
+        if of != self._of or len(history) < n or not all(map(operator.is_, history, self.seen)):
             self.seen, self.sizes, self.total, self._of, n = [], [], 0, of, 0
         if len(history) > n:
             new = history[n:]

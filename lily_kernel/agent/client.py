@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -191,8 +192,8 @@ def _messages_json(messages: list[dict[str, Any]]) -> bytes:
     if _LAST:
         seen, data = _LAST[0]
         n = len(seen)
-        # One C-level comparison of the items (identical, or equal: the same JSON value).
-        if 0 < n <= len(messages) and messages[:n] == seen:
+        # The same message objects first (one pass in C: map, operator.is_ and all).
+        if 0 < n <= len(messages) and all(map(operator.is_, messages, seen)):
             rest = messages[n:]
             if rest:
                 data = b",".join([data, *map(_fragment, rest)])
