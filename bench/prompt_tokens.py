@@ -20,7 +20,8 @@ import tempfile
 
 from jupyter_client.manager import start_new_kernel
 
-from lily_kernel.testing.server import ScriptedServer, prompt_tokens
+from lily_kernel.testing.messages import prompt_tokens
+from lily_kernel.testing.server import ScriptedServer
 
 
 def counter():

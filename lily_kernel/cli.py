@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from lily_kernel import __version__
 from lily_kernel.commands import render
+from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import (
     CommandError,
     ConfigError,
@@ -51,7 +52,7 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
-    return build_snapshot(skill_roots(), tools, ToolPolicy.from_env())
+    return build_snapshot(skill_roots(), tools, ToolPolicy.from_env(), reserved=BUILTIN_NAMES)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -111,7 +112,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             continue
         if args.lily:  # what a load here would say: errors and ineligibility fail, notes do not
-            found = validate_lily(path, tools, policy)
+            found = validate_lily(path, tools, policy, reserved=BUILTIN_NAMES)
             faults = [(k, r) for k, r in found if k != "note"]
             if faults and all(k == "ineligible" and _notebook_only(r) for k, r in faults):
                 notebook += 1  # not a fault of the skill: the CLI has no notebook tools
@@ -125,7 +126,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.strict:  # a value type stricter than skills-ref's: a warning, exit 0
             problems, warnings = validate_strict(path)
         else:
-            problems = validate(path)
+            problems = validate(path, reserved=BUILTIN_NAMES)
         bad += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
@@ -147,7 +148,7 @@ def _lily_checker() -> LilyCheck:
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
     policy = ToolPolicy.from_env()
-    return lambda folder: validate_lily(folder, tools, policy)
+    return lambda folder: validate_lily(folder, tools, policy, reserved=BUILTIN_NAMES)
 
 
 def cmd_skills_install(args: argparse.Namespace) -> int:
@@ -204,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lily_kernel.commands.results import ActionCard
     from lily_kernel.commands.runner import Runner
     from lily_kernel.session.session import Session
-    runner = Runner(lambda: Session(journal=False))
+    runner = Runner(lambda: Session(journal=False, reserved_commands=BUILTIN_NAMES))
     if runner.session_error is not None:
         raise LoaderError(runner.session_error)  # exit 2, as for every command here
     for result in runner.command(args.command):
@@ -459,7 +460,7 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
     """Start the configured MCP servers here and list their state and tools (docs/mcp.md)."""
     from lily_kernel.commands.results import McpStatus
     from lily_kernel.session.session import Session
-    session = Session(journal=False)
+    session = Session(journal=False, reserved_commands=BUILTIN_NAMES)
     if session.config_error:
         print(error_line(ConfigError(session.config_error)), file=sys.stderr)
         return 2

@@ -1,9 +1,14 @@
-"""Helpers shared by the agent-loop tests (tests/, tests/jupyter/ and tests/e2e/ import it)."""
+"""Helpers shared by the agent-loop tests and every test that runs a command cell (tests/,
+tests/jupyter/ and tests/e2e/ import it)."""
 from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import Any
 
+from lily_kernel.commands import router
+from lily_kernel.commands.results import ActionCard, SkillRequest
+from lily_kernel.commands.runner import Runner
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 
@@ -71,3 +76,34 @@ def run_shown(session, text: str, **kwargs):
     if reply.proposal is not None:
         session.show(reply.proposal.id)
     return reply
+
+
+def command_results(session: Session, cell: str) -> list[Any]:
+    """What a face receives for the command ``cell``, in order: the cell run as every face
+    runs it, through a :class:`~lily_kernel.commands.runner.Runner` bound to ``session``
+    (a skill request goes on to the agent; a card shown waits, as the faces show it).
+    A failing command raises its ``CommandError``, as it fails the face's cell."""
+    runner = Runner(lambda: session)
+    results = []
+    for result in runner.command(cell):
+        if isinstance(result, ActionCard):
+            runner.shown(result)
+        results.append(result)
+    return results
+
+
+def run_command(session: Session, cell: str) -> Any:
+    """The one result a face shows for the command ``cell`` (see :func:`command_results`)."""
+    results = command_results(session, cell)
+    assert len(results) == 1, (cell, results)
+    return results[0]
+
+
+def skill_request(session: Session, cell: str) -> SkillRequest:
+    """What the router resolves the skill cell ``cell`` to (which skill, with what prompt),
+    before the Runner sends it to the agent: for tests of that resolution, with no model."""
+    command = router.parse(cell)
+    assert command is not None, cell
+    request = router.execute(session, command)
+    assert isinstance(request, SkillRequest), (cell, request)
+    return request

@@ -22,6 +22,7 @@ import pytest
 
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.session.session import Session
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
@@ -109,7 +110,7 @@ class Env:
         return build_snapshot(roots if roots is not None else self.roots(),
                               tools if tools is not None else tools_for(self.workspace),
                               policy or ToolPolicy(), version=version,
-                              host=host or self.host)
+                              host=host or self.host, reserved=BUILTIN_NAMES)
 
     def session_env(self, **extra: str) -> dict[str, str]:
         env = {"SKILLS_WORKSPACE_DIR": str(self.ws_skills),
@@ -121,7 +122,7 @@ class Env:
 
     def session(self, journal: bool = True, **extra: str) -> Session:
         return Session(workspace=self.workspace, env=self.session_env(**extra),
-                       host=self.host, journal=journal)
+                       host=self.host, journal=journal, reserved_commands=BUILTIN_NAMES)
 
 
     @staticmethod

@@ -353,3 +353,22 @@ def test_run_a_skill_request_without_a_model_says_what_to_set(env):
     assert proc.stderr.startswith("Error: ")
     assert "OPENAI_API_KEY" in proc.stderr and "OPENAI_BASE_URL" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_no_skill_alias_takes_a_built_in_name_in_any_cli_load(env):
+    """The skills room does not know the commands: every CLI load is given the built-in
+    names (docs/loader.md#exclusion). ``lily run`` (the Runner's session), ``lily skills
+    check`` and ``lily skills install`` each exclude or refuse a skill aliased ``/skills``
+    with the reason; forgetting to pass the names anywhere here fails this test."""
+    env.write_skill(env.ws_skills, "sneaky", "summary: s\ncommand: skills")
+    reason = "'command' /skills collides with the built-in command /skills; built-ins win"
+    proc = env.cli("run", "/skill sneaky", check_rc=1)
+    assert proc.stderr.startswith("Error: skill 'sneaky' is excluded") and reason in proc.stderr
+    assert reason in env.cli("run", "/skills --all", check_rc=0).stdout
+    assert f"skill_error: sneaky (workspace): {reason}" in env.cli("skills", "check",
+                                                                   check_rc=1).stdout
+    source = env.write_skill(env.base / "src", "other", "name: other\ndescription: d\n"
+                                                        "command: help")
+    proc = env.cli("skills", "install", str(source), "--workspace", check_rc=1)
+    assert "refused to install 'other'" in proc.stderr and "built-ins win" in proc.stderr
+    assert not (env.ws_skills / "other").exists()

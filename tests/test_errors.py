@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from agent_support import run_command
 
 from lily_kernel import errors
-from lily_kernel.commands import router
 from lily_kernel.errors import (
     AclError,
     ActionError,
@@ -66,5 +66,5 @@ def test_a_command_shows_action_and_config_errors_as_one_sentence(env):
     for cell, line in [("/confirm", "Error: nothing is waiting for confirmation."),
                        ("/model temperature=9", "Error: temperature must be between 0 and 2, not 9.")]:
         with pytest.raises(CommandError) as info:
-            router.run(session, cell)
+            run_command(session, cell)
         assert info.value.line() == line

@@ -11,7 +11,7 @@ import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from functools import singledispatch
-from typing import Any
+from typing import Any, TypeVar
 
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
@@ -23,7 +23,6 @@ from lily_kernel.commands.results import (
     ConfirmedRun,
     HelpPage,
     LogsView,
-    McpImage,
     McpStatus,
     ModelInfo,
     Notice,
@@ -33,12 +32,14 @@ from lily_kernel.commands.results import (
     ToolOutput,
 )
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
+from lily_kernel.mcp.tools import McpImage
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
 HINT_COLUMNS = ("name", "source", "mode", "alias", "arguments", "summary")
 EXCLUDED_COLUMNS = ("name", "source", "kind", "reason")
+R = TypeVar("R")
 
 
 def _has_hints(snap: Snapshot) -> bool:
@@ -141,6 +142,12 @@ def markdown(result: object) -> str:
     return text(result)
 
 
+def _renders(cls: type[R], text_of: Callable[[R], str], markdown_of: Callable[[R], str]) -> None:
+    """Render ``cls`` as ``text_of(r)`` in text and ``markdown_of(r)`` in Markdown."""
+    text.register(cls, text_of)
+    markdown.register(cls, markdown_of)
+
+
 def _markdown_first(cls: type, markdown_of: Callable[[Any], str]) -> None:
     """Render ``cls`` as ``markdown_of(r)`` in Markdown and as that, made plain, in text."""
     markdown.register(cls, markdown_of)
@@ -178,14 +185,9 @@ def _(r: SkillTable) -> str:
     return "\n".join(out)
 
 
-@text.register
-def _(r: HelpPage) -> str:
-    return f"{r.title}\n\n{plain_text(r.markdown)}"
-
-
-@markdown.register
-def _(r: HelpPage) -> str:
-    return f"### {sanitize.md_text(r.title)}\n\n{sanitize.markdown(r.markdown)}"
+_renders(HelpPage,
+         lambda r: f"{r.title}\n\n{plain_text(r.markdown)}",
+         lambda r: f"### {sanitize.md_text(r.title)}\n\n{sanitize.markdown(r.markdown)}")
 
 
 @text.register
@@ -288,14 +290,9 @@ def usage_line(usage: dict[str, Any]) -> str:
             f"call{'s' if calls != 1 else ''} that reported usage.")
 
 
-@text.register
-def _(r: Answer) -> str:
-    return f"{r.text.rstrip()}\n\n[{r.footer()}]"
-
-
-@markdown.register
-def _(r: Answer) -> str:
-    return f"{sanitize.markdown(r.text.rstrip())}\n\n<sub>{sanitize.md_text(r.footer())}</sub>"
+_renders(Answer,
+         lambda r: f"{r.text.rstrip()}\n\n[{r.footer()}]",
+         lambda r: f"{sanitize.markdown(r.text.rstrip())}\n\n<sub>{sanitize.md_text(r.footer())}</sub>")
 
 
 HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
@@ -391,15 +388,11 @@ text.register(ActionCard, lambda r: tool_card_markdown(r, plain=True)
 _markdown_first(ActionDone, lambda r: sanitize.markdown(r.summary))
 
 
-@text.register
-def _(r: ProposedCells) -> str:
-    return "\n\n".join(f"Proposed cell (copy it into a new cell):\n\n{code.rstrip()}"
-                       for code in r.cells)
-
-
-@markdown.register
-def _(r: ProposedCells) -> str:
-    return "\n\n".join("Proposed cell:\n\n" + code_block(code, "python") for code in r.cells)
+_renders(ProposedCells,
+         lambda r: "\n\n".join(f"Proposed cell (copy it into a new cell):\n\n{code.rstrip()}"
+                               for code in r.cells),
+         lambda r: "\n\n".join("Proposed cell:\n\n" + code_block(code, "python")
+                               for code in r.cells))
 
 
 @text.register

@@ -1,4 +1,8 @@
-"""What a command returns. Pure data: each face renders it its own way."""
+"""What a command returns. Pure data: each face renders it its own way.
+
+An image an MCP tool returned is yielded as the hub kept it,
+:class:`lily_kernel.mcp.tools.McpImage`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,14 +42,6 @@ class McpStatus:
     servers: tuple[dict[str, Any], ...]
     problems: tuple[str, ...] = ()
     restarted: str | None = None
-
-
-@dataclass(frozen=True)
-class McpImage:
-    """An image an MCP tool returned (``image/png`` or ``image/jpeg``), shown in the notebook."""
-    mime: str
-    data: bytes
-    tool: str
 
 
 @dataclass(frozen=True)

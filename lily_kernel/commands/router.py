@@ -103,14 +103,6 @@ def redact(line: str) -> str:
     return " ".join([head, *kept])
 
 
-def run(session: Session, cell: str) -> Any:
-    """Run the command in ``cell`` against ``session`` and return its result."""
-    cmd = parse(cell)
-    if cmd is None:
-        raise CommandError("not a command: a command cell starts with '/'.")
-    return execute(session, cmd)
-
-
 def execute(session: Session, cmd: Command) -> Any:
     """Run the parsed command ``cmd`` against ``session``; the command is journaled."""
     log.debug("command /%s", cmd.name)

@@ -24,7 +24,6 @@ from lily_kernel.commands.results import (
     ActionDone,
     Answer,
     CompactRequest,
-    McpImage,
     Notice,
     ProposedCells,
     SkillRequest,
@@ -219,8 +218,7 @@ class Runner:
             yield ProposedCells(cells)
         hub = self.session.mcp
         while hub is not None and hub.shown:  # images MCP tools returned (docs/mcp.md#tools)
-            image = hub.shown.pop(0)
-            yield McpImage(image.mime, image.data, image.tool)
+            yield hub.shown.pop(0)
         if reply.proposal is not None:
             yield self.card(reply.proposal)
 

@@ -1,7 +1,7 @@
 """The built-in commands: names, usage and one-line help.
 
 This table is the single source for the router, ``/help``, tab completion,
-inspection and the loader's alias-collision rule.
+inspection and, passed in by the faces, the loader's alias-collision rule.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.agent import trust as trust_mod
 from lily_kernel.agent.config import CONFIG_FILE, read_config_file
+from lily_kernel.agent.trust import fingerprint
 from lily_kernel.commands.results import Notice
 from lily_kernel.errors import CommandError, ConfigError, command_error
 from lily_kernel.redaction import redact_urls
@@ -64,11 +64,11 @@ def run(session: Session, args: str) -> Notice:
             session.apply_trust(False)
             return Notice(f"This workspace is no longer trusted: its {CONFIG_FILE} may not send "
                           "OPENAI_API_KEY or LILY_OUTBOX_TOKEN elsewhere. /trust trusts it again.")
-        before = trust_mod.fingerprint(workspace)
+        before = fingerprint(workspace)
         data = read_config_file(workspace)
         lines = changes(workspace, data)
         session.apply_trust(True)
-        if trust_mod.fingerprint(workspace) != before:  # changed while it was being shown
+        if fingerprint(workspace) != before:  # changed while it was being shown
             session.apply_trust(False)
             raise CommandError(f"{CONFIG_FILE} changed while /trust read it; nothing was "
                                "trusted. Run /trust again.")

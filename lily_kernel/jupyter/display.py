@@ -15,9 +15,10 @@ from typing import Any
 
 from lily_kernel.agent.pending import HeldCall, PendingItem, short
 from lily_kernel.commands import render, sanitize
-from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, McpImage, SkillTable
+from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
+from lily_kernel.mcp.tools import McpImage
 from lily_kernel.skills.snapshot import Snapshot
 
 

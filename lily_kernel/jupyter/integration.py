@@ -35,10 +35,13 @@ from lily_kernel.commands.results import (
     SkillTable,
 )
 from lily_kernel.commands.runner import Runner
+from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.session.session import Session
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import CapturedIO
 
@@ -73,9 +76,15 @@ class Integration:
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         from lily_kernel.jupyter.notebook import ShellNotebook
         self.notebook = ShellNotebook(shell, "%%python" if kernel_mode else "")
-        self.runner = Runner(lambda: Session(label=session_label(os.environ),
-                                             add_tools=self._add_tools),
+        self.runner = Runner(lambda: self.new_session(label=session_label(os.environ)),
                              variables=self.variable_names)
+
+    def new_session(self, workspace: Path | None = None, *, label: str | None = None,
+                    env: Mapping[str, str] | None = None) -> Session:
+        """A session for this shell (and for a replay in it): the notebook tools added, and the
+        built-in command names reserved, so no skill alias takes one (docs/loader.md#exclusion)."""
+        return Session(workspace, label=label, env=env, add_tools=self._add_tools,
+                       reserved_commands=BUILTIN_NAMES)
 
     def variable_names(self) -> list[str]:
         """The notebook's variables, as the notebook tools see them (completion, checks)."""

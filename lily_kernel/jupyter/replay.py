@@ -60,7 +60,7 @@ def start(script_file: str) -> None:
     label = session_label(os.environ)
 
     def new_session() -> Session:
-        session = Session(workspace, label=label, env=env, add_tools=integration._add_tools)
+        session = integration.new_session(workspace, label=label, env=env)
         session.set_model(base_url=server.url, max_retries="0",
                           **({"model": script["model"]} if script.get("model") else {}))
         return session

@@ -18,7 +18,7 @@ from typing import Any
 from lily_kernel.agent.tools import ToolRegistry
 from lily_kernel.mcp.client import START_TIMEOUT, Server
 from lily_kernel.mcp.config import ServerConfig
-from lily_kernel.mcp.tools import McpTool, Shown, make_tool, tool_name
+from lily_kernel.mcp.tools import McpImage, McpTool, make_tool, tool_name
 
 _LIVE: weakref.WeakSet[Hub] = weakref.WeakSet()
 
@@ -33,7 +33,7 @@ class Hub:
         self.trusted = trusted()
         self.servers: dict[str, Server] = {}
         self.problems: list[str] = []  # one line each: name collisions
-        self.shown: list[Shown] = []  # images returned since the face last took them
+        self.shown: list[McpImage] = []  # images returned since the face last took them
         self._synced: dict[str, int] = {}
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:

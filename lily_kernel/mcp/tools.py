@@ -94,9 +94,10 @@ class McpTool(Tool):
         return bool(self.parameters.get("properties"))
 
 
-@dataclass
-class Shown:
-    """An image a tool returned, for the notebook to show."""
+@dataclass(frozen=True)
+class McpImage:
+    """An image an MCP tool returned (``image/png`` or ``image/jpeg``): the model reads its
+    description, and the command's results carry it to the notebook, which shows it."""
 
     mime: str
     data: bytes
@@ -104,7 +105,7 @@ class Shown:
 
 
 def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]], Any],
-              auto_approve: frozenset[str], shown: list[Shown]) -> McpTool:
+              auto_approve: frozenset[str], shown: list[McpImage]) -> McpTool:
     """The registry entry for one listed tool; ``call`` sends the arguments to the server.
 
     Every field the approval card reads is set here, in one place (``origin``, ``server``,
@@ -118,7 +119,7 @@ def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]]
                    schema=input_schema(getattr(tool, "input_schema", None)))
 
 
-def result_text(name: str, result: Any, shown: list[Shown]) -> str:
+def result_text(name: str, result: Any, shown: list[McpImage]) -> str:
     """A ``CallToolResult`` as the text the model reads; ToolError when ``isError``."""
     parts: list[str] = []
     for block in getattr(result, "content", None) or []:
@@ -132,7 +133,7 @@ def result_text(name: str, result: Any, shown: list[Shown]) -> str:
             except (ValueError, TypeError):
                 data = b""
             if kind == "image" and mime in SHOWN_MIME and data:
-                shown.append(Shown(mime, data, name))
+                shown.append(McpImage(mime, data, name))
                 parts.append(f"[image {mime}, {len(data):,} bytes: shown to the user in the "
                              "notebook]")
             else:

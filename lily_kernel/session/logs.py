@@ -171,7 +171,7 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
                 s.requests += 1
             for call in message.get("tool_calls") or []:
                 s.tool_calls += 1
-                _add(s.tools, _call_name(call))
+                _add(s.tools, call_name(call))
     s.files = files
     if not s.label:
         s.label = files[0].rsplit(".", 1)[0] if files else ""
@@ -187,7 +187,8 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _call_name(call: object) -> str:
+def call_name(call: object) -> str:
+    """The name a recorded tool call names (OpenAI's ``function.name`` or a flat ``name``)."""
     if isinstance(call, dict):
         fn = call.get("function")
         name = fn.get("name") if isinstance(fn, dict) else call.get("name")
@@ -196,7 +197,8 @@ def _call_name(call: object) -> str:
     return "?"
 
 
-def _call_args(call: dict[str, Any]) -> Any:
+def call_args(call: dict[str, Any]) -> Any:
+    """The arguments of a recorded tool call, parsed from JSON when they are a string."""
     fn = call.get("function")
     raw = (fn if isinstance(fn, dict) else call).get("arguments", "{}")
     if isinstance(raw, str):
@@ -341,7 +343,7 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
                         cur.answers.append(text)
                     for raw in m.get("tool_calls") or []:
                         if isinstance(raw, dict):
-                            call = Call(str(raw.get("id", "")), _call_name(raw), _call_args(raw))
+                            call = Call(str(raw.get("id", "")), call_name(raw), call_args(raw))
                             calls[call.id] = call
                             cur.calls.append(call)
                 elif role == "tool":

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.session import logs as reader
+from lily_kernel.session.logs import SessionSummary, Turn, iso
 
 KERNELSPEC = {"display_name": "Lily", "language": "markdown", "name": "lily"}
 LANGUAGE_INFO = {"codemirror_mode": "markdown", "file_extension": ".md",
@@ -41,7 +41,7 @@ def _args(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
 
 
-def _usage(turn: reader.Turn) -> str:
+def _usage(turn: Turn) -> str:
     parts = []
     if turn.models:
         parts.append("model: " + ", ".join(turn.models))
@@ -50,26 +50,26 @@ def _usage(turn: reader.Turn) -> str:
     return " · ".join(parts)
 
 
-def markdown(summary: reader.SessionSummary, turns: list[reader.Turn],
+def markdown(summary: SessionSummary, turns: list[Turn],
              truncate: int | None = None) -> str:
     """The session as a Markdown document."""
     tokens = ("-" if summary.tokens_in is None
               else f"{summary.tokens_in:,} in / {summary.tokens_out or 0:,} out")
     out = [f"# Lily session {summary.id[:12]}", "",
            f"- label: {summary.label or '-'}",
-           f"- started: {reader.iso(summary.started)}",
-           f"- last activity: {reader.iso(summary.last)}",
+           f"- started: {iso(summary.started)}",
+           f"- last activity: {iso(summary.last)}",
            f"- requests: {summary.requests}, tool calls: {summary.tool_calls}",
            f"- tokens: {tokens}",
            f"- models: {', '.join(summary.models) or '-'}", ""]
     n = 0
     for turn in turns:
         if not turn.is_cell:
-            out += [f"*{reader.iso(turn.t)} — {turn.text}*", ""]
+            out += [f"*{iso(turn.t)} — {turn.text}*", ""]
             continue
         n += 1
         failed = "" if turn.ok else " (failed)"
-        out += [f"## [{n}] {turn.kind}{failed} · {reader.iso(turn.t)}", "",
+        out += [f"## [{n}] {turn.kind}{failed} · {iso(turn.t)}", "",
                 _fence(turn.text.rstrip("\n")), ""]
         for call in turn.calls:
             out += [f"**tool call** `{call.name}`", "", _fence(cut(_args(call.args), truncate),
@@ -88,7 +88,8 @@ def markdown(summary: reader.SessionSummary, turns: list[reader.Turn],
     return "\n".join(out).rstrip() + "\n"
 
 
-def _cell_id() -> str:
+def cell_id() -> str:
+    """A fresh notebook cell id (12 hex characters)."""
     return uuid.uuid4().hex[:12]
 
 
@@ -97,11 +98,11 @@ def _display(markdown_text: str, plain: str) -> dict[str, Any]:
             "data": {"text/markdown": markdown_text, "text/plain": plain}}
 
 
-def notebook(summary: reader.SessionSummary, turns: list[reader.Turn],
+def notebook(summary: SessionSummary, turns: list[Turn],
              truncate: int | None = None) -> dict[str, Any]:
     """The session as a notebook (nbformat 4.5) on the Lily kernel."""
     cells: list[dict[str, Any]] = [{
-        "cell_type": "markdown", "id": _cell_id(), "metadata": {},
+        "cell_type": "markdown", "id": cell_id(), "metadata": {},
         "source": (f"# Lily session {summary.id[:12]}\n\nExported from the journal by "
                    f"`lily logs export`: {summary.requests} request(s), "
                    f"{summary.tool_calls} tool call(s), models: "
@@ -123,8 +124,8 @@ def notebook(summary: reader.SessionSummary, turns: list[reader.Turn],
             line = _usage(turn)
             outputs.append(_display(answer + (f"\n\n<sub>{line}</sub>" if line else ""),
                                     answer + (f"\n\n[{line}]" if line else "")))
-        cells.append({"cell_type": "code", "id": _cell_id(), "execution_count": count,
-                      "metadata": {"lily": {"kind": turn.kind, "time": reader.iso(turn.t),
+        cells.append({"cell_type": "code", "id": cell_id(), "execution_count": count,
+                      "metadata": {"lily": {"kind": turn.kind, "time": iso(turn.t),
                                             "ok": turn.ok}},
                       "source": turn.text, "outputs": outputs})
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import LogsError
-from lily_kernel.session import logs as reader
+from lily_kernel.session.logs import (
+    Notes,
+    call_args,
+    call_name,
+    iso,
+    journal_dir,
+    journal_files,
+    parse_lines,
+)
 
 INDEX_NAME = "logs-index.sqlite"
 SCHEMA = 1
@@ -52,16 +60,16 @@ class Hit:
 
     def as_dict(self) -> dict[str, Any]:
         """The hit as plain JSON data (``--json``)."""
-        return {"session": self.session, "time": reader.iso(self.t), "kind": self.kind,
+        return {"session": self.session, "time": iso(self.t), "kind": self.kind,
                 "tool": self.tool or None, "snippet": self.snippet}
 
 
 class Index:
     """The FTS5 index of one workspace's journal."""
 
-    def __init__(self, workspace: Path, notes: reader.Notes | None = None) -> None:
+    def __init__(self, workspace: Path, notes: Notes | None = None) -> None:
         self.workspace = Path(workspace)
-        self.notes = notes if notes is not None else reader.Notes()
+        self.notes = notes if notes is not None else Notes()
         self.db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -99,8 +107,8 @@ class Index:
         db.execute("BEGIN IMMEDIATE")  # one refresher at a time; readers go on (WAL)
         try:
             seen: set[str] = set()
-            folder = reader.journal_dir(self.workspace)
-            for path in reader.journal_files(self.workspace):
+            folder = journal_dir(self.workspace)
+            for path in journal_files(self.workspace):
                 key = str(path.relative_to(folder))
                 seen.add(key)
                 added += self._refresh_file(path, key)
@@ -138,7 +146,7 @@ class Index:
         end = data.rfind(b"\n") + 1  # complete lines only: a writer may be mid-line
         added = 0
         rows: list[tuple[str, str, float, str, str, str]] = []
-        for _, record in reader.parse_lines(data[:end], path, lines + 1, self.notes):
+        for _, record in parse_lines(data[:end], path, lines + 1, self.notes):
             rows.extend(self._docs(record, key))
             added += 1
         db.executemany("INSERT INTO docs(text, session, t, kind, tool, file) "
@@ -176,10 +184,10 @@ class Index:
                 for call in m.get("tool_calls") or []:
                     if not isinstance(call, dict):
                         continue
-                    name = reader._call_name(call)
+                    name = call_name(call)
                     self.db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)",
                                     (str(call.get("id")), name))
-                    args = reader._call_args(call)
+                    args = call_args(call)
                     doc(f"{name} {args if isinstance(args, str) else json.dumps(args)}",
                         "tool_call", name)
             elif role == "tool":
@@ -230,7 +238,7 @@ class Index:
         return [Hit(r[0], float(r[1]), r[2], r[3], " ".join(r[4].split())) for r in rows]
 
 
-def search(workspace: Path, text: str, notes: reader.Notes | None = None,
+def search(workspace: Path, text: str, notes: Notes | None = None,
            **filters: Any) -> list[Hit]:
     """Bring the index of ``workspace`` up to date, then search it (see :meth:`Index.search`)."""
     index = Index(workspace, notes)

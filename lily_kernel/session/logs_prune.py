@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from lily_kernel.errors import LogsError
-from lily_kernel.session import logs as reader
 from lily_kernel.session import logs_index
+from lily_kernel.session.logs import Logs, journal_dir, journal_files
 
 ATTEMPTS = 5
 
@@ -61,16 +61,16 @@ def _rewrite(path: Path, doomed: set[str], scratch: Path) -> int:
 def remove(workspace: Path, session_ids: set[str]) -> int:
     """Delete every record of ``session_ids`` from the journal; the records deleted."""
     dropped = 0
-    for path in reader.journal_files(workspace):
+    for path in journal_files(workspace):
         try:
-            dropped += _rewrite(path, session_ids, reader.journal_dir(workspace).parent)
+            dropped += _rewrite(path, session_ids, journal_dir(workspace).parent)
         except OSError as exc:
             raise LogsError(f"cannot rewrite {path}: {exc.strerror or exc}") from None
     logs_index.forget(workspace)
     return dropped
 
 
-def older_than(logs: reader.Logs, seconds: float, now: float | None = None) -> list[str]:
+def older_than(logs: Logs, seconds: float, now: float | None = None) -> list[str]:
     """The sessions whose last activity is more than ``seconds`` ago."""
     limit = (time.time() if now is None else now) - seconds
     return [s.id for s in logs.sessions() if s.last < limit]

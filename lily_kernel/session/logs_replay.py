@@ -24,8 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import LogsError
-from lily_kernel.session import logs as reader
-from lily_kernel.session import logs_export as export
+from lily_kernel.session.logs import Logs, call_name, summarize, turns
+from lily_kernel.session.logs_export import (
+    KERNELSPEC,
+    LANGUAGE_INFO,
+    cell_id,
+    write_notebook,
+    write_text,
+)
 
 SCRIPT_SUFFIX = ".replay.json"
 FORMAT = 1
@@ -95,7 +101,7 @@ def model_turns(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             fn = call.get("function")
             args = fn.get("arguments", "{}") if isinstance(fn, dict) else "{}"
-            tool_calls.append({"name": reader._call_name(call), "id": str(call.get("id", "")),
+            tool_calls.append({"name": call_name(call), "id": str(call.get("id", "")),
                                "arguments": args if isinstance(args, (str, dict)) else "{}"})
         if tool_calls:
             turn["tool_calls"] = tool_calls
@@ -158,13 +164,13 @@ def _setup_source(script_name: str, session_id: str) -> str:
             f"replay.start({script_name!r})")
 
 
-def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
+def build(logs: Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     """Write the replay script and notebook of ``session_id`` into ``to``; their paths."""
     records = logs.records(session_id)
     if any(r.get("cut") for r in records):
         raise LogsError(f"session {session_id[:12]} has records cut at the journal cap; "
                         "it cannot be replayed exactly (raise [limits] journal_record_bytes)")
-    cells = [t for t in reader.turns(records) if t.is_cell]
+    cells = [t for t in turns(records) if t.is_cell]
     if not cells:
         raise LogsError(f"session {session_id[:12]} ran no cells; nothing to replay")
     to = Path(to)
@@ -174,7 +180,7 @@ def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     lily_toml = workspace / "lily.toml"
     script = {
         "format": FORMAT, "session_id": session_id,
-        "label": reader.summarize(session_id, records).label,
+        "label": summarize(session_id, records).label,
         "model": _model(records),
         "skills_dir": _where(workspace / "skills", to),
         "persona_dir": _where(workspace / "persona", to),
@@ -183,25 +189,25 @@ def build(logs: reader.Logs, session_id: str, to: Path) -> tuple[Path, Path]:
         "turns": model_turns(records),
     }
     script_path = to / f"{name}{SCRIPT_SUFFIX}"
-    export.write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
+    write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
     nb_cells = [_code(_setup_source(script_path.name, session_id))]
     for turn in cells:
         failed = not turn.ok or bool(turn.errors)
         nb_cells.append(_code(turn.text, ["raises-exception"] if failed else []))
     nb_cells.append(_code("%%python\nreplay.finish()"))
     nb = {"nbformat": 4, "nbformat_minor": 5, "cells": nb_cells,
-          "metadata": {"kernelspec": dict(export.KERNELSPEC),
-                       "language_info": dict(export.LANGUAGE_INFO),
+          "metadata": {"kernelspec": dict(KERNELSPEC),
+                       "language_info": dict(LANGUAGE_INFO),
                        "lily": {"replay_of": session_id}}}
     nb_path = to / f"{name}.ipynb"
-    export.write_notebook(nb_path, nb)
-    export.write_text(to / SANITIZE_NAME, SANITIZE)
+    write_notebook(nb_path, nb)
+    write_text(to / SANITIZE_NAME, SANITIZE)
     if not (to / "conftest.py").exists():  # never replace the project's own
-        export.write_text(to / "conftest.py", CONFTEST)
+        write_text(to / "conftest.py", CONFTEST)
     return nb_path, script_path
 
 
 def _code(source: str, tags: list[str] | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {"tags": tags} if tags else {}
-    return {"cell_type": "code", "id": export._cell_id(), "execution_count": None,
+    return {"cell_type": "code", "id": cell_id(), "execution_count": None,
             "metadata": metadata, "source": source, "outputs": []}

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent import trust as trust_mod
-from lily_kernel.agent import workspace_fs
+from lily_kernel.agent import trust, workspace_fs
 from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.builtin_tools import register_builtins
 from lily_kernel.agent.client import ClientCache
@@ -24,8 +23,8 @@ from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.errors import ActionError, ConfigError
-from lily_kernel.session import journal as journal_mod
-from lily_kernel.session import persona as persona_mod
+from lily_kernel.session import persona
+from lily_kernel.session.journal import Journal, journal_path
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
@@ -37,17 +36,24 @@ if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
 
 
 class Session:
-    """One Lily session: its workspace, skills, persona, model, tools and conversation."""
+    """One Lily session: its workspace, skills, persona, model, tools and conversation.
+
+    ``reserved_commands``: the names of the built-in commands of the face that runs the
+    session (``commands.table.BUILTIN_NAMES``, passed in: the session sits below the
+    commands); no skill's ``command`` alias may take one (docs/loader.md#exclusion).
+    """
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
-                 add_tools: Callable[[Session], None] | None = None) -> None:
+                 add_tools: Callable[[Session], None] | None = None,
+                 reserved_commands: frozenset[str] = frozenset()) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
         self.label = label
         # Eligibility is checked against the environment the session was given.
         self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
+        self.reserved_commands = reserved_commands
         self._journal_enabled = journal
         if tools is None:
             tools = ToolRegistry()
@@ -69,7 +75,7 @@ class Session:
         self._start_mcp()
         self.session_id = uuid.uuid4().hex
         self.created_at = time.time()
-        self.active_agent = persona_mod.DEFAULT_AGENT
+        self.active_agent = persona.DEFAULT_AGENT
         self.model_config = self._initial_model_config()
         self.conversation: list[dict[str, Any]] = []
         self.reload_count = 0
@@ -81,10 +87,10 @@ class Session:
         self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
         self._ended = False
         self.skill_snapshot = self._build_snapshot(version=1)
-        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        self.persona = persona.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
-        path = journal_mod.journal_path(self.workspace, label) if self._journal_enabled else None
-        self.journal = journal_mod.Journal(path, self.limits.journal_record_bytes,
+        path = journal_path(self.workspace, label) if self._journal_enabled else None
+        self.journal = Journal(path, self.limits.journal_record_bytes,
                                            self._env if self._explicit_env else None)
         self.journal.append({"event": "session_created", "session_id": self.session_id,
                              "label": self.label, "workspace": str(self.workspace),
@@ -104,22 +110,22 @@ class Session:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
             self._file_config, self._file_error = {}, self._file_error or str(exc)
-        self.withheld: list[trust_mod.Withheld] = []
+        self.withheld: list[trust.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
-        if trust_mod.withheld(self._file_config, self._env):
+        if trust.withheld(self._file_config, self._env):
             try:
-                trusted = trust_mod.is_trusted(self.workspace, self._env)
+                trusted = trust.is_trusted(self.workspace, self._env)
             except ConfigError as exc:
                 trusted, self.trust_problem = False, str(exc)
             if not trusted:
-                self.withheld = trust_mod.withheld(self._file_config, self._env)
-                self._file_config = trust_mod.without(self._file_config, self.withheld)
+                self.withheld = trust.withheld(self._file_config, self._env)
+                self._file_config = trust.without(self._file_config, self.withheld)
         self._workspace_config = self._file_config
         self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
         if own_outbox:  # the user's own outbox wins over the file's
-            from lily_kernel.typed.outbox import plain_http_reason
+            from lily_kernel.typed.outbox_http import plain_http_reason
             reason = plain_http_reason(own_outbox)
             if reason:
                 self._file_error = self._file_error or f"LILY_OUTBOX_URL: {reason}"
@@ -174,12 +180,12 @@ class Session:
         workspace, or None when nothing is withheld."""
         if not self.withheld:
             return None
-        return trust_mod.untrusted_line(self.withheld, self.trust_problem)
+        return trust.untrusted_line(self.withheld, self.trust_problem)
 
     def apply_trust(self, trusted: bool) -> None:
         """``/trust`` or ``/trust --revoke``: record it, then read lily.toml again; the
         conversation, agent and what ``/model`` set are kept."""
-        (trust_mod.trust if trusted else trust_mod.revoke)(self.workspace, self._env)
+        (trust.trust if trusted else trust.revoke)(self.workspace, self._env)
         policy = self.policy
         self._load_config()
         self._model_error = None
@@ -189,14 +195,15 @@ class Session:
         self.model_config = config
         self.journal.append({"event": "workspace_trusted" if trusted else "workspace_untrusted",
                              "session_id": self.session_id,
-                             "fingerprint": trust_mod.fingerprint(self.workspace),
+                             "fingerprint": trust.fingerprint(self.workspace),
                              "model_config": self.model_config.as_dict()})
         if self.policy != policy:  # eligibility (requires_tools) follows the policy
             self.reload_skills()
 
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
-        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host)
+        return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
+                              reserved=self.reserved_commands)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,
@@ -328,9 +335,9 @@ class Session:
                              **self._snapshot_record()})
         return snap
 
-    def reload_persona(self) -> persona_mod.Persona:
+    def reload_persona(self) -> persona.Persona:
         """Read the persona files again (/reload_persona)."""
-        self.persona = persona_mod.load(self.active_agent, self.persona_dirs)
+        self.persona = persona.load(self.active_agent, self.persona_dirs)
         self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
                              "agent": self.active_agent,
                              "files": [f.path for f in self.persona.files]})
@@ -338,16 +345,16 @@ class Session:
 
     def agents(self) -> list[str]:
         """The persona agents /agent can switch to."""
-        return persona_mod.list_agents(self.persona_dirs)
+        return persona.list_agents(self.persona_dirs)
 
-    def switch_agent(self, name: str) -> persona_mod.Persona:
+    def switch_agent(self, name: str) -> persona.Persona:
         """Switch to persona agent ``name`` (/agent NAME)."""
-        persona = persona_mod.load(name, self.persona_dirs)  # raises PersonaError
-        self.persona = persona
+        chosen = persona.load(name, self.persona_dirs)  # raises PersonaError
+        self.persona = chosen
         self.active_agent = name
         self.journal.append({"event": "agent_switched", "session_id": self.session_id,
                              "agent": name})
-        return persona
+        return chosen
 
     def set_model(self, **values: object) -> ModelConfig:
         """Change model settings (/model key=value); ConfigError for a bad value."""
@@ -465,7 +472,6 @@ def _capture_reads(table: Any) -> bool:
 def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
     """Has the user trusted ``workspace`` (``/trust``, agent/trust.py)? An unreadable trust
     record means untrusted."""
-    from lily_kernel.agent import trust
     try:
         return trust.is_trusted(workspace, env)
     except ConfigError:

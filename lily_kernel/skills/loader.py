@@ -16,7 +16,6 @@ from stat import S_ISLNK, S_ISREG
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import LoaderError, SkillError
 from lily_kernel.skills import skill as skill_mod
 from lily_kernel.skills.eligibility import Host
@@ -112,13 +111,17 @@ _SKILL_MD = os.sep + "SKILL.md"
 
 
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
-                   version: int = 1, host: Host | None = None) -> Snapshot:
-    """Run the whole load and return an immutable :class:`Snapshot`."""
+                   version: int = 1, host: Host | None = None, *,
+                   reserved: frozenset[str] = frozenset()) -> Snapshot:
+    """Run the whole load and return an immutable :class:`Snapshot`.
+
+    ``reserved``: the built-in command names, which no skill's ``command`` alias may take
+    (the session passes the ones it was given, docs/loader.md#exclusion)."""
     if not gc.isenabled():
-        return _build(tuple(roots), tools, policy, version, host, False)
+        return _build(tuple(roots), tools, policy, version, host, reserved, False)
     gc.disable()
     try:
-        return _build(tuple(roots), tools, policy, version, host, True)
+        return _build(tuple(roots), tools, policy, version, host, reserved, True)
     finally:
         gc.enable()
 
@@ -135,7 +138,8 @@ _GC_EVERY = 128
 
 
 def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
-           version: int, host: Host | None, collect: bool) -> Snapshot:
+           version: int, host: Host | None, reserved: frozenset[str],
+           collect: bool) -> Snapshot:
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
 
@@ -197,7 +201,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             diagnostics.append(Diagnostic("skill_error", name, source, path, str(exc)))
             continue
         if skill.command or skill.command_tool:
-            reason = _exclusion(skill, tools, policy)
+            reason = _exclusion(skill, tools, reserved)
             if reason:
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
@@ -232,16 +236,18 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
 
 
 def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
-              host: Host | None = None) -> tuple[Skill | None, list[Diagnostic]]:
+              host: Host | None = None, *, reserved: frozenset[str] = frozenset(),
+              ) -> tuple[Skill | None, list[Diagnostic]]:
     """What a load would make of ``cand`` alone: the skill (None if excluded) and its
-    diagnostics, with the loader's own reasons (``lily skills validate --lily``)."""
+    diagnostics, with the loader's own reasons (``lily skills validate --lily``);
+    ``reserved`` as for :func:`build_snapshot`."""
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
     skill = _load_one(cand, diagnostics)
     if skill is None:
         return None, diagnostics
     where = (cand.name, skill.source, skill.path)
-    reason = _exclusion(skill, tools, policy) if skill.command or skill.command_tool else None
+    reason = _exclusion(skill, tools, reserved) if skill.command or skill.command_tool else None
     kind = "skill_error"
     if not reason:
         kind = "ineligible"
@@ -338,9 +344,9 @@ def _read_on(fd: int, have: int) -> bytes:
     return b"".join(chunks)
 
 
-def _exclusion(skill: Skill, tools: ToolRegistry, policy: ToolPolicy) -> str | None:
+def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
     """Malformed-by-context rules: built-in collision, unknown command_tool."""
-    if skill.command and skill.command in BUILTIN_NAMES:
+    if skill.command and skill.command in reserved:
         return (f"'command' /{skill.command} collides with the built-in command "
                 f"/{skill.command}; built-ins win")
     if skill.command_tool and skill.command_tool not in tools:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from lily_kernel.errors import FrontmatterError, SkillError, TypedError
 from lily_kernel.skills import frontmatter, openclaw
 
-if TYPE_CHECKING:  # the '## Type' section is parsed by typed/declarations.py
-    from lily_kernel.typed.declarations import TypedSpec
+if TYPE_CHECKING:  # the '## Type' section is parsed by skills/typed_declaration.py
+    from lily_kernel.skills.typed_declaration import TypedSpec
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
 COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -168,21 +168,21 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Ski
     """Attach the typed-skill declaration; a malformed one is a SkillError naming the line."""
     from dataclasses import replace
 
-    from lily_kernel.typed import declarations as typed
+    from lily_kernel.skills import typed_declaration
     activity = meta.get("activity")
+    kinds = typed_declaration.ACTIVITY_TYPES
     if activity is not None and not isinstance(activity, str):
         raise SkillError(f"'activity' must be a string, not {_kind(activity)}")
-    if activity is not None and activity not in typed.ACTIVITY_TYPES:
-        raise SkillError(f"'activity' must be one of {', '.join(typed.ACTIVITY_TYPES)}, "
-                         f"not '{activity}'")
-    if not typed.is_typed(body):  # e.g. a '## Type' heading only inside a code fence
+    if activity is not None and activity not in kinds:
+        raise SkillError(f"'activity' must be one of {', '.join(kinds)}, not '{activity}'")
+    if not typed_declaration.is_typed(body):  # e.g. a '## Type' heading only inside a code fence
         if activity is not None:
             raise SkillError("'activity' is for typed external skills, but the 'Type' "
                              "section is missing")
         return skill
     first_line = text[:len(text) - len(body)].count("\n") + 1
     try:
-        spec = typed.parse(body, first_line, activity)
+        spec = typed_declaration.parse(body, first_line, activity)
     except TypedError as exc:
         raise SkillError(str(exc)) from None
     summary = skill.summary or " ".join(spec.purpose.split())

@@ -19,7 +19,6 @@ import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import FrontmatterError, SkillError
 from lily_kernel.skills import frontmatter
 from lily_kernel.skills.skill import (
@@ -39,9 +38,12 @@ MAX_COMPATIBILITY = 500
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
-def validate(path: str | os.PathLike[str], strict: bool = False) -> list[str]:
+def validate(path: str | os.PathLike[str], strict: bool = False, *,
+             reserved: frozenset[str] = frozenset()) -> list[str]:
     """Problems found in the skill at ``path`` (a skill folder or its SKILL.md); [] if valid.
-    With ``strict``, only the errors: :func:`validate_strict` has the warnings too."""
+    With ``strict``, only the errors: :func:`validate_strict` has the warnings too.
+    ``reserved``: the built-in command names, which the skill's ``command`` may not take
+    (``lily skills validate`` passes them)."""
     if strict:
         return validate_strict(path)[0]
     try:
@@ -53,16 +55,18 @@ def validate(path: str | os.PathLike[str], strict: bool = False) -> list[str]:
         skill = parse(name, "workspace", str(folder), data)
     except SkillError as exc:
         return [str(exc)]
-    if skill.command and skill.command in BUILTIN_NAMES:
+    if skill.command and skill.command in reserved:
         return [f"'command' /{skill.command} collides with the built-in command "
                 f"/{skill.command}"]
     return []
 
 
 def validate_lily(path: str | os.PathLike[str], tools: ToolRegistry, policy: ToolPolicy,
-                  host: Host | None = None) -> list[tuple[str, str]]:
+                  host: Host | None = None, *, reserved: frozenset[str] = frozenset(),
+                  ) -> list[tuple[str, str]]:
     """``(kind, reason)`` of every diagnostic a load here would give the skill at ``path``:
-    ``skill_error`` and ``ineligible`` exclude it, ``note`` does not."""
+    ``skill_error`` and ``ineligible`` exclude it, ``note`` does not; ``reserved`` as for
+    :func:`validate`."""
     from lily_kernel.skills.loader import Candidate, check_one
     from lily_kernel.skills.paths import Root
     try:
@@ -71,7 +75,7 @@ def validate_lily(path: str | os.PathLike[str], tools: ToolRegistry, policy: Too
         return [("skill_error", str(exc))]
     folder = Path(os.path.abspath(folder))
     cand = Candidate(folder.name, Root("workspace", folder.parent, True), folder)
-    _, diagnostics = check_one(cand, tools, policy, host)
+    _, diagnostics = check_one(cand, tools, policy, host, reserved=reserved)
     return [(d.kind, d.reason) for d in diagnostics]
 
 

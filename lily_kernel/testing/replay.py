@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from lily_kernel.testing.server import message_text
+from lily_kernel.testing.messages import message_text
 
 CONTEXT = 60  # characters shown around the first difference
 

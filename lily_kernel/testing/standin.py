@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from lily_kernel.testing.server import message_text
+from lily_kernel.testing.messages import message_text
 
 __all__ = ["demo_responder"]
 

@@ -1,1 +1,1 @@
-"""Typed skills: declarations, the action flow, the Config Registry, activities, contacts."""
+"""Typed skills: a call's values checked, the action flow, the Config Registry, activities, contacts."""

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lily_kernel.errors import AclError, ActionError, ConfigError, ParamError, Uncertain
 from lily_kernel.skills.skill import Skill
+from lily_kernel.skills.typed_declaration import TypedSpec
 from lily_kernel.typed import contacts
-from lily_kernel.typed.declarations import TypedSpec, validate
+from lily_kernel.typed.values import validate
 
 if TYPE_CHECKING:
     from pathlib import Path

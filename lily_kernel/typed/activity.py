@@ -36,10 +36,10 @@ SUPPORTED_TYPES = ("Create", "Follow", "Like", "Announce", "Undo", "Update", "De
                    "Add", "Remove", "Block", "Accept", "Reject")
 #: Longest ``Retry-After`` (seconds) a single deliver() call will wait for.
 MAX_RETRY_AFTER = 5.0
-#: Most bytes of a server's answer read for a message.
 
 
-def _one_line(text: str, limit: int = 200) -> str:
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line (runs of whitespace made one space), cut to ``limit`` with "…"."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -52,13 +52,14 @@ class DispatchError(RuntimeError):
     """
 
     def __init__(self, message: str, uncertain: bool = False):
-        super().__init__(_one_line(message, 500))
+        super().__init__(one_line(message, 500))
         self.uncertain = uncertain
 
 
 # --------------------------------------------------------------------------- building
 
-def _now_iso() -> str:
+def now_iso() -> str:
+    """Now, in UTC, as ``YYYY-MM-DDTHH:MM:SSZ``."""
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -105,7 +106,9 @@ def _check_published(value: Any) -> str:
     return value
 
 
-def _check_activity_id(value: Any) -> str:
+def check_activity_id(value: Any) -> str:
+    """``value`` if it is a usable activity id (an ``https`` or ``urn`` URI without spaces),
+    else :class:`DispatchError`."""
     if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
         raise DispatchError(f"activity id must be a non-empty URI without spaces, got {value!r}")
     scheme = urllib.parse.urlsplit(value).scheme
@@ -138,8 +141,8 @@ def build_activity(activity_type: str, *, actor: str, to: Sequence[str],
         raise DispatchError(f"content must be a string, got {type(content).__name__}")
     if summary is not None and not isinstance(summary, str):
         raise DispatchError(f"summary must be a string, got {type(summary).__name__}")
-    published = _now_iso() if published is None else _check_published(published)
-    activity_id = new_activity_id(actor) if activity_id is None else _check_activity_id(activity_id)
+    published = now_iso() if published is None else _check_published(published)
+    activity_id = new_activity_id(actor) if activity_id is None else check_activity_id(activity_id)
 
     if object is None:
         if activity_type != "Create" or content is None:

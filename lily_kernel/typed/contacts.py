@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from lily_kernel.errors import ParamError
-from lily_kernel.typed.declarations import is_https_uri
+from lily_kernel.skills.typed_declaration import is_https_uri
 
 CONTACTS_FILE = "contacts.yaml"
 

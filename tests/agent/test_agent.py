@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_support import World, assert_consistent
+from agent_support import World, assert_consistent, run_command
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
-from lily_kernel.commands import router
-from lily_kernel.commands.results import SkillRequest, ToolOutput
+from lily_kernel.commands.results import Answer, ToolOutput
 from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -221,11 +220,10 @@ def test_owner_only_skill_is_refused_to_the_model_but_runs_via_slash_skill(world
     assert result.startswith("Error:") and "/skill owner-skill" in result
     assert "OWNER-BODY-MARK" not in json.dumps(server.chat_requests())
 
-    request = router.run(session, "/skill owner-skill apply it to INPUT-MARK")
-    assert isinstance(request, SkillRequest)
     server.add({"expect": {"contains": "OWNER-BODY-MARK"},
                 **calls(call("load_skill", {"name": "owner-skill"}, "c2"))}, "owner done")
-    reply = agent.run(session, request.input, skill=request)
+    reply = run_command(session, "/skill owner-skill apply it to INPUT-MARK")
+    assert isinstance(reply, Answer)
     assert (reply.text, reply.skill) == ("owner done", "owner-skill")
     last = server.chat_requests()[-1]["messages"]
     assert "INPUT-MARK" in [m for m in last if m["role"] == "user"][-1]["content"]
@@ -238,7 +236,7 @@ def test_tool_dispatch_skill_makes_no_model_request(world, server):
     (world.workspace / "notes.py").write_text("x = 1  # TODO: DISPATCH-MARK\n", encoding="utf-8")
     session = world.session(server)
     for cell in ("/todos", "/skill todo_scan"):
-        result = router.run(session, cell)
+        result = run_command(session, cell)
         assert isinstance(result, ToolOutput) and result.tool == "scan_todos"
         assert "DISPATCH-MARK" in result.value
     assert server.requests == []
@@ -247,10 +245,9 @@ def test_tool_dispatch_skill_makes_no_model_request(world, server):
 def test_slash_skill_plan_compiler_sends_body_and_input(world, server):
     session = world.session(server)
     body = session.snapshot.get("plan_compiler").body.strip()
-    request = router.run(session, "/skill plan_compiler ship the PLAN-INPUT-MARK feature")
-    assert isinstance(request, SkillRequest) and request.skill.name == "plan_compiler"
     server.add("# Plan\n\n## Objective\nShip it.")
-    reply = agent.run(session, request.input, skill=request)
+    reply = run_command(session, "/skill plan_compiler ship the PLAN-INPUT-MARK feature")
+    assert isinstance(reply, Answer)
     assert (reply.text, reply.skill) == ("# Plan\n\n## Objective\nShip it.", "plan_compiler")
     [sent] = server.chat_requests()
     user = sent["messages"][-1]
@@ -459,7 +456,7 @@ def test_new_empties_the_conversation(world, server):
     server.add("one", "two")
     agent.run(session, "remember MARK-BEFORE-NEW")
     old_id = session.session_id
-    router.run(session, "/new")
+    run_command(session, "/new")
     assert session.conversation == [] and session.session_id != old_id
     agent.run(session, "fresh")
     sent = server.chat_requests()[-1]["messages"]

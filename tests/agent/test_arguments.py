@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
-from lily_kernel.commands.results import SkillRequest
+from lily_kernel.commands.results import Answer
 from lily_kernel.skills.substitution import substitute_arguments
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -23,10 +21,9 @@ def write_skill(root: Path, name: str, frontmatter: str, body: str) -> None:
 
 def sent_user_message(world, server, cell: str) -> str:
     session = world.session(server)
-    request = router.run(session, cell)
-    assert isinstance(request, SkillRequest)
     server.add("done")
-    agent.run(session, request.input, skill=request)
+    answer = run_command(session, cell)  # a skill request: the face's cell asks the model
+    assert isinstance(answer, Answer) and answer.text == "done"
     [sent] = server.chat_requests()
     user = sent["messages"][-1]
     assert user["role"] == "user"

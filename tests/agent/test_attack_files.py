@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 
 from lily_kernel.agent import loop as agent
-from lily_kernel.commands import router
 from lily_kernel.commands.results import ToolOutput
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -401,7 +400,7 @@ def test_scan_todos_with_a_fifo_in_the_tree_returns(world, server):
     (ws / "src" / "a.py").write_text("# TODO: FIFO-NEIGHBOUR-MARK\n")
     os.mkfifo(ws / "src" / "pipe.py")
     session = world.session(server)
-    out = run_bounded(lambda: router.run(session, "/todos"))
+    out = run_bounded(lambda: run_command(session, "/todos"))
     assert isinstance(out, ToolOutput) and "FIFO-NEIGHBOUR-MARK" in out.value
     results = run_bounded(lambda: attack(server, session,
                                          call("scan_todos", {"input": "src"}, "s"),

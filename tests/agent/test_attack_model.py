@@ -15,13 +15,13 @@ from pathlib import Path
 
 import openai  # noqa: F401  imported up front so its import time is not counted in a deadline
 import pytest
-from agent_support import World, assert_consistent
+from agent_support import World, assert_consistent, run_command
 
 from lily_kernel import redaction as secrets
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import render, router
 from lily_kernel.errors import CommandError
-from lily_kernel.session import journal as journal_mod
+from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -159,7 +159,7 @@ def test_a_huge_timeout_from_the_environment_or_model_is_one_line(world, server)
     session = world.session(server, LILY_TIMEOUT="1e10")
     assert "timeout must be" in one_line_failure(session)
     with pytest.raises(CommandError) as info:
-        router.run(session, "/model timeout=1e300")
+        run_command(session, "/model timeout=1e300")
     assert "timeout must be" in info.value.line()
 
 
@@ -185,7 +185,7 @@ def test_a_journal_record_over_the_cap_is_replaced_by_a_readable_marker(world, s
     agent.run(session, "long")
     raw = session.journal.path.read_bytes().splitlines()
     assert max(map(len, raw)) <= 4096
-    records = list(journal_mod.read(session.journal.path))
+    records = list(journal.read(session.journal.path))
     cut = [r for r in records if r.get("cut")]
     assert len(cut) == 1 and cut[0]["event"] == "message" and cut[0]["bytes"] > 40_000
     assert cut[0]["session_id"] == session.session_id and cut[0]["head"].startswith("{")
@@ -236,13 +236,13 @@ def test_an_error_body_echoing_the_key_is_masked(world, server):
 def test_userinfo_in_a_model_url_is_never_shown_nor_journaled(world, server):
     session = world.session(server, journal=True, OPENAI_API_KEY=KEY)
     secret_url = server.url.replace("http://", f"http://lily:{URL_PASSWORD}@")
-    result = router.run(session, f"/model base_url={secret_url}")
+    result = run_command(session, f"/model base_url={secret_url}")
     assert URL_PASSWORD not in render.text(result)
-    assert URL_PASSWORD not in render.text(router.run(session, "/model"))
+    assert URL_PASSWORD not in render.text(run_command(session, "/model"))
     server.add({"status": 500})
     line = one_line_failure(session)
     assert URL_PASSWORD not in line
-    records = list(journal_mod.read(session.journal.path))
+    records = list(journal.read(session.journal.path))
     changed = [r for r in records if r["event"] == "model_changed"]
     assert changed and "http://***@127.0.0.1" in json.dumps(changed)
     no_secret_on_disk(world.base, URL_PASSWORD, KEY)
@@ -286,13 +286,15 @@ def test_a_command_error_never_shows_a_live_secret(world, monkeypatch):
     "/x " + "Authorization: Basic " * 4_000,
     "/x Bearer " + "Bearer" * 13_000,
 ], ids=["word", "schemes", "userinfos", "ats", "keys", "model", "auth", "bearers"])
-def test_redaction_of_80_kb_takes_under_50_ms(line, monkeypatch):
+def test_redaction_of_80_kb_hostile_lines_still_masks_the_key(line, monkeypatch):
+    """How long these take, against ordinary prose of the same length, is measured by
+    ``bench/limits.py redaction``; a regex that backtracked would keep this test running."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    router.redact(line)  # warm the regex cache
-    started = time.perf_counter()
-    router.redact(line)
-    secrets.redact(line)
-    assert time.perf_counter() - started < 0.05
+    for hostile in (line, f"{line} {KEY}", f"{KEY} {line}"):
+        journaled = router.redact(hostile)
+        masked = secrets.redact(hostile)
+        assert KEY not in journaled and KEY not in masked
+        assert len(masked) <= len(hostile) and len(journaled) <= len(hostile)
 
 
 def test_redaction_masks_what_it_must():

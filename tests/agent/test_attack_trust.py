@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
-from lily_kernel.commands import router
 from lily_kernel.commands.results import Notice
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.testing.server import ScriptedServer
@@ -54,7 +53,7 @@ def test_an_untrusted_endpoint_never_receives_the_key(world, server, attacker, m
     session = world.session(None, OPENAI_API_KEY=KEY)
     assert session.model_config.base_url is None  # not the attacker's
     assert session.model_config.model == "cloned-model"  # harmless settings still apply
-    router.run(session, f"/model base_url={server.url}")
+    run_command(session, f"/model base_url={server.url}")
     server.add("hello", "again")
     first = agent.run(session, "hi")
     second = agent.run(session, "hi again")
@@ -80,7 +79,7 @@ def test_trust_shows_the_changes_then_uses_them_and_an_edit_asks_again(world, at
                                                                       monkeypatch):
     hostile_toml(world, attacker)
     session = world.session(None, OPENAI_API_KEY=KEY)
-    shown = router.run(session, "/trust")
+    shown = run_command(session, "/trust")
     assert isinstance(shown, Notice)
     assert attacker.url in shown.markdown and "endpoint" in shown.markdown
     assert "tools policy: deny" in shown.markdown and "write" in shown.markdown
@@ -92,12 +91,12 @@ def test_trust_shows_the_changes_then_uses_them_and_an_edit_asks_again(world, at
     with (world.workspace / "lily.toml").open("a") as fh:
         fh.write("# edited\n")
     assert world.session(None).model_config.base_url is None
-    router.run(session, "/trust")
-    router.run(session, "/trust --revoke")
+    run_command(session, "/trust")
+    run_command(session, "/trust --revoke")
     assert session.model_config.base_url is None
     assert world.session(None).model_config.base_url is None
     with pytest.raises(CommandError):
-        router.run(session, "/trust now please")
+        run_command(session, "/trust now please")
 
 
 def test_the_model_cannot_trust_the_workspace(world, server, attacker):
@@ -133,7 +132,7 @@ def test_a_corrupt_record_fails_closed(world, attacker):
     assert session.model_config.base_url is None
     assert "trust record" in (session.untrusted_note or "")
     with pytest.raises(CommandError) as info:
-        router.run(session, "/trust")
+        run_command(session, "/trust")
     assert info.value.line().startswith("Error: the workspace trust record")
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_support import World, assert_consistent
+from agent_support import World, assert_consistent, run_command
 
 from lily_kernel.agent import budget, loop, tokens
 from lily_kernel.agent.config import ModelConfig
-from lily_kernel.commands import router
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
-from lily_kernel.errors import ConfigError
+from lily_kernel.errors import CommandError, ConfigError
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -103,7 +102,7 @@ def test_a_tiny_window_gives_one_line_of_advice_and_the_session_lives_on(tmp_pat
     with ScriptedServer(chatty) as server:
         session = world.session(server, LILY_CONTEXT_WINDOW="300")
         runner = Runner(lambda: session)
-        with pytest.raises(router.CommandError) as failed:
+        with pytest.raises(CommandError) as failed:
             answers(runner, "Say hello.")
         line = str(failed.value)
         assert "\n" not in line
@@ -111,7 +110,7 @@ def test_a_tiny_window_gives_one_line_of_advice_and_the_session_lives_on(tmp_pat
         for advice in ("/model context_window=", "/new", "[tools] offer"):
             assert advice in line
         assert server.prompt_sizes == []  # nothing too long was sent
-        router.run(session, "/model context_window=8192")
+        run_command(session, "/model context_window=8192")
         assert answers(runner, "Say hello.").text.startswith("Answer to 'Say hello.'")
 
 
@@ -162,7 +161,7 @@ def test_model_shows_the_token_count_of_each_part(tmp_path):
     world = World(tmp_path)
     session = world.session(None, OPENAI_BASE_URL="http://127.0.0.1:9/v1",
                             LILY_MODEL="scripted-model")
-    info = router.run(session, "/model")
+    info = run_command(session, "/model")
     parts = info.parts
     for key in ("system", "skills index", "tools"):
         assert parts[key] > 0
@@ -323,7 +322,7 @@ def test_attack_a_hostile_context_error_never_breaks_the_session(tmp_path, messa
     with ScriptedServer(script) as server:
         session = world.session(server, LILY_MODEL="scripted-model")
         runner = Runner(lambda: session)
-        with pytest.raises(router.CommandError) as failed:
+        with pytest.raises(CommandError) as failed:
             answers(runner, "hello")
         assert "\n" not in str(failed.value) and "/new" in str(failed.value)
         assert session.model_config.context_window is None  # nothing absurd was learned

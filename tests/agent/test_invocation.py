@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import prompt as context
-from lily_kernel.commands import completion, render, router
-from lily_kernel.commands.results import SkillRequest, SkillTable
+from lily_kernel.commands import completion, render
+from lily_kernel.commands.results import Answer, SkillTable
 from lily_kernel.errors import CommandError
 from lily_kernel.skills.substitution import substitute_arguments, with_arguments
 
@@ -30,11 +30,15 @@ def write_skill(root: Path, name: str, frontmatter: str, body: str = "Do it.\n")
     return folder
 
 
-def turn(server, session, *tool_calls: dict, request=None) -> tuple[dict, dict[str, str]]:
+def turn(server, session, *tool_calls: dict, cell: str | None = None) -> tuple[dict, dict[str, str]]:
     """One model turn making ``tool_calls``, then "done": the first request sent and the
-    tool results by call id."""
+    tool results by call id. ``cell``: the turn is that skill cell's request, as a face runs it."""
     server.add({"tool_calls": list(tool_calls)}, "done")
-    agent.run(session, request.input if request else "go", skill=request)
+    if cell is None:
+        agent.run(session, "go")
+    else:
+        answer = run_command(session, cell)
+        assert isinstance(answer, Answer) and answer.text == "done", answer
     sent = server.chat_requests()
     results = {m["tool_call_id"]: m["content"] for m in sent[-1]["messages"]
                if m.get("role") == "tool"}
@@ -63,9 +67,8 @@ def test_user_only_skill_runs_when_the_user_forces_it(world, server):
     write_skill(world.skills, "deploy", "description: Deploy.\ndisable-model-invocation: true",
                 "DEPLOY-BODY $0\n")
     session = world.session(server)
-    request = router.run(session, "/skill deploy staging")
-    assert isinstance(request, SkillRequest)
-    _, results = turn(server, session, load("deploy", "a"), request=request)
+    first, results = turn(server, session, load("deploy", "a"), cell="/skill deploy staging")
+    assert "DEPLOY-BODY staging" in first["messages"][-1]["content"]  # the forced request
     assert "DEPLOY-BODY" in results["a"]  # the forced skill may be read in its request
 
 
@@ -77,13 +80,13 @@ def test_model_only_skill_is_refused_by_skill_and_by_its_alias(world, server):
     session = world.session(server)
     for cell in ("/skill legacy-context why", "/legacy why"):
         with pytest.raises(CommandError) as caught:
-            router.run(session, cell)
+            run_command(session, cell)
         assert "is not for running by hand (user-invocable: false)" in str(caught.value), cell
     # the model still sees it and may load it
     first, results = turn(server, session, load("legacy-context", "a"))
     assert "- legacy-context: How the legacy system works." in first["messages"][0]["content"]
     assert "LEGACY-BODY" in results["a"]
-    page = router.run(session, "/help legacy-context").markdown
+    page = run_command(session, "/help legacy-context").markdown
     assert "| user may run it | no (user-invocable: false) |" in page
     # and, as in Claude Code's / menu, completion does not offer it
     assert completion.complete(session, "/leg", 4).matches == ()
@@ -99,7 +102,9 @@ def test_skill_dir_placeholders_become_the_skill_folder(world, server):
     session = world.session(server)
     _, results = turn(server, session, load("forms", "a"))
     assert f"Read {folder}/reference.md and run {folder}/check.py." in results["a"]
-    prompt = router.run(session, "/skill forms now").prompt
+    server.add("done")
+    assert run_command(session, "/skill forms now").skill == "forms"
+    prompt = server.chat_requests()[-1]["messages"][-1]["content"]
     assert f"Read {folder}/reference.md and run {folder}/check.py." in prompt
     assert "ARGUMENTS: now" in prompt  # no $ARGUMENTS in the body: appended
 
@@ -146,7 +151,7 @@ def test_with_100_skills_the_index_names_what_it_omits(world, server):
     assert "Not listed: " + ", ".join(omitted) + "." in index
     assert len(index.split("(+")[0]) <= context.INDEX_BUDGET
     # /skills says the same
-    table = router.run(session, "/skills")
+    table = run_command(session, "/skills")
     assert isinstance(table, SkillTable)
     line = f"{len(omitted)} skill(s) not in the model's index (capped at 8,000 characters): " \
            + ", ".join(omitted)

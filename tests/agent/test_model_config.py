@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_support import run_command
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
 from lily_kernel.agent.config import DEFAULT_MODEL, ModelConfig
-from lily_kernel.commands import router
 from lily_kernel.errors import CommandError, ConfigError
 from lily_kernel.session import journal
 from lily_kernel.session.session import Session
@@ -82,7 +82,7 @@ def test_model_command_over_environment_and_what_the_endpoint_sees(workspace):
                                LILY_MAX_RETRIES="0")
         server.add("a", "b")
         agent.run(session, "q1")
-        router.run(session, "/model cmd-model temperature=1.1")
+        run_command(session, "/model cmd-model temperature=1.1")
         agent.run(session, "q2")
         first, second = server.chat_requests()
         url = server.url
@@ -96,20 +96,20 @@ def test_model_command_over_environment_and_what_the_endpoint_sees(workspace):
 def test_model_command_changes_only_what_it_names(workspace):
     session = make_session(workspace, LILY_TEMPERATURE="0.2", LILY_TIMEOUT="9")
     before = session.model_config
-    router.run(session, "/model verbosity=high")
+    run_command(session, "/model verbosity=high")
     after = session.model_config
     assert after.verbosity == "high"
     assert {k: v for k, v in after.as_dict().items() if k != "verbosity"} == \
         {k: v for k, v in before.as_dict().items() if k != "verbosity"}
-    router.run(session, "/model temperature=default")
+    run_command(session, "/model temperature=default")
     assert session.model_config.temperature is None
 
 
 def test_new_session_resets_model_command_changes(workspace):
     session = make_session(workspace, "[model]\nmodel = 'file-model'\n")
-    router.run(session, "/model other")
+    run_command(session, "/model other")
     assert session.model_config.model == "other"
-    router.run(session, "/new")
+    run_command(session, "/new")
     assert session.model_config.model == "file-model"
 
 
@@ -137,7 +137,7 @@ def test_model_command_refuses_bad_values(workspace, key, raw):
     session = make_session(workspace)
     before = session.model_config
     with pytest.raises(CommandError) as info:
-        router.run(session, f"/model {key}={raw}")
+        run_command(session, f"/model {key}={raw}")
     assert key in str(info.value) and "\n" not in str(info.value)
     assert session.model_config == before
 
@@ -185,7 +185,7 @@ def test_model_command_refuses_api_keys_and_never_journals_them(workspace, token
     session = make_session(workspace, journal=True)
     before = session.model_config
     with pytest.raises(CommandError) as info:
-        router.run(session, f"/model {token}")
+        run_command(session, f"/model {token}")
     assert "OPENAI_API_KEY" in str(info.value)
     assert session.model_config == before
     assert SECRET not in session.journal.path.read_text(encoding="utf-8")
@@ -207,7 +207,7 @@ def test_lily_toml_refuses_api_keys(workspace):
 def test_config_never_holds_the_key(workspace):
     session = make_session(workspace, OPENAI_API_KEY=SECRET, journal=True)
     assert SECRET not in str(session.model_config.as_dict())
-    router.run(session, "/model other-model temperature=0.5")
+    run_command(session, "/model other-model temperature=0.5")
     assert SECRET not in session.journal.path.read_text(encoding="utf-8")
 
 

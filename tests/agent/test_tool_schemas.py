@@ -195,8 +195,9 @@ def test_the_model_is_offered_the_derived_schema(tmp_path, server):
 
 def test_pydantic_is_imported_only_when_a_schema_is_needed():
     code = ("import sys\nfrom lily_kernel.session.session import Session\n"
-            "from lily_kernel.commands import router\n"
-            "s = Session(journal=False)\nrouter.run(s, '/skills')\nrouter.run(s, '/todos')\n"
+            "from lily_kernel.commands.runner import Runner\n"
+            "s = Session(journal=False)\nr = Runner(lambda: s)\n"
+            "list(r.command('/skills'))\nlist(r.command('/todos'))\n"
             "before = 'pydantic' in sys.modules\n"
             "s.tools.get('read').parameters\n"
             "print(before, 'pydantic' in sys.modules)")

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,6 @@ from lily_kernel.agent import loop as agent
 from lily_kernel.agent import workspace_fs
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
-from lily_kernel.commands import router
 from lily_kernel.errors import ToolError
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -201,15 +200,15 @@ def test_todos_reads_notebooks_as_notebooks_and_skips_what_is_not_the_users_work
     (ws / "work.py").write_text("# TODO: WORK-MARK\n")
     os.link(ws / "work.py", ws / "twin.py")
     session = world.session(None)
-    out = router.run(session, "/todos").value
+    out = run_command(session, "/todos").value
     assert "MD-MARK" in out and "CODE-MARK" in out and "WORK-MARK" not in out  # hard links
     assert "| `nb.ipynb` cell 1 | 2 | TODO | MD-MARK |" in out
     assert "| `nb.ipynb` cell 2 | 2 | FIXME | CODE-MARK |" in out
     for mark in ["OUTPUT", "DATA", "RAW", "BROKEN", "TOML", "CONTACTS", *skipped.values()]:
         assert f"{mark}-MARK" not in out, (mark, out)
     os.unlink(ws / "twin.py")
-    assert "WORK-MARK" in router.run(session, "/todos").value
-    assert router.run(session, "/todos nb.ipynb").value.count("-MARK") == 2
+    assert "WORK-MARK" in run_command(session, "/todos").value
+    assert run_command(session, "/todos nb.ipynb").value.count("-MARK") == 2
 
 
 def test_todos_counts_markers_in_comments_and_at_line_starts_not_in_prose(tmp_path):
@@ -227,7 +226,7 @@ def test_todos_counts_markers_in_comments_and_at_line_starts_not_in_prose(tmp_pa
     (ws / "ask.ipynb").write_text(notebook([
         {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
          "source": "Which TODO CELL-PROSE are there?"}]))
-    out = router.run(world.session(None), "/todos").value
+    out = run_command(world.session(None), "/todos").value
     for mark in ("IN-COMMENT", "LATER-IN-COMMENT", "JS-COMMENT", "BLOCK-COMMENT",
                  "HEADING-MARK", "BULLET-MARK", "NUMBERED-MARK", "CHECKBOX-MARK", "HTML-COMMENT"):
         assert mark in out, (mark, out)

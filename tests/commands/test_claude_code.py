@@ -3,7 +3,9 @@
 does not act on, listed in /help as declared, not enforced."""
 from __future__ import annotations
 
-from lily_kernel.commands import completion, render, router
+from agent_support import run_command
+
+from lily_kernel.commands import completion, render
 from lily_kernel.commands.results import SkillTable
 
 CC = ("description: Fix a GitHub issue.\ncommand: fix\nargument-hint: '[issue-number]'\n"
@@ -16,7 +18,7 @@ def session_with(env, frontmatter=CC, name="fix-issue"):
 
 
 def test_help_shows_the_hint_and_the_usage(env):
-    page = router.run(session_with(env), "/help fix-issue").markdown
+    page = run_command(session_with(env), "/help fix-issue").markdown
     assert "| arguments | `[issue-number]` (argument-hint) |" in page
     assert "Run it with `/fix [issue-number]`." in page
 
@@ -25,18 +27,18 @@ def test_a_yaml_list_hint_reads_back_as_written(env):
     # `argument-hint: [issue-number]` unquoted is a YAML list: shown as the author typed it
     session = session_with(env, "description: d\nargument-hint: [pr-number, priority]")
     assert "Run it with `/skill fix-issue [pr-number] [priority]`." in \
-        router.run(session, "/help fix-issue").markdown
+        run_command(session, "/help fix-issue").markdown
 
 
 def test_help_lists_what_lily_does_not_enforce(env):
-    page = router.run(session_with(env, CC + "\nuser-invocable: false"), "/help fix-issue").markdown
+    page = run_command(session_with(env, CC + "\nuser-invocable: false"), "/help fix-issue").markdown
     assert ("| declared, not enforced by Lily | allowed-tools: `Bash(gh:*)` `Read` (grants "
             "nothing); model: `sonnet`; context: `fork` |") in page
     assert "| user may run it | no (user-invocable: false) |" in page  # enforced, so its own row
 
 
 def test_no_declared_row_without_such_keys(env):
-    page = router.run(session_with(env, "description: d"), "/help fix-issue").markdown
+    page = run_command(session_with(env, "description: d"), "/help fix-issue").markdown
     assert "declared, not enforced" not in page and "| arguments |" not in page
 
 
@@ -51,17 +53,17 @@ def test_shift_tab_inspect_shows_the_hint(env):
 
 def test_skills_table_gets_an_arguments_column_only_when_a_skill_has_a_hint(env):
     session = session_with(env)
-    table = router.run(session, "/skills")
+    table = run_command(session, "/skills")
     assert isinstance(table, SkillTable)
     text = render.text(table)
     header = text.splitlines()[2].split()
     assert header == ["name", "source", "mode", "alias", "arguments", "summary"]
     assert "[issue-number]" in text
     assert "| name | source | mode | alias | arguments | summary |" in render.markdown(table)
-    plain = router.run(session_with(env, "description: d", name="other"), "/skills")
+    plain = run_command(session_with(env, "description: d", name="other"), "/skills")
     assert "arguments" in render.text(plain)  # fix-issue is still there
     (env.ws_skills / "fix-issue" / "SKILL.md").unlink()
     (env.ws_skills / "fix-issue").rmdir()
-    bare = router.run(env.session(journal=False), "/skills")
+    bare = run_command(env.session(journal=False), "/skills")
     assert render.text(bare).splitlines()[2].split() == ["name", "source", "mode", "alias",
                                                          "summary"]

@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+from agent_support import run_command, skill_request
 
 from lily_kernel.commands import render, router
 from lily_kernel.commands import table as commands
@@ -21,13 +22,9 @@ from lily_kernel.errors import CommandError
 from lily_kernel.session.journal import read as read_journal
 
 
-def run(session, cell):
-    return router.run(session, cell)
-
-
 def error_line(session, cell) -> str:
     with pytest.raises(CommandError) as info:
-        router.run(session, cell)
+        run_command(session, cell)
     line = info.value.line()
     assert "\n" not in line and "Traceback" not in line
     return line
@@ -65,7 +62,7 @@ def test_parse_without_arguments():
 
 def test_not_a_command_is_refused_by_run(session):
     with pytest.raises(CommandError):
-        run(session, "please plan my week")
+        run_command(session, "please plan my week")
 
 
 # -- exact error messages -------------------------------------------------------------
@@ -83,8 +80,8 @@ def test_unknown_command(session):
 
 
 def test_unknown_skill_names_the_snapshot_version(session):
-    run(session, "/reload_skills")
-    run(session, "/reload_skills")
+    run_command(session, "/reload_skills")
+    run_command(session, "/reload_skills")
     assert error_line(session, "/skill x") == \
         "Error: no skill named 'x' in this session's snapshot (version 3)."
 
@@ -114,7 +111,7 @@ def test_excluded_skill_error_says_why(env):
 # -- /skill: prompt_rewrite and tool_dispatch ---------------------------------------------
 
 def test_prompt_rewrite_returns_a_request_with_body_and_input(session):
-    req = run(session, "/skill alpha Plan the launch\nwith these notes")
+    req = skill_request(session, "/skill alpha Plan the launch\nwith these notes")
     assert isinstance(req, SkillRequest)
     assert req.skill is session.snapshot.get("alpha")
     assert req.input == "Plan the launch\nwith these notes"
@@ -124,8 +121,8 @@ def test_prompt_rewrite_returns_a_request_with_body_and_input(session):
 
 
 def test_alias_is_the_same_as_skill(session):
-    via_alias = run(session, "/al the input")
-    via_skill = run(session, "/skill alpha the input")
+    via_alias = skill_request(session, "/al the input")
+    via_skill = skill_request(session, "/skill alpha the input")
     assert via_alias == via_skill
 
 
@@ -141,7 +138,7 @@ def _todo_workspace(env):
 
 def test_tool_dispatch_calls_the_real_tool(env, session):
     _todo_workspace(env)
-    out = run(session, "/todos")
+    out = run_command(session, "/todos")
     assert isinstance(out, ToolOutput)
     assert (out.skill, out.tool) == ("todo_scan", "scan_todos")
     text = render.text(out)
@@ -156,7 +153,7 @@ def test_tool_dispatch_calls_the_real_tool(env, session):
 
 def test_tool_dispatch_passes_the_input(env, session):
     _todo_workspace(env)
-    out = run(session, "/skill todo_scan src")
+    out = run_command(session, "/skill todo_scan src")
     assert "notes.md" not in out.value and "src/app.py" in out.value
     assert "under `src`" in out.value
 
@@ -194,7 +191,7 @@ def test_tool_dispatch_returns_non_string_values(env):
     from lily_kernel.session.session import Session
     session = Session(workspace=env.workspace, env=env.session_env(), tools=tools,
                       host=env.host, journal=False)
-    out = run(session, "/skill echo a b\nc")
+    out = run_command(session, "/skill echo a b\nc")
     assert out.value == {"got": "a b\nc", "n": 2} and seen == ["a b\nc"]
     assert json.loads(render.text(out)) == {"got": "a b\nc", "n": 2}
 
@@ -202,7 +199,7 @@ def test_tool_dispatch_returns_non_string_values(env):
 # -- /help -----------------------------------------------------------------------------
 
 def test_help_lists_every_builtin(session):
-    page = run(session, "/help")
+    page = run_command(session, "/help")
     assert isinstance(page, HelpPage)
     for cmd in commands.BUILTINS:
         assert f"`{cmd.usage}`" in page.markdown
@@ -229,7 +226,7 @@ metadata:
 allowed-tools: Bash(pdftotext:*) Read
 disable-model-invocation: true""")
     session = env.session()
-    md = run(session, "/help pdf-processing").markdown
+    md = run_command(session, "/help pdf-processing").markdown
     for part in ("PDF extraction", "prompt_rewrite", "`/pdf`", "`read`", "`write`",
                  "os: linux", "env: PRESENT_VAR", "binaries: fakebin",
                  "Extracts text and tables", "Apache-2.0", "Requires poppler",
@@ -237,13 +234,13 @@ disable-model-invocation: true""")
                  "`Bash(pdftotext:*)`", "grants nothing", "disable-model-invocation",
                  "workspace"):
         assert part in md, part
-    assert run(session, "/help /pdf") == run(session, "/help pdf-processing")
-    assert run(session, "/help pdf") == run(session, "/help pdf-processing")
+    assert run_command(session, "/help /pdf") == run_command(session, "/help pdf-processing")
+    assert run_command(session, "/help pdf") == run_command(session, "/help pdf-processing")
 
 
 def test_help_for_a_builtin_and_for_unknown_topics(session):
-    assert "/skills [--all]" in run(session, "/help /skills").markdown
-    assert "/reload_skills" in run(session, "/help reload_skills").markdown
+    assert "/skills [--all]" in run_command(session, "/help /skills").markdown
+    assert "/reload_skills" in run_command(session, "/help reload_skills").markdown
     assert error_line(session, "/help /nope") == \
         "Error: unknown command /nope. Run /help for the list of commands."
     assert error_line(session, "/help nope") == \
@@ -255,15 +252,15 @@ def test_disable_model_invocation_skill_still_runs_by_command(env):
                     body="OWNER BODY\n")
     session = env.session()
     assert session.snapshot.get("owner_only").model_invocable is False
-    assert "OWNER BODY" in run(session, "/own").prompt
-    assert "OWNER BODY" in run(session, "/skill owner_only").prompt
-    assert "no (disable-model-invocation)" in run(session, "/help owner_only").markdown
+    assert "OWNER BODY" in skill_request(session, "/own").prompt
+    assert "OWNER BODY" in skill_request(session, "/skill owner_only").prompt
+    assert "no (disable-model-invocation)" in run_command(session, "/help owner_only").markdown
 
 
 # -- /agent ----------------------------------------------------------------------------
 
 def test_agent_lists_and_marks_the_active_one(session):
-    result = run(session, "/agent")
+    result = run_command(session, "/agent")
     assert isinstance(result, AgentList)
     assert result.active == "default" and "reviewer" in result.agents
     assert "* default" in render.text(result)
@@ -271,10 +268,10 @@ def test_agent_lists_and_marks_the_active_one(session):
 
 def test_agent_switch_keeps_snapshot_conversation_and_model(session):
     session.add_message({"role": "user", "content": "keep me"})
-    run(session, "/model m1 temperature=0.2")
+    run_command(session, "/model m1 temperature=0.2")
     snap, model, sid = session.snapshot, session.model_config, session.session_id
     old_persona = session.persona.system_text()
-    result = run(session, "/agent reviewer")
+    result = run_command(session, "/agent reviewer")
     assert result.switched and result.active == "reviewer"
     assert session.active_agent == "reviewer"
     assert session.persona.agent == "reviewer"
@@ -283,8 +280,8 @@ def test_agent_switch_keeps_snapshot_conversation_and_model(session):
     assert session.snapshot is snap and session.model_config == model
     assert session.session_id == sid and session.reload_count == 0
     assert session.conversation == [{"role": "user", "content": "keep me"}]
-    assert "* reviewer" in render.text(run(session, "/agent"))
-    run(session, "/agent default")
+    assert "* reviewer" in render.text(run_command(session, "/agent"))
+    run_command(session, "/agent default")
     assert session.persona.system_text() == old_persona
 
 
@@ -298,7 +295,7 @@ def test_agent_unknown(session):
 # -- /model ------------------------------------------------------------------------------
 
 def test_model_show(session):
-    info = run(session, "/model")
+    info = run_command(session, "/model")
     assert isinstance(info, ModelInfo) and info.changed == ()
     assert info.config["model"] == session.model_config.model
     assert set(info.config) >= {"model", "temperature", "reasoning_effort", "verbosity", "base_url"}
@@ -307,15 +304,15 @@ def test_model_show(session):
 
 def test_model_change(session):
     sid, snap = session.session_id, session.snapshot
-    info = run(session, "/model my-model temperature=0.3")
+    info = run_command(session, "/model my-model temperature=0.3")
     assert info.changed == ("model", "temperature")
     assert session.model_config.model == "my-model"
     assert session.model_config.temperature == 0.3
-    run(session, "/model reasoning_effort=high verbosity=low base_url=http://localhost:8000/v1")
+    run_command(session, "/model reasoning_effort=high verbosity=low base_url=http://localhost:8000/v1")
     cfg = session.model_config
     assert (cfg.model, cfg.temperature, cfg.reasoning_effort, cfg.verbosity, cfg.base_url) == (
         "my-model", 0.3, "high", "low", "http://localhost:8000/v1")
-    run(session, "/model temperature=none")
+    run_command(session, "/model temperature=none")
     assert session.model_config.temperature is None
     assert session.session_id == sid and session.snapshot is snap
 
@@ -345,7 +342,7 @@ def test_model_refuses_api_keys_and_never_journals_them(session, key):
     line = error_line(session, f"/model gpt-x {key}={secret}")
     assert "OPENAI_API_KEY" in line and secret not in line
     assert session.model_config.model != "gpt-x"
-    run(session, "/model")
+    run_command(session, "/model")
     raw = session.journal.path.read_text()
     assert secret not in raw
     assert all(secret not in json.dumps(r) for r in session.command_history)
@@ -356,13 +353,13 @@ def test_model_refuses_api_keys_and_never_journals_them(session, key):
 # -- /new, /reload_persona -----------------------------------------------------------------
 
 def test_new_session(env, session):
-    run(session, "/reload_skills")
-    run(session, "/model other temperature=1")
-    run(session, "/agent reviewer")
+    run_command(session, "/reload_skills")
+    run_command(session, "/model other temperature=1")
+    run_command(session, "/agent reviewer")
     session.add_message({"role": "user", "content": "old"})
     old_id = session.session_id
     env.write_skill(env.ws_skills, "fresh", "summary: new on disk")
-    notice = run(session, "/new")
+    notice = run_command(session, "/new")
     assert isinstance(notice, Notice)
     assert session.session_id != old_id
     assert session.snapshot.version == 1 and session.snapshot.get("fresh") is not None
@@ -381,7 +378,7 @@ def test_reload_persona_rereads_edited_files(env):
     assert "Soul version one." in session.persona.system_text()
     (persona / "SOUL.md").write_text("Soul version two.")
     assert "Soul version one." in session.persona.system_text()  # not re-read implicitly
-    notice = run(session, "/reload_persona")
+    notice = run_command(session, "/reload_persona")
     assert "SOUL.md" in render.text(notice)
     assert "Soul version two." in session.persona.system_text()
     assert "Soul version one." not in session.persona.system_text()
@@ -398,9 +395,9 @@ def test_confirm_and_cancel_with_nothing_pending(session):
 
 
 def test_command_history_records_every_command(session):
-    run(session, "/skills")
+    run_command(session, "/skills")
     with pytest.raises(CommandError):
-        run(session, "/nope")
+        run_command(session, "/nope")
     hist = [(h["command"], h["ok"]) for h in session.command_history]
     assert hist == [("/skills", True), ("/nope", False)]
 
@@ -408,16 +405,17 @@ def test_command_history_records_every_command(session):
 def test_every_builtin_result_renders(session):
     for cell in ("/skills", "/skills --all", "/help", "/help alpha", "/agent", "/model",
                  "/skill alpha x", "/todos", "/reload_skills", "/reload_persona"):
-        result = run(session, cell)
+        result = skill_request(session, cell) if cell.startswith("/skill ") else \
+            run_command(session, cell)
         assert render.text(result).strip() and render.markdown(result).strip()
-    assert isinstance(run(session, "/skills"), SkillTable)
+    assert isinstance(run_command(session, "/skills"), SkillTable)
 
 
 def test_each_command_is_logged_at_debug_level_on_the_lily_kernel_logger(session, caplog):
     """Diagnostics go through `logging` (docs/architecture.md#logging), not prints: a command
     leaves one debug record on a child of the ``lily_kernel`` logger, nothing above debug."""
     with caplog.at_level("DEBUG", logger="lily_kernel"):
-        run(session, "/help")
+        run_command(session, "/help")
     records = [r for r in caplog.records if r.name.startswith("lily_kernel")]
     assert [(r.name, r.levelname, r.getMessage()) for r in records] == [
         ("lily_kernel.commands.router", "DEBUG", "command /help")]

@@ -147,11 +147,10 @@ def interrupt_after(kernel: Kernel, server: ScriptedServer, code: str, requests:
     msg_id = kernel.kc.execute(code)
     wait_for_requests(server, start + requests)
     time.sleep(settle)
-    interrupted_at = time.monotonic()
     kernel.km.interrupt_kernel()
-    reply = kernel.reply(msg_id, timeout=5)
-    elapsed = time.monotonic() - interrupted_at
-    assert elapsed < 1.0, f"the reply came {elapsed:.2f}s after the interrupt"
+    # a hang guard, not a time limit (bench/limits.py interrupt measures that): the cell left
+    # alone runs 10-30 s more and never ends in "Error: interrupted"
+    reply = kernel.reply(msg_id, timeout=30)
     content = reply["content"]
     assert content["status"] == "error"
     assert len(content["traceback"]) == 1 and content["traceback"][0].startswith("Error: interrupted")

@@ -8,10 +8,12 @@ shell exactly.
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from pathlib import Path
 
 import pytest
-from kernel_support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world
+from kernel_support import NO_MODEL_PREFIX, WIDGET_MIME, Kernel, make_world, write_skill
 
 # Python that contains "/" but is not a command: it must run as Python.
 PYTHON_WITH_SLASHES = [
@@ -135,6 +137,25 @@ def test_lily_magics_run_commands(loaded, code):
     assert result.success, result.error_in_exec
     assert [sorted(o.data) for o in captured.outputs] == [["text/markdown", "text/plain"]]
     assert "/reload_skills" in captured.outputs[0].data["text/markdown"]
+
+
+def test_no_skill_alias_takes_a_built_in_name(loaded):
+    """The face gives the session the built-in command names; the skills room does not know
+    them (docs/loader.md#exclusion). A skill aliased /skills is excluded with the reason, and
+    /skill names it; without the names it would reach the agent instead."""
+    folder = write_skill(Path(os.environ["SKILLS_WORKSPACE_DIR"]), "sneaky",
+                         "summary: s\ncommand: skills")
+    try:
+        result, _ = loaded.run("/reload_skills")
+        assert result.success, result.error_in_exec
+        result, captured = loaded.run("/skill sneaky")
+        assert not result.success
+        line = captured.stdout.strip()
+        assert line.startswith("Error: skill 'sneaky' is excluded"), line
+        assert "'command' /skills collides with the built-in command /skills" in line
+    finally:
+        shutil.rmtree(folder)
+        loaded.run("/reload_skills")
 
 
 def test_loading_twice_is_harmless(loaded):

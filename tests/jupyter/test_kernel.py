@@ -414,7 +414,7 @@ SLOW_TOOL = ("%%python\nimport lily, time\n@lily.tool\n"
              "def slow_tool(input: str = ''):\n    time.sleep(30)\n    return 'done'")
 
 
-def test_interrupt_stops_a_running_command_within_a_second(start_kernel, world):
+def test_interrupt_stops_a_running_command(start_kernel, world):
     write_skill(world.ws_skills, "slow", "summary: Sleeps.\ninvocation_mode: tool_dispatch\n"
                                          "command: slow\ncommand_tool: slow_tool")
     kernel = start_kernel(world=world)
@@ -425,11 +425,10 @@ def test_interrupt_stops_a_running_command_within_a_second(start_kernel, world):
 
     msg_id = kernel.kc.execute("/slow")
     time.sleep(0.5)
-    interrupted_at = time.monotonic()
     kernel.km.interrupt_kernel()
-    reply = kernel.reply(msg_id, timeout=5)
-    elapsed = time.monotonic() - interrupted_at
-    assert elapsed < 1.0, f"the reply came {elapsed:.2f}s after the interrupt"
+    # a hang guard, not a time limit (bench/limits.py interrupt measures that): the tool
+    # sleeps 30 s and would end the cell "ok", so the error below is the interrupt's
+    reply = kernel.reply(msg_id, timeout=25)
     assert reply["content"]["status"] == "error"
     assert reply["content"]["traceback"] == ["Error: interrupted."]
     errors = [m["content"] for m in kernel.iopub_until_idle(msg_id) if m["msg_type"] == "error"]

@@ -102,14 +102,11 @@ def test_a_slow_repr_of_the_users_class_is_never_run(face, server, turns):
     assert run.stdout.strip() == "2"
 
 
-def test_ten_thousand_variables_answer_fast_and_bounded(face, server, turns):
+def test_ten_thousand_variables_answer_bounded(face, server, turns):
+    """How long the listing takes is measured by ``bench/limits.py variables``."""
     face.py("for _i in range(10_000):\n    globals()[f'v{_i}'] = _i")
-    run = face.py("import time as _t, lily as _l\n"
-                  "_s = _t.perf_counter(); _r = _l.session().tools.get('list_variables')()\n"
-                  "print(round((_t.perf_counter() - _s) * 1000, 1)); print(len(_r))")
-    ms, chars = (float(x) for x in run.stdout.split())
-    assert ms < 50, f"list_variables took {ms} ms over 10,000 variables"
-    assert chars <= 8_100
+    run = face.py("import lily as _l\nprint(len(_l.session().tools.get('list_variables')()))")
+    assert int(run.stdout) <= 8_100
     result, _ = ask_tool(face, server, turns, "list_variables", {}, "lv3")
     assert "older ones not listed" in result and len(result) <= 8_100
     face.py("for _i in range(10_000):\n    del globals()[f'v{_i}']")

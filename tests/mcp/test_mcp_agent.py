@@ -5,8 +5,9 @@ import json
 
 from mcp_support import HOSTILE, toml_server
 
-from lily_kernel.commands.results import ActionCard, ActionDone, Answer, McpImage
+from lily_kernel.commands.results import ActionCard, ActionDone, Answer
 from lily_kernel.commands.runner import Runner
+from lily_kernel.mcp.tools import McpImage
 from lily_kernel.session import journal
 
 PY = __import__("sys").executable

@@ -10,9 +10,10 @@ import sys
 import time
 
 import pytest
+from agent_support import run_command
 from mcp_support import BIN, HOSTILE, toml_server
 
-from lily_kernel.commands import render, router
+from lily_kernel.commands import render
 from lily_kernel.errors import CommandError, ToolError
 
 PY = sys.executable
@@ -43,7 +44,7 @@ def test_reference_time_server_tools_schemas_annotations_and_a_call(mcp_world):
     assert json.loads(now(timezone="UTC"))["timezone"] == "UTC"
     with pytest.raises(ToolError, match="Invalid timezone"):  # isError is a tool error
         now(timezone="Not/AZone")
-    shown = render.text(router.run(session, "/mcp"))
+    shown = render.text(run_command(session, "/mcp"))
     assert "time (stdio, user): ready" in shown
     assert "mcp__time__get_current_time  auto" in shown
     assert "mcp__time__convert_time      approval" in shown
@@ -84,7 +85,7 @@ def test_streamable_http_server_with_a_secret_header(mcp_world, monkeypatch):
         assert session.mcp.status()[0]["state"] == "ready", session.mcp.status()
         assert call(session, "mcp__remote__add", a=2, b=3) == "5"
         # the header's value is a secret now: masked wherever Lily shows or records text
-        assert token not in render.text(router.run(session, "/mcp"))
+        assert token not in render.text(run_command(session, "/mcp"))
         from lily_kernel.redaction import redact
         assert redact(f"x {token} y") == "x *** y"
     finally:
@@ -97,7 +98,7 @@ def test_a_server_that_fails_to_start_shows_its_stderr_in_mcp(mcp_world):
     row = session.mcp.status()[0]
     assert row["state"] == "failed" and row["reason"]
     assert "fatal: the database is locked" in row["stderr"]
-    shown = render.text(router.run(session, "/mcp"))
+    shown = render.text(run_command(session, "/mcp"))
     assert "bad (stdio, user): failed" in shown and "database is locked" in shown
 
 
@@ -118,21 +119,21 @@ def test_faults_are_one_line_each_and_the_server_keeps_working(mcp_world):
         call(session, "mcp__bad__echo", text="gone")
     assert "\n" not in str(exc.value)
     assert session.mcp.status()[0]["state"] == "failed"
-    router.run(session, "/mcp restart bad")
+    run_command(session, "/mcp restart bad")
     assert call(session, "mcp__bad__echo", text="back") == "back"
     with pytest.raises(ToolError, match="did not answer within 2 s"):
         call(session, "mcp__bad__hang")
-    router.run(session, "/mcp restart bad")  # a wedged server is restarted
+    run_command(session, "/mcp restart bad")  # a wedged server is restarted
     assert call(session, "mcp__bad__echo", text="again") == "again"
     with pytest.raises(CommandError, match="no MCP server named 'nope'"):
-        router.run(session, "/mcp restart nope")
+        run_command(session, "/mcp restart nope")
 
 
 def test_a_thousand_tools_are_cut_with_one_line(mcp_world):
     session = hostile(mcp_world, "--tools", "1000")
     mcp_tools = [t for t in session.tools if getattr(t, "origin", "") == "mcp"]
     assert len(mcp_tools) == 100
-    assert "Lily keeps the first 100" in render.text(router.run(session, "/mcp"))
+    assert "Lily keeps the first 100" in render.text(run_command(session, "/mcp"))
 
 
 def test_tools_list_changed_refreshes_the_registry(mcp_world):
@@ -150,7 +151,7 @@ def test_tools_list_changed_refreshes_the_registry(mcp_world):
 def test_html_and_injection_from_a_server_are_escaped_in_mcp(mcp_world):
     session = hostile(mcp_world, "--fail-start")
     assert "<script>" in " ".join(session.mcp.status()[0]["stderr"])
-    shown = render.markdown(router.run(session, "/mcp"))
+    shown = render.markdown(run_command(session, "/mcp"))
     assert "<script>" not in shown and "\\<script\\>" in shown  # commands/sanitize.md_text
     import markdown_it  # rendered, the stderr line is text, not a tag
     assert "<script>" not in markdown_it.MarkdownIt("commonmark").render(shown)
@@ -212,10 +213,10 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     session.mcp.sync(session.tools, wait=1)
     assert session.mcp.status()[0]["state"] == "untrusted"
     assert not pidfile.exists() and "mcp__ws__echo" not in session.tools
-    assert "untrusted" in render.text(router.run(session, "/mcp"))
-    shown = render.text(router.run(session, "/trust"))  # the user's command, not a tool
+    assert "untrusted" in render.text(run_command(session, "/mcp"))
+    shown = render.text(run_command(session, "/trust"))  # the user's command, not a tool
     assert ".mcp.json" in shown
-    assert "ready" in render.text(router.run(session, "/mcp"))  # starts them in this session
+    assert "ready" in render.text(run_command(session, "/mcp"))  # starts them in this session
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
 
 
@@ -229,7 +230,7 @@ def test_a_name_collision_is_one_line_naming_both(mcp_world):
     assert any("mcp__a_b__echo" in p and "'echo' of server 'a.b'" in p
                and "'echo' of server 'a_b'" in p for p in problems), problems
     assert session.tools.get("mcp__a_b__echo").server == "a.b"  # the first keeps the name
-    assert problems[0] in render.text(router.run(session, "/mcp"))
+    assert problems[0] in render.text(run_command(session, "/mcp"))
 
 
 def test_lily_mcp_list_json_starts_the_servers(mcp_world, monkeypatch, capsys):

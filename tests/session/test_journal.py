@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from lily_kernel.commands import router
+from agent_support import run_command
+
 from lily_kernel.session.journal import Journal, journal_path, read
 
 
@@ -16,9 +17,9 @@ def test_journal_lives_under_workspace_lily_journal(env):
 
 def test_one_json_object_per_line_and_append_only(env):
     session = env.session()
-    router.run(session, "/skills")
+    run_command(session, "/skills")
     first = session.journal.path.read_bytes()
-    router.run(session, "/help")
+    run_command(session, "/help")
     session.add_message({"role": "user", "content": "hi"})
     second = session.journal.path.read_bytes()
     assert second.startswith(first) and len(second) > len(first)  # only appended
@@ -33,7 +34,7 @@ def test_one_json_object_per_line_and_append_only(env):
 def test_each_record_is_flushed_immediately(env):
     session = env.session()
     n = len(session.journal.path.read_text().splitlines())
-    router.run(session, "/skills")
+    run_command(session, "/skills")
     # read by another reader right away, without closing anything
     assert len(session.journal.path.read_text().splitlines()) == n + 1
 
@@ -84,8 +85,8 @@ def test_unwritable_journal_does_not_break_commands(env, tmp_path):
     from lily_kernel.session.session import Session
     session = Session(workspace=blocked, env=env.session_env(), host=env.host)
     assert session.journal.error and "journal disabled" in session.journal.error
-    assert router.run(session, "/skills").snapshot is session.snapshot
-    router.run(session, "/reload_skills")
+    assert run_command(session, "/skills").snapshot is session.snapshot
+    run_command(session, "/reload_skills")
     assert session.snapshot.version == 2
     assert (blocked / ".lily").read_text() == "not a folder"
 
@@ -98,8 +99,8 @@ def test_read_only_workspace_does_not_break_commands(env, tmp_path, require_perm
         from lily_kernel.session.session import Session
         session = Session(workspace=ro, env=env.session_env(), host=env.host)
         assert session.journal.error
-        router.run(session, "/skills")
-        router.run(session, "/model m")
+        run_command(session, "/skills")
+        run_command(session, "/model m")
         assert session.model_config.model == "m"
     finally:
         ro.chmod(0o755)
@@ -111,7 +112,7 @@ def test_journal_never_contains_the_api_key(env):
     for cell in ("/model", f"/model api_key={secret}", f"/model OPENAI_API_KEY={secret}",
                  f"/model gpt-4o token={secret}", "/model gpt-4o temperature=0.1"):
         try:
-            router.run(session, cell)
+            run_command(session, cell)
         except Exception:
             pass
     session.add_message({"role": "user", "content": "hello"})

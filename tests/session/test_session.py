@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import time
 
-from lily_kernel.commands import router
+from agent_support import run_command
+
 from lily_kernel.session.journal import read as read_journal
 from lily_kernel.session.session import Session
 
@@ -51,7 +52,7 @@ def test_two_sessions_share_no_mutable_state(env):
 
     # snapshot: a reload in one leaves the other alone
     env.write_skill(env.ws_skills, "beta", "summary: b")
-    router.run(a, "/reload_skills")
+    run_command(a, "/reload_skills")
     assert a.snapshot.version == 2 and a.snapshot.get("beta") is not None
     assert b.snapshot.version == 1 and b.snapshot.get("beta") is None
     assert b.reload_count == 0
@@ -61,17 +62,17 @@ def test_two_sessions_share_no_mutable_state(env):
     assert b.conversation == []
 
     # model config
-    router.run(a, "/model model-a temperature=1.5")
+    run_command(a, "/model model-a temperature=1.5")
     assert b.model_config.model != "model-a" and b.model_config.temperature is None
 
     # agent
-    router.run(a, "/agent reviewer")
+    run_command(a, "/agent reviewer")
     assert a.active_agent == "reviewer" and b.active_agent == "default"
     assert b.persona.agent == "default"
 
     # command history
     assert len(a.command_history) == 3 and b.command_history == []
-    router.run(b, "/skills")
+    run_command(b, "/skills")
     assert [h["command"] for h in b.command_history] == ["/skills"]
     assert len(a.command_history) == 3
 
@@ -120,12 +121,12 @@ def test_session_does_not_touch_the_real_home(env, monkeypatch):
 
 def test_journal_records_the_lifecycle(env):
     session = env.session()
-    router.run(session, "/reload_skills")
-    router.run(session, "/agent reviewer")
-    router.run(session, "/model m2")
+    run_command(session, "/reload_skills")
+    run_command(session, "/agent reviewer")
+    run_command(session, "/model m2")
     session.add_message({"role": "user", "content": "hello"})
     first_id = session.session_id
-    router.run(session, "/new")
+    run_command(session, "/new")
     events = [(r["event"], r["session_id"]) for r in read_journal(session.journal.path)]
     # /new starts a fresh journal file named after the new session
     old = [e for e in read_journal(env.workspace / ".lily" / "journal"
@@ -147,6 +148,6 @@ def test_labelled_session_journal_name(env):
 
 def test_journal_disabled(env):
     session = env.session(journal=False)
-    router.run(session, "/skills")
+    run_command(session, "/skills")
     assert session.journal.path is None
     assert not (env.workspace / ".lily").exists()

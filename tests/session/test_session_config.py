@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_support import run_command
 
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent.client import NO_KEY
-from lily_kernel.commands import router
 from lily_kernel.session.session import Session
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -39,7 +39,7 @@ def test_bad_model_setting_blocks_until_model_fixes_it(tmp_path, server):
     with pytest.raises(agent.AgentError, match="temperature"):
         agent.run(session, "hi")
     assert server.chat_requests() == []
-    router.run(session, "/model temperature=0.5")
+    run_command(session, "/model temperature=0.5")
     server.add({"content": "fine now"})
     assert agent.run(session, "hi").text == "fine now"
 
@@ -48,12 +48,12 @@ def test_broken_lily_toml_fails_closed_until_fixed_and_new(tmp_path, server):
     toml = tmp_path / "lily.toml"
     toml.write_text('[tools]\ndeny = ["write"\n')  # unterminated: the deny list is unreadable
     session = session_for(tmp_path, OPENAI_BASE_URL=server.url)
-    router.run(session, "/model temperature=0.5")  # does not lift a file error
+    run_command(session, "/model temperature=0.5")  # does not lift a file error
     with pytest.raises(agent.AgentError, match="lily.toml"):
         agent.run(session, "hi")
     assert server.chat_requests() == []
     toml.write_text('[tools]\ndeny = ["write"]\n')
-    router.run(session, "/new")
+    run_command(session, "/new")
     assert "write" in session.policy.deny
     server.add({"content": "ok"})
     assert agent.run(session, "hi").text == "ok"
@@ -77,7 +77,7 @@ def test_default_session_reads_the_live_process_key(tmp_path, server, monkeypatc
     with pytest.raises(agent.AgentError, match="OPENAI_API_KEY"):
         agent.run(session, "hi")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # as %env would, after the session began
-    router.run(session, f"/model base_url={server.url} max_retries=0")
+    run_command(session, f"/model base_url={server.url} max_retries=0")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set-later")
     server.add({"content": "ok"})
     agent.run(session, "hi")

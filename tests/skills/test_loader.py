@@ -24,27 +24,27 @@ def test_skill_md_missing(env):
     assert snap.get("empty_skill") is None
 
 
-def test_invalid_yaml_frontmatter(env):
-    env.write_skill(env.ws_skills, "broken", "summary: [oops\ncommand: x")
+# (the skill's folder, its frontmatter, words its skill_error's reason holds)
+SKILL_ERRORS = {
+    "invalid YAML frontmatter": ("broken", "summary: [oops\ncommand: x", ("invalid YAML frontmatter",)),
+    "tool_dispatch without command_tool": ("td", "invocation_mode: tool_dispatch",
+                                           ("command_tool", "missing")),
+    "command_tool naming no tool": ("td", "invocation_mode: tool_dispatch\ncommand_tool: no_such_tool",
+                                    ("'no_such_tool'", "not a registered tool")),
+    "frontmatter name differing from the folder's": ("dir_name", "name: other", ("'name'", "other")),
+    "invalid folder name": ("Bad Name", "summary: s", ("skill name",)),
+}
+
+
+@pytest.mark.parametrize(("folder", "frontmatter", "words"), SKILL_ERRORS.values(),
+                         ids=SKILL_ERRORS.keys())
+def test_a_skill_error_excludes_the_skill_only(env, folder, frontmatter, words):
+    env.write_skill(env.ws_skills, folder, frontmatter)
     env.write_skill(env.ws_skills, "fine", "summary: ok")
     snap = env.snapshot()
-    d = env.diag(snap, "skill_error", "broken")
-    assert "invalid YAML frontmatter" in d.reason
-    assert snap.names() == ["fine"]
-
-
-def test_tool_dispatch_without_command_tool(env):
-    env.write_skill(env.ws_skills, "td", "invocation_mode: tool_dispatch")
-    d = env.diag(env.snapshot(), "skill_error", "td")
-    assert "command_tool" in d.reason and "missing" in d.reason
-
-
-def test_command_tool_naming_a_nonexistent_tool(env):
-    env.write_skill(env.ws_skills, "td", "invocation_mode: tool_dispatch\ncommand_tool: no_such_tool")
-    snap = env.snapshot()
-    d = env.diag(snap, "skill_error", "td")
-    assert "'no_such_tool'" in d.reason and "not a registered tool" in d.reason
-    assert snap.get("td") is None
+    d = env.diag(snap, "skill_error", folder)
+    assert all(word in d.reason for word in words), d.reason
+    assert snap.get(folder) is None and snap.names() == ["fine"]
 
 
 def test_command_tool_is_checked_against_the_registry_at_snapshot_time(env):
@@ -172,18 +172,6 @@ def test_name_is_the_directory_name(env):
     skill = env.snapshot().get("dir_name")
     assert skill is not None and skill.name == "dir_name"
     assert skill.path == str(env.ws_skills / "dir_name")
-
-
-def test_frontmatter_name_differing_from_directory_is_excluded(env):
-    env.write_skill(env.ws_skills, "dir_name", "name: other")
-    d = env.diag(env.snapshot(), "skill_error", "dir_name")
-    assert "'name'" in d.reason and "other" in d.reason
-
-
-def test_invalid_directory_name_is_a_skill_error(env):
-    env.write_skill(env.ws_skills, "Bad Name", "summary: s")
-    d = env.diag(env.snapshot(), "skill_error", "Bad Name")
-    assert "skill name" in d.reason
 
 
 def test_symlinked_skill_inside_its_root_is_followed(env):

@@ -3,8 +3,10 @@ description, or with a description over the Agent Skills limit, loads with a not
 the model's index never lists a skill without a description."""
 from __future__ import annotations
 
+from agent_support import run_command
+
 from lily_kernel.agent.prompt import skills_index
-from lily_kernel.commands import render, router
+from lily_kernel.commands import render
 from lily_kernel.commands.results import SkillTable
 from lily_kernel.skills.skill import body_summary
 
@@ -66,7 +68,7 @@ def test_description_over_1024_characters_gets_a_note(env):
 def test_skills_all_shows_the_notes(env):
     env.write_skill(env.ws_skills, "bare", None, body="Body.\n")
     session = env.session(journal=False)
-    table = router.run(session, "/skills --all")
+    table = run_command(session, "/skills --all")
     assert isinstance(table, SkillTable)
     assert NO_DESC_NOTE in render.text(table) and NO_DESC_NOTE in render.markdown(table)
 

@@ -13,9 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from agent_support import run_command
 
-from lily_kernel.commands import router
 from lily_kernel.commands.help import skill_help
+from lily_kernel.errors import CommandError
 from lily_kernel.skills.eligibility import Host
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openclaw"
@@ -197,6 +198,6 @@ def test_excluded_skill_command_names_the_openclaw_reason(oc):
     session = oc.session()
     session.host = host(oc)
     session.reload_skills()
-    with pytest.raises(router.CommandError) as info:
-        router.run(session, "/skill apple-notes")
+    with pytest.raises(CommandError) as info:
+        run_command(session, "/skill apple-notes")
     assert "metadata.openclaw.requires.bins: memo not on PATH" in str(info.value)

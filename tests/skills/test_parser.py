@@ -148,28 +148,26 @@ def test_not_utf8_is_a_skill_error():
 KIB = 1024
 
 
-def test_frontmatter_just_under_64_kib_loads():
-    value = "x" * (63 * KIB)
-    s = ok(f"---\nsummary: {value}\n---\nbody\n")
-    assert len(s.summary) == 63 * KIB
+# (the part that grows, its size in KiB, and for a size over a cap, the words of the error)
+CAPS = {
+    "frontmatter just under 64 KiB": ("frontmatter", 63, None),
+    "frontmatter over 64 KiB": ("frontmatter", 64, ("frontmatter", "64 KiB")),
+    "file just under 256 KiB": ("body", 255, None),
+    "file over 256 KiB": ("body", 256, ("SKILL.md", "256 KiB")),
+}
 
 
-def test_frontmatter_over_64_kib_is_a_skill_error():
-    value = "x" * (64 * KIB)
-    msg = bad(f"---\nsummary: {value}\n---\nbody\n")
-    assert "frontmatter" in msg and "64 KiB" in msg
-
-
-def test_file_just_under_256_kib_loads():
-    body = "y" * (255 * KIB)
-    s = ok(f"---\nsummary: big body\n---\n{body}")
-    assert len(s.body) == 255 * KIB
-
-
-def test_file_over_256_kib_is_a_skill_error():
-    body = "y" * (256 * KIB)
-    msg = bad(f"---\nsummary: too big\n---\n{body}")
-    assert "SKILL.md" in msg and "256 KiB" in msg
+@pytest.mark.parametrize(("part", "kib", "error"), CAPS.values(), ids=CAPS.keys())
+def test_size_caps(part, kib, error):
+    grown = ("x" if part == "frontmatter" else "y") * (kib * KIB)
+    text = (f"---\nsummary: {grown}\n---\nbody\n" if part == "frontmatter"
+            else f"---\nsummary: big body\n---\n{grown}")
+    if error is None:
+        s = ok(text)
+        assert len(s.summary if part == "frontmatter" else s.body) == kib * KIB
+    else:
+        msg = bad(text)
+        assert all(word in msg for word in error), msg
 
 
 def test_caps_are_the_documented_sizes():

@@ -64,32 +64,22 @@ def test_no_fallback_when_the_winner_is_ineligible(env):
     assert sorted(x.source for x in snap.diagnostics if x.kind == "shadowed") == ["bundled", "user"]
 
 
-def test_no_fallback_when_the_winner_is_malformed(env):
-    env.write_skill(env.user_skills, "tool", "summary: [broken")
+@pytest.mark.parametrize(("source", "frontmatter", "reason"), [
+    ("user", "summary: [broken", "invalid YAML"),
+    ("workspace", None, "SKILL.md is missing"),  # a folder without its SKILL.md
+    ("workspace", "command: help", "built-in"),  # an alias colliding with a built-in
+], ids=["malformed", "no-skill-md", "builtin-alias"])
+def test_no_fallback_when_the_winner_is_a_skill_error(env, source, frontmatter, reason):
+    if frontmatter is None:
+        (env.root_dir(source) / "tool").mkdir()
+    else:
+        env.write_skill(env.root_dir(source), "tool", frontmatter)
     env.write_skill(env.bundled_skills, "tool", "summary: fine")
     snap = env.snapshot()
     assert snap.get("tool") is None
     d = env.diag(snap, "skill_error", "tool")
-    assert d.source == "user" and "invalid YAML" in d.reason
+    assert d.source == source and reason in d.reason
     assert env.diag(snap, "shadowed", "tool").source == "bundled"
-
-
-def test_no_fallback_when_the_winner_has_no_skill_md(env):
-    (env.ws_skills / "tool").mkdir()
-    env.write_skill(env.bundled_skills, "tool", "summary: fine")
-    snap = env.snapshot()
-    assert snap.get("tool") is None
-    d = env.diag(snap, "skill_error", "tool")
-    assert d.source == "workspace" and "SKILL.md is missing" in d.reason
-    assert env.diag(snap, "shadowed", "tool").source == "bundled"
-
-
-def test_no_fallback_when_the_winner_collides_with_a_builtin(env):
-    env.write_skill(env.ws_skills, "tool", "command: help")
-    env.write_skill(env.bundled_skills, "tool", "summary: fine")
-    snap = env.snapshot()
-    assert snap.get("tool") is None
-    assert env.diag(snap, "skill_error", "tool").source == "workspace"
 
 
 def test_eligibility_is_checked_after_precedence(env):

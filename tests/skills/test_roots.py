@@ -6,8 +6,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from agent_support import run_command
 
-from lily_kernel.commands import render, router
+from lily_kernel.commands import render
 from lily_kernel.commands.results import SkillTable
 from lily_kernel.skills.paths import COMPAT_ROOTS, SOURCES
 
@@ -45,7 +46,7 @@ def test_skills_all_shows_each_skill_with_its_origin_and_the_cli_each_root(env):
                     'description: O.\nmetadata: {"openclaw": {"requires": {"bins": ["nope"]}}}')
     env.write_skill(env.compat_skills["workspace-claude"], "from-claude", "description: C.")
     shutil.rmtree(env.compat_skills["user-agents"])
-    table = router.run(env.session(journal=False), "/skills --all")
+    table = run_command(env.session(journal=False), "/skills --all")
     assert isinstance(table, SkillTable)
     text = render.text(table)
     assert any(line.split()[:2] == ["from-agents", "workspace-agents"] for line in text.splitlines())

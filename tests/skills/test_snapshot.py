@@ -5,19 +5,16 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from agent_support import run_command, skill_request
 
-from lily_kernel.commands import render, router
+from lily_kernel.commands import render
 from lily_kernel.commands.results import HelpPage, SkillRequest, SkillTable
 from lily_kernel.errors import CommandError
 
 
-def run(session, cell):
-    return router.run(session, cell)
-
-
 def error_line(session, cell) -> str:
     with pytest.raises(CommandError) as info:
-        router.run(session, cell)
+        run_command(session, cell)
     return info.value.line()
 
 
@@ -83,13 +80,13 @@ def test_unknown_keys_are_listed_as_a_note_and_the_skill_loads(env):
 
 def _answers(session):
     """Everything a user can ask about skills, rendered and as objects."""
-    table = run(session, "/skills")
-    table_all = run(session, "/skills --all")
-    help_a = run(session, "/help alpha")
-    help_b = run(session, "/help beta")
-    skill_a = run(session, "/skill alpha the input")
-    alias = run(session, "/al via alias")
-    commands = run(session, "/help")
+    table = run_command(session, "/skills")
+    table_all = run_command(session, "/skills --all")
+    help_a = run_command(session, "/help alpha")
+    help_b = run_command(session, "/help beta")
+    skill_a = skill_request(session, "/skill alpha the input")
+    alias = skill_request(session, "/al via alias")
+    commands = run_command(session, "/help")
     return {
         "rendered": [render.text(r) for r in (table, table_all, help_a, help_b, skill_a, alias,
                                               commands)],
@@ -118,29 +115,29 @@ def test_disk_changes_do_not_reach_the_session_until_reload(env):
     assert after == before
     assert session.snapshot is snap_before
     assert "EDITED" not in "".join(after["rendered"])
-    assert "ALPHA v1" in render.text(run(session, "/skill alpha"))
+    assert "ALPHA v1" in render.text(skill_request(session, "/skill alpha"))
     assert after["missing"] == ("Error: no skill named 'gamma' in this session's snapshot "
                                 "(version 1).")
 
-    notice = run(session, "/reload_skills")
+    notice = run_command(session, "/reload_skills")
     assert "version 2" in render.text(notice)
     assert session.snapshot.version == 2 and session.reload_count == 1
     assert session.snapshot.hash != snap_before.hash
-    table = render.text(run(session, "/skills"))
+    table = render.text(run_command(session, "/skills"))
     assert "EDITED alpha" in table and "brand new" in table and "user beta now" in table
     assert "first beta" not in table
-    req = run(session, "/skill alpha")
+    req = skill_request(session, "/skill alpha")
     assert isinstance(req, SkillRequest) and "ALPHA v2" in req.prompt
-    assert run(session, "/skill gamma").skill.summary == "brand new"
-    assert run(session, "/help beta").markdown.count("user beta now") >= 1
-    assert "zeta" in render.text(run(session, "/skills --all"))
+    assert skill_request(session, "/skill gamma").skill.summary == "brand new"
+    assert run_command(session, "/help beta").markdown.count("user beta now") >= 1
+    assert "zeta" in render.text(run_command(session, "/skills --all"))
 
 
 def test_deleting_a_whole_root_changes_nothing_until_reload(env):
     env.write_skill(env.ws_skills, "alpha", "summary: a")
     session = env.session()
     shutil.rmtree(env.ws_skills)
-    assert render.text(run(session, "/skill alpha")).count("alpha") >= 1
+    assert render.text(skill_request(session, "/skill alpha")).count("alpha") >= 1
     # The configured root is now missing: reload fails with a loader error and the old
     # snapshot stays in use.
     line = error_line(session, "/reload_skills")
@@ -152,13 +149,13 @@ def test_reload_bumps_version_even_without_changes_and_keeps_everything_else(env
     env.write_skill(env.ws_skills, "alpha", "summary: a")
     session = env.session()
     session.add_message({"role": "user", "content": "hi"})
-    run(session, "/agent reviewer")
-    run(session, "/model other-model temperature=0.5")
+    run_command(session, "/agent reviewer")
+    run_command(session, "/model other-model temperature=0.5")
     state = session.state()
     persona = session.persona
     sid = session.session_id
     for expected in (2, 3, 4):
-        run(session, "/reload_skills")
+        run_command(session, "/reload_skills")
         assert session.snapshot.version == expected
     assert session.reload_count == 3
     assert session.snapshot.hash == state["snapshot_hash"]
@@ -171,8 +168,8 @@ def test_reload_bumps_version_even_without_changes_and_keeps_everything_else(env
 
 def test_version_appears_in_the_not_found_error(env):
     session = env.session()
-    run(session, "/reload_skills")
-    run(session, "/reload_skills")
+    run_command(session, "/reload_skills")
+    run_command(session, "/reload_skills")
     assert error_line(session, "/skill x") == \
         "Error: no skill named 'x' in this session's snapshot (version 3)."
 
@@ -181,7 +178,7 @@ def test_help_for_a_skill_reads_no_files(env):
     env.write_skill(env.ws_skills, "alpha", "summary: s\nlicense: MIT")
     session = env.session()
     shutil.rmtree(env.ws_skills / "alpha")
-    page = run(session, "/help alpha")
+    page = run_command(session, "/help alpha")
     assert isinstance(page, HelpPage) and "MIT" in page.markdown
 
 
@@ -191,14 +188,14 @@ def test_skills_table_lists_name_source_summary_mode_alias(env):
                                                 "command_tool: scan_todos")
     env.write_skill(env.user_skills, "excluded_one", "eligibility:\n  os: [win32]")
     session = env.session()
-    table = run(session, "/skills")
+    table = run_command(session, "/skills")
     assert isinstance(table, SkillTable) and table.snapshot is session.snapshot
     text = render.text(table)
     for part in ("alpha", "workspace", "Alpha summary", "prompt_rewrite", "/al",
                  "todo", "bundled", "tool_dispatch"):
         assert part in text
     assert "win32" not in text and "1 skill(s) excluded" in text
-    full = render.text(run(session, "/skills --all"))
+    full = render.text(run_command(session, "/skills --all"))
     assert "excluded_one" in full and "ineligible" in full and "win32" in full
     assert "Error: /skills takes no arguments but --all" in error_line(session, "/skills --bogus")
 
@@ -212,8 +209,8 @@ def test_two_skills_claiming_one_alias(env):
     snap = session.snapshot
     assert "go" not in snap.aliases and snap.alias_clashes["go"] == ("first", "second")
     # both stay reachable by name
-    assert "FIRST" in run(session, "/skill first").prompt
-    assert "SECOND" in run(session, "/skill second").prompt
+    assert "FIRST" in skill_request(session, "/skill first").prompt
+    assert "SECOND" in skill_request(session, "/skill second").prompt
     # the alias fails, naming both
     line = error_line(session, "/go something")
     assert line.startswith("Error: /go ")
@@ -221,7 +218,7 @@ def test_two_skills_claiming_one_alias(env):
     # both carry a note that names the other
     assert "second" in env.diag(snap, "note", "first").reason
     assert "first" in env.diag(snap, "note", "second").reason
-    assert "disabled" in run(session, "/help first").markdown
+    assert "disabled" in run_command(session, "/help first").markdown
 
 
 def test_alias_clash_needs_two_included_skills(env):
@@ -236,7 +233,7 @@ def test_alias_colliding_with_a_builtin_excludes_the_skill(env):
     session = env.session()
     assert session.snapshot.get("sneaky") is None
     # the built-in still answers
-    assert isinstance(run(session, "/skills"), SkillTable)
+    assert isinstance(run_command(session, "/skills"), SkillTable)
     line = error_line(session, "/skill sneaky")
     assert "excluded" in line and "built-in" in line
 
@@ -244,6 +241,6 @@ def test_alias_colliding_with_a_builtin_excludes_the_skill(env):
 def test_alias_runs_the_skill_with_args_and_body(env):
     env.write_skill(env.ws_skills, "alpha", "command: al", body="ALPHA\n")
     session = env.session()
-    req = run(session, "/al first line args\nsecond line\nthird")
+    req = skill_request(session, "/al first line args\nsecond line\nthird")
     assert isinstance(req, SkillRequest) and req.skill.name == "alpha"
     assert req.input == "first line args\nsecond line\nthird"

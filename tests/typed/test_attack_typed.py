@@ -8,16 +8,14 @@ them run, refused at load time naming the line (docs/limits-and-secrets.md#bad-i
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from agent_support import World, assert_consistent, run_shown
+from agent_support import World, assert_consistent, run_command, run_shown
 from receiver_support import keep_loopback_direct, receivers
 
 from lily_kernel import safejson
 from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
-from lily_kernel.commands import router
 from lily_kernel.commands.results import ActionDone
 from lily_kernel.errors import CommandError
 
@@ -63,7 +61,7 @@ def world(tmp_path) -> World:
 
 def error_line(session, cell: str) -> str:
     with pytest.raises(CommandError) as info:
-        router.run(session, cell)
+        run_command(session, cell)
     line = info.value.line()
     assert line.startswith("Error: ") and "\n" not in line and "Traceback" not in line, line
     return line
@@ -82,12 +80,10 @@ ODD = {
 @pytest.mark.parametrize("name", list(ODD))
 def test_odd_json_in_a_programmatic_call_is_one_error_line(world, name):
     session = world.session(None, journal=True)
-    started = time.monotonic()
-    line = error_line(session, f"/skill knobs {ODD[name]}")
-    assert time.monotonic() - started < 2
+    line = error_line(session, f"/skill knobs {ODD[name]}")  # bench/limits.py typed: how long
     assert "not valid JSON" in line or "must be" in line, line
     assert session.config.items() == {}  # nothing was written
-    assert isinstance(router.run(session, '/skill knobs {"level": 3, "label": "ok"}'), ActionDone)
+    assert isinstance(run_command(session, '/skill knobs {"level": 3, "label": "ok"}'), ActionDone)
     assert session.config.items() == {"app.knobs.label": "ok", "app.knobs.level": 3}
 
 
@@ -105,20 +101,19 @@ def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversati
     assert_consistent(session.conversation)
 
 
-def test_safejson_depth_check_is_linear_and_exact():
+def test_safejson_depth_check_is_exact_and_refuses_deep_input():
+    """How long deep input takes (linear in its length) is ``bench/limits.py typed``'s figure."""
     assert safejson.depth('{"a": "[[[[", "b": [[1]]}') == 3
     assert safejson.loads("[" * 64 + "]" * 64) is not None
     with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 65 + "]" * 65)
-    started = time.perf_counter()
-    with pytest.raises(safejson.JSONInputError):
+    with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 500_000)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_a_damaged_config_registry_is_named_and_left_alone(world):
     session = world.session(None, journal=True)
-    router.run(session, '/skill knobs {"level": 1}')
+    run_command(session, '/skill knobs {"level": 1}')
     session.config.close()
     path = world.workspace / ".lily" / "config.sqlite"
     for extra in path.parent.glob("config.sqlite-*"):
@@ -132,7 +127,7 @@ def test_a_damaged_config_registry_is_named_and_left_alone(world):
     line = error_line(fresh, '/skill knobs {"level": 2}')  # and again, the same way
     assert path.read_bytes() == garbage
     path.rename(path.with_name("config.sqlite.damaged"))  # the recovery the message names
-    assert isinstance(router.run(fresh, '/skill knobs {"level": 2}'), ActionDone)
+    assert isinstance(run_command(fresh, '/skill knobs {"level": 2}'), ActionDone)
 
 
 def test_a_damaged_config_registry_is_a_tool_error_for_the_model(world, server):
@@ -205,9 +200,9 @@ def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_on
         world, slow_receiver):
     outbox_settings(world, slow_receiver.url)
     session = world.session(None, journal=True)
-    started = time.monotonic()
     line = error_line(session, SEND)
-    assert time.monotonic() - started < 0.3 + 0.6  # [activitypub] timeout = 0.3, no retries
+    # the client gave up at its 0.3 s timeout: had it waited for the receiver's late 2xx,
+    # the send would have succeeded instead of staying uncertain
     assert "may have been delivered" in line and "/confirm" in line and "/cancel" in line
     held = session.pending
     assert held is not None and held.uncertain and held.skill == "send_message"
@@ -217,7 +212,7 @@ def test_a_send_answered_after_the_timeout_stays_pending_and_confirm_sends_it_on
     assert "/confirm" in again and "/cancel" in again and activity_id in again
     assert len(slow_receiver.requests) == 1
 
-    done = router.run(session, "/confirm")
+    done = run_command(session, "/confirm")
     assert isinstance(done, ActionDone) and "delivered" in done.summary
     assert session.pending is None
     posts = slow_receiver.requests
@@ -234,9 +229,9 @@ def test_an_uncertain_send_can_be_cancelled_and_a_new_one_then_goes(world, slow_
     session = world.session(None)
     error_line(session, SEND)
     first = session.pending.activity["id"]
-    cancelled = router.run(session, "/cancel")
+    cancelled = run_command(session, "/cancel")
     assert isinstance(cancelled, ActionDone) and session.pending is None
-    done = router.run(session, SEND)  # a new activity, with a new id
+    done = run_command(session, SEND)  # a new activity, with a new id
     assert "delivered" in done.summary
     assert [json.loads(p["body"])["id"] == first for p in slow_receiver.requests] == [True, False]
 
@@ -269,7 +264,7 @@ def test_a_confirmed_proposal_answered_late_stays_pending_too(world, slow_receiv
     line = error_line(session, "/confirm")
     assert "may have been delivered" in line and session.pending.id == action.id
     assert session.pending.uncertain
-    assert "delivered" in router.run(session, "/confirm").summary
+    assert "delivered" in run_command(session, "/confirm").summary
     keys = {p["headers"]["Idempotency-Key"] for p in slow_receiver.requests}
     assert keys == {action.activity["id"]}
     assert len(slow_receiver.accepted) == 1
@@ -287,13 +282,13 @@ def test_an_untrusted_outbox_never_receives_the_token(world, monkeypatch):
         (world.workspace / "lily.toml").write_text(
             f'[activitypub]\nactor = "{ME}"\noutbox = "{evil.url}"\n', encoding="utf-8")
         session = world.session(None)
-        done = router.run(session, SEND)
+        done = run_command(session, SEND)
         assert isinstance(done, ActionDone) and "stored in the local outbox" in done.summary
         assert "not trusted" in done.summary and "/trust" in done.summary
         assert evil.requests == []
         # The user's own outbox (LILY_OUTBOX_URL) gets it, with the token.
         mine = make()
         own = world.session(None, LILY_OUTBOX_URL=mine.url)
-        router.run(own, SEND.replace("exactly once", "to my own outbox"))
+        run_command(own, SEND.replace("exactly once", "to my own outbox"))
         assert evil.requests == [] and len(mine.requests) == 1
         assert mine.requests[0]["headers"]["Authorization"] == f"Bearer {token}"

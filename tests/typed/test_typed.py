@@ -3,8 +3,8 @@
 Declarations are loaded through the real loader (``build_snapshot`` over a
 temporary skill root): a malformed one must exclude its skill with a
 ``skill_error`` whose reason names the SKILL.md line, computed here from the
-file the test wrote. Values go through :func:`typed.check_value` and
-:func:`typed.validate`, whose errors must name the parameter. The resolver
+file the test wrote. Values go through :func:`typed_declaration.check_value` and
+:func:`values.validate`, whose errors must name the parameter. The resolver
 reads a real ``contacts.yaml``. Nothing here calls a model.
 """
 from __future__ import annotations
@@ -15,20 +15,22 @@ import re
 from pathlib import Path
 
 import pytest
+from agent_support import run_command
+from contacts_support import CONTACTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
-from lily_kernel.commands import router
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.errors import ParamError, TypedError
 from lily_kernel.session.session import Session
+from lily_kernel.skills import typed_declaration
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import Root
+from lily_kernel.skills.typed_declaration import check_value
 from lily_kernel.typed import contacts
-from lily_kernel.typed import declarations as typed
-from lily_kernel.typed.declarations import check_value, validate
+from lily_kernel.typed.values import validate
 
 ALICE = "https://alice.example/users/alice"
 BOB = "https://bob.example/users/bob"
@@ -420,7 +422,7 @@ def test_help_shows_the_parameters_as_a_table(tmp_path):
     (folder / "SKILL.md").write_text(
         doc(kind="external", params=FULL_EXTERNAL_PARAMS).replace("{name}", "pay"))
     session = Session(workspace=tmp_path, env=env, journal=False)
-    page = router.run(session, "/help pay")
+    page = run_command(session, "/help pay")
     assert isinstance(page, HelpPage)
     md = page.markdown
     assert "| parameter | type | required | constraints | description |" in md
@@ -444,7 +446,7 @@ def test_help_shows_the_parameters_as_a_table(tmp_path):
 
 def test_help_of_an_internal_skill_shows_its_acl(tmp_path):
     session = Session(workspace=tmp_path, env=_session_env(tmp_path), journal=False)
-    md = router.run(session, "/help read_receipts").markdown
+    md = run_command(session, "/help read_receipts").markdown
     rows = _table_rows(md)
     assert rows["read_receipts"][:3] == ["boolean", "yes", "sets messaging.rcs.read_receipts"]
     assert "Config ACL: read `messaging.rcs`; write `messaging.rcs.read_receipts`." in md
@@ -482,7 +484,7 @@ external
 ## Behaviour
 1. Nothing.
 """
-SPEC = typed.parse(MATRIX_BODY)
+SPEC = typed_declaration.parse(MATRIX_BODY)
 P = {p.name: p for p in SPEC.params}
 REQUIRED = [p.name for p in SPEC.params if p.required]
 GOOD = {"text": "hi", "amount": 1, "flag": True, "tone": "chime", "actor": BOB}
@@ -629,12 +631,7 @@ def test_validate_only_ever_raises_param_error(values):
 
 # -- the contact resolver ------------------------------------------------------------------
 
-CONTACTS = f"""\
-alice:
-  actor: {ALICE}
-  aliases: [Alice Chen, ali]
-bob:
-  actor: {BOB}
+FOUR_CONTACTS = CONTACTS + """\
 carol:
   actor: https://carol.example/users/carol
   aliases: [Sam]
@@ -646,7 +643,7 @@ dave:
 
 @pytest.fixture
 def ws(tmp_path) -> Path:
-    (tmp_path / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
+    (tmp_path / "contacts.yaml").write_text(FOUR_CONTACTS, encoding="utf-8")
     return tmp_path
 
 
@@ -714,7 +711,7 @@ external
 ## Behaviour
 1. Send.
 """
-RESOLVED = typed.parse(RESOLVED_BODY)
+RESOLVED = typed_declaration.parse(RESOLVED_BODY)
 
 
 def test_validate_resolves_names_and_passes_https_uris_through(ws):
@@ -751,8 +748,8 @@ def test_resolver_error_for_a_malformed_file_names_parameter_and_file(tmp_path):
 
 def test_typed_error_is_a_value_error_naming_the_line():
     with pytest.raises(TypedError, match=r"^line 8: parameter 'x' has unknown type 'list'"):
-        typed.parse("## Purpose\np\n## Type\nexternal\n## Behaviour\nb\n## Parameters\n"
-                    "- x: list (required) — no\n")
+        typed_declaration.parse("## Purpose\np\n## Type\nexternal\n## Behaviour\nb\n"
+                                "## Parameters\n- x: list (required) — no\n")
 
 
 # -- loose ends found in review ------------------------------------------------
@@ -766,13 +763,11 @@ def test_type_heading_inside_a_code_fence_does_not_make_a_skill_typed(tmp_path):
 
 
 def test_behavior_spelling_is_accepted():
-    from lily_kernel.typed import declarations as typed
-    spec = typed.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
-                       "- content: string (required) — text\n## Behavior\n1. do it\n")
+    spec = typed_declaration.parse("## Purpose\nx\n## Type\nexternal\n## Parameters\n"
+                                   "- content: string (required) — text\n## Behavior\n1. do it\n")
     assert spec.behaviour == "1. do it"
 
 
 @pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
 def test_uri_with_an_invalid_port_is_refused(uri):
-    from lily_kernel.typed import declarations as typed
-    assert not typed.is_https_uri(uri)
+    assert not typed_declaration.is_https_uri(uri)

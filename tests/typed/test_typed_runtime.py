@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from agent_support import World as AgentWorld
-from agent_support import run_shown
+from agent_support import run_command, run_shown
+from contacts_support import ALICE, BOB, CONTACTS
 from receiver_support import Receiver, keep_loopback_direct, receivers
 
 from lily_kernel.agent import pending, trust
-from lily_kernel.commands import router
-from lily_kernel.commands.results import ActionDone, SkillRequest
+from lily_kernel.commands.results import ActionDone, Answer
 from lily_kernel.errors import ActionError, CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
@@ -31,18 +31,9 @@ from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
 from lily_kernel.typed.outbox import Outbox
 from lily_kernel.typed.registry import ConfigRegistry
 
-ALICE = "https://alice.example/users/alice"
-BOB = "https://bob.example/users/bob"
 ME = "https://me.example/users/me"
 RR_PATH = "messaging.rcs.read_receipts"
 TOKEN = "outbox-T0KEN-7c1e-never-logged"
-CONTACTS = f"""\
-alice:
-  actor: {ALICE}
-  aliases: [Alice Chen, ali]
-bob:
-  actor: {BOB}
-"""
 
 SNEAKY = """\
 ---
@@ -189,7 +180,7 @@ def test_parameter_config_path_outside_the_write_acl_is_never_written(world, ser
     assert excluded is not None and excluded.kind == "skill_error"
     assert "line 17" in excluded.reason and "system.admin.volume" in excluded.reason
     with pytest.raises(CommandError, match="excluded"):
-        router.run(session, '/skill sneaky {"volume": 5}')
+        run_command(session, '/skill sneaky {"volume": 5}')
 
     # The model asking for it gets a tool error, and nothing waits for confirmation.
     server.add(*propose_turns("sneaky", {"volume": 5})[:2], {"content": "I could not."})
@@ -208,9 +199,9 @@ def test_parameter_config_path_outside_the_write_acl_is_never_written(world, ser
             actions.execute(session, forged)
     session.keep(forged)
     with pytest.raises(CommandError, match="may not write.*still waiting"):
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     assert session.pending is forged  # a failed execution stays pending ...
-    assert isinstance(router.run(session, "/cancel"), ActionDone)  # ... until cancelled
+    assert isinstance(run_command(session, "/cancel"), ActionDone)  # ... until cancelled
     assert session.pending is None
     assert world.settings() == {} and world.audit() == []
 
@@ -233,7 +224,7 @@ def test_model_proposal_changes_nothing_until_confirm(world, server):
     assert action.changes == {RR_PATH: True} and action.old == {RR_PATH: None}
     assert world.settings() == {} and world.audit() == []  # nothing written yet
 
-    done = router.run(session, "/confirm")
+    done = run_command(session, "/confirm")
     assert isinstance(done, ActionDone) and done.action is action
     assert RR_PATH in done.summary
     assert session.pending is None
@@ -245,20 +236,20 @@ def test_model_proposal_changes_nothing_until_confirm(world, server):
     fresh.close()
 
     with pytest.raises(CommandError, match="nothing is waiting for confirmation"):
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     assert world.audit() == [("read_receipts", RR_PATH, None, True)]
 
     # A new request: propose turning them off, then cancel.
     server.add(*propose_turns("read_receipts", {"read_receipts": False}, n=2))
     run_shown(session, "actually, turn them off")
     assert session.pending is not None and session.pending.old == {RR_PATH: True}
-    cancelled = router.run(session, "/cancel")
+    cancelled = run_command(session, "/cancel")
     assert isinstance(cancelled, ActionDone) and "Cancelled" in cancelled.summary
     assert session.pending is None
     assert world.settings() == {RR_PATH: True}
     assert world.audit() == [("read_receipts", RR_PATH, None, True)]
     with pytest.raises(CommandError, match="nothing is waiting"):
-        router.run(session, "/cancel")
+        run_command(session, "/cancel")
 
 
 def test_audit_records_old_and_new_for_each_confirmed_change(world, server):
@@ -266,7 +257,7 @@ def test_audit_records_old_and_new_for_each_confirmed_change(world, server):
     for n, value in enumerate([True, False], 1):
         server.add(*propose_turns("read_receipts", {"read_receipts": value}, n=n))
         run_shown(session, f"set read receipts to {value}")
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     assert world.audit() == [("read_receipts", RR_PATH, None, True),
                              ("read_receipts", RR_PATH, True, False)]
     assert world.settings() == {RR_PATH: False}
@@ -316,7 +307,7 @@ def test_send_message_goes_to_the_outbox_only_after_confirm(world, server):
     assert world.outbox() == []  # nothing dispatched yet
     assert ALICE in tool_results(server)["prop1"]  # the model is told the resolved actor
 
-    done = router.run(session, "/confirm")
+    done = run_command(session, "/confirm")
     assert "stored in the local outbox" in done.summary
     stored = world.outbox()
     assert len(stored) == 1 and stored[0]["status"] == "stored"
@@ -327,7 +318,7 @@ def test_send_message_goes_to_the_outbox_only_after_confirm(world, server):
     assert activity["object"]["content"] == "Lunch at noon?"
 
     with pytest.raises(CommandError, match="nothing is waiting"):
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     again = actions.execute(session, action)  # the same action, delivered again
     assert "already sent earlier; not sent again" in again.summary
     assert len(world.outbox()) == 1
@@ -382,19 +373,19 @@ def test_propose_action_needs_a_loaded_typed_skill(world, server):
 
 def test_programmatic_internal_call_writes_at_once(world, server):
     session = world.session(server)
-    done = router.run(session, '/skill read_receipts {"read_receipts": true}')
+    done = run_command(session, '/skill read_receipts {"read_receipts": true}')
     assert isinstance(done, ActionDone)
     assert session.pending is None
     assert world.settings() == {RR_PATH: True}
     assert world.audit() == [("read_receipts", RR_PATH, None, True)]
-    router.run(session, '/receipts {"read_receipts": false}')  # the skill's alias
+    run_command(session, '/receipts {"read_receipts": false}')  # the skill's alias
     assert world.audit()[-1] == ("read_receipts", RR_PATH, True, False)
     assert server.requests == []  # no model was involved
 
 
 def test_programmatic_external_call_dispatches_at_once(world, server):
     session = world.session(server)
-    done = router.run(session, '/send {"recipient": "ali", "content": "hi"}')
+    done = run_command(session, '/send {"recipient": "ali", "content": "hi"}')
     assert isinstance(done, ActionDone) and "stored in the local outbox" in done.summary
     assert session.pending is None
     stored = world.outbox()
@@ -415,7 +406,7 @@ def test_programmatic_external_call_dispatches_at_once(world, server):
 def test_programmatic_call_with_a_bad_parameter_does_nothing(world, server, cell, name):
     session = world.session(server)
     with pytest.raises(CommandError) as info:
-        router.run(session, cell)
+        run_command(session, cell)
     assert f"'{name}'" in str(info.value)
     assert "\n" not in str(info.value)
     assert world.settings() == {} and world.outbox() == []
@@ -428,16 +419,18 @@ def test_programmatic_call_with_a_bad_parameter_does_nothing(world, server, cell
 def test_programmatic_call_with_invalid_json_is_a_clear_error(world, server, cell):
     session = world.session(server)
     with pytest.raises(CommandError, match="the parameters are not valid JSON"):
-        router.run(session, cell)
+        run_command(session, cell)
     assert world.settings() == {} and world.outbox() == [] and server.requests == []
 
 
 def test_prose_after_a_typed_skill_goes_to_the_model(world, server):
     session = world.session(server)
-    request = router.run(session, "/skill send_message tell alice hi")
-    assert isinstance(request, SkillRequest)
-    assert request.skill.name == "send_message" and request.input == "tell alice hi"
-    assert world.outbox() == [] and session.pending is None and server.requests == []
+    server.add("Which alice do you mean?")  # the model extracts the parameters, or asks
+    answer = run_command(session, "/skill send_message tell alice hi")
+    assert isinstance(answer, Answer) and answer.skill == "send_message"
+    [sent] = server.chat_requests()  # the prose went to the model, as it was typed
+    assert "tell alice hi" in sent["messages"][-1]["content"]
+    assert world.outbox() == [] and session.pending is None  # nothing sent, nothing held
 
 
 # -- dispatch over HTTP (ActivityPub client-to-server) -----------------------------------
@@ -467,7 +460,7 @@ def test_confirmed_message_is_posted_once_to_the_configured_outbox(world, server
     assert action.target == r.url
     assert r.requests == [] and world.outbox() == []  # nothing sent before /confirm
 
-    done = router.run(session, "/confirm")
+    done = run_command(session, "/confirm")
     assert f"delivered to {r.url}" in done.summary
     assert len(r.requests) == 1
     post = r.requests[0]
@@ -485,7 +478,7 @@ def test_confirmed_message_is_posted_once_to_the_configured_outbox(world, server
     assert (record["status"], record["attempts"], record["http_status"]) == ("delivered", 1, 201)
 
     with pytest.raises(CommandError, match="nothing is waiting"):
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     again = actions.execute(session, action)  # the same Action delivered again
     assert "already sent earlier; not sent again" in again.summary
     assert len(r.requests) == 1 and list(r.accepted) == [body["id"]]
@@ -501,7 +494,7 @@ def test_a_retried_delivery_is_accepted_once(world, server, receiver, monkeypatc
     r = receiver(503)
     configure_outbox(world, r, monkeypatch)
     session = world.session(server)
-    done = router.run(session, '/send {"recipient": "bob", "content": "retry me"}')
+    done = run_command(session, '/send {"recipient": "bob", "content": "retry me"}')
     assert "delivered" in done.summary
     assert len(r.requests) == 2
     assert len({q["body"] for q in r.requests}) == 1
@@ -520,7 +513,7 @@ def test_a_failed_delivery_stays_pending_and_is_sent_once_on_retry(world, server
     run_shown(session, "ping alice")
     action = session.pending
     with pytest.raises(CommandError) as info:
-        router.run(session, "/confirm")
+        run_command(session, "/confirm")
     message = str(info.value)
     assert "could not deliver" in message and "still waiting" in message
     assert TOKEN not in message and "\n" not in message
@@ -528,7 +521,7 @@ def test_a_failed_delivery_stays_pending_and_is_sent_once_on_retry(world, server
     assert world.outbox()[0]["status"] == "failed"
     assert r.accepted == {}
 
-    router.run(session, "/confirm")  # the receiver answers 201 now
+    run_command(session, "/confirm")  # the receiver answers 201 now
     assert session.pending is None
     assert len(r.requests) == 4
     assert {q["headers"]["Idempotency-Key"] for q in r.requests} == {action.activity["id"]}

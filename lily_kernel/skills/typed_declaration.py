@@ -1,4 +1,5 @@
-"""Typed skills (docs/typed-skills.md#declaration): sections, parameters, Config ACL, and value validation.
+"""The typed-skill declaration (docs/typed-skills.md#declaration): sections, parameters,
+Config ACL, and the values each declared type admits.
 
 A SKILL.md body with a ``Type`` section is a typed skill. Its sections are
 headings named ``Purpose``, ``Type``, ``Config ACL`` (internal only),
@@ -12,14 +13,14 @@ headings named ``Purpose``, ``Type``, ``Config ACL`` (internal only),
         max: 100
 
 A malformed declaration raises :class:`TypedError` naming the SKILL.md line;
-the loader turns it into a ``skill_error``. :func:`validate` checks values in
-code against the declared types and constraints, naming the parameter.
+the loader turns it into a ``skill_error``. :func:`check_value` says whether one
+value fits a parameter (a declared default must, at load time); checking a
+whole call's parameters is :func:`lily_kernel.typed.values.validate`.
 """
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -348,7 +349,7 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
     return param
 
 
-# -- values --------------------------------------------------------------------
+# -- one value -----------------------------------------------------------------
 
 def is_https_uri(value: str) -> bool:
     """Whether ``value`` is an https URI with a host (and a valid port, if any)."""
@@ -388,40 +389,3 @@ def check_value(param: Param, value: Any) -> Any:
     if not isinstance(value, str) or not is_https_uri(value):
         raise ParamError(f"'{name}' must be an absolute https URI, not {value!r}")
     return value
-
-
-def validate(spec: TypedSpec, values: Mapping[str, Any],
-             resolve: Callable[[str, Any], Any] | None = None) -> dict[str, Any]:
-    """All parameters checked in code: required present, no unknown names, each value fits.
-
-    ``resolve(resolver, value)`` turns a name into the canonical value first
-    (e.g. a contact alias into an actorUri); it raises ParamError when it cannot.
-    Defaults fill optional parameters that are absent. Returns the final values.
-    """
-    if not isinstance(values, Mapping):
-        raise ParamError("parameters must be a JSON object")
-    unknown = sorted(set(values) - {p.name for p in spec.params})
-    if unknown:
-        raise ParamError(f"unknown parameter(s) {', '.join(map(repr, unknown))} "
-                         f"(declared: {', '.join(p.name for p in spec.params) or 'none'})")
-    out: dict[str, Any] = {}
-    for p in spec.params:
-        if p.name not in values or values[p.name] is None:
-            if p.required:
-                raise ParamError(f"'{p.name}' is required ({p.type})")
-            if p.has_default:
-                out[p.name] = p.default
-            continue
-        value = values[p.name]
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:  # no file, database or socket can hold it
-                raise ParamError(f"'{p.name}' is not valid text (it holds a lone surrogate)") from None
-        if p.resolve and resolve is not None and isinstance(value, str) and not is_https_uri(value):
-            try:
-                value = resolve(p.resolve, value)
-            except ParamError as exc:
-                raise ParamError(f"'{p.name}': {exc}") from None
-        out[p.name] = check_value(p, value)
-    return out
