@@ -4,16 +4,17 @@
 
 1. Per-request overhead. One ScriptedServer on 127.0.0.1 answers every chat
    request with the same plain answer (60 words, streamed one word per chunk).
-   Lily: ``agent.run(session, ...)`` on a real Session (bundled skills, default
+   Lily: ``loop.run(session, ...)`` on a real Session (bundled skills, default
    persona, journal on), no tool calls, streaming into an ``on_text`` sink; the
    conversation is emptied before each request so every request has the same
    size. Bare: ``openai.OpenAI(...).chat.completions.create(stream=True)`` with
-   exactly the messages and tools Lily sent (taken from the server's record),
+   exactly the body Lily sent (taken from the server's record: messages, tools,
+   ``stream_options``, the completion cap),
    reading the stream and joining the text. The two are interleaved, order
    alternating each round, so both see the same machine noise. Prints medians,
    the ratio and the absolute difference, and what Lily's own steps cost
    (system prompt + tool specs, the journal writes).
-2. Skills index cost. Characters of ``context.skills_index`` per skill for the
+2. Skills index cost. Characters of ``prompt.skills_index`` per skill for the
    bundled skills and for N generated skills (realistic names, 100-character
    descriptions), against OpenClaw's published estimate for its skills list
    (docs.openclaw.ai/tools/skills, "Token impact"):
@@ -38,8 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import openai
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import prompt as context
+from lily_kernel.agent import loop, prompt
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 
@@ -74,22 +74,21 @@ def overhead(requests: int, warmup: int) -> None:
             session.conversation.clear()
             sink.clear()
             t0 = time.perf_counter()
-            reply = agent.run(session, QUESTION, on_text=sink.append)
+            reply = loop.run(session, QUESTION, on_text=sink.append)
             elapsed = time.perf_counter() - t0
             assert reply.text == ANSWER and "".join(sink) == ANSWER, reply
             return elapsed
 
         lily()  # imports openai's client path, builds the client
         sent = server.chat_requests()[-1]
-        messages, tools, model = sent["messages"], sent.get("tools"), sent["model"]
+        messages, tools = sent["messages"], sent.get("tools")
         client = openai.OpenAI(base_url=server.url, api_key="lily-no-key", max_retries=0,
                                timeout=60.0)
 
         def bare() -> float:
             t0 = time.perf_counter()
             parts = []
-            for chunk in client.chat.completions.create(model=model, messages=messages,
-                                                        tools=tools, stream=True):
+            for chunk in client.chat.completions.create(**sent):  # every field Lily sent
                 if chunk.choices and chunk.choices[0].delta.content:
                     parts.append(chunk.choices[0].delta.content)
             elapsed = time.perf_counter() - t0
@@ -109,8 +108,8 @@ def overhead(requests: int, warmup: int) -> None:
         n = 2000
         t0 = time.perf_counter()
         for _ in range(n):
-            context.system_prompt(session.persona, session.snapshot)
-            agent._Request(session, None).tool_specs()
+            prompt.system_prompt(session.persona, session.snapshot)
+            loop._Request(session, None).tool_specs()
         prompt_ms = (time.perf_counter() - t0) / n * 1000
         record = {"role": "assistant", "content": ANSWER}
         t0 = time.perf_counter()
@@ -124,7 +123,7 @@ def overhead(requests: int, warmup: int) -> None:
     print(f"1. Per-request overhead: {requests} requests each after {warmup} warm-up, interleaved;")
     print(f"   plain answer of {len(ANSWER.split())} words streamed word by word; "
           f"system prompt {len(messages[0]['content'])} chars, {len(tools or [])} tools offered")
-    for name, med in (("bare openai stream", bare_med), ("lily agent.run", lily_med)):
+    for name, med in (("bare openai stream", bare_med), ("lily loop.run", lily_med)):
         key = "bare" if name.startswith("bare") else "lily"
         print(f"   {name:<20} median {med:6.2f} ms   p10 {pct(times[key], .1) * 1000:6.2f}   "
               f"p90 {pct(times[key], .9) * 1000:6.2f}")
@@ -159,10 +158,10 @@ def openclaw_chars(skills) -> int:
 def index_figures(label: str, snap) -> None:
     skills = [s for s in snap.skills if s.model_invocable]
     n = len(skills)
-    capped = context.skills_index(snap)
-    full = context.skills_index(snap, budget=10**9)
+    capped = prompt.skills_index(snap)
+    full = prompt.skills_index(snap, budget=10**9)
     claw = openclaw_chars(skills)
-    header = len(context.INDEX_HEADER)
+    header = len(prompt.INDEX_HEADER)
     loc = statistics.mean(len(os.path.join(s.path, "SKILL.md")) for s in skills)
     desc = statistics.mean(len(s.summary) for s in skills)
     name = statistics.mean(len(s.name) for s in skills)
@@ -175,7 +174,7 @@ def index_figures(label: str, snap) -> None:
           f"per skill after its 195-char base {(claw - 195) / n:6.1f}")
     print(f"     Lily / OpenClaw {len(full) / claw:.2f}")
     if len(capped) != len(full):
-        print(f"     at Lily's default budget ({context.INDEX_BUDGET} chars): {listed} of {n} listed, "
+        print(f"     at Lily's default budget ({prompt.INDEX_BUDGET} chars): {listed} of {n} listed, "
               f"{len(capped)} chars including the note")
 
 

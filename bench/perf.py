@@ -29,6 +29,7 @@ import argparse
 import cProfile
 import gc
 import io
+import json
 import os
 import pstats
 import statistics
@@ -292,12 +293,17 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
     """Per-request overhead as a session grows: every turn is a tool call then an answer.
 
     Lily: ``agent.run`` on a real Session (100 generated skills, 20 tools, journal on). Bare: the
-    same two requests (the messages and tools Lily sent, from the server's record) through a bare
-    ``openai`` client, streamed, right after Lily's turn. A turn's
-    figure is Lily's turn time against the bare pair's; the rows pool ``window`` turns around
-    each mark over ``sessions`` sessions.
+    very requests Lily sent (every field of their bodies as the server received them: messages,
+    tools, ``stream_options``, the completion cap), through a bare ``openai`` client, streamed,
+    right after Lily's turn: ``chat.completions.create`` (the documented call), and ``post`` of
+    the same body (the client without its per-request transform of typed parameters, which walks
+    every message). A turn's figure is Lily's turn time against the bare pair's; the rows pool
+    ``window`` turns around each mark over ``sessions`` sessions. Before each timed side a full
+    ``gc.collect()`` runs, untimed, and the server forgets the requests it recorded (the harness's
+    memory, not Lily's, would otherwise grow with every turn and slow every collection).
     """
     import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
     from lily_kernel.agent import loop
     from lily_kernel.testing.server import ScriptedServer
@@ -310,8 +316,10 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
                                     "id": f"call_{n}"}]}
         return {"content": ANSWER}
 
-    lily_t: dict[int, list[float]] = {m: [] for m in marks}
-    bare_t: dict[int, list[float]] = {m: [] for m in marks}
+    # per mark: (wall, CPU time of the calling thread) of each turn
+    lily_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
+    bare_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
+    post_t: dict[int, list[tuple[float, float]]] = {m: [] for m in marks}
     near = {t: m for m in marks for t in range(max(1, m - window // 2),
                                                 max(1, m - window // 2) + window)}
     with ScriptedServer(respond) as server:
@@ -322,41 +330,64 @@ def agent(sessions: int, turns: int, marks: tuple[int, ...], window: int) -> Non
             assert len(session.snapshot.skills) >= 100, session.snapshot.diagnostics[:3]
             sink: list[str] = []
 
-            def lily(turn: int) -> float:
+            def lily(turn: int) -> tuple[float, float]:
                 sink.clear()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 reply = loop.run(session, f"Turn {turn}: check case {turn}.", on_text=sink.append)
-                elapsed = time.perf_counter() - t0
+                elapsed = time.perf_counter() - t0, time.thread_time() - c0
                 assert reply.text.startswith(ANSWER), reply.text[:200]
                 return elapsed
 
-            def bare(requests: list[dict]) -> float:
-                t0 = time.perf_counter()
+            def bare(requests: list[dict]) -> tuple[float, float]:
+                t0, c0 = time.perf_counter(), time.thread_time()
                 for sent in requests:
-                    for _chunk in client.chat.completions.create(
-                            model=sent["model"], messages=sent["messages"],
-                            tools=sent.get("tools"), stream=True):
+                    for _chunk in client.chat.completions.create(**sent):
                         pass
-                return time.perf_counter() - t0
+                return time.perf_counter() - t0, time.thread_time() - c0
+
+            def post(requests: list[dict]) -> tuple[float, float]:
+                t0, c0 = time.perf_counter(), time.thread_time()
+                for sent in requests:
+                    for _chunk in client.post("/chat/completions", cast_to=ChatCompletion,
+                                              body=sent, stream=True,
+                                              stream_cls=openai.Stream[ChatCompletionChunk]):
+                        pass
+                return time.perf_counter() - t0, time.thread_time() - c0
 
             for turn in range(1, turns + 1):
-                before = len(server.chat_requests())
-                if turn in near:  # the bare pair replays what Lily sent, so it runs second
-                    gc.collect()
-                    lt = lily(turn)
-                    sent = server.chat_requests()[before:]
-                    bt = bare(sent)
-                else:
+                with server._lock:  # the record of earlier requests is the harness's memory
+                    server.requests.clear()
+                if turn not in near:
                     lily(turn)
                     continue
+                gc.collect()  # the bare pairs replay what Lily sent, so they run after it
+                lt = lily(turn)
+                sent = server.chat_requests()
                 assert len(sent) == 2, len(sent)
+                sides = [(bare_t, bare), (post_t, post)]
+                for times, side in (sides if turn % 2 else sides[::-1]):
+                    gc.collect()
+                    times[near[turn]].append(side(sent))
                 lily_t[near[turn]].append(lt)
-                bare_t[near[turn]].append(bt)
             print(f"  session {s + 1}: {turns} turns, {len(session.conversation)} messages, "
                   f"{len(sent[-1]['tools'])} tools, last request "
-                  f"{len(str(sent[-1]['messages'])):,} chars", flush=True)
+                  f"{len(json.dumps(sent[-1])):,} bytes", flush=True)
+    def wall(pairs: list[tuple[float, float]]) -> list[float]:
+        return [w for w, _ in pairs]
+
+    def cpu(pairs: list[tuple[float, float]]) -> list[float]:
+        return [c for _, c in pairs]
     for m in marks:
-        row(f"agent turn {m} (tool call + answer)", lily_t[m], bare_t[m], "bare openai")
+        row(f"agent turn {m} (tool call + answer)", wall(lily_t[m]), wall(bare_t[m]), "bare openai")
+    # Beside the row: the baseline without openai's per-request transform (Lily's own cost
+    # over the same HTTP work), and the CPU time of the calling thread (the in-process
+    # server's thread and the other processes' load left out: steadier on a shared machine).
+    for m in marks:
+        row(f"agent turn {m} vs the same body posted", wall(lily_t[m]), wall(post_t[m]),
+            "bare openai post")
+    for m in marks:
+        row(f"agent turn {m} CPU (calling thread) vs posted", cpu(lily_t[m]), cpu(post_t[m]),
+            "bare openai post")
 
 
 # -- snapshot ----------------------------------------------------------------------------
@@ -496,6 +527,14 @@ def _report(prof: cProfile.Profile, label: str, total: float, top: int = 15) -> 
     rows.sort(reverse=True)
     print(f"== {label}: profiled {total * 1000:.1f} ms; Lily's own code (self time) "
           f"{own * 1000:.1f} ms = {own / total:.0%}")
+    # What building a request costs inside openai (its transform of typed parameters walks
+    # every message; then the body's JSON): paid for the way Lily calls the client.
+    build = sum(ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers)
+                in stats.stats.items()  # type: ignore[attr-defined]
+                if "openai" in file and func in ("maybe_transform", "_build_request"))
+    if build:
+        print(f"   openai building the requests (maybe_transform + _build_request, cumulative): "
+              f"{build * 1000:.1f} ms")
     print(f"   {'self ms':>8} {'cum ms':>8} {'calls':>7}  function")
     for tt, ct, nc, name in rows[:top]:
         print(f"   {tt * 1000:8.2f} {ct * 1000:8.2f} {nc:7d}  {name}")
@@ -552,11 +591,15 @@ def profile(what: list[str]) -> None:
             return {"content": ANSWER}
         with ScriptedServer(respond) as server:
             session = _bench_session(server.url)
-            for turns in (1, 200):  # turn 1: the conversation emptied before each request
-                for t in range(max(20, turns - 10)):
+            done = 0
+            for turns in (1, 50, 200):  # turn 1: the conversation emptied before each request
+                for t in range(20 if turns == 1 else turns - 10 - done):
                     if turns == 1:
                         session.conversation.clear()
                     loop.run(session, f"turn {t}")
+                    with server._lock:  # the harness's record, not Lily's memory
+                        server.requests.clear()
+                gc.collect()
                 prof = cProfile.Profile()
                 t0 = time.perf_counter()
                 prof.enable()
@@ -565,6 +608,7 @@ def profile(what: list[str]) -> None:
                         session.conversation.clear()
                     loop.run(session, f"turn {turns + t}")
                 prof.disable()
+                done = turns
                 _report(prof, f"10 agent requests at turn {turns} (tool call + answer each; "
                         "HTTP included, the server's thread not profiled)",
                         time.perf_counter() - t0)

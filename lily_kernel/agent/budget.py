@@ -22,12 +22,14 @@ once more.
 """
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel.agent import client as model
+from lily_kernel.agent import client
 from lily_kernel.agent.config import ModelConfig
 from lily_kernel.agent.tokens import Counter
 from lily_kernel.errors import ContextExceeded, ContextTooSmall
@@ -46,6 +48,7 @@ KNOWN_WINDOWS: dict[str, int] = {
 SHORT_CHARS = 400  # an earlier tool result is shortened to this many characters
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of the name, asked at every model call
 def known_window(model_name: str) -> int | None:
     """The built-in table's window for ``model_name``, or None when it is not listed."""
     name = model_name.lower().rsplit("/", 1)[-1].split(":", 1)[0]
@@ -112,6 +115,34 @@ def turn_end(history: list[dict[str, Any]], turns: int) -> int:
     return starts[turns] if turns < len(starts) else len(history)
 
 
+class Running:
+    """Sizes of a conversation kept between requests: a request measures only the messages
+    new since the last one, and the sum is at hand (issue 18: no per-request walk of the
+    history). The history is checked to start with the very messages measured (one pass in C:
+    ``map``, ``operator.is_``, ``all``); anything else (``/new``, ``/compact``, another model's
+    counter) measures it afresh."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+        self.total = 0
+        self._of: object = None
+
+    def update(self, history: list[dict[str, Any]], measure: Callable[[dict[str, Any]], int],
+               of: object = None) -> Running:
+        """Bring the sizes up to ``history`` (measured with ``measure``, valid for ``of``)."""
+        n = len(self.seen)
+        if of != self._of or len(history) < n or not all(map(operator.is_, history, self.seen)):
+            self.seen, self.sizes, self.total, self._of, n = [], [], 0, of, 0
+        if len(history) > n:
+            new = history[n:]
+            sizes = list(map(measure, new))
+            self.seen += new
+            self.sizes += sizes
+            self.total += sum(sizes)
+        return self
+
+
 class Budget:
     """One session's token accounting: counters per model, the fit, the learned window.
 
@@ -126,6 +157,13 @@ class Budget:
         self._counter: Counter | None = None
         self._short: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._chars: dict[int, tuple[dict[str, Any], int]] = {}
+        self._history_chars = Running()
+        self._history_tokens = Running()
+
+    def history_chars(self, history: list[dict[str, Any]]) -> int:
+        """:meth:`chars` summed over ``history``, measuring only messages new since the last
+        call (the conversation grows between requests)."""
+        return self._history_chars.update(history, self.chars).total
 
     def chars(self, message: dict[str, Any]) -> int:
         """Characters of ``message`` as JSON (the conversation size cap, docs/agent.md),
@@ -164,8 +202,11 @@ class Budget:
         limit -= int(limit * spare)
         fixed = count.message(system) + count.tools(tools)
         now = [count.message(m) for m in pending]
-        sizes = [count.message(m) for m in history]
-        total = fixed + sum(now) + sum(sizes)
+        running = self._history_tokens.update(history, count.message, (count, count.scale))
+        total = fixed + sum(now) + running.total
+        if total <= limit:  # everything fits: nothing else to look at (the usual case)
+            return Fitted([system, *history, *pending], 0, 0, total, limit, reserve)
+        sizes = list(running.sizes)
         sent, shortened = list(history), 0
         if total > limit:  # 2. earlier tool results, oldest first
             for i, message in enumerate(history):
@@ -208,15 +249,15 @@ class Budget:
                           "budget": limit, "context_window": window, "counted": count.method})
         return fitted
 
-    def send(self, client: Any, config: ModelConfig, system: dict[str, Any],
+    def send(self, openai_client: Any, config: ModelConfig, system: dict[str, Any],
              tools: list[dict[str, Any]], history: list[dict[str, Any]],
              pending: list[dict[str, Any]], on_text: Callable[[str], None] | None,
-             max_chars: int | None) -> tuple[model.Turn, Fitted]:
+             max_chars: int | None) -> tuple[client.Turn, Fitted]:
         """Fit and send one model call. A context-length error teaches the window (and the
         endpoint's count); the call is fitted again and sent once more."""
         fitted = self.fit(config, system, tools, history, pending)
         try:
-            return model.complete(client, config, fitted.messages, tools, on_text,
+            return client.complete(openai_client, config, fitted.messages, tools, on_text,
                                   max_chars=max_chars, max_tokens=fitted.max_tokens), fitted
         except ContextExceeded as exc:
             window = exc.window or window_of(config)
@@ -230,7 +271,7 @@ class Budget:
             except ContextTooSmall as small:
                 raise ContextTooSmall(f"the model endpoint said: {exc.detail}; {small}") from None
             try:
-                return model.complete(client, config, fitted.messages, tools, on_text,
+                return client.complete(openai_client, config, fitted.messages, tools, on_text,
                                       max_chars=max_chars,
                                       max_tokens=fitted.max_tokens), fitted
             except ContextExceeded as again:

@@ -7,7 +7,9 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
+import json
 import logging
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -137,7 +139,7 @@ def cap_param(config: ModelConfig, where: str) -> str:
 def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
                  cap: str = CAP_PARAMS[1]) -> dict[str, Any]:
-    """The keyword arguments of one chat-completions request."""
+    """The keyword arguments of one chat-completions request (what :func:`request_body` sends)."""
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage:  # ask for token usage in a last chunk; servers that ignore it send none
         args["stream_options"] = {"include_usage": True}
@@ -150,6 +152,80 @@ def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: lis
         if value is not None:
             args[name] = value
     return args
+
+
+def _dumps(value: object) -> bytes:
+    """JSON as ``openai`` sends it (httpx's defaults: compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False).encode()
+
+
+#: Each message's JSON, by identity (a message is never changed once sent): a request's body
+#: serialises only the messages new since the last one (docs/agent.md#model-client).
+_FRAGMENTS: dict[int, tuple[dict[str, Any], bytes]] = {}
+_KEPT = [0]  # bytes of JSON kept in _FRAGMENTS (its messages too are kept alive by it)
+#: The last offered tool list's JSON (the same list object while nothing changed: loop.py).
+_TOOLS_JSON: list[tuple[list[dict[str, Any]], bytes]] = []
+
+
+def _fragment(message: dict[str, Any]) -> bytes:
+    hit = _FRAGMENTS.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    data = _dumps(message)
+    _KEPT[0] += len(data)
+    if len(_FRAGMENTS) > 100_000 or _KEPT[0] > 64 << 20:  # a bound: serialising again is cheap
+        _FRAGMENTS.clear()
+        _KEPT[0] = len(data)
+    _FRAGMENTS[id(message)] = (message, data)
+    return data
+
+
+#: The last request's messages and their JSON list items (joined): the next request of a
+#: conversation starts with the same messages (the steps of a request, then the turns of a
+#: session), so only what follows them is joined (issue 18: O(new turn), not O(history)).
+_LAST: list[tuple[list[dict[str, Any]], bytes]] = []
+
+
+def _messages_json(messages: list[dict[str, Any]]) -> bytes:
+    """The JSON items of ``messages`` (without the brackets)."""
+    if _LAST:
+        seen, data = _LAST[0]
+        n = len(seen)
+        # The same message objects first (one pass in C: map, operator.is_ and all).
+        if 0 < n <= len(messages) and all(map(operator.is_, messages, seen)):
+            rest = messages[n:]
+            if rest:
+                data = b",".join([data, *map(_fragment, rest)])
+            _LAST[0] = (list(messages), data)
+            return data
+    data = b",".join(map(_fragment, messages))
+    _LAST[:] = [(list(messages), data)]
+    return data
+
+
+def _tools_json(tools: list[dict[str, Any]]) -> bytes:
+    if _TOOLS_JSON and _TOOLS_JSON[0][0] is tools:
+        return _TOOLS_JSON[0][1]
+    data = _dumps(tools)
+    _TOOLS_JSON[:] = [(tools, data)]
+    return data
+
+
+def request_body(config: ModelConfig, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]], usage: bool = True,
+                 max_tokens: int | None = None, cap: str = CAP_PARAMS[1]) -> bytes:
+    """The JSON body of one chat-completions request (:func:`request_args` as bytes), built
+    from each message's JSON kept since it was first sent and the tool list's: a long
+    conversation is not serialised again, nor walked by ``openai``'s per-request
+    transform of typed parameters (plain JSON data needs none)."""
+    args = request_args(config, [], [], usage, max_tokens, cap)
+    del args["messages"]
+    out = [_dumps(args)[:-1], b',"messages":[', _messages_json(messages), b"]"]
+    if tools:
+        out += [b',"tools":', _tools_json(tools)]
+    out.append(b"}")
+    return b"".join(out)
 
 
 def cut_marker(cap: int) -> str:
@@ -217,6 +293,7 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
               on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
               max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
     turn = Turn()
     parts: list[str] = []
     size = 0  # characters kept so far (text and tool-call arguments)
@@ -224,8 +301,9 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        stream = client.chat.completions.create(**request_args(config, messages, tools, usage,
-                                                               max_tokens, cap_name))
+        body = request_body(config, messages, tools, usage, max_tokens, cap_name)
+        stream = client.post("/chat/completions", cast_to=ChatCompletion, content=body,
+                             stream=True, stream_cls=openai.Stream[ChatCompletionChunk])
         for chunk in stream:
             reported = getattr(chunk, "usage", None)
             if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
@@ -234,7 +312,7 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
             if not getattr(chunk, "choices", None):
                 continue
             choice = chunk.choices[0]
-            delta = choice.delta
+            delta: Any = choice.delta  # None in a malformed chunk (chunks are not validated)
             if delta is not None and delta.content:
                 piece = delta.content
                 if size + len(piece) > cap:  # keep the head, stop reading the rest

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import budget, loop
-from lily_kernel.agent import client as model
-from lily_kernel.agent import prompt as context
+from lily_kernel.agent import budget, client, loop, prompt
 from lily_kernel.errors import AgentError, ContextTooSmall, ModelError
 
 ASK = "(/compact) Summarise our conversation so far."
@@ -52,13 +50,13 @@ def _transcript(messages: list[dict[str, Any]]) -> str:
 def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compacted | None:
     """Summarise the turns the next request would leave out; None when every turn fits.
     Raises :class:`AgentError` (one line) when no model can be asked."""
-    problem = session.config_error or model.not_configured(session.environ,
+    problem = session.config_error or client.not_configured(session.environ,
                                                            session.model_config)
     if problem:
         raise AgentError(problem)
     config = session.model_config
     system = {"role": "system",
-              "content": context.system_prompt(session.persona, session.snapshot)}
+              "content": prompt.system_prompt(session.persona, session.snapshot)}
     history = list(session.conversation)
     try:
         fitted = session.budget.fit(config, system, loop.offered_tools(session), history,
@@ -74,9 +72,9 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
     while text and count.text(text) > room:  # keep the most recent part that fits
         text = text[len(text) // 5:]
     messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": text}]
-    client = session.model_clients.get(config, session.environ)
+    openai_client = session.model_clients.get(config, session.environ)
     try:
-        turn = model.complete(client, config, messages, [], on_text,
+        turn = client.complete(openai_client, config, messages, [], on_text,
                               max_chars=session.limits.answer_chars,
                               max_tokens=fitted.max_tokens)
     except ModelError as exc:

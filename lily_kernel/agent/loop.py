@@ -28,10 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import client as model
-from lily_kernel.agent import lean
-from lily_kernel.agent import pending as waiting
-from lily_kernel.agent import prompt as context
+from lily_kernel.agent import client, lean, pending, prompt
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.tools import check_args, invoke
@@ -63,26 +60,21 @@ def too_many(limits: Limits) -> str:
             f"and {limits.conversation_chars:,} characters of conversation per request: "
             "lily.toml [limits] tool_calls_per_step, conversation_chars)")
 
-LOAD_SKILL: dict[str, Any] = {"type": "function", "function": {
-    "name": "load_skill",
-    "description": "Read a skill's instructions before using it.",
-    "parameters": {"type": "object", "properties": {"name": {"type": "string"}},
-                   "required": ["name"]}}}
-READ_SKILL_FILE: dict[str, Any] = {"type": "function", "function": {
-    "name": "read_skill_file",
-    "description": "Read a file of the loaded skill, e.g. references/guide.md.",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                   "required": ["path"]}}}
-PROPOSE_ACTION: dict[str, Any] = {"type": "function", "function": {
-    "name": "propose_action",
-    "description": "Propose parameters for the loaded typed skill; the user confirms.",
-    "parameters": {"type": "object", "properties": {"parameters": {"type": "object"}},
-                   "required": ["parameters"]}}}
-READ_CONFIG: dict[str, Any] = {"type": "function", "function": {
-    "name": "read_config",
-    "description": "Read a setting (dotted path) of the loaded typed skill.",
-    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                   "required": ["path"]}}}
+def _one_argument(name: str, description: str, argument: str,
+                  kind: str = "string") -> dict[str, Any]:
+    """A built-in tool's schema: one required argument of JSON type ``kind``."""
+    return lean.spec(name, description, {"type": "object",
+                                         "properties": {argument: {"type": kind}},
+                                         "required": [argument]})
+
+
+LOAD_SKILL = _one_argument("load_skill", "Read a skill's instructions before using it.", "name")
+READ_SKILL_FILE = _one_argument("read_skill_file", "Read a file of the loaded skill, e.g. "
+                                "references/guide.md.", "path")
+PROPOSE_ACTION = _one_argument("propose_action", "Propose parameters for the loaded typed "
+                               "skill; the user confirms.", "parameters", "object")
+READ_CONFIG = _one_argument("read_config", "Read a setting (dotted path) of the loaded typed "
+                            "skill.", "path")
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
 
 
@@ -100,9 +92,9 @@ class Reply:
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
 
 
-#: Per session (by id; the key tuple holds its snapshot, policy and tools): the last
-#: offered tool list and what it was built from.
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], list[dict[str, Any]]]] = {}
+#: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
+#: offered tool list and what it was built from (the active skill, the registry's version).
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], str | None, int, list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
 
@@ -115,7 +107,7 @@ def system_message(session: Session) -> dict[str, Any]:
     for cached_persona, cached_snap, message in _SYSTEM_CACHE:
         if cached_persona is persona and cached_snap is snap:
             return message
-    message = {"role": "system", "content": context.system_prompt(persona, snap)}
+    message = {"role": "system", "content": prompt.system_prompt(persona, snap)}
     _SYSTEM_CACHE[:] = [(persona, snap, message), *_SYSTEM_CACHE[:7]]
     return message
 
@@ -140,15 +132,16 @@ class _Request:
         skill, the policy, the registered tools): built once, not per request, and the token
         counter's cache knows it by identity. Callers never change it."""
         session = self.session
-        key = (session.snapshot, self.skill, session.policy, *session.tools)
+        key = (session.snapshot, session.policy, session.tools)
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and len(hit[0]) == len(key) and all(
-                a is b or (type(a) is str and a == b) for a, b in zip(hit[0], key, strict=False)):
-            return hit[1]
+        if hit is not None and hit[1] == self.skill and hit[2] == session.tools.version and \
+                all(a is b for a, b in zip(hit[0], key, strict=True)):
+            return hit[3]
         specs = self._build_specs()
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
-        _SPECS_CACHE[id(session)] = (key, specs)  # the key holds the session's objects alive
+        # the entry holds the session's objects alive, so no id is reused while it is kept
+        _SPECS_CACHE[id(session)] = (key, self.skill, session.tools.version, specs)
         return specs
 
     def _build_specs(self) -> list[dict[str, Any]]:
@@ -171,9 +164,9 @@ class _Request:
             return False  # refused anyway: execute() answers with the refusal
         if check_args(tool.parameters, args) is not None:
             return False
-        if not waiting.asks(session, tool, args):
+        if not pending.asks(session, tool, args):
             return False
-        refusal = waiting.waiting_refusal(session, self.proposal)
+        refusal = pending.waiting_refusal(session, self.proposal)
         if refusal:
             raise ToolError(refusal)
         return True
@@ -202,7 +195,7 @@ class _Request:
     def _cap(self, text: str) -> str:
         """Every tool result, built-in or registered, kept to [limits] tool_result_chars
         (docs/limits-and-secrets.md#caps)."""
-        text, cut = waiting.cap(text, self.session.limits.tool_result_chars)
+        text, cut = pending.cap(text, self.session.limits.tool_result_chars)
         self.cut_results += cut
         return text
 
@@ -247,7 +240,7 @@ class _Request:
         if problem:
             raise ToolError(f"propose_action: {problem}")
         skill = self._typed_skill()
-        refusal = waiting.waiting_refusal(self.session, self.proposal)
+        refusal = pending.waiting_refusal(self.session, self.proposal)
         if refusal:  # a new proposal never replaces one that waits
             raise ToolError(refusal)
         try:
@@ -317,10 +310,10 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
-    waiting.decline_waiting(session)  # a new request first: a call still waiting is declined
+    pending.decline_waiting(session)  # a new request first: a call still waiting is declined
     session.withdraw()  # a card offered by a request that failed was never shown
     env = session.environ
-    problem = session.config_error or model.not_configured(env, session.model_config)
+    problem = session.config_error or client.not_configured(env, session.model_config)
     if problem:
         if session.untrusted_note:  # a withheld endpoint explains the missing model
             problem = f"{problem} {session.untrusted_note}"
@@ -337,31 +330,31 @@ def resume(session: Session, call: HeldCall, result: str,
            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Continue a paused request with the confirmed tool call's ``result``."""
     paused = call.paused
-    pending = paused.answered(result)
-    problem = session.config_error or model.not_configured(session.environ, session.model_config)
+    messages = paused.answered(result)
+    problem = session.config_error or client.not_configured(session.environ, session.model_config)
     if problem:
-        _commit(session, pending)
+        _commit(session, messages)
         raise AgentError(problem)
     request = _Request(session, paused.skill)
     request.tools_used = [*paused.tools_used, call.tool]
-    return _drive(request, pending, min(paused.steps + 1, MAX_STEPS), paused.usage,
+    return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
 
 
-decline = waiting.decline  # Cancel's answer to the model: "declined by the user"
+decline = pending.decline  # Cancel's answer to the model: "declined by the user"
 
 
 def _commit(session: Session, messages: list[dict[str, Any]]) -> None:
-    waiting.commit(session, messages)
+    pending.commit(session, messages)
 
 
-def _withdraw(request: _Request, pending: list[dict[str, Any]]) -> None:
+def _withdraw(request: _Request, messages: list[dict[str, Any]]) -> None:
     """The request ends in an error: what it offered is never shown, so nothing waits, and
     the model's record of its proposal says so (docs/typed-skills.md#confirmation)."""
     request.session.withdraw()
-    for i, message in enumerate(pending):
+    for i, message in enumerate(messages):
         if request.proposal_call and message.get("tool_call_id") == request.proposal_call:
-            pending[i] = {**message, "content": WITHDRAWN}
+            messages[i] = {**message, "content": WITHDRAWN}
 
 
 def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -373,7 +366,7 @@ def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> di
     return total
 
 
-def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, usage: dict[str, Any] | None,
+def _drive(request: _Request, messages: list[dict[str, Any]], first_step: int, usage: dict[str, Any] | None,
            on_text: Callable[[str], None] | None,
            on_event: Callable[[str, dict[str, Any]], None] | None) -> Reply:
     """Model steps from ``first_step`` until an answer, a pause or the budget's end."""
@@ -381,7 +374,7 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
     if session.mcp is not None:  # the MCP servers' current tools (docs/mcp.md#tools)
         session.mcp.sync(session.tools, budget=session.model_config.timeout)
     config = session.model_config
-    client = session.model_clients.get(config, session.environ)
+    openai_client = session.model_clients.get(config, session.environ)
     system = system_message(session)
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
@@ -389,27 +382,27 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
     def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
 
-    turn_start, left_out = len(pending), (0, 0)
+    turn_start, left_out = len(messages), (0, 0)
     limits = session.limits
     chars = session.budget.chars  # cached per message: no re-serialising of the history
-    size = sum(chars(m) for m in session.conversation) + sum(chars(m) for m in pending)
+    size = session.budget.history_chars(session.conversation) + sum(map(chars, messages))
     try:
         for step in range(first_step, MAX_STEPS + 1):
-            turn_start = len(pending)
+            turn_start = len(messages)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
-                client, session.model_config, system, tools, session.conversation, pending,
+                openai_client, session.model_config, system, tools, session.conversation, messages,
                 on_text, session.limits.answer_chars)
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             session.add_usage(turn.usage, config.model)
-            pending.append(turn.message())
+            messages.append(turn.message())
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
                     turn.content += ("\n\n*(The model stopped at its length limit; the answer "
                                      "may be cut short.)*")
-                    pending[-1] = turn.message()
-                commit(pending)
+                    messages[-1] = turn.message()
+                commit(messages)
                 shown = turn.content
                 if request.cut_results:  # the user is told; the model saw the marker
                     n = request.cut_results
@@ -423,14 +416,14 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
                 return Reply(shown, request.skill, request.tools_used, step,
                              request.proposal, usage, request.shown, left_out)
             held = None
-            size += chars(pending[-1])
+            size += chars(messages[-1])
             result: str | None
             for n, call in enumerate(turn.tool_calls):
                 before = request.skill
                 if n >= limits.tool_calls_per_step or size > limits.conversation_chars:
                     # Answered, not run: every call needs a result, none runs past a cap.
                     result = too_many(limits)
-                    pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                     emit("tool", {"name": call.name, "ok": False})
                     continue
                 args = call.parsed()
@@ -441,12 +434,12 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
                 else:
                     result = None
                 if confirm_first:
-                    held = (call, args, len(pending))
+                    held = (call, args, len(messages))
                     emit("tool", {"name": call.name, "ok": True, "waiting": True})
                     continue
                 if result is None:
                     result = NOT_RUN if held is not None else request.execute(call.name, args)
-                pending.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.proposal is not None and request.proposal_call is None:
                     request.proposal_call = call.id
                 size += len(result)
@@ -455,26 +448,26 @@ def _drive(request: _Request, pending: list[dict[str, Any]], first_step: int, us
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
             if held is not None:
                 call, args, at = held
-                paused = Paused(pending, call.id, request.skill, list(request.tools_used),
+                paused = Paused(messages, call.id, request.skill, list(request.tools_used),
                                 step, usage, at)
                 tool = session.tools.get(call.name)
                 assert tool is not None  # needs_confirmation found it
-                item = waiting.hold(tool, args, paused)
+                item = pending.hold(tool, args, paused)
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown, left_out)
-        _withdraw(request, pending)  # the request ends in an error: its card is never shown
-        commit(pending)
+        _withdraw(request, messages)  # the request ends in an error: its card is never shown
+        commit(messages)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
     except ModelError as exc:
-        _withdraw(request, pending)  # the request ends in an error: its card is never shown
-        del pending[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
-        if len(pending) > 1:  # tools ran before it: keep what happened, consistently
-            commit(pending)
+        _withdraw(request, messages)  # the request ends in an error: its card is never shown
+        del messages[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
+        if len(messages) > 1:  # tools ran before it: keep what happened, consistently
+            commit(messages)
         raise AgentError(redaction.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
-        _withdraw(request, pending)
-        if len(pending) > 1:
-            commit(pending)
+        _withdraw(request, messages)
+        if len(messages) > 1:
+            commit(messages)
         raise

@@ -28,17 +28,23 @@ class Timers:
         self._due: dict[int, tuple[float, Callback]] = {}
         self._count = 0
         self._pid = 0  # the process whose thread runs the entries
+        # When the thread looks at the entries next (monotonic; -inf while it is awake): an
+        # entry due later needs no wake-up. A request's deadline (added and cancelled per
+        # request, due in a minute) then costs a dict entry, not a thread switch.
+        self._wake = float("inf")
 
     def add(self, delay: float, callback: Callback) -> int:
         """Run ``callback`` ``delay`` seconds from now (then after each delay it returns);
         the key to :meth:`cancel` it."""
         with self._cond:
             self._count += 1
-            self._due[self._count] = (time.monotonic() + delay, callback)
+            due = time.monotonic() + delay
+            self._due[self._count] = (due, callback)
             if self._pid != os.getpid():
-                self._pid = os.getpid()
+                self._pid, self._wake = os.getpid(), float("-inf")
                 threading.Thread(target=self._run, name=self.name, daemon=True).start()
-            self._cond.notify()
+            elif due < self._wake:
+                self._cond.notify()
             return self._count
 
     def cancel(self, key: int) -> None:
@@ -56,7 +62,9 @@ class Timers:
                 ready = [(k, cb) for k, (due, cb) in self._due.items() if due <= now]
                 if not ready:
                     soonest = min((due for due, _ in self._due.values()), default=None)
+                    self._wake = float("inf") if soonest is None else soonest
                     self._cond.wait(None if soonest is None else soonest - now)
+                    self._wake = float("-inf")
                     continue
                 for key, _ in ready:
                     self._due[key] = (float("inf"), self._due[key][1])  # running: not again

@@ -133,6 +133,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self.version = 0  # counts every add and remove: what was built from the tools is stale
 
     @overload
     def register(self, func: _F, *, name: str | None = None,
@@ -168,10 +169,12 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         """Register a ready-made :class:`Tool` (an MCP server's, docs/mcp.md#tools)."""
         self._tools[tool.name] = tool
+        self.version += 1
 
     def remove(self, name: str) -> None:
         """Forget tool ``name`` (an MCP tool its server no longer lists)."""
-        self._tools.pop(name, None)
+        if self._tools.pop(name, None) is not None:
+            self.version += 1
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if registered."""

@@ -52,3 +52,29 @@ def test_a_failing_callback_does_not_stop_the_others_and_one_thread_serves_all()
     assert all(event.wait(30) for event in done)
     names = [t.name for t in threading.enumerate()]
     assert names.count("lily-timers-test-one") == 1
+
+
+def test_a_later_entry_does_not_wake_the_thread_and_an_earlier_one_does():
+    """The thread sleeps until its soonest entry: one due later (a request's deadline) is
+    added without waking it; one due sooner wakes it and runs on time."""
+    timers = Timers(name="lily-timers-test-wake")
+    wakes = []
+    real_notify = timers._cond.notify
+
+    def notify(n: int = 1) -> None:
+        wakes.append(n)
+        real_notify(n)
+    timers._cond.notify = notify  # type: ignore[method-assign]
+    first = timers.add(3600.0, lambda: None)  # starts the thread, which sleeps an hour
+    for _ in range(50):
+        for _ in range(200):  # until the thread sleeps (an event wait, no timing asserted)
+            with timers._cond:
+                if timers._wake != float("-inf"):
+                    break
+            threading.Event().wait(0.01)
+        timers.cancel(timers.add(7200.0, lambda: None))
+    assert wakes == []
+    ran = threading.Event()
+    timers.add(0.0, ran.set)
+    assert ran.wait(30) and wakes
+    timers.cancel(first)
