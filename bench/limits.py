@@ -71,14 +71,14 @@ def alternate(n: int, lily: Callable[[], object], base: Callable[[], object]
 def redaction(n: int) -> None:
     """A hostile command line as the journal keeps it (router.redact, then redaction.redact)
     against an ordinary line of the same length: linear time makes the ratio about 1."""
-    from lily_kernel import redaction as masking
+    import lily_kernel.redaction
     from lily_kernel.commands import router
     env = {"OPENAI_API_KEY": KEY}
     os.environ["OPENAI_API_KEY"] = KEY
 
     def redact(line: str) -> None:
         router.redact(line)
-        masking.redact(line, env)
+        lily_kernel.redaction.redact(line, env)
     for name, line in LINES.items():
         words = "/x " + ("the quick brown fox jumps over the lazy dog " * 2_000)
         prose = words[:len(line)]

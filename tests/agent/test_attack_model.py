@@ -17,7 +17,7 @@ import openai  # noqa: F401  imported up front so its import time is not counted
 import pytest
 from agent_support import World, assert_consistent, run_command
 
-from lily_kernel import redaction as secrets
+from lily_kernel import redaction
 from lily_kernel.agent import loop as agent
 from lily_kernel.commands import render, router
 from lily_kernel.errors import CommandError
@@ -291,21 +291,21 @@ def test_redaction_of_80_kb_hostile_lines_still_masks_the_key(line, monkeypatch)
     ``bench/limits.py redaction``; a regex that backtracked would keep this test running."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     for hostile in (line, f"{line} {KEY}", f"{KEY} {line}"):
-        journaled = router.redact(hostile)
-        masked = secrets.redact(hostile)
+        journaled = redaction.redact(router.redact(hostile))  # as Session.record_command stores it
+        masked = redaction.redact(hostile)
         assert KEY not in journaled and KEY not in masked
         assert len(masked) <= len(hostile) and len(journaled) <= len(hostile)
 
 
 def test_redaction_masks_what_it_must():
     env = {"OPENAI_API_KEY": KEY}
-    assert secrets.redact(f"x {KEY} http://u:p@ss@h:1/v1?q=a@b", env) == \
+    assert redaction.redact(f"x {KEY} http://u:p@ss@h:1/v1?q=a@b", env) == \
         "x *** http://***@h:1/v1?q=a@b"
-    assert secrets.redact("mail me: a@b.c, see https://h/p@x", env) == \
+    assert redaction.redact("mail me: a@b.c, see https://h/p@x", env) == \
         "mail me: a@b.c, see https://h/p@x"
-    assert secrets.redact("short", {"OPENAI_API_KEY": "abc"}) == "short"
-    assert secrets.redact("Authorization: Basic bGlseTpwdy1rZXJuZWw=; Bearer sk-abcdefgh1234") \
+    assert redaction.redact("short", {"OPENAI_API_KEY": "abc"}) == "short"
+    assert redaction.redact("Authorization: Basic bGlseTpwdy1rZXJuZWw=; Bearer sk-abcdefgh1234") \
         == "Authorization: Basic ***; Bearer ***"
-    assert secrets.redact('{"authorization": "Bearer abcdefghijkl"}') == '{"authorization": "Bearer ***"}'
+    assert redaction.redact('{"authorization": "Bearer abcdefghijkl"}') == '{"authorization": "Bearer ***"}'
     prose = "Basic understanding: a Token exchange, Authorization is granted."
-    assert secrets.redact(prose) == prose
+    assert redaction.redact(prose) == prose
