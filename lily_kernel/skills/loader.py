@@ -18,7 +18,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.errors import LoaderError, SkillError
-from lily_kernel.skills import skill as skill_mod
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
@@ -26,7 +25,7 @@ from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.frontmatter import MAX_FILE_BYTES
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
@@ -160,7 +159,6 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     included: list[Skill] = []
     excluded_aliases: dict[str, str] = {}
     append = included.append
-    parse = skill_mod.parse
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
     countdown = _GC_EVERY
@@ -257,7 +255,7 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
         return None
     try:
-        return skill_mod.parse(cand.name, source, path, data)
+        return parse(cand.name, source, path, data)
     except SkillError as exc:
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, str(exc)))
     return None

@@ -172,7 +172,7 @@ def _with_typed(skill: Skill, text: str, body: str, meta: dict[str, Any]) -> Ski
     activity = meta.get("activity")
     kinds = typed_declaration.ACTIVITY_TYPES
     if activity is not None and not isinstance(activity, str):
-        raise SkillError(f"'activity' must be a string, not {_kind(activity)}")
+        raise SkillError(f"'activity' must be a string, not {kind_of(activity)}")
     if activity is not None and activity not in kinds:
         raise SkillError(f"'activity' must be one of {', '.join(kinds)}, not '{activity}'")
     if not typed_declaration.is_typed(body):  # e.g. a '## Type' heading only inside a code fence
@@ -226,7 +226,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
 
     disable = get("disable-model-invocation", False)
     if disable is not False and disable is not True:
-        raise SkillError(f"'disable-model-invocation' must be true or false, not {_kind(disable)}")
+        raise SkillError(f"'disable-model-invocation' must be true or false, not {kind_of(disable)}")
 
     if "argument-hint" in meta or "user-invocable" in meta:
         _claude_code_keys(meta)
@@ -243,7 +243,7 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
                 raise SkillError(str(exc)) from None
         metadata = MappingProxyType(dict(metadata))  # a copy: frontmatter keeps the original
     else:
-        raise SkillError(f"'metadata' must be a mapping, not {_kind(metadata)}")
+        raise SkillError(f"'metadata' must be a mapping, not {kind_of(metadata)}")
 
     requires_tools = get("requires_tools")
     requires_tools = _str_list(requires_tools, "requires_tools") if requires_tools is not None else ()
@@ -310,10 +310,10 @@ def _claude_code_keys(meta: dict[str, Any]) -> None:
     hint = meta.get("argument-hint")
     if (hint is not None and not isinstance(hint, str)  # `[file]` in YAML is a list
             and (not isinstance(hint, list) or not all(isinstance(h, str) for h in hint))):
-        raise SkillError(f"'argument-hint' must be a string, not {_kind(hint)}")
+        raise SkillError(f"'argument-hint' must be a string, not {kind_of(hint)}")
     invocable = meta.get("user-invocable", True)
     if invocable is not True and invocable is not False:
-        raise SkillError(f"'user-invocable' must be true or false, not {_kind(invocable)}")
+        raise SkillError(f"'user-invocable' must be true or false, not {kind_of(invocable)}")
 
 
 def _opt_str(meta: dict[str, Any], key: str) -> str | None:
@@ -321,7 +321,7 @@ def _opt_str(meta: dict[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise SkillError(f"'{key}' must be a string, not {_kind(value)}")
+        raise SkillError(f"'{key}' must be a string, not {kind_of(value)}")
     return value
 
 
@@ -329,10 +329,10 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise SkillError(f"'{key}' must be a list of strings, not {_kind(value)}")
+        raise SkillError(f"'{key}' must be a list of strings, not {kind_of(value)}")
     for item in value:
         if not isinstance(item, str) or not item:
-            raise SkillError(f"'{key}' must be a list of non-empty strings; found {_kind(item)}")
+            raise SkillError(f"'{key}' must be a list of non-empty strings; found {kind_of(item)}")
     return tuple(value)
 
 
@@ -340,7 +340,7 @@ def _eligibility(value: Any) -> Eligibility:
     if value is None:
         return _ANY_ELIGIBILITY
     if not isinstance(value, dict):
-        raise SkillError(f"'eligibility' must be a mapping, not {_kind(value)}")
+        raise SkillError(f"'eligibility' must be a mapping, not {kind_of(value)}")
     if not value.keys() <= _ELIGIBILITY_KEYS:
         unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
         raise SkillError(f"'eligibility' has unknown key(s): {', '.join(unknown)} "
@@ -379,7 +379,8 @@ def _allowed_tools(value: Any) -> tuple[str, ...]:
     return _str_list(value, "allowed-tools")
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a YAML value is, as an error message names it ("a list", "null", ...)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

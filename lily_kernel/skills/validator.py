@@ -27,6 +27,7 @@ from lily_kernel.skills.skill import (
     MAX_DESCRIPTION,
     MAX_NAME_LEN,
     V0_KEYS,
+    kind_of,
     parse,
 )
 
@@ -190,10 +191,7 @@ def _metadata(value: object) -> list[str]:
         if not isinstance(key, str):
             out.append(f"'metadata' key {key!r} must be a string")
         elif not isinstance(item, str):
-            out.append(f"'metadata.{key}' must be a string, not {_kind(item)}")
+            out.append(f"'metadata.{key}' must be a string, not {kind_of(item)}")
     return out
 
 
-def _kind(value: object) -> str:
-    from lily_kernel.skills.skill import _kind as kind
-    return kind(value)
