@@ -14,6 +14,7 @@ import pytest
 from agent_support import World
 
 from lily_kernel.agent import loop as agent
+from lily_kernel.agent import request
 from lily_kernel.agent.tools import ToolRegistry, check_args, param_docs, schema_for
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -152,7 +153,7 @@ def test_scalar_types_are_strict():
 
 
 def test_hand_written_flat_schemas_are_checked_too():
-    schema = agent.LOAD_SKILL["function"]["parameters"]
+    schema = request.LOAD_SKILL["function"]["parameters"]
     assert check_args(schema, {"name": "plan_compiler"}) is None
     assert check_args(schema, {}) == "missing required argument(s): name"
     assert check_args(schema, {"name": 3}) == "argument 'name' must be of type string"
