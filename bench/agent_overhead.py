@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import openai
 
 from lily_kernel.agent import loop, prompt
+from lily_kernel.agent.request import Request
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 
@@ -109,7 +110,7 @@ def overhead(requests: int, warmup: int) -> None:
         t0 = time.perf_counter()
         for _ in range(n):
             prompt.system_prompt(session.persona, session.snapshot)
-            loop._Request(session, None).tool_specs()
+            Request(session, None).tool_specs()
         prompt_ms = (time.perf_counter() - t0) / n * 1000
         record = {"role": "assistant", "content": ANSWER}
         t0 = time.perf_counter()

@@ -164,7 +164,7 @@ def _dumps(value: object) -> bytes:
 #: serialises only the messages new since the last one (docs/agent.md#model-client).
 _FRAGMENTS: dict[int, tuple[dict[str, Any], bytes]] = {}
 _KEPT = [0]  # bytes of JSON kept in _FRAGMENTS (its messages too are kept alive by it)
-#: The last offered tool list's JSON (the same list object while nothing changed: loop.py).
+#: The last offered tool list's JSON (the same list object while nothing changed: request.py).
 _TOOLS_JSON: list[tuple[list[dict[str, Any]], bytes]] = []
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import budget, client, loop, prompt
+from lily_kernel.agent import budget, client, prompt, request
 from lily_kernel.errors import AgentError, ContextTooSmall, ModelError
 
 ASK = "(/compact) Summarise our conversation so far."
@@ -59,7 +59,7 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
               "content": prompt.system_prompt(session.persona, session.snapshot)}
     history = list(session.conversation)
     try:
-        fitted = session.budget.fit(config, system, loop.offered_tools(session), history,
+        fitted = session.budget.fit(config, system, request.offered_tools(session), history,
                                     [PROBE], spare=SPARE)
     except ContextTooSmall as exc:
         raise AgentError(str(exc)) from None

@@ -104,7 +104,7 @@ class Counter:
         if not specs:
             return 0
         hit = self._tools
-        if hit is not None and hit[0] is specs:  # the same offered list: agent/loop.py
+        if hit is not None and hit[0] is specs:  # the same offered list: agent/request.py
             return hit[1]
         count = self.text(json.dumps(specs, ensure_ascii=False))
         self._tools = (specs, count)

@@ -264,11 +264,11 @@ def _new(session: Session, cmd: Command) -> Any:
 
 def _prompt_parts(session: Session) -> dict[str, Any]:
     """Token counts of a request's fixed parts (docs/agent.md#context-budget)."""
-    from lily_kernel.agent import budget, loop, prompt
+    from lily_kernel.agent import budget, prompt, request
     system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])
     return budget.parts(session.model_config,
                         {"system": system, "skills index": prompt.skills_index(session.snapshot)},
-                        loop.offered_tools(session), session.budget)
+                        request.offered_tools(session), session.budget)
 
 
 def _model(session: Session, cmd: Command) -> Any:

@@ -1,6 +1,6 @@
 """The agent loop (docs/agent.md) against a real ScriptedServer over HTTP on 127.0.0.1.
 
-Every test runs Lily's real loop (``agent.run`` with a real :class:`Session`)
+Every test runs Lily's real loop (``loop.run`` with a real :class:`Session`)
 and the real ``openai`` client against :class:`lily_kernel.testing.server.ScriptedServer`,
 then reads what the server was sent. Nothing is mocked; nothing leaves
 127.0.0.1. Skill roots, persona and workspace live under ``tmp_path``; the
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from agent_support import World, assert_consistent, run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import prompt as context
+from lily_kernel.agent import loop
+from lily_kernel.agent.prompt import index_line, skills_index
 from lily_kernel.commands.results import Answer, ToolOutput
+from lily_kernel.errors import AgentError
 from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -92,7 +93,7 @@ def test_system_message_is_persona_then_index_then_rules(world, server):
                 "summary: HIDDEN-SUMMARY-MARK\ndisable-model-invocation: true", "HIDDEN-BODY\n")
     session = world.session(server)
     server.add("hello")
-    reply = agent.run(session, "hi")
+    reply = loop.run(session, "hi")
     assert reply.text == "hello" and reply.skill is None
 
     [request] = server.chat_requests()
@@ -124,7 +125,7 @@ def test_index_comes_from_the_snapshot_not_the_disk(world, server):
     session = world.session(server)
     write_skill(world.skills, "late-skill", "summary: Added after the session started.", "Late.\n")
     server.add("ok")
-    agent.run(session, "hi")
+    loop.run(session, "hi")
     assert "late-skill" not in system_text(server.chat_requests()[0])
 
 
@@ -134,11 +135,11 @@ def test_small_index_budget_shows_a_visible_note(world):
                                                        "that does a realistic amount of work.", "x\n")
     snap = world.session(None).snapshot
     invocable = [s.name for s in snap.skills if s.model_invocable]
-    full = context.skills_index(snap)
+    full = skills_index(snap)
     assert "more skill" not in full and index_names("\n" + full + "\n## Rules") == invocable
 
     budget = 600
-    cut = context.skills_index(snap, budget=budget)
+    cut = skills_index(snap, budget=budget)
     shown = index_names("\n" + cut + "\n## Rules")
     assert 0 < len(shown) < len(invocable)
     assert shown == invocable[:len(shown)]  # a prefix, in name order
@@ -151,7 +152,7 @@ def test_small_index_budget_shows_a_visible_note(world):
     omitted = invocable[len(shown):]
     assert "Not listed: " + ", ".join(omitted) + "." in tail  # the note names each one
     # the lines kept are the most that fit: one more would pass the budget
-    next_line = context.index_line(invocable[len(shown)], snap.get(invocable[len(shown)]).summary)
+    next_line = index_line(invocable[len(shown)], snap.get(invocable[len(shown)]).summary)
     assert len(body) + len(next_line) > budget
 
 
@@ -162,7 +163,7 @@ def test_load_skill_returns_the_snapshot_body_after_the_file_changed(world, serv
     session = world.session(server)
     skill_md.write_text("---\nsummary: Alpha.\n---\nNEW-BODY-MARK\n", encoding="utf-8")
     server.add(calls(call("load_skill", {"name": "alpha"}, "c1")), "done")
-    reply = agent.run(session, "use alpha")
+    reply = loop.run(session, "use alpha")
     assert (reply.text, reply.skill) == ("done", "alpha")
     second = server.chat_requests()[1]
     result = results_by_id(second["messages"])["c1"]
@@ -180,7 +181,7 @@ def test_a_second_different_skill_is_refused(world, server, same_turn):
         server.add(calls(first, second), "answer")
     else:
         server.add(calls(first), calls(second), "answer")
-    reply = agent.run(session, "do both")
+    reply = loop.run(session, "do both")
     assert (reply.text, reply.skill) == ("answer", "alpha")
     results = results_by_id(server.chat_requests()[-1]["messages"])
     assert "ALPHA-BODY" in results["c1"]
@@ -194,7 +195,7 @@ def test_loading_the_same_skill_twice_is_fine(world, server):
     session = world.session(server)
     server.add(calls(call("load_skill", {"name": "alpha"}, "c1")),
                calls(call("load_skill", {"name": "alpha"}, "c2")), "answer")
-    reply = agent.run(session, "alpha twice")
+    reply = loop.run(session, "alpha twice")
     assert (reply.text, reply.skill) == ("answer", "alpha")
     results = results_by_id(server.chat_requests()[-1]["messages"])
     assert "ALPHA-BODY" in results["c1"] and "ALPHA-BODY" in results["c2"]
@@ -204,7 +205,7 @@ def test_loading_the_same_skill_twice_is_fine(world, server):
 def test_unknown_skill_is_a_tool_error_and_declares_nothing(world, server):
     session = world.session(server)
     server.add(calls(call("load_skill", {"name": "no-such-skill"}, "c1")), "fine")
-    reply = agent.run(session, "x")
+    reply = loop.run(session, "x")
     assert (reply.text, reply.skill) == ("fine", None)
     assert results_by_id(server.chat_requests()[-1]["messages"])["c1"].startswith("Error:")
 
@@ -214,7 +215,7 @@ def test_owner_only_skill_is_refused_to_the_model_but_runs_via_slash_skill(world
                 "OWNER-BODY-MARK\n")
     session = world.session(server)
     server.add(calls(call("load_skill", {"name": "owner-skill"}, "c1")), "refused, fine")
-    reply = agent.run(session, "use owner-skill")
+    reply = loop.run(session, "use owner-skill")
     assert reply.skill is None
     result = results_by_id(server.chat_requests()[-1]["messages"])["c1"]
     assert result.startswith("Error:") and "/skill owner-skill" in result
@@ -280,7 +281,7 @@ def test_read_skill_file_is_confined_to_the_loaded_skills_references(world, serv
               call("read_skill_file", {"path": "references/link.md"}, "link"),
               call("read_skill_file", {"path": "references/far.md"}, "far")),
         "done")
-    reply = agent.run(session, "read")
+    reply = loop.run(session, "read")
     assert (reply.text, reply.skill) == ("done", "alpha")
     results = results_by_id(server.chat_requests()[-1]["messages"])
     assert results["before"].startswith("Error:") and "load_skill" in results["before"]
@@ -296,7 +297,7 @@ def test_read_skill_file_is_confined_to_the_loaded_skills_references(world, serv
 def test_unknown_tool_is_a_tool_error_and_the_loop_goes_on(world, server):
     session = world.session(server)
     server.add(calls(call("no_such_tool", {}, "c1")), "carried on")
-    reply = agent.run(session, "x")
+    reply = loop.run(session, "x")
     assert reply.text == "carried on" and reply.tools_used == []
     result = results_by_id(server.chat_requests()[-1]["messages"])["c1"]
     assert result.startswith("Error:") and "no_such_tool" in result
@@ -315,7 +316,7 @@ def test_denied_tool_is_not_offered_and_refused(world, server, how):
     server.add(calls(call("write", {"path": "denied.txt", "content": "no"}, "c1"),
                      call("read", {"path": "present.txt"}, "c2")), "ok")
     (world.workspace / "present.txt").write_text("PRESENT\n", encoding="utf-8")
-    reply = agent.run(session, "write it")
+    reply = loop.run(session, "write it")
     assert reply.text == "ok"
     first, last = server.chat_requests()[0], server.chat_requests()[-1]
     assert "write" not in offered(first) and "read" in offered(first)
@@ -337,7 +338,7 @@ def test_owner_only_tool_is_never_offered_nor_run(world, server):
     session = world.session(server)
     session.tools.register(launch, owner_only=True)
     server.add(calls(call("launch", {"target": "moon"}, "c1")), "could not")
-    reply = agent.run(session, "launch")
+    reply = loop.run(session, "launch")
     assert reply.text == "could not"
     assert "launch" not in offered(server.chat_requests()[0])
     result = results_by_id(server.chat_requests()[-1]["messages"])["c1"]
@@ -358,7 +359,7 @@ def test_arguments_are_checked_against_the_schema_before_the_tool_runs(world, se
     server.add(calls(call("add", {}, "missing"), call("add", {"a": 1, "zz": 2}, "unknown"),
                      call("add", {"a": "1"}, "wrongtype"), call("add", {"a": True}, "bool"),
                      call("add", {"a": 2, "b": 3}, "good")), "sum done")
-    reply = agent.run(session, "add")
+    reply = loop.run(session, "add")
     assert reply.text == "sum done"
     results = results_by_id(server.chat_requests()[-1]["messages"])
     assert results["missing"].startswith("Error:") and "missing" in results["missing"]
@@ -389,7 +390,7 @@ def test_file_tools_refuse_paths_outside_the_workspace(world, server, tmp_path):
         "inside": ("read", {"path": "inside.txt"}),
     }
     server.add(calls(*(call(name, args, key) for key, (name, args) in escapes.items())), "ok")
-    assert agent.run(session, "escape").text == "ok"
+    assert loop.run(session, "escape").text == "ok"
     results = results_by_id(server.chat_requests()[-1]["messages"])
     reasons = {"dotdot": "'..'", "abs": "absolute", "link": "outside the workspace"}
     for key in escapes:
@@ -403,18 +404,18 @@ def test_file_tools_refuse_paths_outside_the_workspace(world, server, tmp_path):
 
 def test_step_budget_ends_the_request_and_keeps_the_conversation_consistent(world, server):
     session = world.session(server)
-    server.add(*[calls(call("list", {}, f"s{i}")) for i in range(agent.MAX_STEPS)],
+    server.add(*[calls(call("list", {}, f"s{i}")) for i in range(loop.MAX_STEPS)],
                "after the budget")
-    with pytest.raises(agent.AgentError) as info:
-        agent.run(session, "loop forever")
+    with pytest.raises(AgentError) as info:
+        loop.run(session, "loop forever")
     message = str(info.value)
-    assert f"{agent.MAX_STEPS} model steps" in message and "\n" not in message
-    assert len(server.chat_requests()) == agent.MAX_STEPS
+    assert f"{loop.MAX_STEPS} model steps" in message and "\n" not in message
+    assert len(server.chat_requests()) == loop.MAX_STEPS
     roles = [m["role"] for m in session.conversation]
-    assert roles == ["user"] + ["assistant", "tool"] * agent.MAX_STEPS
+    assert roles == ["user"] + ["assistant", "tool"] * loop.MAX_STEPS
     assert_consistent(session.conversation)
 
-    reply = agent.run(session, "now answer")
+    reply = loop.run(session, "now answer")
     assert reply.text == "after the budget"
     sent = server.chat_requests()[-1]["messages"]
     assert_consistent(sent[1:])
@@ -428,9 +429,9 @@ def test_conversation_roles_journal_and_no_key(world, server, monkeypatch):
     session = world.session(server, journal=True, OPENAI_API_KEY=SECRET_KEY)
     server.add(calls(call("load_skill", {"name": "plan_compiler"}, "c1"),
                      call("list", {}, "c2")), "first answer", "second answer")
-    first = agent.run(session, "first question")
+    first = loop.run(session, "first question")
     assert (first.text, first.skill, first.tools_used) == ("first answer", "plan_compiler", ["list"])
-    second = agent.run(session, "second question")
+    second = loop.run(session, "second question")
     assert second.text == "second answer" and second.skill is None
 
     conv = session.conversation
@@ -454,11 +455,11 @@ def test_conversation_roles_journal_and_no_key(world, server, monkeypatch):
 def test_new_empties_the_conversation(world, server):
     session = world.session(server)
     server.add("one", "two")
-    agent.run(session, "remember MARK-BEFORE-NEW")
+    loop.run(session, "remember MARK-BEFORE-NEW")
     old_id = session.session_id
     run_command(session, "/new")
     assert session.conversation == [] and session.session_id != old_id
-    agent.run(session, "fresh")
+    loop.run(session, "fresh")
     sent = server.chat_requests()[-1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user"]
     assert "MARK-BEFORE-NEW" not in json.dumps(sent)

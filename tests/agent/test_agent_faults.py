@@ -15,8 +15,8 @@ import openai  # noqa: F401  imported up front so its import time is not counted
 import pytest
 from agent_support import assert_consistent, run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.errors import CommandError
+from lily_kernel.agent import loop
+from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
 
@@ -35,8 +35,8 @@ def make_session(workspace: Path, base_url: str | None, **extra: str) -> Session
 
 def fails(session: Session, text: str = "the question") -> str:
     """Run a request that must fail; return its one-line message."""
-    with pytest.raises(agent.AgentError) as info:
-        agent.run(session, text)
+    with pytest.raises(AgentError) as info:
+        loop.run(session, text)
     message = str(info.value)
     assert message and "\n" not in message and "Traceback" not in message, message
     assert info.value.line() == f"Error: {message}"
@@ -47,7 +47,7 @@ def answers_next(session: Session, server: ScriptedServer, text: str = "recovere
     """The same session answers the next request, and what it sent is consistent."""
     server.add({"expect": {"contains": "next question"}, "content": text})
     before = len(server.chat_requests())
-    reply = agent.run(session, "next question")
+    reply = loop.run(session, "next question")
     assert reply.text == text
     assert len(server.chat_requests()) == before + 1
     sent = server.chat_requests()[-1]["messages"]
@@ -154,7 +154,7 @@ def test_5xx_after_retries(workspace, server, status):
 def test_a_retry_that_gets_a_good_turn_succeeds(workspace, server, status):
     session = make_session(workspace, server.url, LILY_MAX_RETRIES="1")
     server.add({"status": status, "retry_after": 0.01}, "fine after a retry")
-    reply = agent.run(session, "q")
+    reply = loop.run(session, "q")
     assert reply.text == "fine after a retry"
     assert len(server.chat_requests()) == 2
     assert [m["role"] for m in session.conversation] == ["user", "assistant"]
@@ -183,8 +183,8 @@ def test_truncated_stream(workspace, server):
     session = make_session(workspace, server.url)
     shown: list[str] = []
     server.add({"content": "PARTIAL " * 40, "truncate": True})
-    with pytest.raises(agent.AgentError) as info:
-        agent.run(session, "q", on_text=shown.append)
+    with pytest.raises(AgentError) as info:
+        loop.run(session, "q", on_text=shown.append)
     message = str(info.value)
     assert "\n" not in message
     assert "ended early" in message and "cannot reach" not in message  # it was reached

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from agent_support import World, run_command
 
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import loop
 from lily_kernel.commands.results import ToolOutput
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -38,7 +38,7 @@ def call(name: str, args: dict, id: str) -> dict:
 def attack(server, session, *tool_calls: dict) -> dict[str, str]:
     """One model turn making ``tool_calls``, then a final answer; the results by call id."""
     server.add({"tool_calls": list(tool_calls)}, "done")
-    reply = agent.run(session, "attack")
+    reply = loop.run(session, "attack")
     assert reply.text == "done"
     last = server.chat_requests()[-1]["messages"]
     return {m["tool_call_id"]: m["content"] for m in last if m.get("role") == "tool"}
@@ -309,7 +309,7 @@ def test_symlink_swap_race_on_read_and_write_never_escapes(world, server):
             for i in range(CALLS_PER_TURN)]})
     server.add(*turns, "done")
     with Swapper(world.workspace, outside) as swapper:
-        reply = agent.run(session, "race")
+        reply = loop.run(session, "race")
     assert reply.text == "done" and swapper.swaps > 10
     results = [m["content"] for m in session.conversation if m.get("role") == "tool"]
     assert len(results) == ROUNDS * CALLS_PER_TURN

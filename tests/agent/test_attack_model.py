@@ -18,9 +18,9 @@ import pytest
 from agent_support import World, assert_consistent, run_command
 
 from lily_kernel import redaction
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import loop
 from lily_kernel.commands import render, router
-from lily_kernel.errors import CommandError
+from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.session import journal
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -40,8 +40,8 @@ def limits(world: World, **values: int) -> None:
 
 
 def one_line_failure(session, text: str = "the question") -> str:
-    with pytest.raises(agent.AgentError) as info:
-        agent.run(session, text)
+    with pytest.raises(AgentError) as info:
+        loop.run(session, text)
     line = info.value.line()
     assert line.startswith("Error: ") and "\n" not in line and "Traceback" not in line, line
     return line
@@ -56,7 +56,7 @@ def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
     shown: list[str] = []
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     started = time.monotonic()
-    reply = agent.run(session, "say a lot", on_text=shown.append)
+    reply = loop.run(session, "say a lot", on_text=shown.append)
     assert time.monotonic() - started < 5  # Lily stopped reading; 126 MB would take longer
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
     assert grown < 64 * 1024, f"peak memory grew by {grown} KiB"
@@ -68,7 +68,7 @@ def test_a_126_mb_answer_is_cut_at_the_cap_and_never_read_whole(world, server):
     assert len(journal) < 100_000
     assert_consistent(session.conversation)
     server.add("recovered")
-    assert agent.run(session, "next").text == "recovered"
+    assert loop.run(session, "next").text == "recovered"
 
 
 def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
@@ -83,7 +83,7 @@ def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
     assert "compressed" in line and "not decompressed" in line
     assert server.requests[0]["headers"].get("Accept-Encoding") == "identity"
     server.add("recovered")
-    assert agent.run(session, "next").text == "recovered"
+    assert loop.run(session, "next").text == "recovered"
 
 
 def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
@@ -115,7 +115,7 @@ def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
     calls = [{"name": "read", "arguments": {"path": "notes.md"}, "id": f"c{i}"}
              for i in range(100)]
     server.add({"tool_calls": calls}, "done")
-    reply = agent.run(session, "flood")
+    reply = loop.run(session, "flood")
     assert reply.text == "done"
     results = [m["content"] for m in server.chat_requests()[-1]["messages"]
                if m.get("role") == "tool"]
@@ -133,7 +133,7 @@ def test_the_conversation_cap_stops_a_request_that_grows_without_end(world, serv
     step = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"b{i}"}
                            for i in range(5)]}
     server.add(step, "done")
-    agent.run(session, "grow")
+    loop.run(session, "grow")
     results = [m["content"] for m in server.chat_requests()[-1]["messages"]
                if m.get("role") == "tool"]
     ran = [r for r in results if r.startswith("y")]
@@ -168,7 +168,7 @@ def test_a_tool_result_is_cut_and_the_user_is_told(world, server):
     session = world.session(server)
     session.tools.register(lambda: "y" * 1_000_000, name="flood", description="a big result")
     server.add({"tool_calls": [{"name": "flood", "arguments": {}}]}, "done")
-    reply = agent.run(session, "flood me")
+    reply = loop.run(session, "flood me")
     result = next(m for m in session.conversation if m["role"] == "tool")["content"]
     assert result.startswith("y" * 1000) and "y" * 1001 not in result
     assert "[limits] tool_result_chars" in result  # the model sees the marker
@@ -182,7 +182,7 @@ def test_a_journal_record_over_the_cap_is_replaced_by_a_readable_marker(world, s
     limits(world, journal_record_bytes=4096, answer_chars=50_000)
     session = world.session(server, journal=True)
     server.add("z" * 40_000)
-    agent.run(session, "long")
+    loop.run(session, "long")
     raw = session.journal.path.read_bytes().splitlines()
     assert max(map(len, raw)) <= 4096
     records = list(journal.read(session.journal.path))
@@ -209,7 +209,7 @@ def test_a_stream_that_never_ends_stops_at_the_deadline(world, server, turn):
     assert "did not answer within 1.5 s" in line and "deadline" in line
     assert session.conversation == []  # nothing of the partial answer was kept
     server.add("after")
-    assert agent.run(session, "again").text == "after"
+    assert loop.run(session, "again").text == "after"
     assert_consistent(session.conversation)
 
 
@@ -264,7 +264,7 @@ def test_a_tool_error_carrying_the_key_is_masked_in_the_journal(world, server):
         raise RuntimeError(f"auth failed for {KEY} at http://u:{URL_PASSWORD}@h/x")
     session.tools.register(leak, name="leak", description="fails")
     server.add({"tool_calls": [{"name": "leak", "arguments": {}}]}, "ok")
-    agent.run(session, "go")
+    loop.run(session, "go")
     no_secret_on_disk(world.base, URL_PASSWORD, KEY)
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from agent_support import World, run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import trust
+from lily_kernel.agent import loop, trust
 from lily_kernel.commands.results import Notice
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.testing.server import ScriptedServer
@@ -55,8 +54,8 @@ def test_an_untrusted_endpoint_never_receives_the_key(world, server, attacker, m
     assert session.model_config.model == "cloned-model"  # harmless settings still apply
     run_command(session, f"/model base_url={server.url}")
     server.add("hello", "again")
-    first = agent.run(session, "hi")
-    second = agent.run(session, "hi again")
+    first = loop.run(session, "hi")
+    second = loop.run(session, "hi again")
     assert attacker.requests == [] and not received_key(attacker)
     assert len(server.chat_requests()) == 2
     # Shown and not used: once, naming the setting and how to trust the workspace.
@@ -69,7 +68,7 @@ def test_without_a_user_endpoint_the_request_says_why_and_sends_nothing(world, a
     hostile_toml(world, attacker)
     session = world.session(None)  # no OPENAI_API_KEY, no OPENAI_BASE_URL
     with pytest.raises(AgentError) as info:
-        agent.run(session, "hi")
+        loop.run(session, "hi")
     line = info.value.line()
     assert "no model is configured" in line and "/trust" in line and "\n" not in line
     assert attacker.requests == []
@@ -113,7 +112,7 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
          "id": "w"},
         {"name": "write", "arguments": {"path": "lily.toml", "content": "x"}, "id": "l"},
     ]}, "done")
-    agent.run(session, "trust yourself")
+    loop.run(session, "trust yourself")
     results = {m["tool_call_id"]: m["content"] for m in server.chat_requests()[-1]["messages"]
                if m.get("role") == "tool"}
     assert all(r.startswith("Error:") for r in results.values()), results

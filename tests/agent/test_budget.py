@@ -11,8 +11,9 @@ import json
 import pytest
 from agent_support import World, assert_consistent, run_command
 
-from lily_kernel.agent import budget, loop, tokens
+from lily_kernel.agent import budget, tokens
 from lily_kernel.agent.config import ModelConfig
+from lily_kernel.agent.request import offered_tools
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, ConfigError
@@ -222,7 +223,7 @@ def test_context_length_messages_are_read():
 # -- a lean prompt ---------------------------------------------------------------------
 
 def offered(session) -> list[str]:
-    return [s["function"]["name"] for s in loop.offered_tools(session)]
+    return [s["function"]["name"] for s in offered_tools(session)]
 
 
 def test_skill_tools_are_offered_only_when_they_can_be_used(tmp_path):
@@ -261,7 +262,7 @@ def test_schemas_are_short_and_the_system_prompt_lean(tmp_path):
     count = session.budget.counter("scripted-model")
     system = "\n\n".join([session.persona.system_text(), prompt.RULES])
     assert count.text(system) <= 400  # the bundled persona and rules, even estimated
-    specs = loop.offered_tools(session)
+    specs = offered_tools(session)
     assert count.tools(specs) / len(specs) <= 80  # estimated (bytes / 3): about 60 in o200k
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from agent_support import World, run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import prompt as context
+from lily_kernel.agent import loop
+from lily_kernel.agent.prompt import INDEX_BUDGET, INDEX_HEADER, index_plan, skills_index
 from lily_kernel.commands import completion, render
 from lily_kernel.commands.results import Answer, SkillTable
 from lily_kernel.errors import CommandError
@@ -35,7 +35,7 @@ def turn(server, session, *tool_calls: dict, cell: str | None = None) -> tuple[d
     tool results by call id. ``cell``: the turn is that skill cell's request, as a face runs it."""
     server.add({"tool_calls": list(tool_calls)}, "done")
     if cell is None:
-        agent.run(session, "go")
+        loop.run(session, "go")
     else:
         answer = run_command(session, cell)
         assert isinstance(answer, Answer) and answer.text == "done", answer
@@ -144,12 +144,12 @@ def test_with_100_skills_the_index_names_what_it_omits(world, server):
     names = hundred_skills(world)
     (world.base / "none").mkdir()
     session = world.session(server, SKILLS_BUNDLED_DIR=str(world.base / "none"))
-    listed, omitted = context.index_plan(session.snapshot)
+    listed, omitted = index_plan(session.snapshot)
     assert 0 < len(listed) < 100 and [n for n, _ in listed] + omitted == names
-    index = context.skills_index(session.snapshot)
+    index = skills_index(session.snapshot)
     assert f"(+{len(omitted)} more skills not listed" in index
     assert "Not listed: " + ", ".join(omitted) + "." in index
-    assert len(index.split("(+")[0]) <= context.INDEX_BUDGET
+    assert len(index.split("(+")[0]) <= INDEX_BUDGET
     # /skills says the same
     table = run_command(session, "/skills")
     assert isinstance(table, SkillTable)
@@ -162,7 +162,7 @@ def test_an_omitted_skill_loads_by_name_and_nothing_else_does(world, server):
     hundred_skills(world)
     write_skill(world.skills, "zz-user-only", "description: d\ndisable-model-invocation: true")
     session = world.session(server)
-    _, omitted = context.index_plan(session.snapshot)
+    _, omitted = index_plan(session.snapshot)
     assert "zz-user-only" not in omitted  # not eligible for the model: not in the note either
     last = omitted[-1]
     _, results = turn(server, session, load(last, "a"))
@@ -175,14 +175,14 @@ def test_an_omitted_skill_loads_by_name_and_nothing_else_does(world, server):
 
 def test_the_index_is_the_same_for_the_same_tree(world):
     hundred_skills(world)
-    first = context.skills_index(world.session(None).snapshot)
-    assert context.skills_index(world.session(None).snapshot) == first
+    first = skills_index(world.session(None).snapshot)
+    assert skills_index(world.session(None).snapshot) == first
 
 
 def test_a_long_line_is_skipped_and_shorter_ones_after_it_still_fit(world):
     write_skill(world.skills, "a-long", "description: " + "x" * 500)
     write_skill(world.skills, "b-short", "description: short")
     snap = world.session(None).snapshot
-    budget = len(context.INDEX_HEADER) + 40  # "- b-short: short" fits, the bundled ones do not
-    listed, omitted = context.index_plan(snap, budget)
+    budget = len(INDEX_HEADER) + 40  # "- b-short: short" fits, the bundled ones do not
+    listed, omitted = index_plan(snap, budget)
     assert [n for n, _ in listed] == ["b-short"] and omitted[0] == "a-long"

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from agent_support import run_command
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import trust
+from lily_kernel.agent import loop, trust
 from lily_kernel.agent.config import DEFAULT_MODEL, ModelConfig
-from lily_kernel.errors import CommandError, ConfigError
+from lily_kernel.errors import AgentError, CommandError, ConfigError
 from lily_kernel.session import journal
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
@@ -81,9 +80,9 @@ def test_model_command_over_environment_and_what_the_endpoint_sees(workspace):
                                LILY_MODEL="env-model", OPENAI_BASE_URL=server.url,
                                LILY_MAX_RETRIES="0")
         server.add("a", "b")
-        agent.run(session, "q1")
+        loop.run(session, "q1")
         run_command(session, "/model cmd-model temperature=1.1")
-        agent.run(session, "q2")
+        loop.run(session, "q2")
         first, second = server.chat_requests()
         url = server.url
     assert (first["model"], first["temperature"], first["reasoning_effort"]) == \
@@ -155,8 +154,8 @@ def test_unknown_setting_is_refused():
 def test_bad_environment_value_fails_requests_naming_the_setting(workspace, var, raw, setting):
     session = make_session(workspace, **{var: raw})
     assert session.config_error and setting in session.config_error
-    with pytest.raises(agent.AgentError) as info:
-        agent.run(session, "q")
+    with pytest.raises(AgentError) as info:
+        loop.run(session, "q")
     assert setting in str(info.value)
 
 
@@ -167,8 +166,8 @@ def test_bad_environment_value_fails_requests_naming_the_setting(workspace, var,
 def test_bad_lily_toml_values(workspace, toml, setting):
     session = make_session(workspace, toml)
     assert session.config_error and setting in session.config_error
-    with pytest.raises(agent.AgentError, match=setting):
-        agent.run(session, "q")
+    with pytest.raises(AgentError, match=setting):
+        loop.run(session, "q")
 
 
 @pytest.mark.parametrize("toml, table", [("model = 'x'\n", "[model]"), ("tools = 3\n", "[tools]")])
@@ -197,8 +196,8 @@ def test_model_command_refuses_api_keys_and_never_journals_them(workspace, token
 def test_lily_toml_refuses_api_keys(workspace):
     session = make_session(workspace, f"[model]\napi_key = '{SECRET}'\n", journal=True)
     assert "OPENAI_API_KEY" in session.config_error
-    with pytest.raises(agent.AgentError, match="OPENAI_API_KEY"):
-        agent.run(session, "q")
+    with pytest.raises(AgentError, match="OPENAI_API_KEY"):
+        loop.run(session, "q")
     assert SECRET not in session.journal.path.read_text(encoding="utf-8")
     assert SECRET not in str(session.state())
     assert SECRET not in session.config_error

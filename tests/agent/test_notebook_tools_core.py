@@ -9,8 +9,7 @@ import time
 import pytest
 from agent_support import World, run_shown
 
-from lily_kernel.agent import bounded
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import bounded, loop
 from lily_kernel.agent import notebook_tools as nt
 from lily_kernel.agent.tools import ToolPolicy
 from lily_kernel.errors import ActionError
@@ -199,7 +198,7 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
         assert book.ran == ["x = 1"] and session.pending is None
         with pytest.raises(ActionError):
             pending.decide(session, None, ok=True)  # a second Confirm finds nothing
-        final = agent.resume(session, outcome.item, outcome.result)
+        final = loop.resume(session, outcome.item, outcome.result)
         assert final.text == "FINAL" and book.ran == ["x = 1"]
         sent = server.chat_requests()[-1]["messages"]
         assert any("RESULT-OF x = 1" in (m.get("content") or "") for m in sent)

@@ -7,7 +7,7 @@ import json
 
 from agent_support import World
 
-from lily_kernel.agent import loop
+from lily_kernel.agent import loop, request
 from lily_kernel.testing.server import ScriptedServer
 
 
@@ -17,8 +17,8 @@ def names(specs: list[dict]) -> list[str]:
 
 def test_offered_tools_are_reused_until_a_tool_or_the_snapshot_changes(tmp_path):
     session = World(tmp_path).session(None)
-    first = loop.offered_tools(session)
-    assert loop.offered_tools(session) is first  # nothing changed: the same list
+    first = request.offered_tools(session)
+    assert request.offered_tools(session) is first  # nothing changed: the same list
 
     def probe(n: int) -> str:
         """Probe ``n``.
@@ -28,24 +28,24 @@ def test_offered_tools_are_reused_until_a_tool_or_the_snapshot_changes(tmp_path)
         """
         return str(n)
     session.tools.register(probe, name="probe_tool")
-    after = loop.offered_tools(session)
+    after = request.offered_tools(session)
     assert "probe_tool" in names(after) and "probe_tool" not in names(first)
     session.reload_skills()
-    reloaded = loop.offered_tools(session)
+    reloaded = request.offered_tools(session)
     assert reloaded is not after and names(reloaded) == names(after)
 
 
 def test_the_system_message_follows_the_snapshot(tmp_path):
     world = World(tmp_path)
     session = world.session(None)
-    first = loop.system_message(session)
-    assert loop.system_message(session) is first
+    first = request.system_message(session)
+    assert request.system_message(session) is first
     skill = world.base / "ws_skills" / "fresh-skill"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: fresh-skill\ndescription: A skill added "
                                     "later. Use when testing.\n---\nDo it.\n")
     session2 = world.session(None, SKILLS_WORKSPACE_DIR=str(world.base / "ws_skills"))
-    assert "fresh-skill" in loop.system_message(session2)["content"]
+    assert "fresh-skill" in request.system_message(session2)["content"]
     assert "fresh-skill" not in first["content"]
 
 

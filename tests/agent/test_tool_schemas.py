@@ -13,7 +13,7 @@ from typing import Literal
 import pytest
 from agent_support import World
 
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import loop, request
 from lily_kernel.agent.tools import ToolRegistry, check_args, param_docs, schema_for
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -152,7 +152,7 @@ def test_scalar_types_are_strict():
 
 
 def test_hand_written_flat_schemas_are_checked_too():
-    schema = agent.LOAD_SKILL["function"]["parameters"]
+    schema = request.LOAD_SKILL["function"]["parameters"]
     assert check_args(schema, {"name": "plan_compiler"}) is None
     assert check_args(schema, {}) == "missing required argument(s): name"
     assert check_args(schema, {"name": 3}) == "argument 'name' must be of type string"
@@ -178,7 +178,7 @@ def test_the_model_is_offered_the_derived_schema(tmp_path, server):
     server.add({"tool_calls": [{"name": "count", "arguments": {"paths": "a.txt"}, "id": "bad"},
                                {"name": "count", "arguments": {"paths": ["a", "b"]}, "id": "ok"}]},
                "two files")
-    reply = agent.run(session, "count them")
+    reply = loop.run(session, "count them")
     assert reply.text == "two files" and ran == [["a", "b"]]
     first = server.chat_requests()[0]
     spec = next(t["function"] for t in first["tools"] if t["function"]["name"] == "count")

@@ -18,8 +18,7 @@ from agent_support import World, run_command
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lily_kernel.agent import loop as agent
-from lily_kernel.agent import workspace_fs
+from lily_kernel.agent import loop, workspace_fs
 from lily_kernel.agent.limits import Limits
 from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.errors import ToolError
@@ -262,7 +261,7 @@ def test_read_skill_file_goes_through_the_boundary(tmp_path, server):
         {"id": "big", "name": "read_skill_file", "arguments": {"path": "references/big.md"}},
         {"id": "pipe", "name": "read_skill_file", "arguments": {"path": "pipe.md"}},
         {"id": "hl", "name": "read_skill_file", "arguments": {"path": "linked.md"}}]}, "done")
-    assert agent.run(session, "go").text == "done"
+    assert loop.run(session, "go").text == "done"
     results = {m["tool_call_id"]: m["content"] for m in session.conversation
                if m.get("role") == "tool"}
     assert results["big"].startswith("R" * 100 + "\n[… cut here")

@@ -8,7 +8,6 @@ import pytest
 from agent_support import run_command, skill_request
 
 from lily_kernel.commands import render, router
-from lily_kernel.commands import table as commands
 from lily_kernel.commands.results import (
     AgentList,
     HelpPage,
@@ -18,6 +17,7 @@ from lily_kernel.commands.results import (
     SkillTable,
     ToolOutput,
 )
+from lily_kernel.commands.table import BUILTINS, is_command
 from lily_kernel.errors import CommandError
 from lily_kernel.session.journal import read as read_journal
 
@@ -52,7 +52,7 @@ def test_parse_first_non_blank_line_decides():
     assert router.parse("\n   \n  /skills --all  \nbody").args == "--all"
     assert router.parse("hello\n/skills") is None
     assert router.parse("") is None and router.parse("   \n\n") is None
-    assert commands.is_command("/help") and not commands.is_command("what is /help?")
+    assert is_command("/help") and not is_command("what is /help?")
 
 
 def test_parse_without_arguments():
@@ -201,9 +201,9 @@ def test_tool_dispatch_returns_non_string_values(env):
 def test_help_lists_every_builtin(session):
     page = run_command(session, "/help")
     assert isinstance(page, HelpPage)
-    for cmd in commands.BUILTINS:
+    for cmd in BUILTINS:
         assert f"`{cmd.usage}`" in page.markdown
-    assert {c.name for c in commands.BUILTINS} >= {
+    assert {c.name for c in BUILTINS} >= {
         "skills", "skill", "help", "agent", "reload_skills", "reload_persona", "new", "model"}
     assert "`/al`" in page.markdown and "`/todos`" in page.markdown
 

@@ -172,7 +172,7 @@ def test_logs_in_the_notebook_shows_the_session_and_exports_it(start_kernel):
 
 
 def test_a_hostile_model_cannot_read_or_change_the_journal_or_index(recorded, tmp_path):
-    from lily_kernel.agent import loop as agent
+    from lily_kernel.agent import loop
     from lily_kernel.session.session import Session
     from lily_kernel.testing.server import ScriptedServer
     ws = copy_of(recorded, tmp_path)
@@ -193,7 +193,7 @@ def test_a_hostile_model_cannot_read_or_change_the_journal_or_index(recorded, tm
                "LILY_MAX_RETRIES": "0", "PATH": os.environ.get("PATH", "")}
         (tmp_path / "none").mkdir()
         session = Session(ws, env=env, journal=False)
-        agent.run(session, "clean up the logs")
+        loop.run(session, "clean up the logs")
         results = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert all(r["content"].startswith("Error:") for r in results), results
     assert (ws / ".lily" / "journal" / "demo.ipynb.jsonl").read_bytes() == before

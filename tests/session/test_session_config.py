@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from agent_support import run_command
 
-from lily_kernel.agent import loop as agent
+from lily_kernel.agent import loop
 from lily_kernel.agent.client import NO_KEY
+from lily_kernel.errors import AgentError
 from lily_kernel.session.session import Session
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -36,12 +37,12 @@ def session_for(ws: Path, **env: str) -> Session:
 
 def test_bad_model_setting_blocks_until_model_fixes_it(tmp_path, server):
     session = session_for(tmp_path, OPENAI_BASE_URL=server.url, LILY_TEMPERATURE="9")
-    with pytest.raises(agent.AgentError, match="temperature"):
-        agent.run(session, "hi")
+    with pytest.raises(AgentError, match="temperature"):
+        loop.run(session, "hi")
     assert server.chat_requests() == []
     run_command(session, "/model temperature=0.5")
     server.add({"content": "fine now"})
-    assert agent.run(session, "hi").text == "fine now"
+    assert loop.run(session, "hi").text == "fine now"
 
 
 def test_broken_lily_toml_fails_closed_until_fixed_and_new(tmp_path, server):
@@ -49,14 +50,14 @@ def test_broken_lily_toml_fails_closed_until_fixed_and_new(tmp_path, server):
     toml.write_text('[tools]\ndeny = ["write"\n')  # unterminated: the deny list is unreadable
     session = session_for(tmp_path, OPENAI_BASE_URL=server.url)
     run_command(session, "/model temperature=0.5")  # does not lift a file error
-    with pytest.raises(agent.AgentError, match="lily.toml"):
-        agent.run(session, "hi")
+    with pytest.raises(AgentError, match="lily.toml"):
+        loop.run(session, "hi")
     assert server.chat_requests() == []
     toml.write_text('[tools]\ndeny = ["write"]\n')
     run_command(session, "/new")
     assert "write" in session.policy.deny
     server.add({"content": "ok"})
-    assert agent.run(session, "hi").text == "ok"
+    assert loop.run(session, "hi").text == "ok"
     offered = [t["function"]["name"] for t in server.chat_requests()[-1]["tools"]]
     assert "write" not in offered and "read" in offered
 
@@ -65,7 +66,7 @@ def test_session_env_key_is_the_one_sent(tmp_path, server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-process-key")
     session = session_for(tmp_path, OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-session-key")
     server.add({"content": "ok"})
-    agent.run(session, "hi")
+    loop.run(session, "hi")
     assert session.model_clients.get(session.model_config, session.environ).api_key == "sk-session-key"
 
 
@@ -74,13 +75,13 @@ def test_default_session_reads_the_live_process_key(tmp_path, server, monkeypatc
     (tmp_path / "user").mkdir()
     monkeypatch.setenv("SKILLS_USER_DIR", str(tmp_path / "user"))
     session = Session(workspace=tmp_path, journal=False)
-    with pytest.raises(agent.AgentError, match="OPENAI_API_KEY"):
-        agent.run(session, "hi")
+    with pytest.raises(AgentError, match="OPENAI_API_KEY"):
+        loop.run(session, "hi")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # as %env would, after the session began
     run_command(session, f"/model base_url={server.url} max_retries=0")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-set-later")
     server.add({"content": "ok"})
-    agent.run(session, "hi")
+    loop.run(session, "hi")
     assert session.model_clients.get(session.model_config, session.environ).api_key == "sk-set-later"
     assert NO_KEY != "sk-set-later"
 
@@ -88,7 +89,7 @@ def test_default_session_reads_the_live_process_key(tmp_path, server, monkeypatc
 def test_answer_cut_at_length_limit_says_so(tmp_path, server):
     session = session_for(tmp_path, OPENAI_BASE_URL=server.url)
     server.add({"content": "The first half of", "finish_reason": "length"})
-    reply = agent.run(session, "a long answer please")
+    reply = loop.run(session, "a long answer please")
     assert reply.text.startswith("The first half of")
     assert "length limit" in reply.text
     assert "length limit" in session.conversation[-1]["content"]

@@ -14,10 +14,9 @@ from agent_support import World, assert_consistent, run_command, run_shown
 from receiver_support import keep_loopback_direct, receivers
 
 from lily_kernel import safejson
-from lily_kernel.agent import loop as agent
 from lily_kernel.agent import trust
 from lily_kernel.commands.results import ActionDone
-from lily_kernel.errors import CommandError
+from lily_kernel.errors import AgentError, CommandError
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -92,7 +91,7 @@ def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversati
     deep = '{"name": ' + "[" * 20_000 + "]" * 20_000 + "}"  # under the answer cap
     for text in (deep, ODD["huge number"], ODD["lone surrogate"]):
         server.add({"tool_calls": [{"name": "load_skill", "arguments": text}]})
-        with pytest.raises(agent.AgentError) as info:
+        with pytest.raises(AgentError) as info:
             run_shown(session, "set the knobs")
         assert "invalid JSON arguments" in info.value.line()
         assert "\n" not in info.value.line()

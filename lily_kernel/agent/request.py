@@ -1,0 +1,274 @@
+"""What one request offers the model and runs for it (docs/agent.md#built-in-model-tools).
+
+:class:`Request` is one request's state while the loop (``agent/loop.py``) runs it: the
+tools it offers — ``load_skill`` (the body from the snapshot, never the disk; the first
+one declares the request's skill, a second different one is refused),
+``read_skill_file`` (files under the loaded skill's ``references/``),
+``propose_action`` and ``read_config`` (a loaded typed skill), and the session's
+registered tools as the policy allows — and how each call runs: checked, refused with
+an ``Error:`` the model can read, or executed, then redacted and capped. The offered
+list and the system message are built once while nothing they depend on changed
+(docs/agent.md#a-lean-prompt).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lily_kernel import redaction
+from lily_kernel.agent import lean, pending, prompt
+from lily_kernel.agent.pending import PendingItem
+from lily_kernel.agent.tools import check_args, invoke
+from lily_kernel.agent.workspace_fs import WorkspaceFS, split
+from lily_kernel.errors import ActionError, ToolError
+from lily_kernel.skills.skill import Skill
+from lily_kernel.skills.substitution import with_skill_dir
+
+if TYPE_CHECKING:
+    from lily_kernel.session.session import (
+        Session,  # type hints only: agent sits below session and commands
+    )
+
+
+log = logging.getLogger(__name__)
+
+
+def _one_argument(name: str, description: str, argument: str,
+                  kind: str = "string") -> dict[str, Any]:
+    """A built-in tool's schema: one required argument of JSON type ``kind``."""
+    return lean.spec(name, description, {"type": "object",
+                                         "properties": {argument: {"type": kind}},
+                                         "required": [argument]})
+
+
+LOAD_SKILL = _one_argument("load_skill", "Read a skill's instructions before using it.", "name")
+READ_SKILL_FILE = _one_argument("read_skill_file", "Read a file of the loaded skill, e.g. "
+                                "references/guide.md.", "path")
+PROPOSE_ACTION = _one_argument("propose_action", "Propose parameters for the loaded typed "
+                               "skill; the user confirms.", "parameters", "object")
+READ_CONFIG = _one_argument("read_config", "Read a setting (dotted path) of the loaded typed "
+                            "skill.", "path")
+RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
+
+
+#: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
+#: offered tool list and what it was built from (the active skill, the registry's version).
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], str | None, int, list[dict[str, Any]]]] = {}
+#: The last system message built and what it was built from (persona, snapshot).
+_SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
+
+
+def system_message(session: Session) -> dict[str, Any]:
+    """The system message for ``session`` now: the same dict while its persona and snapshot
+    are the same objects (both frozen), so neither the skills index nor its token count is
+    rebuilt per request. Callers never change it."""
+    persona, snap = session.persona, session.snapshot
+    for cached_persona, cached_snap, message in _SYSTEM_CACHE:
+        if cached_persona is persona and cached_snap is snap:
+            return message
+    message = {"role": "system", "content": prompt.system_prompt(persona, snap)}
+    _SYSTEM_CACHE[:] = [(persona, snap, message), *_SYSTEM_CACHE[:7]]
+    return message
+
+
+class Request:
+    """The state of one request while the loop runs: what it offers, what it used."""
+
+    def __init__(self, session: Session, skill: str | None) -> None:
+        self.session = session
+        self.skill = skill
+        self.tools_used: list[str] = []
+        self.proposal: PendingItem | None = None
+        self.proposal_call: str | None = None  # the propose_action call that offered it
+        self.shown: list[object] = []  # what tools returned for the face (a proposed cell)
+        self.cut_results = 0  # tool results cut at [limits] tool_result_chars
+
+    # -- tools offered to the model -----------------------------------------
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt).
+
+        The same list object while nothing it depends on changed (the snapshot, the active
+        skill, the policy, the registered tools): built once, not per request, and the token
+        counter's cache knows it by identity. Callers never change it."""
+        session = self.session
+        key = (session.snapshot, session.policy, session.tools)
+        hit = _SPECS_CACHE.get(id(session))
+        if hit is not None and hit[1] == self.skill and hit[2] == session.tools.version and \
+                all(a is b for a, b in zip(hit[0], key, strict=True)):
+            return hit[3]
+        specs = self._build_specs()
+        if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
+            _SPECS_CACHE.clear()
+        # the entry holds the session's objects alive, so no id is reused while it is kept
+        _SPECS_CACHE[id(session)] = (key, self.skill, session.tools.version, specs)
+        return specs
+
+    def _build_specs(self) -> list[dict[str, Any]]:
+        session = self.session
+        specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
+                                                 READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
+        for tool in session.tools:
+            if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
+                continue
+            specs.append(lean.spec(tool.name, tool.description, tool.parameters))
+        return [s for s in specs if session.policy.offered(s["function"]["name"])]
+
+    # -- executing one call ----------------------------------------------------
+    def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
+        """Is this a valid, allowed call the user must approve first (``pending.asks``)?
+        While another item waits, it is refused (a :class:`ToolError`): never replaced."""
+        session = self.session
+        tool = session.tools.get(name)
+        if name in RESERVED or tool is None or session.policy.model_refusal(session.tools, name):
+            return False  # refused anyway: execute() answers with the refusal
+        if check_args(tool.parameters, args) is not None:
+            return False
+        if not pending.asks(session, tool, args):
+            return False
+        refusal = pending.waiting_refusal(session, self.proposal)
+        if refusal:
+            raise ToolError(refusal)
+        return True
+
+    def execute(self, name: str, args: dict[str, Any]) -> str:
+        """The tool result text, redacted then capped; refusals and tool failures start with
+        'Error:'. Every result and error passes the live-secret redaction before it reaches
+        the endpoint, the journal or the screen (docs/limits-and-secrets.md#secrets)."""
+        env = self.session.environ
+        try:
+            return self._cap(redaction.redact(self._execute(name, args), env))
+        except ToolError as exc:
+            return redaction.redact(f"Error: {exc}", env)
+
+    def _execute(self, name: str, args: dict[str, Any]) -> str:
+        if name == "load_skill":
+            return self.load_skill(args)
+        if name == "read_skill_file":
+            return self.read_skill_file(args)
+        if name == "propose_action":
+            return self.propose_action(args)
+        if name == "read_config":
+            return self.read_config(args)
+        return self.call_tool(name, args)
+
+    def _cap(self, text: str) -> str:
+        """Every tool result, built-in or registered, kept to [limits] tool_result_chars
+        (docs/limits-and-secrets.md#caps)."""
+        text, cut = pending.cap(text, self.session.limits.tool_result_chars)
+        self.cut_results += cut
+        return text
+
+    def load_skill(self, args: dict[str, Any]) -> str:
+        """``load_skill``: the skill's body from the snapshot; the first declares the
+        request's skill, a second different one is refused."""
+        problem = check_args(LOAD_SKILL["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"load_skill: {problem}")
+        name = args["name"]
+        snap = self.session.snapshot
+        skill = snap.get(name)
+        if skill is None:
+            raise ToolError(f"no skill named '{name}' in this session (the skills index and its "
+                            "note name every skill you may load)")
+        if skill.disable_model_invocation and self.skill != name:
+            raise ToolError(f"skill '{name}' can only be run by the user, with /skill {name}")
+        if self.skill is not None and self.skill != name:
+            raise ToolError(f"this request already uses skill '{self.skill}'; Lily allows one "
+                            f"skill per request, so '{name}' is refused")
+        self.skill = name
+        note = ""
+        if skill.invocation_mode == "tool_dispatch":
+            note = (f"\n\n(This skill runs the tool '{skill.command_tool}' with the user's "
+                    "input; call it if it is offered to you.)")
+        if skill.typed is not None:
+            note = ("\n\n(A typed skill: extract the parameters from the request, then call "
+                    "propose_action with them. Lily checks them in code and asks the user to "
+                    "confirm; do not claim anything was done before that.)")
+        body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
+        return f"# Skill: {name}\n\n{body}{note}"
+
+    def _typed_skill(self) -> Skill:
+        if self.skill is None:
+            raise ToolError("load a typed skill with load_skill first")
+        skill = self.session.snapshot.get(self.skill)
+        if skill is None or skill.typed is None:
+            raise ToolError(f"the loaded skill '{self.skill}' is not a typed skill")
+        return skill
+
+    def propose_action(self, args: dict[str, Any]) -> str:
+        """``propose_action``: the loaded typed skill's action, checked in code and offered
+        for the user's confirmation (docs/typed-skills.md#confirmation)."""
+        from lily_kernel.typed import actions
+        problem = check_args(PROPOSE_ACTION["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"propose_action: {problem}")
+        skill = self._typed_skill()
+        refusal = pending.waiting_refusal(self.session, self.proposal)
+        if refusal:  # a new proposal never replaces one that waits
+            raise ToolError(refusal)
+        try:
+            action = actions.prepare(self.session, skill, args["parameters"])
+        except ActionError as exc:
+            raise ToolError(str(exc)) from None
+        self.session.offer(action)
+        self.proposal = action
+        return (f"Proposed {skill.name} with {json.dumps(action.params)}. The user now sees a "
+                "confirmation card (Confirm / Cancel, or /confirm and /cancel); nothing has "
+                "happened yet. Tell the user briefly what will happen once they confirm.")
+
+    def read_config(self, args: dict[str, Any]) -> str:
+        """``read_config``: one setting the loaded typed skill may read, as JSON."""
+        problem = check_args(READ_CONFIG["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"read_config: {problem}")
+        from lily_kernel.typed.actions import spec_of  # typed skills load on first use
+        skill = self._typed_skill()
+        spec = spec_of(skill)
+        scoped = self.session.config.scoped(skill.name, spec.acl_read, spec.acl_write)
+        try:
+            return json.dumps(scoped.read(args["path"]))
+        except (PermissionError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+
+    def read_skill_file(self, args: dict[str, Any]) -> str:
+        """``read_skill_file``: a file under the loaded skill's ``references/``."""
+        problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
+        if problem:
+            raise ToolError(f"read_skill_file: {problem}")
+        if self.skill is None:
+            raise ToolError("load a skill with load_skill before reading its files")
+        skill = self.session.snapshot.get(self.skill)
+        if skill is None:
+            raise ToolError(f"the loaded skill '{self.skill}' is no longer loaded")
+        parts = split(args["path"])  # the file boundary, rooted at the skill's references/
+        if parts[:1] == ("references",):
+            parts = parts[1:]
+        refs = WorkspaceFS(Path(skill.path) / "references", name="references",
+                           read_bytes=self.session.limits.read_bytes)
+        return refs.read("/".join(parts))
+
+    def call_tool(self, name: str, args: dict[str, Any]) -> str:
+        """A registered tool the policy allows, with arguments its schema accepts."""
+        session = self.session
+        refusal = session.policy.model_refusal(session.tools, name)
+        if refusal:
+            raise ToolError(refusal)
+        tool = session.tools.get(name)
+        if tool is None:  # model_refusal names an unknown tool first
+            raise ToolError(f"{name}: no such tool")
+        problem = check_args(tool.parameters, args)
+        if problem:
+            raise ToolError(f"{name}: {problem}")
+        self.tools_used.append(name)
+        log.debug("tool call %s (%s)", name, tool.origin)
+        out = invoke(tool, args)  # a tool's own failure is information for the model
+        if out.display is not None:
+            self.shown.append(out.display)
+        return out.text
+
+
+def offered_tools(session: Session) -> list[dict[str, Any]]:
+    """The tool schemas a request of ``session`` offers the model now (for ``/model``)."""
+    return Request(session, None).tool_specs()
