@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from lily_kernel.commands import table
 from lily_kernel.commands.render import mode_label
@@ -18,13 +19,18 @@ def _cell(text: str) -> str:
 
 def commands_page(snap: Snapshot) -> HelpPage:
     """/help: the built-in commands and the skills' aliases."""
+    return _commands_page(tuple(sorted(snap.aliases.items())))
+
+
+@lru_cache(maxsize=8)
+def _commands_page(aliases: tuple[tuple[str, str], ...]) -> HelpPage:
+    """The page for these aliases: built once, not on every ``/help`` of one snapshot."""
     lines = ["| command | what it does |", "| --- | --- |"]
     lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in table.BUILTINS]
-    if snap.aliases:
+    if aliases:
         lines += ["", "**Skill aliases** in this snapshot:", "",
                   "| alias | runs |", "| --- | --- |"]
-        lines += [f"| {code_span('/' + a)} | {code_span('/skill ' + s)} |"
-                  for a, s in sorted(snap.aliases.items())]
+        lines += [f"| {code_span('/' + a)} | {code_span('/skill ' + s)} |" for a, s in aliases]
     lines += ["", "Any other cell goes to the agent. `/help <skill>` shows one skill."]
     return HelpPage("Lily commands", "\n".join(lines))
 

@@ -10,7 +10,7 @@ import json
 import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from functools import singledispatch
+from functools import lru_cache, singledispatch
 from typing import Any, TypeVar
 
 from lily_kernel.agent.pending import HeldCall, short
@@ -434,7 +434,16 @@ _SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
 
 def plain_text(md: str) -> str:
     """Lily's own Markdown (help pages) as terminal text: each Markdown table becomes a
-    fixed-width table like ``/skills``'s, headings and bold and code marks are dropped."""
+    fixed-width table like ``/skills``'s, headings and bold and code marks are dropped.
+
+    A pure function of its text, so it remembers its last 64 results, as
+    :func:`sanitize.markdown` does: the same page (``/help`` of one snapshot) is laid out
+    once, not on every cell that shows it."""
+    return _laid_out(md)
+
+
+@lru_cache(maxsize=64)
+def _laid_out(md: str) -> str:
     out: list[str] = []
     lines = md.splitlines()
     i = 0
