@@ -14,6 +14,7 @@ import json
 import os
 import re
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ class Journal:
         self.env = env  # whose secret values are masked (None: the process's, live)
         self.error: str | None = None
         self._tail_checked = False  # a torn line left by a crash is closed before the first write
+        self._fd = -1  # the journal, open for append from the first record on
+        self._close: weakref.finalize[[int], Journal] | None = None  # closes it with this journal
 
     def append(self, record: dict[str, Any], redacted: bool = False) -> None:
         """Append one record (with its time) to the journal; a write error is kept, not raised.
@@ -68,23 +71,39 @@ class Journal:
             # One write(2) of a whole line to a file opened for append: once it
             # returns, the line survives a crash of this process (no fsync: that
             # guards against power loss, at milliseconds per command cell).
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            fd = self._open()
+            locked = _lock(fd)
             try:
-                fd = os.open(self.path, flags, 0o600)
-            except FileNotFoundError:  # first record, or the folder was removed meanwhile
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, flags, 0o600)
-            try:
-                locked = _lock(fd)
-                try:
-                    os.write(fd, data)
-                finally:
-                    if locked:
-                        fcntl.lockf(fd, fcntl.LOCK_UN)
+                os.write(fd, data)
             finally:
-                os.close(fd)
+                if locked:
+                    fcntl.lockf(fd, fcntl.LOCK_UN)
         except OSError as exc:
+            self.close()
             self.error = f"journal disabled: cannot write {self.path}: {exc.strerror or exc}"
+
+    def _open(self) -> int:
+        """The journal's descriptor, kept open between records (an open(2) is most of a
+        record's cost); opened again when the file was removed or replaced meanwhile
+        (``lily logs rm`` rewrites it), so no record goes to a file nobody can read."""
+        assert self.path is not None
+        if self._fd >= 0 and os.fstat(self._fd).st_nlink > 0:
+            return self._fd
+        self.close()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except FileNotFoundError:  # first record, or the folder was removed meanwhile
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, flags, 0o600)
+        self._fd, self._close = fd, weakref.finalize(self, os.close, fd)
+        return fd
+
+    def close(self) -> None:
+        """Close the journal's descriptor (the next record opens it again)."""
+        if self._close is not None:
+            self._close()
+        self._fd, self._close = -1, None
 
 
 def _lock(fd: int) -> bool:

@@ -125,3 +125,23 @@ def test_journal_file_is_private(env):
     session = env.session()
     mode = session.journal.path.stat().st_mode & 0o777
     assert mode & 0o077 == 0
+
+
+def test_records_follow_the_file_when_it_is_removed_or_replaced(tmp_path):
+    """The journal keeps its file open between records; a record written after the file was
+    removed, or replaced by a rewrite (``lily logs rm``), lands in the file at the path."""
+    path = tmp_path / ".lily" / "journal" / "s.jsonl"
+    journal = Journal(path)
+    journal.append({"event": "one"})
+    path.unlink()
+    journal.append({"event": "two"})
+    assert [r["event"] for r in read(path)] == ["two"]
+    replacement = tmp_path / "rewritten.jsonl"
+    replacement.write_text('{"event": "kept"}\n')
+    replacement.replace(path)
+    journal.append({"event": "three"})
+    assert [r["event"] for r in read(path)] == ["kept", "three"]
+    journal.close()
+    journal.append({"event": "four"})  # closed: the next record opens the file again
+    assert [r["event"] for r in read(path)][-1] == "four"
+    assert journal.error is None

@@ -1,0 +1,76 @@
+"""A command cell's cost inside one Lily kernel, against the same kernel showing the same bundle.
+
+    .venv/bin/python bench/cell_inside.py [--n 300]
+
+``perf.py cell`` times a round trip (execute_request -> idle) on two kernel processes, a
+Lily kernel and an ipykernel. This figure takes the processes and the messaging out: inside
+one Lily kernel, ``InteractiveShell.run_cell`` of ``/help`` alternates with ``run_cell`` of
+``%%python display(B, raw=True)``, where ``B`` is the very bundle ``/help`` shows. Both
+cells are stored in the history, published on iopub and journaled alike, so the ratio is
+what Lily's command path costs over IPython running the same display from Python.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+
+import jupyter_client
+
+_MEASURE = r'''%%python
+import time as _t
+from lily_kernel.commands import help as _help
+from lily_kernel.jupyter.display import bundle as _bundle
+_sh = get_ipython()
+B = _bundle(_help.commands_page(_sh._lily.session.skill_snapshot))
+_cases = {"help": "/help", "display": "%%python\ndisplay(B, raw=True)"}
+_times = {k: [] for k in _cases}
+for _i in range(N):
+    for _k in (("help", "display") if _i % 2 else ("display", "help")):
+        _a = _t.perf_counter()
+        _sh.run_cell(_cases[_k], store_history=True)
+        _times[_k].append(_t.perf_counter() - _a)
+import sys as _s
+_s.__stderr__.flush()
+print("RESULT", repr(_times))
+'''
+
+
+def _run(kc: jupyter_client.BlockingKernelClient, code: str) -> str:
+    msg_id = kc.execute(code)
+    out = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=600)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return "".join(out)
+
+
+def _stats(xs: list[float]) -> tuple[float, float, float]:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] * 1e3, xs[len(xs) // 10] * 1e3, xs[len(xs) * 9 // 10] * 1e3
+
+
+def main() -> None:
+    """Print one ratio line: ``/help`` over ``%%python display(B)`` in the same kernel."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=300)
+    args = ap.parse_args()
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="lily")
+    try:
+        _run(kc, "/help")  # the first Lily cell loads the core
+        text = _run(kc, _MEASURE.replace("range(N)", f"range({args.n})"))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    times = ast.literal_eval(text.split("RESULT", 1)[1].strip())
+    (h, h10, h90), (d, d10, d90) = _stats(times["help"]), _stats(times["display"])
+    print(f"command cell `/help` inside one kernel: lily median {h:8.2f} ms (p10 {h10:.2f}, "
+          f"p90 {h90:.2f})  same kernel `%%python display(B)` median {d:8.2f} ms (p10 {d10:.2f}, "
+          f"p90 {d90:.2f})  ratio {h / d:.3f}x ({h - d:+.2f} ms), n={args.n}")
+
+
+if __name__ == "__main__":
+    main()
