@@ -1,6 +1,6 @@
 """A command cell's cost inside one Lily kernel, against the same kernel showing the same bundle.
 
-    .venv/bin/python bench/cell_inside.py [--n 300]
+    .venv/bin/python bench/cell_inside.py [--n 300] [--no-journal]
 
 ``perf.py cell`` times a round trip (execute_request -> idle) on two kernel processes, a
 Lily kernel and an ipykernel. This figure takes the processes and the messaging out: inside
@@ -21,6 +21,8 @@ import time as _t
 from lily_kernel.commands import help as _help
 from lily_kernel.jupyter.display import bundle as _bundle
 _sh = get_ipython()
+if NO_JOURNAL:
+    _sh._lily.session.journal.path = None
 B = _bundle(_help.commands_page(_sh._lily.session.skill_snapshot))
 _cases = {"help": "/help", "display": "%%python\ndisplay(B, raw=True)"}
 _times = {k: [] for k in _cases}
@@ -57,11 +59,14 @@ def main() -> None:
     """Print one ratio line: ``/help`` over ``%%python display(B)`` in the same kernel."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--no-journal", action="store_true",
+                    help="for the floor: the session writes no journal records while measured")
     args = ap.parse_args()
     km, kc = jupyter_client.manager.start_new_kernel(kernel_name="lily")
     try:
         _run(kc, "/help")  # the first Lily cell loads the core
-        text = _run(kc, _MEASURE.replace("range(N)", f"range({args.n})"))
+        text = _run(kc, _MEASURE.replace("range(N)", f"range({args.n})")
+                     .replace("NO_JOURNAL", str(args.no_journal)))
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
