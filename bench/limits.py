@@ -88,7 +88,7 @@ def redaction(n: int) -> None:
 
 def variables(n: int) -> None:
     """The model's list_variables over a namespace of 10,000 names."""
-    from lily_kernel.agent import notebook_tools as nt
+    from lily_kernel.agent import notebook_tools
 
     class Book:
         def __init__(self, ns: dict[str, object]) -> None:
@@ -103,7 +103,7 @@ def variables(n: int) -> None:
     ns: dict[str, object] = {f"v{i}": i for i in range(10_000)}
     book = Book(ns)
     row("list_variables, 10,000 names", *alternate(
-        n, lambda: nt.list_variables(book),
+        n, lambda: notebook_tools.list_variables(book),
         lambda: "\n".join(f"{k}: {type(v).__name__}" for k, v in ns.items())), "name: type lines")
 
 

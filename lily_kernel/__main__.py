@@ -9,7 +9,7 @@ import sys
 def install_parser() -> argparse.ArgumentParser:
     """The options of ``python -m lily_kernel install``."""
     from lily_kernel.cli import add_install_args
-    from lily_kernel.jupyter import enterprise_gateway as eg
+    from lily_kernel.jupyter import enterprise_gateway
     p = argparse.ArgumentParser(prog="python -m lily_kernel install",
                                 description="Install the Lily kernelspec.")
     add_install_args(p)
@@ -17,12 +17,13 @@ def install_parser() -> argparse.ArgumentParser:
     gw.add_argument("--enterprise-gateway", metavar="DIR",
                     help="write the kernelspecs lily_kubernetes and lily_docker under DIR "
                          "instead of installing the local one")
-    gw.add_argument("--image", default=eg.DEFAULT_IMAGE,
-                    help=f"the Lily kernel image the pods run (default {eg.DEFAULT_IMAGE})")
-    gw.add_argument("--kernels-path", default=eg.KERNELS_PATH,
+    image = enterprise_gateway.DEFAULT_IMAGE
+    gw.add_argument("--image", default=image,
+                    help=f"the Lily kernel image the pods run (default {image})")
+    gw.add_argument("--kernels-path", default=enterprise_gateway.KERNELS_PATH,
                     help="where the gateway finds its kernelspecs; the launchers' paths "
-                         f"start there (default {eg.KERNELS_PATH})")
-    gw.add_argument("--docker", choices=sorted(eg.DOCKER_PROXIES), default="swarm",
+                         f"start there (default {enterprise_gateway.KERNELS_PATH})")
+    gw.add_argument("--docker", choices=sorted(enterprise_gateway.DOCKER_PROXIES), default="swarm",
                     help="lily_docker's process proxy: a Docker Swarm service (default) "
                          "or a container on the gateway's Docker host")
     return p

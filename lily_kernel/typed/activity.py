@@ -9,7 +9,7 @@ guarantees and their limit, secrets): docs/typed-skills.md#activities-and-delive
 """
 from __future__ import annotations
 
-import datetime as _dt
+import datetime
 import json
 import urllib.error
 import urllib.parse
@@ -60,7 +60,7 @@ class DispatchError(RuntimeError):
 
 def now_iso() -> str:
     """Now, in UTC, as ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_activity_id(base: str | None = None) -> str:
@@ -98,7 +98,7 @@ def _check_published(value: Any) -> str:
     if not isinstance(value, str):
         raise DispatchError(f"published must be an ISO 8601 UTC timestamp, got {value!r}")
     try:
-        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise DispatchError(f"published must be an ISO 8601 UTC timestamp, got {value!r}") from None
     if parsed.tzinfo is None:

@@ -9,8 +9,7 @@ import time
 import pytest
 from agent_support import World, run_shown
 
-from lily_kernel.agent import bounded, loop
-from lily_kernel.agent import notebook_tools as nt
+from lily_kernel.agent import bounded, loop, notebook_tools
 from lily_kernel.agent.tools import ToolPolicy
 from lily_kernel.errors import ActionError
 from lily_kernel.testing.server import ScriptedServer
@@ -28,10 +27,10 @@ class Book:
 
 
 def test_the_core_never_imports_pandas_or_numpy():
-    code = ("import sys\nfrom lily_kernel.agent import notebook_tools as nt\n"
+    code = ("import sys\nfrom lily_kernel.agent import notebook_tools\n"
             "class B:\n    ns = {'x': [1, 2], 'y': 'abc', 'z': object()}\n"
             "    def namespace(self): return self.ns\n    def hidden(self): return {}\n"
-            "nt.list_variables(B()); [nt.inspect_variable(B(), n) for n in 'xyz']\n"
+            "notebook_tools.list_variables(B()); [notebook_tools.inspect_variable(B(), n) for n in 'xyz']\n"
             "print('pandas' in sys.modules, 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -39,11 +38,11 @@ def test_the_core_never_imports_pandas_or_numpy():
 
 def test_secret_names_are_counted_never_named():
     book = Book({"openai_api_key": "sk-1", "GITHUB_TOKEN": "t", "Credentials": {}, "x": 1})
-    text = nt.list_variables(book)
+    text = notebook_tools.list_variables(book)
     assert "3 hidden" in text and "x: int" in text
     assert "openai" not in text and "GITHUB" not in text and "Credentials" not in text
-    with pytest.raises(nt.ToolError):
-        nt.inspect_variable(book, "GITHUB_TOKEN")
+    with pytest.raises(notebook_tools.ToolError):
+        notebook_tools.inspect_variable(book, "GITHUB_TOKEN")
 
 
 def test_bounded_thread_fallback_stops_waiting_at_the_bound():
@@ -105,7 +104,7 @@ def test_confirm_list_and_share_values_settings(tmp_path):
 
 def test_the_cli_session_has_no_notebook_tools(tmp_path):
     session = World(tmp_path).session(None)
-    assert not set(nt.NAMES) & set(session.tools.names())
+    assert not set(notebook_tools.NAMES) & set(session.tools.names())
 
 
 def test_a_server_that_rejects_stream_options_is_asked_again_without(tmp_path):
@@ -156,8 +155,8 @@ def test_the_tools_cost_nothing_until_called(tmp_path):
                          "B"]) as server:
         from lily_kernel.session.session import Session
         session = Session(workspace=world.workspace, env=world.env(server), journal=False,
-                          add_tools=lambda s: nt.register(s.tools, Counting(), lambda: True))
-        assert set(nt.NAMES) <= set(session.tools.names())
+                          add_tools=lambda s: notebook_tools.register(s.tools, Counting(), lambda: True))
+        assert set(notebook_tools.NAMES) <= set(session.tools.names())
         run_shown(session, "no tools needed")
         assert calls == []  # offered, never walked
         run_shown(session, "now list them")
@@ -173,7 +172,7 @@ class Runner(Book):
 
     def run(self, code):
         self.ran.append(code)
-        return nt.RunResult(f"RESULT-OF {code}")
+        return notebook_tools.RunResult(f"RESULT-OF {code}")
 
 
 def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
@@ -190,7 +189,7 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
     ]) as server:
         world = World(tmp_path)
         session = Session(workspace=world.workspace, env=world.env(server), journal=False,
-                          add_tools=lambda s: nt.register(s.tools, book, lambda: True))
+                          add_tools=lambda s: notebook_tools.register(s.tools, book, lambda: True))
         reply = run_shown(session, "do three things")
         assert reply.proposal is session.pending and reply.proposal.kind == "tool"
         assert book.ran == [] and session.conversation == []  # nothing ran, nothing committed

@@ -13,7 +13,7 @@ import re
 import pytest
 from agent_support import World, assert_consistent
 
-from lily_kernel.agent import notebook_tools as nt
+from lily_kernel.agent import notebook_tools
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.agent.tools import Tool
 from lily_kernel.commands import render
@@ -47,9 +47,9 @@ class Book:
     def propose(self, code: str) -> bool:
         return True
 
-    def run(self, code: str) -> nt.RunResult:
+    def run(self, code: str) -> notebook_tools.RunResult:
         self.ran.append(code)
-        return nt.RunResult(f"RAN {code}")
+        return notebook_tools.RunResult(f"RAN {code}")
 
 
 def call(name: str, args: dict, id: str) -> dict:
@@ -64,7 +64,7 @@ def world(tmp_path):
 def start(world: World, server: ScriptedServer, book: Book | None = None, journal=False,
           extra_tools=None) -> Runner:
     def tools(session: Session) -> None:
-        nt.register(session.tools, book or Book(), lambda: True)
+        notebook_tools.register(session.tools, book or Book(), lambda: True)
         for tool in extra_tools or ():
             session.tools.add(tool)
     return Runner(lambda: Session(workspace=world.workspace, journal=journal,

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from lily_kernel.errors import PersonaError
-from lily_kernel.session import persona as persona_mod
-from lily_kernel.session.persona import PERSONA_FILES, cap, load
+from lily_kernel.session.persona import MAX_FILE_CHARS, PERSONA_FILES, cap, list_agents, load
 from lily_kernel.skills.paths import persona_dirs
 
 
@@ -90,7 +89,7 @@ def test_agent_inherits_missing_files_from_default(tmp_path):
     texts = {f.name: f.text for f in p.files}
     assert texts == {"SOUL.md": "critic soul", "IDENTITY.md": "default identity",
                      "USER.md": "default user", "AGENTS.md": "default agents"}
-    assert "critic" in persona_mod.list_agents(dirs)
+    assert "critic" in list_agents(dirs)
 
 
 def test_bundled_reviewer_agent_overrides_soul_and_identity_only(tmp_path):
@@ -124,7 +123,7 @@ def test_list_agents_ignores_hidden_and_files(tmp_path):
     write(ws / "persona" / "agents" / "writer", {"SOUL.md": "w"})
     write(ws / "persona" / "agents" / ".hidden", {"SOUL.md": "h"})
     (ws / "persona" / "agents" / "notes.txt").write_text("x")
-    agents = persona_mod.list_agents(persona_dirs(ws, {}))
+    agents = list_agents(persona_dirs(ws, {}))
     assert "writer" in agents and "default" in agents and "reviewer" in agents
     assert ".hidden" not in agents and "notes.txt" not in agents
     assert agents == sorted(agents)
@@ -152,7 +151,7 @@ def test_huge_persona_file_is_capped_on_load(tmp_path):
     p = load("default", (d,))
     soul = p.files[0]
     assert soul.truncated and soul.original_chars == len(big)
-    assert len(soul.text) == persona_mod.MAX_FILE_CHARS
+    assert len(soul.text) == MAX_FILE_CHARS
     assert soul.text.startswith("BEGIN") and soul.text.rstrip().endswith("END")
     assert "cut here" in soul.text
     assert not p.files[1].truncated
