@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import tempfile
 
 import jupyter_client
+from perf import row  # perf puts --tree first on the path
 
 _MEASURE = r'''%%python
 import time as _t
@@ -50,11 +52,6 @@ def _run(kc: jupyter_client.BlockingKernelClient, code: str) -> str:
             return "".join(out)
 
 
-def _stats(xs: list[float]) -> tuple[float, float, float]:
-    xs = sorted(xs)
-    return xs[len(xs) // 2] * 1e3, xs[len(xs) // 10] * 1e3, xs[len(xs) * 9 // 10] * 1e3
-
-
 def main() -> None:
     """Print one ratio line: ``/help`` over ``%%python display(B)`` in the same kernel."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -62,19 +59,18 @@ def main() -> None:
     ap.add_argument("--no-journal", action="store_true",
                     help="for the floor: the session writes no journal records while measured")
     args = ap.parse_args()
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="lily")
-    try:
-        _run(kc, "/help")  # the first Lily cell loads the core
-        text = _run(kc, _MEASURE.replace("range(N)", f"range({args.n})")
-                     .replace("NO_JOURNAL", str(args.no_journal)))
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    with tempfile.TemporaryDirectory() as workspace:  # its journal goes there, not here
+        km, kc = jupyter_client.manager.start_new_kernel(kernel_name="lily", cwd=workspace)
+        try:
+            _run(kc, "/help")  # the first Lily cell loads the core
+            text = _run(kc, _MEASURE.replace("range(N)", f"range({args.n})")
+                         .replace("NO_JOURNAL", str(args.no_journal)))
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
     times = ast.literal_eval(text.split("RESULT", 1)[1].strip())
-    (h, h10, h90), (d, d10, d90) = _stats(times["help"]), _stats(times["display"])
-    print(f"command cell `/help` inside one kernel: lily median {h:8.2f} ms (p10 {h10:.2f}, "
-          f"p90 {h90:.2f})  same kernel `%%python display(B)` median {d:8.2f} ms (p10 {d10:.2f}, "
-          f"p90 {d90:.2f})  ratio {h / d:.3f}x ({h - d:+.2f} ms), n={args.n}")
+    row("command cell `/help` inside one kernel", times["help"], times["display"],
+        "same kernel `%%python display(B)`")
 
 
 if __name__ == "__main__":
