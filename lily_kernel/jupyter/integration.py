@@ -22,7 +22,7 @@ from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 
 from lily_kernel import redaction
 from lily_kernel.commands.table import is_command
@@ -258,12 +258,30 @@ class LilyMagics(Magics):
         super().__init__(shell)
         self.integration = integration
 
+    # IPython expands ``$name`` and ``{expr}`` in a magic's line by copying the whole user
+    # namespace first, for every call: a cost that grows with the session (each cell adds
+    # ``_iN``). Every Lily cell calls ``%%lily`` with an empty line, where there is nothing
+    # to expand, so the magics opt out and expand a line themselves only when it has one
+    # of those characters: what reaches Lily is what IPython would have passed.
     @line_magic("lily")  # type: ignore[arg-type]  # IPython types the name-less form only
+    @no_var_expand
     def lily_line(self, line: str) -> None:
         """%lily <request>: send one line to the Lily agent (a /command runs as a command)."""
-        self.integration.run(line)
+        self.integration.run(self._expand(line))
 
     @cell_magic("lily")  # type: ignore[arg-type]
+    @no_var_expand
     def lily_cell(self, line: str, cell: str) -> None:
         """%%lily: send the cell to the Lily agent."""
+        line = self._expand(line)
         self.integration.run("\n".join(part for part in (line.strip(), cell) if part.strip()))
+
+    def _expand(self, line: str) -> str:
+        """``line`` as IPython's ``var_expand`` makes it, in the frame of the cell that called
+        the magic (this method's caller's caller's caller); unchanged when it has no
+        ``$``, ``{`` or ``}``, which is all the expansion reads."""
+        if "$" not in line and "{" not in line and "}" not in line:
+            return line
+        assert self.shell is not None  # (Magics: set by the constructor)
+        expanded: str = self.shell.var_expand(line, 3)
+        return expanded

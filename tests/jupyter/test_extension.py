@@ -139,6 +139,31 @@ def test_lily_magics_run_commands(loaded, code):
     assert "/reload_skills" in captured.outputs[0].data["text/markdown"]
 
 
+def test_a_lily_cell_does_not_copy_the_user_namespace(loaded, monkeypatch):
+    """IPython's magic-line expansion copies the whole user namespace, which grows with every
+    cell (``_iN``): a command or prose cell, whose ``%%lily`` call has an empty line, skips it."""
+    calls = []
+    expand = loaded.ip.var_expand
+    monkeypatch.setattr(loaded.ip, "var_expand", lambda *a, **k: calls.append(a) or expand(*a, **k))
+    for code in ("/help", "%lily /help", "%%lily\n/help"):
+        result, _ = loaded.run(code)
+        assert result.success, (code, result.error_in_exec)
+    assert calls == []
+
+
+def test_the_lily_magics_expand_their_line_as_ipython_does(loaded, monkeypatch):
+    from lily_kernel.jupyter import integration
+    seen: list[str] = []
+    monkeypatch.setattr(integration.Integration, "run", lambda self, text: seen.append(text))
+    loaded.run("lily_x = 41")
+    loaded.run("%lily top {lily_x} $lily_x $$lily_x {{lily_x}} /not/a/path")
+    loaded.run("%%lily cell {lily_x + 1}\nbody {lily_x}")
+    loaded.run("def lily_f():\n    lily_y = 2\n"
+               "    get_ipython().run_line_magic('lily', 'in {lily_y} $lily_x')\nlily_f()")
+    assert seen == ["top 41 41 $lily_x {lily_x} /not/a/path", "cell 42\nbody {lily_x}\n",
+                    "in 2 41"]
+
+
 def test_no_skill_alias_takes_a_built_in_name(loaded):
     """The face gives the session the built-in command names; the skills room does not know
     them (docs/loader.md#exclusion). A skill aliased /skills is excluded with the reason, and
