@@ -6,7 +6,8 @@
    (jupyter_client's wait_for_ready), alternating lily and python3.
 2. Round trip: execute_request sent → status idle received on iopub, for
    `/help` and `/skills` on Lily and `pass` on ipykernel, interleaved so both
-   kernels see the same machine noise. The first runs warm up (imports).
+   kernels see the same machine noise (each round in a new random order in which
+   no kernel answers twice in a row: ``fair_order``). The first runs warm up (imports).
    Every `/skills` builds a filter widget of its own (issue 23.4: one filter per
    output); "first /skills" is the round trip right after a `/reload_skills`
    (not counted), kept to compare with the runs from before that change.
@@ -19,9 +20,13 @@ compared across runs: these machines are shared and noisy.
 from __future__ import annotations
 
 import argparse
+import itertools
+import random
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from jupyter_client.manager import start_new_kernel
 
@@ -47,6 +52,44 @@ def round_trip(kc, code: str) -> float:
     reply = kc.get_shell_msg(timeout=30)
     assert reply["content"]["status"] == "ok", reply["content"]
     return elapsed
+
+
+def fair_order(cases: Sequence[tuple[str, Any, str]], rounds: int, seed: int = 0,
+               after: Any = None) -> Iterator[tuple[str | None, Any, str]]:
+    """The round trips of ``rounds`` rounds of ``cases`` (``(label, client, code)``): each
+    round in a new random order, and no kernel answering two round trips in a row, across
+    rounds too, nor right after ``after`` (the client of the round trip just before). Where
+    a round's order cannot avoid it, a round trip of another kernel's first case goes
+    between, not measured (its label is None).
+
+    Why: a kernel that has just answered answers its next request faster (its threads and
+    data still warm in the CPU's caches). An order that runs the cases forward, then
+    backward, measures the first and last case twice in a row on their kernel every other
+    round, and the others never: on two kernels that made the very same cell read 5% faster
+    in one position than in another (``perf.py aa`` measures this bias, both ways).
+    """
+    rng = random.Random(seed)
+    firsts: dict[int, tuple[Any, str]] = {}
+    for _, kc, code in cases:
+        firsts.setdefault(id(kc), (kc, code))
+    last = after
+    order = list(cases)
+    for _ in range(rounds):
+        best, fewest = list(order), len(order) + 1
+        for _try in range(200):
+            rng.shuffle(order)
+            kcs = [last, *(kc for _, kc, _ in order)]
+            repeats = sum(a is b for a, b in itertools.pairwise(kcs))
+            if repeats < fewest:
+                best, fewest = list(order), repeats
+                if not repeats:
+                    break
+        for label, kc, code in best:
+            if kc is last:
+                other = next(first for key, first in firsts.items() if key != id(kc))
+                yield None, *other
+            yield label, kc, code
+            last = kc
 
 
 # ipykernel builds the bundle Lily's /help displays, to time the same output without Lily.
@@ -87,12 +130,18 @@ def main() -> None:
             round_trip(kc, code)
         times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
         times["first /skills"] = []
+        last = None
         for i in range(args.trips):
-            for label, kc, code in cases:
-                times[label].append(round_trip(kc, code))
+            for label, kc, code in fair_order(cases, 1, seed=i, after=last):
+                elapsed = round_trip(kc, code)
+                if label is not None:
+                    times[label].append(elapsed)
+                last = kc
             if i % 4 == 0:
                 round_trip(kc_lily, "/reload_skills")
+                round_trip(kc_py, "pass")  # (so that /skills does not follow its own kernel)
                 times["first /skills"].append(round_trip(kc_lily, "/skills"))
+                last = kc_lily
     finally:
         for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
             kc.stop_channels()

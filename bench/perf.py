@@ -11,6 +11,8 @@
                                                             10,000 skills / the bare stat+read
     .venv/bin/python bench/perf.py loadext   [--n 9] [--baseline-python PY]
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
+    .venv/bin/python bench/perf.py aa        [--n 200]      the cell harness against itself: the
+                                                            same cell, two positions (A/A)
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
                                                             where Lily's own time goes (cProfile)
     .venv/bin/python bench/perf.py start|memory|first|cell|loadext --ab DIR
@@ -19,7 +21,8 @@
 
 Every figure row prints ``<row>: lily median M (p10 A, p90 B)  base median ...  ratio R``; the
 ratio is the median of Lily over the median of the baseline, both taken in the same run with
-the two alternating. ``--tree DIR`` runs another checkout of Lily (the code before a change)
+the two interleaved (kernels: each round in a new random order, no kernel answering
+twice in a row, ``kernel_roundtrip.fair_order``; ``aa`` checks that order). ``--tree DIR`` runs another checkout of Lily (the code before a change)
 with the same harness: its ``lily_kernel`` comes first on the path, for the kernels too.
 Only ratios are meant to be compared across runs: these machines are shared and noisy.
 """
@@ -210,7 +213,7 @@ def cell(n: int, ab: str | None = None) -> None:
     a Lily kernel of that checkout runs the same cells in the same rounds."""
     sys.path.insert(0, str(HERE))
     from jupyter_client.manager import start_new_kernel
-    from kernel_roundtrip import round_trip
+    from kernel_roundtrip import fair_order, round_trip
     cwd = tempfile.mkdtemp(prefix="lily-perf-")
     km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
     km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
@@ -227,9 +230,10 @@ def cell(n: int, ab: str | None = None) -> None:
             cases += [("ab_help", kc_ab, "/help"), ("ab_lpass", kc_ab, "%%python\npass")]
         for _, kc, code in cases * 10:
             round_trip(kc, code)
-        for i in range(n):
-            for label, kc, code in (cases if i % 2 == 0 else cases[::-1]):
-                times[label].append(round_trip(kc, code))
+        for label, kc, code in fair_order(cases, n):  # (a random order; no kernel twice in a row)
+            elapsed = round_trip(kc, code)
+            if label is not None:
+                times[label].append(elapsed)
     finally:
         for km, kc in started:
             kc.stop_channels()
@@ -242,6 +246,43 @@ def cell(n: int, ab: str | None = None) -> None:
         row(f"command cell `/help`, this tree / {ab}", times["help"], times["ab_help"], ab)
         row(f"python cell `%%python pass`, this tree / {ab}", times["lpass"],
             times["ab_lpass"], ab)
+
+
+def aa(n: int) -> None:
+    """The harness checked against itself: ipykernel's ``display(B)`` measured as two cases on
+    one kernel, with a Lily kernel's ``/help`` and ``%%python pass`` between, as ``cell`` runs
+    them; first in the order ``cell`` used before (each round forward, then backward), then in
+    ``fair_order``'s. The same cell on the same kernel should read 1.000x: what it reads
+    instead is the order's own bias."""
+    sys.path.insert(0, str(HERE))
+    from jupyter_client.manager import start_new_kernel
+    from kernel_roundtrip import fair_order, round_trip
+    cwd = tempfile.mkdtemp(prefix="lily-perf-")
+    km_py, kc_py = start_new_kernel(kernel_name="python3", cwd=cwd)
+    km_lily, kc_lily = start_new_kernel(kernel_name="lily", cwd=cwd)
+    try:
+        round_trip(kc_py, HELP_BUNDLE)
+        cases = [("a", kc_py, "display(B, raw=True)"), ("help", kc_lily, "/help"),
+                 ("a2", kc_py, "display(B, raw=True)"), ("lpass", kc_lily, "%%python\npass")]
+        for _, kc, code in cases * 10:
+            round_trip(kc, code)
+        for name, steps in (
+                ("forward-backward", [case for i in range(n)
+                                      for case in (cases if i % 2 == 0 else cases[::-1])]),
+                ("fair_order", fair_order(cases, n))):
+            times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+            for label, kc, code in steps:
+                elapsed = round_trip(kc, code)
+                if label is not None:
+                    times[label].append(elapsed)
+            row(f"A/A `display(B)` 1st case / 3rd case, {name} order", times["a"], times["a2"],
+                "the same")
+            row(f"command cell `/help`, {name} order", times["help"], times["a"] + times["a2"],
+                "ipykernel display(same bundle)")
+    finally:
+        for km, kc in ((km_py, kc_py), (km_lily, kc_lily)):
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
 
 
 # -- agent -------------------------------------------------------------------------------
@@ -427,6 +468,8 @@ def _snapshot_setup(tmp: str, n: int):
 
 def snapshot(n: int, skills: int, clock: str = "wall") -> None:
     """The whole ``build_snapshot`` against the bare stat+read, alternating, gc untimed.
+    The snapshot made is freed after the clock stops (a session keeps it; freeing it is no
+    part of a load); the bare read keeps nothing of what it read.
 
     ``clock="cpu"`` times both with this process's CPU time (user + system), which
     other work on a busy machine disturbs far less than the wall clock."""
@@ -440,11 +483,9 @@ def snapshot(n: int, skills: int, clock: str = "wall") -> None:
             for which in (("read", "snap") if i % 2 == 0 else ("snap", "read")):
                 gc.collect()
                 t0 = now()
-                if which == "read":
-                    bare_stat_read(root)
-                else:
-                    build()
+                made = bare_stat_read(root) if which == "read" else build()
                 (reads if which == "read" else snaps).append(now() - t0)
+                del made  # (freeing the snapshot is not building it: after the clock)
         row(f"snapshot of {skills:,} skills", snaps, reads, "bare stat+read")
 
 
@@ -617,7 +658,7 @@ def profile(what: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
-                                       "profile", "first"])
+                                       "profile", "first", "aa"])
     ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
     ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
     ap.add_argument("--sessions", type=int, default=3)
@@ -639,6 +680,8 @@ def main() -> None:
         cell(args.n or 200, args.ab)
     elif args.figure == "first":
         first(args.n or 9, args.ab)
+    elif args.figure == "aa":
+        aa(args.n or 200)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)
