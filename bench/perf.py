@@ -4,7 +4,9 @@
     .venv/bin/python bench/perf.py memory    [--n 5]        kernel RSS after start / ipykernel's
     .venv/bin/python bench/perf.py first     [--n 9]        launch → first `/help` result / ipykernel's
                                                             launch → first `pass`
-    .venv/bin/python bench/perf.py cell      [--n 200]      `/help` / ipykernel displaying its bundle
+    .venv/bin/python bench/perf.py cell      [--n 200] [--history N]
+                                                            `/help` / ipykernel displaying its bundle
+                                                            (after N cells: a session that long)
     .venv/bin/python bench/perf.py agent     [--sessions 3] agent request / bare openai stream at
                                                             turns 1, 50 and 200 (100 skills, 20 tools)
     .venv/bin/python bench/perf.py snapshot  [--n 9] [--clock cpu]
@@ -208,9 +210,11 @@ B = {"text/plain": render.text(help.commands_page(_s.snapshot)),
 """
 
 
-def cell(n: int, ab: str | None = None) -> None:
+def cell(n: int, ab: str | None = None, history: int = 0) -> None:
     """A command cell against ipykernel displaying the very bundle it displays; with ``ab``,
-    a Lily kernel of that checkout runs the same cells in the same rounds."""
+    a Lily kernel of that checkout runs the same cells in the same rounds. ``history``: each
+    kernel first runs that many cells (``pass``, ``%%python pass``), not measured, so the
+    figures are those of a session that long (IPython keeps ``_iN`` for every cell)."""
     sys.path.insert(0, str(HERE))
     from jupyter_client.manager import start_new_kernel
     from kernel_roundtrip import fair_order, round_trip
@@ -229,6 +233,8 @@ def cell(n: int, ab: str | None = None) -> None:
             started.append((km_ab, kc_ab))
             cases += [("ab_help", kc_ab, "/help"), ("ab_lpass", kc_ab, "%%python\npass")]
         for _, kc, code in cases * 10:
+            round_trip(kc, code)
+        for _, kc, code in [case for case in cases if "pass" in case[2]] * history:
             round_trip(kc, code)
         for label, kc, code in fair_order(cases, n):  # (a random order; no kernel twice in a row)
             elapsed = round_trip(kc, code)
@@ -669,6 +675,8 @@ def main() -> None:
     ap.add_argument("--what", default="cell,agent,snapshot,loadext")
     ap.add_argument("--ab", metavar="DIR", help="start, memory, first, cell, loadext: Lily of checkout "
                     "DIR (the code before a change) alternates in the same rounds")
+    ap.add_argument("--history", type=int, default=0, help="cell: each kernel first runs this "
+                    "many cells, unmeasured (a session that long)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="snapshot: time with the wall clock or this process's CPU time")
     args = ap.parse_args()
@@ -677,7 +685,7 @@ def main() -> None:
     if args.figure in ("start", "memory"):
         kernels(args.n or (9 if args.figure == "start" else 5), args.figure, args.ab)
     elif args.figure == "cell":
-        cell(args.n or 200, args.ab)
+        cell(args.n or 200, args.ab, args.history)
     elif args.figure == "first":
         first(args.n or 9, args.ab)
     elif args.figure == "aa":
