@@ -13,6 +13,8 @@
                                                             10,000 skills / the bare stat+read
     .venv/bin/python bench/perf.py loadext   [--n 9] [--baseline-python PY]
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
+    .venv/bin/python bench/perf.py stages    [--n 9]        a snapshot stage by stage / the bare
+                                                            stat+read, and the floors of its parse
     .venv/bin/python bench/perf.py aa        [--n 200]      the cell harness against itself: the
                                                             same cell, two positions (A/A)
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
@@ -495,6 +497,84 @@ def snapshot(n: int, skills: int, clock: str = "wall") -> None:
         row(f"snapshot of {skills:,} skills", snaps, reads, "bare stat+read")
 
 
+def stages(n: int, skills: int) -> None:
+    """Where a snapshot's time goes, stage by stage, each against the bare stat+read in the
+    same rounds (CPU clock, gc untimed before each, paused in each stage as the load pauses
+    it), then two floors for the frontmatter stage: ``json.loads`` making the same mappings
+    from their JSON text (C), and PyYAML's C loader (libyaml) on the first 500 files."""
+    import copy
+
+    import yaml
+
+    from lily_kernel.skills import frontmatter, loader, skill
+    with tempfile.TemporaryDirectory() as tmp:
+        root, build = _snapshot_setup(tmp, skills)
+        build()
+        workspace = loader.Root("workspace", root, True)
+        found = sorted(loader._scan(workspace))
+        datas = [loader._read(path) for _, path, _ in found]
+        docs = [frontmatter.parse_document(data) for data in datas]
+        made = [skill.parse(name, "workspace", path, data)
+                for (name, path, _), data in zip(found, datas, strict=True)]
+        jsons = [json.dumps(meta) for _, _, meta in docs]
+        sources = [text[4:text.find("\n---\n", 3) + 1] for text, _, _ in docs][:500]
+        loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+        def rules(metas: list) -> list:
+            return [skill._from_mapping(name, "workspace", path, text, body, meta)
+                    for (name, path, _), (text, body, _), meta
+                    in zip(found, docs, metas, strict=True)]
+        stage = {
+            "bare stat+read": (lambda _: perf_bare(root), None),
+            "whole snapshot (build_snapshot)": (lambda _: build(), None),
+            "1 list the root and read each SKILL.md (loader._scan, _read)":
+                (lambda _: [loader._read(p) for _, p, _ in sorted(loader._scan(workspace))],
+                 None),
+            "2 decode, split, read the frontmatter (frontmatter.parse_document)":
+                (lambda _: [frontmatter.parse_document(d) for d in datas], None),
+            "3 the skill's rules and its Skill (skill._from_mapping)":
+                (rules, lambda: [copy.deepcopy(meta) for _, _, meta in docs]),
+            "4 content hash (loader._content_hash)": (lambda _: loader._content_hash(made), None),
+            "floor of 2: json.loads of the same mappings": (
+                lambda _: [json.loads(j) for j in jsons], None),
+        }
+        times: dict[str, list[float]] = {label: [] for label in stage}
+        for _ in range(n):
+            for label, (run, prepare) in stage.items():
+                arg = prepare() if prepare else None
+                gc.collect()
+                whole = label.startswith("whole")
+                if not whole:
+                    gc.disable()
+                t0 = time.process_time()
+                out = run(arg)
+                times[label].append(time.process_time() - t0)
+                gc.enable()
+                del out, arg
+        bare = times.pop("bare stat+read")
+        per = 1e6 / skills
+        print(f"# {skills:,} skills; each stage / the bare stat+read, and per skill "
+              f"(bare: {statistics.median(bare) * per:.2f} µs a skill)")
+        for label, values in times.items():
+            row(f"{label} [{statistics.median(values) * per:.2f} µs a skill]", values, bare,
+                "bare stat+read")
+        whole = statistics.median(times["whole snapshot (build_snapshot)"])
+        parts = sum(statistics.median(v) for k, v in times.items() if k[0] in "1234")
+        print(f"rest of the load (precedence, exclusion, eligibility, notes, aliases, collector "
+              f"passes): {(whole - parts) * 1000:.2f} ms = {(whole - parts) * per:.2f} µs a skill, "
+              f"{(whole - parts) / statistics.median(bare):.3f}x the bare read", flush=True)
+        t0 = time.process_time()
+        for text in sources:
+            yaml.load(text, Loader=loader_cls)
+        print(f"floor of 2, PyYAML's {loader_cls.__name__}: "
+              f"{(time.process_time() - t0) / len(sources) * 1e6:.2f} µs a skill", flush=True)
+
+
+def perf_bare(root: Path) -> int:
+    """:func:`bare_stat_read` (a name the stage table can hold)."""
+    return bare_stat_read(root)
+
+
 # -- %load_ext ---------------------------------------------------------------------------
 
 LOAD = """\
@@ -664,7 +744,7 @@ def profile(what: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
-                                       "profile", "first", "aa"])
+                                       "profile", "first", "aa", "stages"])
     ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
     ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
     ap.add_argument("--sessions", type=int, default=3)
@@ -690,6 +770,8 @@ def main() -> None:
         first(args.n or 9, args.ab)
     elif args.figure == "aa":
         aa(args.n or 200)
+    elif args.figure == "stages":
+        stages(args.n or 9, args.skills)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)

@@ -54,3 +54,20 @@ def test_limits_bench_prints_a_ratio_per_figure():
         assert len(lines) == count, lines
         assert all(re.search(r": lily median .* ratio [\d.]+x \([+-][\d.]+ ms\), n=1$", line)
                    for line in lines), lines
+
+
+def test_perf_snapshot_and_stages_print_their_rows():
+    """`perf.py snapshot` keeps its result line; `perf.py stages` prints a row per stage."""
+    perf = BENCH.parent / "perf.py"
+    run = subprocess.run([sys.executable, str(perf), "snapshot", "--n", "1", "--skills", "30"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"^snapshot of 30 skills: lily median .* ratio [\d.]+x \([+-][\d.]+ ms\), "
+                     r"n=1$", run.stdout, re.MULTILINE), run.stdout
+    run = subprocess.run([sys.executable, str(perf), "stages", "--n", "1", "--skills", "30"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = re.findall(r"^(.+?) \[[\d.]+ µs a skill\]: lily median .* ratio [\d.]+x", run.stdout,
+                      re.MULTILINE)
+    assert [r.split()[0] for r in rows] == ["whole", "1", "2", "3", "4", "floor"], rows
+    assert "rest of the load" in run.stdout and "PyYAML's" in run.stdout
