@@ -1,10 +1,13 @@
 """The benches stay runnable as bench/README.md documents them (tiny sizes)."""
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "snapshot_bench.py"
 
@@ -71,3 +74,26 @@ def test_perf_snapshot_and_stages_print_their_rows():
                       re.MULTILINE)
     assert [r.split()[0] for r in rows] == ["whole", "1", "2", "3", "4", "floor"], rows
     assert "rest of the load" in run.stdout and "PyYAML's" in run.stdout
+
+
+@pytest.mark.parametrize("kernels", [(2, 2), (2, 2, 2), (2, 3), (1, 4)])
+def test_fair_order_never_asks_one_kernel_twice_in_a_row(kernels):
+    """Each case is measured once a round, in a random order, and the kernel before each
+    measured round trip is always another one (a spacer goes between when it must)."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from kernel_roundtrip import fair_order
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    clients = [object() for _ in kernels]
+    cases = [(f"k{k}c{c}", clients[k], f"code {k}.{c}")
+             for k, count in enumerate(kernels) for c in range(count)]
+    steps = list(fair_order(cases, 50, seed=1))
+    measured = [label for label, _, _ in steps if label is not None]
+    assert sorted(measured) == sorted(label for label, _, _ in cases * 50)
+    assert all(a[1] is not b[1] for a, b in itertools.pairwise(steps))
+    rounds = [tuple(measured[i:i + len(cases)]) for i in range(0, len(measured), len(cases))]
+    assert len(set(rounds)) > 1  # the order changes from round to round
+    for label, kc, code in steps:
+        if label is None:  # a spacer runs another kernel's own first case
+            assert (kc, code) in [(c[1], c[2]) for c in cases]
