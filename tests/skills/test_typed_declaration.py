@@ -1,24 +1,21 @@
-"""Typed skills (docs/typed-skills.md#declaration): declarations, parameter values, the contact resolver.
+"""The Type-section parse of typed skills (docs/typed-skills.md#declaration).
 
 Declarations are loaded through the real loader (``build_snapshot`` over a
 temporary skill root): a malformed one must exclude its skill with a
 ``skill_error`` whose reason names the SKILL.md line, computed here from the
-file the test wrote. Values go through :func:`typed_declaration.check_value` and
-:func:`values.validate`, whose errors must name the parameter. The resolver
-reads a real ``contacts.yaml``. Nothing here calls a model.
+file the test wrote. Single values go through
+:func:`typed_declaration.check_value`, URIs through
+:func:`typed_declaration.is_https_uri`; ``/help`` of a typed skill shows its
+parameters as a table. Nothing here calls a model. The run-time value check is
+tests/typed/test_values.py; name resolution is tests/typed/test_contacts.py.
 """
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
 
 import pytest
 from agent_support import run_command
-from contacts_support import CONTACTS
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.commands.results import HelpPage
@@ -29,12 +26,6 @@ from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.typed_declaration import check_value
-from lily_kernel.typed import contacts
-from lily_kernel.typed.values import validate
-
-ALICE = "https://alice.example/users/alice"
-BOB = "https://bob.example/users/bob"
-
 
 # -- building SKILL.md files -------------------------------------------------------------
 
@@ -451,299 +442,6 @@ def test_help_of_an_internal_skill_shows_its_acl(tmp_path):
     assert rows["read_receipts"][:3] == ["boolean", "yes", "sets messaging.rcs.read_receipts"]
     assert "Config ACL: read `messaging.rcs`; write `messaging.rcs.read_receipts`." in md
     assert '/skill read_receipts {"read_receipts": "…"}' in md
-
-
-# -- the parameter-validation matrix -------------------------------------------------------
-
-MATRIX_BODY = """\
-## Purpose
-Exercise every type.
-
-## Type
-external
-
-## Parameters
-- text: string (required) — any text
-- note: string (optional) — with a default
-    default: hello
-- amount: number (required) — bounded
-    min: 0.01
-    max: 100
-- count: number (optional) — unbounded
-- flag: boolean (required) — a switch
-- quiet: boolean (optional) — with a default
-    default: false
-- tone: enum (required) — a choice
-    enum: [chime, alert, silent]
-- mode: enum (optional) — with a default
-    enum: [fast, slow]
-    default: slow
-- actor: actorUri (required) — an actor
-- post: objectId (optional) — an object
-
-## Behaviour
-1. Nothing.
-"""
-SPEC = typed_declaration.parse(MATRIX_BODY)
-P = {p.name: p for p in SPEC.params}
-REQUIRED = [p.name for p in SPEC.params if p.required]
-GOOD = {"text": "hi", "amount": 1, "flag": True, "tone": "chime", "actor": BOB}
-
-VALID = [
-    ("text", ""), ("text", "héllo ✓ \n multi-line"), ("text", "  spaced  "),
-    ("note", "x"),
-    ("amount", 0.01), ("amount", 100), ("amount", 100.0), ("amount", 50), ("amount", 0.5),
-    ("count", -1e9), ("count", 0), ("count", 3.25), ("count", 10 ** 30),
-    ("flag", True), ("flag", False), ("quiet", True),
-    ("tone", "chime"), ("tone", "alert"), ("tone", "silent"), ("mode", "fast"),
-    ("actor", BOB), ("actor", "https://bob.example"), ("actor", "https://[::1]/users/me"),
-    ("actor", "https://bob.example:8443/users/bob?x=1#main-key"),
-    ("post", "https://alice.example/objects/abc123"),
-]
-
-INVALID = [
-    # strings are strings
-    ("text", 5), ("text", True), ("text", None), ("text", ["a"]), ("text", {"a": "b"}),
-    ("note", 1.5),
-    # numbers: min/max, finite, and booleans are not numbers
-    ("amount", 0.0099), ("amount", 0), ("amount", -1), ("amount", 100.0001), ("amount", 101),
-    ("amount", True), ("amount", False), ("amount", "5"), ("amount", None), ("amount", [5]),
-    ("amount", math.nan), ("amount", math.inf), ("amount", -math.inf),
-    ("count", True), ("count", "1"), ("count", math.nan), ("count", math.inf), ("count", {}),
-    # booleans: numbers and strings are not booleans
-    ("flag", 1), ("flag", 0), ("flag", 1.0), ("flag", "true"), ("flag", "yes"), ("flag", None),
-    ("quiet", "false"),
-    # enums: exact, case matters
-    ("tone", "Chime"), ("tone", "CHIME"), ("tone", " chime"), ("tone", "chime "), ("tone", "bell"),
-    ("tone", ""), ("tone", 1), ("tone", True), ("tone", None), ("tone", ["chime"]),
-    ("mode", "Slow"),
-    # actorUri / objectId: absolute https URIs only
-    ("actor", "http://bob.example/users/bob"), ("actor", "/users/bob"),
-    ("actor", "bob.example/users/bob"), ("actor", "//bob.example/users/bob"),
-    ("actor", "https://"), ("actor", "https:///users/bob"), ("actor", "https:/users/bob"),
-    ("actor", "https://bob example/users/bob"), ("actor", "https://bob.example/users/b ob"),
-    ("actor", " https://bob.example/users/bob"), ("actor", "https://bob.example/users/bob\n"),
-    ("actor", "ftp://bob.example/users/bob"), ("actor", "mailto:bob@bob.example"),
-    ("actor", "https://[oops/users/bob"), ("actor", ""), ("actor", "bob"),
-    ("actor", 5), ("actor", True), ("actor", None), ("actor", [BOB]), ("actor", {"id": BOB}),
-    ("post", "http://alice.example/objects/abc123"), ("post", "objects/abc123"),
-    ("post", "https://alice.example/objects/a b"), ("post", 123),
-]
-
-
-@pytest.mark.parametrize("name, value", VALID, ids=[f"{n}={v!r}" for n, v in VALID])
-def test_valid_value_is_accepted(name, value):
-    assert check_value(P[name], value) == value
-    out = validate(SPEC, {**GOOD, name: value})
-    assert out[name] == value
-
-
-@pytest.mark.parametrize("name, value", INVALID, ids=[f"{n}={v!r}" for n, v in INVALID])
-def test_invalid_value_is_refused_naming_the_parameter(name, value):
-    with pytest.raises(ParamError) as info:
-        check_value(P[name], value)
-    assert f"'{name}'" in str(info.value)
-    if value is not None:  # None means "absent" to validate()
-        with pytest.raises(ParamError) as info:
-            validate(SPEC, {**GOOD, name: value})
-        assert f"'{name}'" in str(info.value)
-
-
-def test_defaults_fill_absent_optional_parameters():
-    out = validate(SPEC, GOOD)
-    assert out == {**GOOD, "note": "hello", "quiet": False, "mode": "slow"}
-    assert "count" not in out and "post" not in out  # optional without a default: absent
-    # null means absent: the default applies
-    assert validate(SPEC, {**GOOD, "note": None, "count": None})["note"] == "hello"
-    # a given value wins over the default
-    assert validate(SPEC, {**GOOD, "quiet": True, "mode": "fast"})["mode"] == "fast"
-
-
-@pytest.mark.parametrize("name", REQUIRED)
-@pytest.mark.parametrize("how", ["missing", "null"])
-def test_missing_required_parameter_is_named(name, how):
-    values = {k: v for k, v in GOOD.items() if k != name}
-    if how == "null":
-        values[name] = None
-    with pytest.raises(ParamError, match=rf"'{name}' is required \({P[name].type}\)"):
-        validate(SPEC, values)
-
-
-def test_unknown_parameter_is_named():
-    with pytest.raises(ParamError, match="unknown parameter.*'colour'") as info:
-        validate(SPEC, {**GOOD, "colour": "red"})
-    assert "declared: text, note" in str(info.value)
-
-
-@pytest.mark.parametrize("values", [[], "text=hi", 5, None])
-def test_parameters_must_be_an_object(values):
-    with pytest.raises(ParamError, match="JSON object"):
-        validate(SPEC, values)
-
-
-JSON_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats() | st.text()
-                | st.integers(min_value=10 ** 300, max_value=10 ** 400)
-                | st.sampled_from(["chime", "Chime", "true", "0.01", "100", BOB]))
-URI_LIKE = st.builds(lambda scheme, rest: scheme + rest,
-                     st.sampled_from(["https://", "http://", "https:", "//", "https://[", ""]),
-                     st.text())
-JSON_VALUES = st.recursive(JSON_SCALARS | URI_LIKE,
-                           lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                           max_leaves=6)
-
-
-@settings(max_examples=400, deadline=None)
-@given(param=st.sampled_from(SPEC.params), value=JSON_VALUES)
-def test_check_value_only_ever_raises_param_error(param, value):
-    try:
-        out = check_value(param, value)
-    except ParamError as exc:
-        assert f"'{param.name}'" in str(exc)
-        return
-    assert out is value
-    if param.type == "number":
-        assert not isinstance(value, bool) and isinstance(value, (int, float))
-        assert isinstance(value, int) or math.isfinite(value)
-        assert param.min is None or value >= param.min
-        assert param.max is None or value <= param.max
-    elif param.type == "boolean":
-        assert isinstance(value, bool)
-    elif param.type == "enum":
-        assert value in param.enum
-    else:
-        assert isinstance(value, str)
-        if param.type in ("actorUri", "objectId"):
-            assert value.lower().startswith("https://") and " " not in value
-
-
-@settings(max_examples=200, deadline=None)
-@given(values=st.dictionaries(st.sampled_from(list(P)) | st.text(max_size=4), JSON_VALUES,
-                              max_size=6))
-def test_validate_only_ever_raises_param_error(values):
-    try:
-        out = validate(SPEC, {**GOOD, **values})
-    except ParamError:
-        return
-    assert set(out) <= set(P) and set(REQUIRED) <= set(out)
-    json.dumps(out)  # what validate returns is plain JSON
-
-
-# -- the contact resolver ------------------------------------------------------------------
-
-FOUR_CONTACTS = CONTACTS + """\
-carol:
-  actor: https://carol.example/users/carol
-  aliases: [Sam]
-dave:
-  actor: https://dave.example/users/dave
-  aliases: [sam, Dee]
-"""
-
-
-@pytest.fixture
-def ws(tmp_path) -> Path:
-    (tmp_path / "contacts.yaml").write_text(FOUR_CONTACTS, encoding="utf-8")
-    return tmp_path
-
-
-@pytest.mark.parametrize("name, actor", [
-    ("alice", ALICE), ("ALICE", ALICE), ("Alice Chen", ALICE), ("  alice   CHEN ", ALICE),
-    ("alice\tchen", ALICE), ("ali", ALICE), ("Ali", ALICE), ("bob", BOB), ("BOB ", BOB),
-    ("dee", "https://dave.example/users/dave"),
-])
-def test_name_or_alias_resolves_to_the_actor(ws, name, actor):
-    assert contacts.resolve(ws, name) == actor
-
-
-@pytest.mark.parametrize("name", ["alic", "alice chen x", "Alice-Chen", "alicechen", "bobby",
-                                  "a", "", "https://alice.example/users/alice "])
-def test_unknown_name_is_an_error_and_nothing_is_guessed(ws, name):
-    with pytest.raises(ParamError) as info:
-        contacts.resolve(ws, name)
-    msg = str(info.value)
-    assert f"no contact named '{name}'" in msg
-    assert "did you mean" not in msg.lower()
-    assert "https://" not in msg.replace(name, "")  # no actor offered in its place
-
-
-def test_ambiguous_name_is_an_error(ws):
-    with pytest.raises(ParamError, match="'SAM' is ambiguous") as info:
-        contacts.resolve(ws, "SAM")
-    assert "carol" in str(info.value) and "dave" in str(info.value)
-
-
-def test_missing_contacts_file_resolves_nothing(tmp_path):
-    with pytest.raises(ParamError, match="contacts.yaml is empty or missing"):
-        contacts.resolve(tmp_path, "alice")
-
-
-@pytest.mark.parametrize("content, fragment", [
-    ("alice: [unclosed\n", "cannot be read"),
-    ("- alice\n- bob\n", "must map contact names to entries"),
-    ("alice: https://alice.example/users/alice\n", "contact 'alice' needs an 'actor' URI"),
-    ("alice:\n  aliases: [ali]\n", "contact 'alice' needs an 'actor' URI"),
-    ("alice:\n  actor: http://alice.example/users/alice\n", "not an absolute https URI"),
-    ("alice:\n  actor: https://alice.example/users/alice\n  aliases: ali\n",
-     "aliases must be a list"),
-    ("alice:\n  actor: https://alice.example/users/alice\n  aliases: [1, 2]\n",
-     "aliases must be a list"),
-], ids=["bad yaml", "a list", "actor not a mapping", "no actor", "http actor", "aliases str",
-        "aliases not names"])
-def test_malformed_contacts_file_is_a_clear_error_naming_the_file(tmp_path, content, fragment):
-    path = tmp_path / "contacts.yaml"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(ParamError) as info:
-        contacts.resolve(tmp_path, "alice")
-    assert str(path) in str(info.value) and fragment in str(info.value), str(info.value)
-    assert "\n" not in str(info.value)
-
-
-RESOLVED_BODY = """\
-## Purpose
-Message someone.
-## Type
-external
-## Parameters
-- recipient: actorUri (required) — who
-    resolve: contact
-- content: string (required) — what
-## Behaviour
-1. Send.
-"""
-RESOLVED = typed_declaration.parse(RESOLVED_BODY)
-
-
-def test_validate_resolves_names_and_passes_https_uris_through(ws):
-    asked = []
-
-    def resolve(resolver, name):
-        asked.append((resolver, name))
-        return contacts.resolve(ws, name)
-
-    assert validate(RESOLVED, {"recipient": " Alice  chen", "content": "hi"}, resolve) == \
-        {"recipient": ALICE, "content": "hi"}
-    assert asked == [("contact", " Alice  chen")]
-    stranger = "https://zed.example/users/zed"  # not a contact: a direct URI is taken as is
-    assert validate(RESOLVED, {"recipient": stranger, "content": "hi"}, resolve)["recipient"] == stranger
-    assert len(asked) == 1  # the resolver was not asked about a URI
-
-
-@pytest.mark.parametrize("name", ["zed", "sam", "http://alice.example/users/alice"])
-def test_resolver_errors_name_the_parameter(ws, name):
-    with pytest.raises(ParamError) as info:
-        validate(RESOLVED, {"recipient": name, "content": "hi"},
-                 lambda resolver, value: contacts.resolve(ws, value))
-    assert "'recipient'" in str(info.value), str(info.value)
-
-
-def test_resolver_error_for_a_malformed_file_names_parameter_and_file(tmp_path):
-    (tmp_path / "contacts.yaml").write_text("[not, a, mapping]\n")
-    with pytest.raises(ParamError) as info:
-        validate(RESOLVED, {"recipient": "alice", "content": "hi"},
-                 lambda resolver, value: contacts.resolve(tmp_path, value))
-    msg = str(info.value)
-    assert "'recipient'" in msg and str(tmp_path / "contacts.yaml") in msg
 
 
 def test_typed_error_is_a_value_error_naming_the_line():
