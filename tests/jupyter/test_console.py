@@ -46,8 +46,11 @@ class Console:
             except pexpect.EOF:
                 break
         text = ANSI.sub("", self.seen)
-        assert re.search(pattern, text), f"{pattern!r} not on screen: {text[-1500:]!r}"
-        self.seen = ""
+        found = re.search(pattern, text)
+        assert found, f"{pattern!r} not on screen: {text[-1500:]!r}"
+        # what came after the match in the same read is also kept for the next wait: a cell's
+        # output and the next prompt may arrive in one read (dropping it failed a loaded run)
+        self.seen = text[found.end():]
         return text
 
     def type(self, line: str, then: str) -> None:
