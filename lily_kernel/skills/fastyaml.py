@@ -26,6 +26,10 @@ without a backslash or "#" (checked in one pass, in C), a top-level value text t
 starts with a character no indicator or resolver claims, with no ": " in it and no
 ":" or space at its end, is that very string: it is taken as it stands, without a
 lookup (most names and descriptions are seen once, so a lookup would only miss).
+So is a value text ``"..."`` or ``'...'`` with no other quote of its kind in it: its value
+is the text between the quotes (version strings are quoted, and each is seen once). The
+usual lines of a block take short paths too: ``key:`` opening it, and its ``key: value``
+lines at its indentation, each with a key known to be good.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 _PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
                          if c not in _INDICATORS and c not in _IMPLICIT)
 _NOTHING: frozenset[str] = frozenset()
+_QUOTES = frozenset("\"'")
 # What makes a document's value texts need _remember's checks: the ASCII characters that
 # are not printable (tab and the other controls; "\n" separates lines), "\\" and "#".
 _UNCLEAN = bytes(c for c in range(0x80) if c != 0x0A and not chr(c).isprintable()) + b"\\#"
@@ -99,8 +104,10 @@ def parse(source: str) -> Any:
     # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
     # top-level value text is a plain string when _is_plain says so: no need to look it
     # up or classify it (names and descriptions are seen once: a lookup would miss).
-    plain = (_PLAIN_FIRST if source.isascii() and len(source) == len(
-        source.encode("ascii").translate(None, _UNCLEAN)) else _NOTHING)
+    if source.isascii() and len(source) == len(source.encode("ascii").translate(None, _UNCLEAN)):
+        plain, quotes = _PLAIN_FIRST, _QUOTES  # see _is_plain and _is_quoted
+    else:
+        plain = quotes = _NOTHING
     out: dict[str, Any] = {}
     # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
@@ -108,15 +115,42 @@ def parse(source: str) -> Any:
     block: Any = None  # the key of an open "key:" line, while its indented lines are read
     value: Any = None  # that block's list or mapping, once its first item is seen
     indent = 0  # the block's indentation, set by its first item
+    pad = ""  # a block mapping's indentation, as text
     for line in source.split("\n"):
         key, sep, raw = line.partition(": ")
-        if sep and block is None:
-            known = kget(key)
-            if known and known not in out:
-                # The usual line: a top-level "key: value", with a key known to be good.
-                if raw and raw[0] in plain and raw[-1] not in " :" and ": " not in raw:
-                    out[known] = raw  # _is_plain, inlined
-                    continue
+        if sep:
+            # The usual "key: value" line, with a key known to be good: at the top level
+            # (so the line starts with none of " -#"; it ends any open block), or in an
+            # open block mapping at its indentation. This is what the general path below
+            # makes of it, in fewer steps; any other line goes on to that path.
+            if block is not None and line[0] == " ":
+                if value is None:  # the block's first line: a good key makes it a mapping
+                    text = key.lstrip(" ")
+                    known = kget(text)
+                    if known:
+                        indent = len(key) - len(text)
+                        pad = key[:indent]
+                        value = {}
+                elif value.__class__ is dict and key[:indent] == pad:
+                    known = kget(key[indent:])
+                else:
+                    known = None
+                target = value
+            else:
+                known = kget(key)
+                if known and block is not None:
+                    out[block] = value
+                    block = value = None
+                target = out
+            if known and known not in target:
+                if raw:
+                    first = raw[0]
+                    if first in plain and raw[-1] not in " :" and ": " not in raw:
+                        target[known] = raw  # _is_plain, inlined
+                        continue
+                    if first in quotes and raw[-1] == first and raw.count(first) == 2:
+                        target[known] = raw[1:-1]  # _is_quoted, inlined
+                        continue
                 item = vget(raw, miss)
                 if item.__class__ is marker:
                     if item is miss:
@@ -125,13 +159,23 @@ def parse(source: str) -> Any:
                         pass
                     elif item.items is not None:  # a flow list
                         item = [*item.items]
-                    elif item is _EMPTY:
-                        block = known  # "key:" and spaces: a block list or mapping may follow
+                    elif item is _EMPTY and target is out:
+                        block = known  # "key:" and spaces: a block may follow
                         continue
-                    elif item is _OUT:
+                    else:  # outside the subset, or a deeper level
                         return FALLBACK
-                out[known] = item
+                target[known] = item
                 continue
+        elif line[-1:] == ":":
+            known = kget(line[:-1])
+            if known:
+                # "key:", a key known to be good: it ends any open block and opens one.
+                if block is not None:
+                    out[block] = value
+                    block = value = None
+                if known not in out:
+                    block = known
+                    continue
         if not line:
             continue
         first = line[0]
@@ -165,6 +209,7 @@ def parse(source: str) -> Any:
                     return FALLBACK
                 else:
                     value = {}
+                    pad = key[:ind]  # the block's indentation (spaces), for the usual line above
             elif ind != indent:
                 return FALLBACK
             if value.__class__ is list:
@@ -279,6 +324,15 @@ def _is_plain(raw: str, clean: bool) -> bool:
     inlines it. True only where :func:`_remember` would classify ``raw`` as ``raw`` itself."""
     return (clean and bool(raw) and raw[0] in _PLAIN_FIRST and raw[-1] not in " :"
             and ": " not in raw)
+
+
+def _is_quoted(raw: str, clean: bool) -> bool:
+    """Whether value text ``raw`` of a clean document (see _is_plain) is a quoted scalar
+    with nothing around it and no quote of its kind inside, whose value is ``raw[1:-1]``;
+    :func:`parse` inlines it. True only where :func:`_remember` would classify ``raw`` as
+    ``raw[1:-1]`` (in a clean document a double-quoted scalar has no escapes)."""
+    return (clean and bool(raw) and raw[0] in _QUOTES and raw[-1] == raw[0]
+            and raw.count(raw[0]) == 2)
 
 
 def _unsafe(text: str) -> bool:

@@ -437,3 +437,87 @@ def test_the_shortcut_is_only_taken_in_a_clean_document():
                 "a: x\tz\nb: plain\n", "a: plain # note\n"):
         _check(doc)
     assert fastyaml.parse("a: x\n# c\nb: plain\n") == {"a": "x", "b": "plain"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["'", '"']),
+       st.text(st.sampled_from(list("abyYnN01.:-_ '\"[]{},!&*%@`|>?~=<+")), max_size=3),
+       st.text(st.sampled_from(CLEAN), max_size=10),
+       st.sampled_from(["", "", "'", '"', " ", "x"]))
+@example('"', "", "1.5", "")
+@example("'", "", "yes", "")
+@example('"', "", "a: b", "")
+@example("'", "", "it''s", "")
+@example('"', "", "", "")
+def test_a_quoted_text_the_shortcut_takes_is_its_inside_in_every_position(quote, head, tail, end):
+    """fastyaml._is_quoted (inlined in parse for clean documents) answers True only for a
+    value text PyYAML reads as the text between its quotes: after a top-level key, in a
+    block mapping at any indentation, as a block list item; parse agrees with PyYAML."""
+    raw = quote + head + tail + end
+    if not fastyaml._is_quoted(raw, True):
+        return
+    inside = raw[1:-1]
+    for form, expected in ((f"k: {raw}\n", {"k": inside}),
+                           (f"k:\n  a: {raw}\n", {"k": {"a": inside}}),
+                           (f"k:\n a: x\n b: {raw}\n", {"k": {"a": "x", "b": inside}}),
+                           (f"k:\n    a: {raw}\nz: {raw}\n", {"k": {"a": inside}, "z": inside}),
+                           (f"k:\n  - {raw}\n", {"k": [inside]}),
+                           (f"k:\n- {raw}\n", {"k": [inside]})):
+        assert _same(_reference(form), expected), form
+        assert _same(_check(form), expected), form
+
+
+@st.composite
+def clean_block_mappings(draw):
+    """Clean documents of block mappings at one indentation, some lines off it, with
+    plain, quoted and trap values: the block mapping's usual-line path and its exits."""
+    lines = []
+    for key in draw(st.lists(SAFE_KEY, min_size=1, max_size=3, unique=True)):
+        lines.append(f"{key}:")
+        indent = " " * draw(st.integers(1, 4))
+        for sub in draw(st.lists(_weighted((9, SAFE_KEY), (1, TRICKY_KEYS)), max_size=4)):
+            ind = indent if draw(st.integers(0, 9)) else draw(st.sampled_from(["", " ", "     "]))
+            value = draw(_weighted((3, SAFE_TEXT), (3, quoted()), (2, st.sampled_from(TRAPS)),
+                                   (1, flow_list())))
+            lines.append(f"{ind}{sub}: {value}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(clean_block_mappings())
+@example("m:\n  a: x\n  a: y\n")
+@example("m:\n  a: x\n    b: y\n")
+@example("m:\n  a: x\n b: y\n")
+@example('m:\n  a: "1.0"\n  b: \'q\'\n  c: [x]\n')
+def test_block_mappings_agree_with_pyyaml(src):
+    _check(src)
+
+
+def test_the_typical_skill_takes_the_shortcuts_and_agrees():
+    """The benchmark's document: plain and quoted values, a flow list, two block mappings."""
+    src = ("name: skill-00007\ndescription: Generated skill number 7. Use when benchmarking.\n"
+           "summary: Benchmark skill 7\ninvocation_mode: prompt_rewrite\nrequires_tools: [read]\n"
+           "eligibility:\n  os: [darwin, linux, win32]\nmetadata:\n  author: bench\n"
+           '  version: "1.7"\n')
+    assert _check(src)["metadata"] == {"author": "bench", "version": "1.7"}
+    assert fastyaml._is_quoted('"1.7"', True)
+    assert not fastyaml._is_quoted('"1.7"', False)
+
+
+def test_a_duplicate_key_falls_back_in_every_position():
+    """A key seen twice (top level or in a block mapping, as "key: value" or "key:") is left
+    to PyYAML, whatever path each line takes, the keys known or not."""
+    for src in ("a: x\na: y\n", "a: x\na:\n", "a:\na: y\n", "a:\na:\n", "a:\n  b: c\na:\n",
+                "a:\n  b: c\na: d\n", "m:\n  a: x\n  a: y\n", "m:\n  a: x\n  b: y\n  a:  z\n",
+                "m:\n  a: x\nm: y\n", "m:\n  - x\nm:\n"):
+        for _ in range(2):  # the second time, every key is known
+            assert fastyaml.parse(src) is FALLBACK, src
+
+
+def test_a_block_line_off_the_block_indentation_falls_back():
+    """A block mapping's lines must all sit at its first line's indentation; one a space
+    less or more (whose text past the indentation may be a known key) goes to PyYAML."""
+    for src in ("b: z\nab: z\nm:\n  a: x\n ab: y\n", "b: z\nm:\n  a: x\n   b: y\n",
+                "b: z\nm:\n    a: x\n  b: y\n", "b: z\nm:\n  a: x\n\tb: y\n"):
+        for _ in range(2):  # the second time, every key is known
+            assert fastyaml.parse(src) is FALLBACK, src
