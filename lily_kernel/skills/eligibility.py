@@ -48,8 +48,18 @@ def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
     """Why ``skill`` cannot run on ``host`` (every failed rule, '; '-joined), or None."""
     if tool_reasons is None:
         tool_reasons = ToolReasons(tools, policy)
-    problems: list[str] = []
     elig = skill.eligibility
+    # The usual skill passes every rule: tell that first, asking the same questions in the
+    # same order (tool_reasons asks the policy once per name), and build no list.
+    if ((elig.os is None or host.platform in elig.os) and not elig.env and not elig.binaries
+            and not elig.any_binaries and skill.openclaw is None
+            and (not skill.command_tool or not tool_reasons[skill.command_tool])):
+        for tool in skill.requires_tools:
+            if tool_reasons[tool]:
+                break
+        else:
+            return None
+    problems: list[str] = []
     if elig.os is not None and host.platform not in elig.os:
         problems.append(f"requires OS {' or '.join(elig.os)}; this is {host.platform}")
     if elig.env:
