@@ -372,3 +372,17 @@ def test_summary_defaults_to_empty():
 def test_empty_eligibility_os_list_means_any_os():
     s = ok("---\neligibility:\n  os: []\n  env: []\n  binaries: []\n---\n")
     assert s.eligibility.os is None
+
+
+def test_a_list_key_names_its_first_bad_item():
+    """A list of strings must hold non-empty strings only (docs/skill-format.md#keys); the
+    first bad item is the one named, whatever the items before it."""
+    found = "must be a list of non-empty strings; found"
+    for line, reason in (("requires_tools: [read, '']", f"'requires_tools' {found} a string"),
+                         ("requires_tools: [read, 3, '']", f"'requires_tools' {found} a number"),
+                         ("requires_tools: ['', 3]", f"'requires_tools' {found} a string"),
+                         ("eligibility: {os: [linux, ~]}", f"'eligibility.os' {found} null"),
+                         ("eligibility: {env: [A, [B]]}", f"'eligibility.env' {found} a list"),
+                         ("allowed-tools: [Read, yes]", f"'allowed-tools' {found} a boolean")):
+        assert bad(f"---\n{line}\n---\n") == reason, line
+    assert ok("---\nrequires_tools: [read, write]\n---\n").requires_tools == ("read", "write")
