@@ -525,7 +525,7 @@ def stages(n: int, skills: int) -> None:
                     for (name, path, _), (text, body, _), meta
                     in zip(found, docs, metas, strict=True)]
         stage = {
-            "bare stat+read": (lambda _: perf_bare(root), None),
+            "bare stat+read": (lambda _: bare_stat_read(root), None),
             "whole snapshot (build_snapshot)": (lambda _: build(), None),
             "1 list the root and read each SKILL.md (loader._scan, _read)":
                 (lambda _: [loader._read(p) for _, p, _ in sorted(loader._scan(workspace))],
@@ -568,11 +568,6 @@ def stages(n: int, skills: int) -> None:
             yaml.load(text, Loader=loader_cls)
         print(f"floor of 2, PyYAML's {loader_cls.__name__}: "
               f"{(time.process_time() - t0) / len(sources) * 1e6:.2f} µs a skill", flush=True)
-
-
-def perf_bare(root: Path) -> int:
-    """:func:`bare_stat_read` (a name the stage table can hold)."""
-    return bare_stat_read(root)
 
 
 # -- %load_ext ---------------------------------------------------------------------------
