@@ -204,23 +204,38 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
             if key.__class__ is not str and not isinstance(key, str):
                 raise SkillError(f"frontmatter key {key!r} is not a string")
         unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
-    for key, value in meta.items():
-        if value.__class__ is not str and key in _STR_KEYS and value is not None:
-            _opt_str(meta, key)  # raises: not a string
     get = meta.get
-
     declared_name = get("name")
+    description = get("description")
+    summary = get("summary")
+    mode = get("invocation_mode")
+    command = get("command")
+    command_tool = get("command_tool")
+    license_ = get("license")
+    compatibility = get("compatibility")
+    # The string-valued keys (_STR_KEYS): the usual case, each a string or absent, is told
+    # at once; otherwise they are checked in the file's order, and the first wrong one named.
+    if not ((declared_name is None or declared_name.__class__ is str)
+            and (description is None or description.__class__ is str)
+            and (summary is None or summary.__class__ is str)
+            and (mode is None or mode.__class__ is str)
+            and (command is None or command.__class__ is str)
+            and (command_tool is None or command_tool.__class__ is str)
+            and (license_ is None or license_.__class__ is str)
+            and (compatibility is None or compatibility.__class__ is str)
+            and "model" not in meta and "context" not in meta):
+        for key, value in meta.items():
+            if value.__class__ is not str and key in _STR_KEYS and value is not None:
+                _opt_str(meta, key)  # raises: not a string
+
     if declared_name is not None and declared_name != name:
         raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
-    description = get("description") or ""
-    summary = get("summary")
-    mode = get("invocation_mode") or "prompt_rewrite"
+    description = description or ""
+    mode = mode or "prompt_rewrite"
     if mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
-    command = get("command")
     if command is not None and not COMMAND_RE.match(command):
         raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
-    command_tool = get("command_tool")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
 
@@ -249,8 +264,6 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     requires_tools = _str_list(requires_tools, "requires_tools") if requires_tools is not None else ()
     eligibility = get("eligibility")
     eligibility = _eligibility(eligibility) if eligibility is not None else _ANY_ELIGIBILITY
-    license_ = get("license")
-    compatibility = get("compatibility")
     allowed_tools = get("allowed-tools")
     allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
 
@@ -339,6 +352,15 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
 def _eligibility(value: Any) -> Eligibility:
     if value is None:
         return _ANY_ELIGIBILITY
+    if len(value) == 1 and value.__class__ is dict:  # the usual rule: an OS list only
+        os_list = value.get("os")
+        if os_list.__class__ is list:
+            try:
+                known = _BY_OS.get(tuple(os_list))
+            except TypeError:  # an item that is a list or a mapping: the checks below
+                known = None
+            if known is not None:
+                return known
     if not isinstance(value, dict):
         raise SkillError(f"'eligibility' must be a mapping, not {kind_of(value)}")
     if not value.keys() <= _ELIGIBILITY_KEYS:
@@ -368,7 +390,15 @@ def _eligibility(value: Any) -> Eligibility:
     f["env"] = env
     f["binaries"] = binaries
     f["any_binaries"] = any_binaries
+    if os_list and len(value) == 1:  # one shared (immutable) rule per OS list
+        if len(_BY_OS) >= 256:
+            _BY_OS.clear()
+        _BY_OS[os_list] = elig
     return elig
+
+
+# OS list (a tuple of names, checked) -> the Eligibility of a rule that has only it.
+_BY_OS: dict[tuple[str, ...], Eligibility] = {}
 
 
 def _allowed_tools(value: Any) -> tuple[str, ...]:

@@ -231,6 +231,33 @@ def test_every_recognised_key_has_a_wrong_type_case():
     assert {k.split(".")[0] for k, _ in WRONG_TYPES} >= KNOWN_KEYS
 
 
+def test_of_two_wrong_string_keys_the_first_in_the_file_is_named():
+    # Either order: the check follows the file, not a fixed list of keys.
+    assert "'summary'" in bad("---\nsummary: [a]\nlicense: [MIT]\n---\n")
+    assert "'license'" in bad("---\nlicense: [MIT]\nsummary: [a]\n---\n")
+    # Keys read only for /help (model, context) take part in that order too.
+    assert "'context'" in bad("---\ncontext: [x]\ndescription: [a]\n---\n")
+    assert "'description'" in bad("---\ndescription: [a]\ncontext: [x]\n---\n")
+    # A wrong string key is named before a rule of another key is checked.
+    assert "'command_tool'" in bad("---\nname: other\ncommand_tool: [t]\n---\n")
+
+
+def test_skills_with_the_same_os_rule_share_one_eligibility_and_a_bad_list_still_fails():
+    first = ok("---\neligibility:\n  os: [linux, darwin]\n---\n")
+    again = ok("---\neligibility: {os: [linux, darwin]}\n---\n", name="other")
+    assert again.eligibility is first.eligibility  # immutable, so one is kept per OS list
+    assert again.eligibility.os == ("linux", "darwin")
+    # Another order, or more rules beside the list, is another rule.
+    assert ok("---\neligibility: {os: [darwin, linux]}\n---\n").eligibility.os == (
+        "darwin", "linux")
+    both = ok("---\neligibility: {os: [linux, darwin], env: [HOME]}\n---\n")
+    assert both.eligibility.env == ("HOME",) and both.eligibility is not first.eligibility
+    # A list seen good before does not vouch for a longer one, or for one with a list in it.
+    assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, beos]}\n---\n")
+    assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, [darwin]]}\n---\n")
+    assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, 3]}\n---\n")
+
+
 def test_tool_dispatch_without_command_tool_is_a_skill_error():
     msg = bad("---\ninvocation_mode: tool_dispatch\n---\nbody\n")
     assert "command_tool" in msg and "tool_dispatch" in msg
