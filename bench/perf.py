@@ -506,13 +506,13 @@ def stages(n: int, skills: int) -> None:
 
     import yaml
 
-    from lily_kernel.skills import frontmatter, loader, skill
+    from lily_kernel.skills import frontmatter, loader, skill, skill_md
     with tempfile.TemporaryDirectory() as tmp:
         root, build = _snapshot_setup(tmp, skills)
         build()
         workspace = loader.Root("workspace", root, True)
         found = sorted(loader._scan(workspace))
-        datas = [loader._read(path) for _, path, _ in found]
+        datas = [skill_md.read(path) for _, path, _ in found]
         docs = [frontmatter.parse_document(data) for data in datas]
         made = [skill.parse(name, "workspace", path, data)
                 for (name, path, _), data in zip(found, datas, strict=True)]
@@ -527,8 +527,8 @@ def stages(n: int, skills: int) -> None:
         stage = {
             "bare stat+read": (lambda _: bare_stat_read(root), None),
             "whole snapshot (build_snapshot)": (lambda _: build(), None),
-            "1 list the root and read each SKILL.md (loader._scan, _read)":
-                (lambda _: [loader._read(p) for _, p, _ in sorted(loader._scan(workspace))],
+            "1 list the root and read each SKILL.md (loader._scan, skill_md.read)":
+                (lambda _: [skill_md.read(p) for _, p, _ in sorted(loader._scan(workspace))],
                  None),
             "2 decode, split, read the frontmatter (frontmatter.parse_document)":
                 (lambda _: [frontmatter.parse_document(d) for d in datas], None),

@@ -6,14 +6,12 @@ skill becomes a diagnostic; only a root that cannot be read raises.
 """
 from __future__ import annotations
 
-import errno
 import gc
 import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISREG
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +21,10 @@ from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
-from lily_kernel.skills.frontmatter import MAX_FILE_BYTES
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, parse
+from lily_kernel.skills.skill_md import Unreadable as _Unreadable
+from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
@@ -52,7 +51,7 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
 
     ``path`` is the skill folder as ``str(Path(...))`` would spell it. Listing the
     root is the only system call for a real folder: whether its SKILL.md is there,
-    a file, or a symlink is found when it is read (:func:`_read`), so a shadowed copy
+    a file, or a symlink is found when it is read (:func:`lily_kernel.skills.skill_md.read`), so a shadowed copy
     costs nothing more. A folder that cannot be a skill carries its ``error``: it
     still takes part in precedence.
     """
@@ -93,9 +92,6 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
             continue
         found.append((name, cand_path, None))
     return found
-
-
-_SKILL_MD = os.sep + "SKILL.md"
 
 
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
@@ -259,105 +255,6 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     except SkillError as exc:
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, str(exc)))
     return None
-
-
-# SKILL.md is opened without following a link, without blocking (a FIFO) and without
-# becoming a terminal's; fstat then tells a regular file from anything else. A symlink
-# (the open fails with ELOOP) is checked against the skill folder, then followed.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_OPEN_FLAGS = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
-_OPEN_LINK_FLAGS = _OPEN_FLAGS & ~_NOFOLLOW
-_MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
-_CHUNK = 64 * 1024
-_TOO_BIG: bytes | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Unreadable:
-    """Why a SKILL.md could not be read: the skill's error in the diagnostics."""
-
-    reason: str
-
-
-_MISSING = _Unreadable("SKILL.md is missing")
-
-
-def _read(path: str) -> bytes | _Unreadable:
-    """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
-
-    SKILL.md must be a regular file, or a symlink to one inside the skill folder;
-    anything else, or nothing, is "missing". A read that returns exactly the size
-    fstat saw is taken as the whole file; any other outcome reads on to the end.
-    """
-    skill_md = path + _SKILL_MD
-    try:
-        opened: int | _Unreadable
-        if _NOFOLLOW:
-            try:
-                opened = os.open(skill_md, _OPEN_FLAGS)
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise
-                opened = _open_link(path, skill_md)
-        else:  # no O_NOFOLLOW (Windows): ask first
-            opened = (_open_link(path, skill_md) if os.path.islink(skill_md)
-                      else os.open(skill_md, _OPEN_FLAGS))
-        if isinstance(opened, _Unreadable):
-            return opened
-        fd = opened
-        try:  # read up to _MAX_READ bytes, to the end of the file
-            st = os.fstat(fd)
-            if not S_ISREG(st.st_mode):
-                return _MISSING
-            size = st.st_size
-            if size < _MAX_READ:
-                data = os.read(fd, size + 1)
-                if len(data) != size:
-                    data += _read_on(fd, len(data))
-            else:
-                data = _read_on(fd, 0)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return _MISSING
-        return _Unreadable(f"SKILL.md cannot be read: {exc.strerror or exc}")
-    if len(data) == _MAX_READ:
-        return _too_big()
-    return data
-
-
-def _open_link(path: str, skill_md: str) -> int | _Unreadable:
-    """An open descriptor of the file the symlink ``skill_md`` points to, or why not."""
-    if not os.path.isfile(skill_md):
-        return _MISSING
-    real_dir = os.path.realpath(path)
-    target = os.path.realpath(skill_md)
-    if os.path.commonpath([real_dir, target]) != real_dir:
-        return _Unreadable(f"SKILL.md is a symlink to {target}, outside the skill folder")
-    return os.open(skill_md, _OPEN_LINK_FLAGS)
-
-
-def _too_big() -> bytes:
-    """A stand-in for any SKILL.md over the limit (parsing rejects it for its length
-    alone), so that the reads waiting to be parsed hold one such block, not many."""
-    global _TOO_BIG
-    if _TOO_BIG is None:
-        _TOO_BIG = bytes(_MAX_READ)
-    return _TOO_BIG
-
-
-def _read_on(fd: int, have: int) -> bytes:
-    """What follows in ``fd``, up to _MAX_READ bytes in all with the ``have`` already read."""
-    chunks = []
-    while have < _MAX_READ:
-        chunk = os.read(fd, min(_CHUNK, _MAX_READ - have))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        have += len(chunk)
-    return b"".join(chunks)
 
 
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:

@@ -213,25 +213,6 @@ def test_skill_md_symlinked_outside_the_skill_folder_is_refused(env, tmp_path):
     assert "symlink" in env.diag(snap, "skill_error", "sneaky").reason
 
 
-
-def test_skill_md_that_is_not_a_regular_file_is_missing_and_never_blocks(env):
-    """What SKILL.md is gets decided when it is read (open without following, then fstat):
-    a folder, a FIFO (opened without blocking) or a dangling link is "missing"; a link to
-    a file inside the skill folder is read."""
-    (env.ws_skills / "a-folder" / "SKILL.md").mkdir(parents=True)
-    (env.ws_skills / "a-fifo").mkdir()
-    os.mkfifo(env.ws_skills / "a-fifo" / "SKILL.md")
-    (env.ws_skills / "dangling").mkdir()
-    (env.ws_skills / "dangling" / "SKILL.md").symlink_to(env.ws_skills / "dangling" / "gone.md")
-    inside = env.ws_skills / "linked"
-    inside.mkdir()
-    (inside / "real.md").write_text("---\nsummary: read through the link\n---\nBody.\n")
-    (inside / "SKILL.md").symlink_to(inside / "real.md")
-    snap = env.snapshot()
-    for name in ("a-folder", "a-fifo", "dangling"):
-        assert env.diag(snap, "skill_error", name).reason == "SKILL.md is missing"
-    assert snap.names() == ["linked"] and snap.get("linked").summary == "read through the link"
-
 # -- docs/loader.md#snapshot: index -------------------------------------------------------------
 
 def test_index_is_sorted_by_code_point(env):

@@ -1,0 +1,62 @@
+"""docs/loader.md#speed: reading one SKILL.md (skills/skill_md.py) through the loader: what
+is not a regular file is "missing", nothing blocks, and a file is read to its end."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def test_skill_md_that_is_not_a_regular_file_is_missing_and_never_blocks(env):
+    """What SKILL.md is gets decided when it is read (open without following, then fstat):
+    a folder, a FIFO (opened without blocking) or a dangling link is "missing"; a link to
+    a file inside the skill folder is read."""
+    (env.ws_skills / "a-folder" / "SKILL.md").mkdir(parents=True)
+    (env.ws_skills / "a-fifo").mkdir()
+    os.mkfifo(env.ws_skills / "a-fifo" / "SKILL.md")
+    (env.ws_skills / "dangling").mkdir()
+    (env.ws_skills / "dangling" / "SKILL.md").symlink_to(env.ws_skills / "dangling" / "gone.md")
+    inside = env.ws_skills / "linked"
+    inside.mkdir()
+    (inside / "real.md").write_text("---\nsummary: read through the link\n---\nBody.\n")
+    (inside / "SKILL.md").symlink_to(inside / "real.md")
+    snap = env.snapshot()
+    for name in ("a-folder", "a-fifo", "dangling"):
+        assert env.diag(snap, "skill_error", name).reason == "SKILL.md is missing"
+    assert snap.names() == ["linked"] and snap.get("linked").summary == "read through the link"
+
+
+def test_a_device_named_skill_md_is_missing(env):
+    """Only root makes device nodes; when it can, a character device (as /dev/null) and a
+    block device (as a loop device) are "missing", however the read asks what they are."""
+    import stat
+    for name, kind, dev in (("a-char", stat.S_IFCHR, os.makedev(1, 3)),
+                            ("a-block", stat.S_IFBLK, os.makedev(7, 0))):
+        (env.ws_skills / name).mkdir(parents=True)
+        try:
+            os.mknod(env.ws_skills / name / "SKILL.md", 0o644 | kind, dev)
+        except (PermissionError, AttributeError):
+            pytest.skip("making a device node needs root (and os.mknod)")
+    snap = env.snapshot()
+    for name in ("a-char", "a-block"):
+        assert env.diag(snap, "skill_error", name).reason == "SKILL.md is missing"
+
+
+def test_a_sparse_skill_md_is_read_whole(env):
+    """A file with holes (read as zeros) is read to its end, wherever its first hole is: the
+    read that trusts the first hole as the file's end checks the length it got."""
+    text = "---\nsummary: holes\n---\nBody.\n"
+    for name, layout in (("hole-inside", (text, 65536, "after the hole\n")),
+                         ("hole-first", ("", 65536, text))):
+        (env.ws_skills / name).mkdir(parents=True)
+        before, gap, after = layout
+        with open(env.ws_skills / name / "SKILL.md", "wb") as fh:
+            fh.write(before.encode())
+            fh.seek(len(before) + gap)
+            fh.write(after.encode())
+    snap = env.snapshot()
+    inside = snap.get("hole-inside")
+    assert inside.summary == "holes"
+    assert inside.text == text + "\0" * 65536 + "after the hole\n"
+    first = snap.get("hole-first")
+    assert first.text == "\0" * 65536 + text and first.summary == ""
