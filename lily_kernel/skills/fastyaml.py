@@ -55,6 +55,12 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 _PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
                          if c not in _INDICATORS and c not in _IMPLICIT)
 _NOTHING: frozenset[str] = frozenset()
+# First characters of a plain scalar PyYAML's resolver reads as a bool or null only when it is
+# one of those words: any other plain scalar starting with one of them is a string.
+_WORDS = frozenset(_BOOL) | _NULL
+_WORDY = frozenset(c for c, resolvers in _IMPLICIT.items()
+                   if c and c.isalpha() and {tag for tag, _ in resolvers} <= {
+                       "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"})
 _QUOTES = frozenset("\"'")
 # What makes a document's value texts need _remember's checks: the ASCII characters that
 # are not printable (tab and the other controls; "\n" separates lines), "\\" and "#".
@@ -90,6 +96,12 @@ _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
 _values: dict[str, object] = {}
 _keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
+_padded: dict[str, tuple[str, int] | bool] = {}
+_heads: dict[str, str | tuple[int, object] | bool] = {}
+# Maps each byte of a clean document (printable ASCII but "#" and "\\", and "\n") to itself
+# and any other to another byte: a document is clean when translate leaves it unchanged.
+_CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
+               for c in range(256))
 
 
 def parse(source: str) -> Any:
@@ -104,10 +116,109 @@ def parse(source: str) -> Any:
     # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
     # top-level value text is a plain string when _is_plain says so: no need to look it
     # up or classify it (names and descriptions are seen once: a lookup would miss).
-    if source.isascii() and len(source) == len(source.encode("ascii").translate(None, _UNCLEAN)):
-        plain, quotes = _PLAIN_FIRST, _QUOTES  # see _is_plain and _is_quoted
+    if source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data:
+        plain, quotes, wordy = _PLAIN_FIRST, _QUOTES, _WORDY  # see _is_plain and _is_quoted
+        fast = True
     else:
-        plain = quotes = _NOTHING
+        plain = quotes = wordy = _NOTHING
+        fast = "#" not in source
+    if fast:
+        pget, hget = _padded.get, _heads.get
+        lines = source.split("\n")
+        out = {}
+        block = value = None
+        stored = skipped = cut = 0
+        for line in lines:
+            key, sep, raw = line.partition(": ")
+            if sep:
+                if block is not None:
+                    hit = pget(key)
+                    if hit is None:
+                        hit = _pad_key(key)
+                    if hit:
+                        known, ind = hit
+                        if value is None:
+                            cut = ind
+                            value = {}
+                        elif ind != cut or value.__class__ is not dict:
+                            break
+                        target = value
+                    else:
+                        out[block] = value
+                        if value is not None:
+                            stored += len(value)
+                        block = value = None
+                        known = kget(key)
+                        if not known:
+                            if known is not None or not _key_ok(key):
+                                break
+                            known = key
+                        target = out
+                else:
+                    known = kget(key)
+                    if not known:
+                        if known is not None or not _key_ok(key):
+                            break
+                        known = key
+                    target = out
+                if raw:
+                    first = raw[0]
+                    if first in plain and raw[-1] not in " :" and ": " not in raw:
+                        target[known] = raw
+                        continue
+                    if first in quotes:
+                        text = raw[1:-1]
+                        if raw[-1] == first and first not in text and raw != first:
+                            target[known] = text
+                            continue
+                    elif (first in wordy and raw not in _WORDS and raw[-1] not in " :"
+                          and ": " not in raw):
+                        target[known] = raw
+                        continue
+                item = vget(raw, miss)
+                if item.__class__ is marker:
+                    if item is miss:
+                        item = _remember(raw)
+                    if item.__class__ is marker:
+                        if item.items is None:
+                            break
+                        item = [*item.items]
+                target[known] = item
+                continue
+            if not line:
+                skipped += 1
+                continue
+            hit = hget(line)
+            if hit is None:
+                hit = _head(line)
+            if hit.__class__ is str:  # "key:"
+                if block is not None:
+                    out[block] = value
+                    if value is not None:
+                        stored += len(value)
+                block = hit
+                value = None
+                continue
+            if not hit or block is None:
+                if hit is _EMPTY:
+                    skipped += 1
+                    continue
+                break
+            ind, item = hit  # a block list item
+            if value is None:
+                cut = ind
+                value = [item]
+            elif ind != cut or value.__class__ is not list:
+                break
+            else:
+                value.append(item)
+        else:
+            if block is not None:
+                out[block] = value
+                if value is not None:
+                    stored += len(value)
+            if len(out) + stored == len(lines) - skipped:
+                return out or None
     out: dict[str, Any] = {}
     # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
@@ -272,6 +383,48 @@ def parse(source: str) -> Any:
     if block is not None:
         out[block] = value
     return out or None
+
+
+def _pad_key(key: str) -> tuple[str, int] | bool:
+    """``(the key, its indentation)`` if ``key`` is a key of the subset after one or more
+    spaces, else False; kept in _padded."""
+    text = key.lstrip(" ")
+    known = _keys.get(text)
+    if known is None:
+        known = _key_ok(text)
+    found: tuple[str, int] | bool = (known, len(key) - len(text)) if known and text != key else False
+    if len(_padded) >= _CACHE_MAX:
+        _padded.clear()
+    _padded[key] = found
+    return found
+
+
+def _head(line: str) -> str | tuple[int, object] | bool:
+    """What a line without ": " is in a clean document: ``key:`` (its key, a str), a block list
+    item ``- value`` (``(its indentation, its value)``), or neither (False); kept in _heads."""
+    found: str | tuple[int, object] | bool = False
+    if line[-1] == ":":
+        known = _keys.get(line[:-1])
+        if known is None:
+            known = _key_ok(line[:-1])
+        if known:
+            found = known
+    if not found:
+        text = line.lstrip(" ")
+        if not text:
+            found = _EMPTY  # a line of spaces
+        elif text[:2] == "- ":
+            ind = len(line) - len(text)
+            raw = line[ind + 2:]
+            item = _values.get(raw, _MISS)
+            if item is _MISS:
+                item = _remember(raw)
+            if item.__class__ is not _Marker:
+                found = (ind, item)
+    if len(_heads) >= _CACHE_MAX:
+        _heads.clear()
+    _heads[line] = found
+    return found
 
 
 def _flow(raw: str) -> Any:
