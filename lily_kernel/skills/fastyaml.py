@@ -96,8 +96,10 @@ _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
 _values: dict[str, object] = {}
 _keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
+_vget, _kget = _values.get, _keys.get
 _padded: dict[str, tuple[str, int] | bool] = {}
 _heads: dict[str, str | tuple[int, object] | bool] = {}
+_pget, _hget = _padded.get, _heads.get
 # Maps each byte of a clean document (printable ASCII but "#" and "\\", and "\n") to itself
 # and any other to another byte: a document is clean when translate leaves it unchanged.
 _CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
@@ -112,7 +114,6 @@ def parse(source: str) -> Any:
     # No character is left unchecked: keys must match _KEY, value text is checked by
     # _remember (once per distinct text) or by _is_plain, comments below, and the rest
     # is spaces.
-    vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
     # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
     # top-level value text is a plain string when _is_plain says so: no need to look it
     # up or classify it (names and descriptions are seen once: a lookup would miss).
@@ -123,39 +124,40 @@ def parse(source: str) -> Any:
         plain = quotes = wordy = _NOTHING
         fast = "#" not in source
     if fast:
-        pget, hget = _padded.get, _heads.get
         lines = source.split("\n")
         out = {}
         block = value = None
-        stored = skipped = cut = 0
+        stored = skipped = 0
+        mcut = lcut = -1  # the open block's indentation, once it is a mapping or a list
         for line in lines:
-            key, sep, raw = line.partition(": ")
+            key, sep, raw = line.rpartition(": ")
             if sep:
                 if block is not None:
-                    hit = pget(key)
+                    hit = _pget(key)
                     if hit is None:
                         hit = _pad_key(key)
                     if hit:
                         known, ind = hit
-                        if value is None:
-                            cut = ind
+                        if ind != mcut:
+                            if value is not None:
+                                break
+                            mcut = ind
                             value = {}
-                        elif ind != cut or value.__class__ is not dict:
-                            break
                         target = value
                     else:
                         out[block] = value
                         if value is not None:
                             stored += len(value)
                         block = value = None
-                        known = kget(key)
+                        mcut = lcut = -1
+                        known = _kget(key)
                         if not known:
                             if known is not None or not _key_ok(key):
                                 break
                             known = key
                         target = out
                 else:
-                    known = kget(key)
+                    known = _kget(key)
                     if not known:
                         if known is not None or not _key_ok(key):
                             break
@@ -163,7 +165,7 @@ def parse(source: str) -> Any:
                     target = out
                 if raw:
                     first = raw[0]
-                    if first in plain and raw[-1] not in " :" and ": " not in raw:
+                    if first in plain and raw[-1] not in " :":
                         target[known] = raw
                         continue
                     if first in quotes:
@@ -171,15 +173,14 @@ def parse(source: str) -> Any:
                         if raw[-1] == first and first not in text and raw != first:
                             target[known] = text
                             continue
-                    elif (first in wordy and raw not in _WORDS and raw[-1] not in " :"
-                          and ": " not in raw):
+                    elif first in wordy and raw not in _WORDS and raw[-1] not in " :":
                         target[known] = raw
                         continue
-                item = vget(raw, miss)
-                if item.__class__ is marker:
-                    if item is miss:
+                item = _vget(raw, _MISS)
+                if item.__class__ is _Marker:
+                    if item is _MISS:
                         item = _remember(raw)
-                    if item.__class__ is marker:
+                    if item.__class__ is _Marker:
                         if item.items is None:
                             break
                         item = [*item.items]
@@ -188,9 +189,19 @@ def parse(source: str) -> Any:
             if not line:
                 skipped += 1
                 continue
-            hit = hget(line)
+            hit = _hget(line)
             if hit is None:
                 hit = _head(line)
+            if hit.__class__ is tuple:  # a block list item
+                ind, item = hit
+                if ind == lcut:
+                    value.append(item)
+                    continue
+                if value is not None or block is None:
+                    break
+                lcut = ind
+                value = [item]
+                continue
             if hit.__class__ is str:  # "key:"
                 if block is not None:
                     out[block] = value
@@ -198,20 +209,12 @@ def parse(source: str) -> Any:
                         stored += len(value)
                 block = hit
                 value = None
+                mcut = lcut = -1
                 continue
-            if not hit or block is None:
-                if hit is _EMPTY:
-                    skipped += 1
-                    continue
-                break
-            ind, item = hit  # a block list item
-            if value is None:
-                cut = ind
-                value = [item]
-            elif ind != cut or value.__class__ is not list:
-                break
-            else:
-                value.append(item)
+            if hit is _EMPTY:
+                skipped += 1
+                continue
+            break
         else:
             if block is not None:
                 out[block] = value
@@ -219,6 +222,7 @@ def parse(source: str) -> Any:
                     stored += len(value)
             if len(out) + stored == len(lines) - skipped:
                 return out or None
+    vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
     out: dict[str, Any] = {}
     # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
