@@ -86,11 +86,10 @@ _SPECIAL = re.compile("[^\x0A\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF0
 class _Marker:
     """What a value text is when it is not (or not yet) a value."""
 
-    __slots__ = ("items", "name")
+    __slots__ = ("name",)
 
-    def __init__(self, name: str, items: tuple[object, ...] | None = None) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.items = items  # a flow list's items: each use gets a new list of them
 
     def __repr__(self) -> str:
         return f"<fastyaml.{self.name}>"
@@ -100,10 +99,11 @@ _MISS = _Marker("MISS")  # not classified yet
 _OUT = _Marker("OUT")  # outside the subset: PyYAML decides
 _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
 
-# Value text as it follows ": " or "- ", spaces and all -> its value or a marker; key
-# text -> itself if it is a key of the subset (the mappings then share one copy of
-# each key), else False. Only the classification of a string is kept (a pure
-# function of it), never a document; each table is emptied when full.
+# Value text as it follows ": " or "- ", spaces and all -> its value, a flow list's items
+# (a tuple: each use gets a new list of them) or a marker; key text -> itself if it is a
+# key of the subset (the mappings then share one copy of each key), else False. Only the
+# classification of a string is kept (a pure function of it), never a document; each
+# table is emptied when full.
 _values: dict[str, object] = {}
 _keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
@@ -195,13 +195,16 @@ def parse(source: str) -> Any:
                         target[known] = raw
                         continue
                 item = _vget(raw, _MISS)
-                if item.__class__ is _Marker:
-                    if item is _MISS:
-                        item = _remember(raw)
-                    if item.__class__ is _Marker:
-                        if item.items is None:
-                            break
-                        item = [*item.items]
+                if item.__class__ is tuple:  # a flow list's items: a new list of them
+                    item = [*item]
+                elif item.__class__ is _Marker:
+                    if item is not _MISS:
+                        break
+                    item = _remember(raw)
+                    if item.__class__ is tuple:
+                        item = [*item]
+                    elif item.__class__ is _Marker:
+                        break
                 target[known] = item
                 continue
             if not line:
@@ -282,14 +285,12 @@ def parse(source: str) -> Any:
                         target[known] = raw[1:-1]  # _is_quoted, inlined
                         continue
                 item = vget(raw, miss)
-                if item.__class__ is marker:
-                    if item is miss:
-                        item = _remember(raw)
-                    if item.__class__ is not marker:
-                        pass
-                    elif item.items is not None:  # a flow list
-                        item = [*item.items]
-                    elif item is _EMPTY and target is out:
+                if item is miss:
+                    item = _remember(raw)
+                if item.__class__ is tuple:  # a flow list
+                    item = [*item]
+                elif item.__class__ is marker:
+                    if item is _EMPTY and target is out:
                         block = known  # "key:" and spaces: a block may follow
                         continue
                     else:  # outside the subset, or a deeper level
@@ -347,11 +348,10 @@ def parse(source: str) -> Any:
                     return FALLBACK
                 raw = line[ind + 2:]
                 item = vget(raw, miss)
-                if item.__class__ is marker:
-                    if item is miss:
-                        item = _remember(raw)
-                    if item.__class__ is marker:
-                        return FALLBACK  # empty, a flow list, or outside the subset
+                if item is miss:
+                    item = _remember(raw)
+                if item.__class__ is marker or item.__class__ is tuple:
+                    return FALLBACK  # empty, outside the subset, or a flow list
                 value.append(item)
                 continue
             if not sep:
@@ -362,13 +362,12 @@ def parse(source: str) -> Any:
             if not known or known in value:
                 return FALLBACK
             item = vget(raw, miss)
-            if item.__class__ is marker:
-                if item is miss:
-                    item = _remember(raw)
-                if item.__class__ is marker:
-                    if item.items is None:
-                        return FALLBACK
-                    item = [*item.items]
+            if item is miss:
+                item = _remember(raw)
+            if item.__class__ is tuple:
+                item = [*item]
+            elif item.__class__ is marker:
+                return FALLBACK
             value[known] = item
             continue
 
@@ -388,16 +387,15 @@ def parse(source: str) -> Any:
             return FALLBACK  # duplicate keys: leave PyYAML's semantics to PyYAML
         key = known
         item = vget(raw, miss)
-        if item.__class__ is marker:
-            if item is miss:
-                item = _remember(raw)
-            if item.__class__ is marker:
-                if item is _EMPTY:
-                    block = key  # an indented block list or mapping may follow
-                    continue
-                if item.items is None:
-                    return FALLBACK
-                item = [*item.items]
+        if item is miss:
+            item = _remember(raw)
+        if item.__class__ is tuple:
+            item = [*item]
+        elif item.__class__ is marker:
+            if item is _EMPTY:
+                block = key  # an indented block list or mapping may follow
+                continue
+            return FALLBACK
         out[key] = item
     if block is not None:
         out[block] = value
@@ -442,7 +440,7 @@ def _head(line: str) -> object:
             item = _values.get(raw, _MISS)
             if item is _MISS:
                 item = _remember(raw)
-            if item.__class__ is not _Marker:
+            if item.__class__ is not _Marker and item.__class__ is not tuple:  # (a flow list)
                 found = (ind, item)
     if len(_heads) >= _CACHE_MAX:
         _heads.clear()
@@ -462,13 +460,12 @@ def _flow(raw: str) -> Any:
     out: list[object] = []
     for part in inner.split(","):
         item = vget(part, _MISS)
-        if item.__class__ is marker:
-            if item is _MISS:
-                item = _remember(part)
-            if item.__class__ is marker:
-                if item is _EMPTY and not out and not inner.strip(" "):
-                    return out  # "[]" or "[ ]"
-                return _OUT  # an empty item, or one outside the subset
+        if item is _MISS:
+            item = _remember(part)
+        if item.__class__ is marker or item.__class__ is tuple:
+            if item is _EMPTY and not out and not inner.strip(" "):
+                return out  # "[]" or "[ ]"
+            return _OUT  # an empty item, one outside the subset (or a flow list: none has "[")
         out.append(item)
     return out
 
@@ -485,7 +482,7 @@ def _remember(raw: str) -> object:
         value = text  # what _classify says of it, without the call
     elif text[0] == "[":
         flow = _flow(text)
-        value = _OUT if flow is _OUT else _Marker("FLOW", tuple(flow))
+        value = _OUT if flow is _OUT else tuple(flow)  # each use gets a new list of them
     else:
         value = _classify(text)
     if len(_values) >= _CACHE_MAX:
