@@ -168,18 +168,14 @@ def parse(source: str) -> Any:
                             stored += len(value)
                         block = value = None
                         mcut = lcut = -1
-                        known = _kget(key)
+                        known = _kget(key) or _key_ok(key)  # (a bad key is checked again)
                         if not known:
-                            if known is not None or not _key_ok(key):
-                                break
-                            known = key
+                            break
                         target = out
                 else:
-                    known = _kget(key)
+                    known = _kget(key) or _key_ok(key)
                     if not known:
-                        if known is not None or not _key_ok(key):
-                            break
-                        known = key
+                        break
                     target = out
                 if raw:
                     first = raw[0]
