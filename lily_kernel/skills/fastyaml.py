@@ -130,7 +130,7 @@ def parse(source: str) -> Any:
     out: dict[str, Any]
     # (Any: the loops tell types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
-    item: Any  # a value, or one of the markers
+    item: Any  # a value, a flow list's items (a tuple), or one of the markers
     block: Any  # the key of an open "key:" line, while its indented lines are read
     value: Any  # that block's list or mapping, once its first item is seen
     hit: Any  # what _padded or _heads says of an indented key or a line without ": "
