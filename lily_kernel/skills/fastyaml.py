@@ -15,21 +15,35 @@ a duplicate key, a tab, an indicator character, deeper nesting, a number —
 returns :data:`FALLBACK` and the caller uses PyYAML. ``tests/skills/test_fastyaml.py``
 checks the two agree on generated documents.
 
-The parser is one loop with its helpers inlined (it runs once per skill, and
-calls are most of what a Python parser of ten short lines costs); the usual
-line, a top-level ``key: value`` with a key seen before, takes the shortest
-path. The only state kept between calls is the classification of key and
-value strings (pure functions of the string, in tables of bounded size): a
-value text is checked and classified once, then looked up; a flow list is split
-once, and each use gets a new list of its items. In a document of printable ASCII
-without a backslash or "#" (checked in one pass, in C), a top-level value text that
-starts with a character no indicator or resolver claims, with no ": " in it and no
-":" or space at its end, is that very string: it is taken as it stands, without a
-lookup (most names and descriptions are seen once, so a lookup would only miss).
-So is a value text ``"..."`` or ``'...'`` with no other quote of its kind in it: its value
-is the text between the quotes (version strings are quoted, and each is seen once). The
-usual lines of a block take short paths too: ``key:`` opening it, and its ``key: value``
-lines at its indentation, each with a key known to be good.
+The parser is two loops with their helpers inlined (they run once per skill, and calls
+are most of what a Python parser of ten short lines costs). The only state kept between
+calls is the classification of strings (pure functions of the string, in tables of bounded
+size): of key and value texts, of indented keys, and of lines without ": ". A value text is
+checked and classified once, then looked up; a flow list is split once, and each use gets a
+new list of its items.
+
+The first loop reads the usual documents: those without "#" (no comments). Each line is
+split at its last ": " (a line with two has a key with ":" in it, which no key of the
+subset has: the first loop leaves it to the second). A top-level ``key: value`` line with a
+key known to be good stores its value; an indented ``key: value`` line is looked up whole
+(``_padded``: its key and its indentation), as is a line without ": " (``_heads``: a
+``key:`` line, a block list item ``- value`` with its indentation and value, or a line of
+spaces), so a block's lines cost one lookup each. Duplicate keys are not looked for line by
+line: every line read stores one entry (a blank line none), so the document has none when
+the mappings and lists hold as many entries as it has such lines; when they hold fewer, or
+any line is not one of these, the second loop reads the document from its start. In a
+document of printable ASCII without a backslash or "#" (checked in one pass, in C: ``_CLEAN``
+leaves its bytes as they are), a value text that starts with a character no indicator or
+resolver claims, or with one of "yYnNtTfFoO" when it is not a bool or null word, with no ":"
+or space at its end, is that very string (no ": " is in it: the line was split at its last):
+it is taken as it stands, without a lookup (most names and descriptions are seen once, so a
+lookup would only miss). So is a value text ``"..."`` or ``'...'`` with no other quote of its
+kind in it: its value is the text between the quotes (version strings are quoted, and each
+is seen once). :func:`_is_plain` and :func:`_is_quoted` say what these two shortcuts take.
+
+The second loop reads every document the first one does not (comments, a key: line followed
+by spaces, a quoted value with ": " in it, anything that falls back): line by line, as the
+first loop was written to agree with, and it alone answers :data:`FALLBACK`.
 """
 from __future__ import annotations
 
@@ -55,10 +69,13 @@ _IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
 _PLAIN_FIRST = frozenset(c for c in map(chr, range(0x21, 0x7F))
                          if c not in _INDICATORS and c not in _IMPLICIT)
 _NOTHING: frozenset[str] = frozenset()
+# First characters of a plain scalar PyYAML's resolver reads as a bool or null only when it is
+# one of those words: any other plain scalar starting with one of them is a string.
+_WORDS = frozenset(_BOOL) | _NULL
+_WORDY = frozenset(c for c, resolvers in _IMPLICIT.items()
+                   if c and c.isalpha() and {tag for tag, _ in resolvers} <= {
+                       "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"})
 _QUOTES = frozenset("\"'")
-# What makes a document's value texts need _remember's checks: the ASCII characters that
-# are not printable (tab and the other controls; "\n" separates lines), "\\" and "#".
-_UNCLEAN = bytes(c for c in range(0x80) if c != 0x0A and not chr(c).isprintable()) + b"\\#"
 
 # Characters YAML refuses, or reads as line breaks or a byte-order mark: leave them to
 # PyYAML, with tabs and backslashes (escapes are PyYAML's business too). See _unsafe.
@@ -69,11 +86,10 @@ _SPECIAL = re.compile("[^\x0A\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF0
 class _Marker:
     """What a value text is when it is not (or not yet) a value."""
 
-    __slots__ = ("items", "name")
+    __slots__ = ("name",)
 
-    def __init__(self, name: str, items: tuple[object, ...] | None = None) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.items = items  # a flow list's items: each use gets a new list of them
 
     def __repr__(self) -> str:
         return f"<fastyaml.{self.name}>"
@@ -83,13 +99,24 @@ _MISS = _Marker("MISS")  # not classified yet
 _OUT = _Marker("OUT")  # outside the subset: PyYAML decides
 _EMPTY = _Marker("EMPTY")  # nothing but spaces: "key:" opens a block
 
-# Value text as it follows ": " or "- ", spaces and all -> its value or a marker; key
-# text -> itself if it is a key of the subset (the mappings then share one copy of
-# each key), else False. Only the classification of a string is kept (a pure
-# function of it), never a document; each table is emptied when full.
+# Value text as it follows ": " or "- ", spaces and all -> its value, a flow list's items
+# (a tuple: each use gets a new list of them) or a marker; key text -> itself if it is a
+# key of the subset (the mappings then share one copy of each key), else False. Only the
+# classification of a string is kept (a pure function of it), never a document; each
+# table is emptied when full.
 _values: dict[str, object] = {}
 _keys: dict[str, str | bool] = {}
 _CACHE_MAX = 4096
+# Indented key text (spaces, then a key) -> (the key, as in _keys; the number of spaces),
+# or False when it is not one; a line without ": " -> what _head makes of it.
+_padded: dict[str, tuple[str, int] | bool] = {}
+_heads: dict[str, object] = {}
+# The first loop's lookups (the tables are emptied, never replaced, so these stay theirs).
+_vget, _kget, _pget, _hget = _values.get, _keys.get, _padded.get, _heads.get
+# Maps each byte of a clean document (printable ASCII but "#" and "\\", and "\n") to itself
+# and any other byte to another: a document is clean when translate leaves it unchanged.
+_CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
+               for c in range(256))
 
 
 def parse(source: str) -> Any:
@@ -98,22 +125,124 @@ def parse(source: str) -> Any:
     A document without keys (blank lines and comments only) is ``None``, as in PyYAML.
     """
     # No character is left unchecked: keys must match _KEY, value text is checked by
-    # _remember (once per distinct text) or by _is_plain, comments below, and the rest
-    # is spaces.
-    vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
-    # In a document of printable ASCII without "\\" or "#" (one pass over it, in C), a
-    # top-level value text is a plain string when _is_plain says so: no need to look it
-    # up or classify it (names and descriptions are seen once: a lookup would miss).
-    if source.isascii() and len(source) == len(source.encode("ascii").translate(None, _UNCLEAN)):
-        plain, quotes = _PLAIN_FIRST, _QUOTES  # see _is_plain and _is_quoted
-    else:
-        plain = quotes = _NOTHING
-    out: dict[str, Any] = {}
-    # (Any: the hot loop tells types apart by identity and __class__, which mypy cannot follow)
+    # _remember (once per distinct text) or by _is_plain / _is_quoted in a clean document,
+    # comments by _unsafe, and the rest is spaces.
+    out: dict[str, Any]
+    # (Any: the loops tell types apart by identity and __class__, which mypy cannot follow)
     known: Any  # a key known to be good (str), or False
-    item: Any  # a value, or one of the markers
-    block: Any = None  # the key of an open "key:" line, while its indented lines are read
-    value: Any = None  # that block's list or mapping, once its first item is seen
+    item: Any  # a value, a flow list's items (a tuple), or one of the markers
+    block: Any  # the key of an open "key:" line, while its indented lines are read
+    value: Any  # that block's list or mapping, once its first item is seen
+    hit: Any  # what _padded or _heads says of an indented key or a line without ": "
+    target: Any  # the mapping a "key: value" line goes into
+    if source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data:
+        plain, quotes, wordy = _PLAIN_FIRST, _QUOTES, _WORDY  # see _is_plain and _is_quoted
+        fast = True
+    else:
+        plain = quotes = wordy = _NOTHING
+        fast = "#" not in source
+    if fast:  # the first loop (see the module's docstring); any surprise: break
+        lines = source.split("\n")
+        out = {}
+        block = value = None
+        stored = skipped = 0  # entries of closed blocks; lines that store none
+        mcut = lcut = -1  # the open block's indentation, once it is a mapping or a list
+        for line in lines:
+            key, sep, raw = line.rpartition(": ")
+            if sep:
+                if block is not None:
+                    hit = _pget(key)
+                    if hit is None:
+                        hit = _pad_key(key)
+                    if hit:
+                        known, ind = hit
+                        if ind != mcut:
+                            if value is not None:
+                                break
+                            mcut = ind
+                            value = {}
+                        target = value
+                    else:
+                        out[block] = value
+                        if value is not None:
+                            stored += len(value)
+                        block = value = None
+                        mcut = lcut = -1
+                        known = _kget(key) or _key_ok(key)  # (a bad key is checked again)
+                        if not known:
+                            break
+                        target = out
+                else:
+                    known = _kget(key) or _key_ok(key)
+                    if not known:
+                        break
+                    target = out
+                if raw:
+                    first = raw[0]
+                    if first in plain and raw[-1] not in " :":
+                        target[known] = raw
+                        continue
+                    if first in quotes:
+                        text = raw[1:-1]
+                        if raw[-1] == first and first not in text and raw != first:
+                            target[known] = text
+                            continue
+                    elif first in wordy and raw not in _WORDS and raw[-1] not in " :":
+                        target[known] = raw
+                        continue
+                item = _vget(raw, _MISS)
+                if item.__class__ is tuple:  # a flow list's items: a new list of them
+                    item = [*item]
+                elif item.__class__ is _Marker:
+                    if item is not _MISS:
+                        break
+                    item = _remember(raw)
+                    if item.__class__ is tuple:
+                        item = [*item]
+                    elif item.__class__ is _Marker:
+                        break
+                target[known] = item
+                continue
+            if not line:
+                skipped += 1
+                continue
+            hit = _hget(line)
+            if hit is None:
+                hit = _head(line)
+            if hit.__class__ is tuple:  # a block list item
+                ind, item = hit
+                if ind == lcut:
+                    value.append(item)
+                    continue
+                if value is not None or block is None:
+                    break
+                lcut = ind
+                value = [item]
+                continue
+            if hit.__class__ is str:  # "key:"
+                if block is not None:
+                    out[block] = value
+                    if value is not None:
+                        stored += len(value)
+                block = hit
+                value = None
+                mcut = lcut = -1
+                continue
+            if hit is _EMPTY:
+                skipped += 1
+                continue
+            break
+        else:
+            if block is not None:
+                out[block] = value
+                if value is not None:
+                    stored += len(value)
+            if len(out) + stored == len(lines) - skipped:  # else a duplicate key
+                return out or None
+    # The second loop: the general path, and the usual line's shorter one.
+    vget, kget, marker, miss = _values.get, _keys.get, _Marker, _MISS
+    out = {}
+    block = value = None
     indent = 0  # the block's indentation, set by its first item
     pad = ""  # a block mapping's indentation, as text
     for line in source.split("\n"):
@@ -152,14 +281,12 @@ def parse(source: str) -> Any:
                         target[known] = raw[1:-1]  # _is_quoted, inlined
                         continue
                 item = vget(raw, miss)
-                if item.__class__ is marker:
-                    if item is miss:
-                        item = _remember(raw)
-                    if item.__class__ is not marker:
-                        pass
-                    elif item.items is not None:  # a flow list
-                        item = [*item.items]
-                    elif item is _EMPTY and target is out:
+                if item is miss:
+                    item = _remember(raw)
+                if item.__class__ is tuple:  # a flow list
+                    item = [*item]
+                elif item.__class__ is marker:
+                    if item is _EMPTY and target is out:
                         block = known  # "key:" and spaces: a block may follow
                         continue
                     else:  # outside the subset, or a deeper level
@@ -217,11 +344,10 @@ def parse(source: str) -> Any:
                     return FALLBACK
                 raw = line[ind + 2:]
                 item = vget(raw, miss)
-                if item.__class__ is marker:
-                    if item is miss:
-                        item = _remember(raw)
-                    if item.__class__ is marker:
-                        return FALLBACK  # empty, a flow list, or outside the subset
+                if item is miss:
+                    item = _remember(raw)
+                if item.__class__ is marker or item.__class__ is tuple:
+                    return FALLBACK  # empty, outside the subset, or a flow list
                 value.append(item)
                 continue
             if not sep:
@@ -232,13 +358,12 @@ def parse(source: str) -> Any:
             if not known or known in value:
                 return FALLBACK
             item = vget(raw, miss)
-            if item.__class__ is marker:
-                if item is miss:
-                    item = _remember(raw)
-                if item.__class__ is marker:
-                    if item.items is None:
-                        return FALLBACK
-                    item = [*item.items]
+            if item is miss:
+                item = _remember(raw)
+            if item.__class__ is tuple:
+                item = [*item]
+            elif item.__class__ is marker:
+                return FALLBACK
             value[known] = item
             continue
 
@@ -258,20 +383,65 @@ def parse(source: str) -> Any:
             return FALLBACK  # duplicate keys: leave PyYAML's semantics to PyYAML
         key = known
         item = vget(raw, miss)
-        if item.__class__ is marker:
-            if item is miss:
-                item = _remember(raw)
-            if item.__class__ is marker:
-                if item is _EMPTY:
-                    block = key  # an indented block list or mapping may follow
-                    continue
-                if item.items is None:
-                    return FALLBACK
-                item = [*item.items]
+        if item is miss:
+            item = _remember(raw)
+        if item.__class__ is tuple:
+            item = [*item]
+        elif item.__class__ is marker:
+            if item is _EMPTY:
+                block = key  # an indented block list or mapping may follow
+                continue
+            return FALLBACK
         out[key] = item
     if block is not None:
         out[block] = value
     return out or None
+
+
+def _pad_key(key: str) -> tuple[str, int] | bool:
+    """``(the key, the number of spaces before it)`` if ``key`` is one or more spaces and a
+    key of the subset, else False; kept in _padded."""
+    text = key.lstrip(" ")
+    known = _keys.get(text)
+    if known is None:
+        known = _key_ok(text)
+    found: tuple[str, int] | bool = False
+    if isinstance(known, str) and text != key:
+        found = (known, len(key) - len(text))
+    if len(_padded) >= _CACHE_MAX:
+        _padded.clear()
+    _padded[key] = found
+    return found
+
+
+def _head(line: str) -> object:
+    """What a line without ": " is to :func:`parse`'s first loop: ``key:`` (the key, a str), a
+    block list item ``- value`` (``(its indentation, its value)``), a line of spaces (_EMPTY),
+    or none of these (False); kept in _heads. A list item's value is what _remember says of
+    the text after "- ", as in the second loop."""
+    found: object = False
+    if line[-1] == ":":
+        known = _keys.get(line[:-1])
+        if known is None:
+            known = _key_ok(line[:-1])
+        if isinstance(known, str):
+            found = known
+    if found is False:
+        text = line.lstrip(" ")
+        if not text:
+            found = _EMPTY
+        elif text[:2] == "- ":
+            ind = len(line) - len(text)
+            raw = line[ind + 2:]
+            item = _values.get(raw, _MISS)
+            if item is _MISS:
+                item = _remember(raw)
+            if item.__class__ is not _Marker and item.__class__ is not tuple:  # (a flow list)
+                found = (ind, item)
+    if len(_heads) >= _CACHE_MAX:
+        _heads.clear()
+    _heads[line] = found
+    return found
 
 
 def _flow(raw: str) -> Any:
@@ -286,13 +456,12 @@ def _flow(raw: str) -> Any:
     out: list[object] = []
     for part in inner.split(","):
         item = vget(part, _MISS)
-        if item.__class__ is marker:
-            if item is _MISS:
-                item = _remember(part)
-            if item.__class__ is marker:
-                if item is _EMPTY and not out and not inner.strip(" "):
-                    return out  # "[]" or "[ ]"
-                return _OUT  # an empty item, or one outside the subset
+        if item is _MISS:
+            item = _remember(part)
+        if item.__class__ is marker or item.__class__ is tuple:
+            if item is _EMPTY and not out and not inner.strip(" "):
+                return out  # "[]" or "[ ]"
+            return _OUT  # an empty item, one outside the subset (or a flow list: none has "[")
         out.append(item)
     return out
 
@@ -309,7 +478,7 @@ def _remember(raw: str) -> object:
         value = text  # what _classify says of it, without the call
     elif text[0] == "[":
         flow = _flow(text)
-        value = _OUT if flow is _OUT else _Marker("FLOW", tuple(flow))
+        value = _OUT if flow is _OUT else tuple(flow)  # each use gets a new list of them
     else:
         value = _classify(text)
     if len(_values) >= _CACHE_MAX:
@@ -320,10 +489,11 @@ def _remember(raw: str) -> object:
 
 def _is_plain(raw: str, clean: bool) -> bool:
     """Whether value text ``raw`` of a clean document (printable ASCII, no backslash or "#": see
-    _UNCLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`
-    inlines it. True only where :func:`_remember` would classify ``raw`` as ``raw`` itself."""
-    return (clean and bool(raw) and raw[0] in _PLAIN_FIRST and raw[-1] not in " :"
-            and ": " not in raw)
+    _CLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`'s first
+    loop inlines it (its second loop, the part without _WORDY). True only where
+    :func:`_remember` would classify ``raw`` as ``raw`` itself."""
+    return (clean and bool(raw) and raw[-1] not in " :" and ": " not in raw
+            and (raw[0] in _PLAIN_FIRST or (raw[0] in _WORDY and raw not in _WORDS)))
 
 
 def _is_quoted(raw: str, clean: bool) -> bool:

@@ -348,21 +348,25 @@ def test_empty_key_is_null_and_empty_flow_list_is_empty():
     assert _check("a:\nb: []\nc: [ ]\nd: ''\n") == {"a": None, "b": [], "c": [], "d": ""}
 
 
+TABLES = (fastyaml._values, fastyaml._keys, fastyaml._padded, fastyaml._heads)
+
+
 def test_warm_and_cold_caches_give_the_same_answers():
     docs = ["a: yes\nb: [x, 'y']\nc:\n  - z\n", "name: n\nd:\n  k: v\n  l: ~\n",
-            "a: x:y\nb: 'q'\n", "a: [ ]\nb:\n", "k: v # c\n"]
+            "a: x:y\nb: 'q'\n", "a: [ ]\nb:\n", "k: v # c\n", "m:\n  a: x\n  a: y\n",
+            "l:\n- on\n-  x\n\n   \nm:\n   k: Off\n", "a:\n  b: c\n d: e\n"]
     warm = [fastyaml.parse(d) for d in docs]
-    fastyaml._values.clear()
-    fastyaml._keys.clear()
+    for table in TABLES:
+        table.clear()
     cold = [fastyaml.parse(d) for d in docs]
     assert all(a is b if a is FALLBACK else _same(a, b) for a, b in zip(warm, cold))
+    assert all(table for table in TABLES)  # each table took part
 
 
 def test_caches_stay_bounded():
     for i in range(fastyaml._CACHE_MAX + 10):
-        fastyaml.parse(f"k{i}: value {i}\n")
-    assert len(fastyaml._values) <= fastyaml._CACHE_MAX
-    assert len(fastyaml._keys) <= fastyaml._CACHE_MAX
+        fastyaml.parse(f"k{i}: value {i}\nm:\n  k{i}: v\nl:\n  - x{i}\n")
+    assert all(0 < len(table) <= fastyaml._CACHE_MAX for table in TABLES)
 
 
 # --- frontmatter.parse_document is decode + split + parse_yaml ---------------------
@@ -414,6 +418,11 @@ CLEAN = [c for c in map(chr, range(0x20, 0x7F)) if c not in "\\#"]
 @example("a", ": b")
 @example("a", ":")
 @example("", "2024-01-01")
+@example("", "True story")
+@example("", "on")
+@example("", "Null")
+@example("O", "n")
+@example("n", "o: x")
 def test_a_text_the_shortcut_takes_is_a_plain_string_in_every_position(head, tail):
     """fastyaml._is_plain (inlined in parse for clean documents) answers True only for a
     value text PyYAML reads as that very string: after a top-level key, in a block
@@ -521,3 +530,91 @@ def test_a_block_line_off_the_block_indentation_falls_back():
                 "b: z\nm:\n    a: x\n  b: y\n", "b: z\nm:\n  a: x\n\tb: y\n"):
         for _ in range(2):  # the second time, every key is known
             assert fastyaml.parse(src) is FALLBACK, src
+
+
+# --- the first loop (documents without "#") ---------------------------------------
+
+# A few keys, so that documents repeat them (duplicates in every position).
+FEW_KEYS = _weighted((9, st.sampled_from(["name", "description", "a", "m", "tools", "k-1"])),
+                     (1, TRICKY_KEYS))
+WORDY_TEXT = st.one_of(st.sampled_from(sorted(fastyaml._WORDS)),
+                       _word("yYnNtTfFoO", ALNUM + " .,-:'\"", 12))
+ODD_TEXT = st.sampled_from(["a: b", "'a: b'", '"a: b"', "x:", "é", "日本語 text", "a\u00a0b",
+                            "a\tb", "a\\b", "\u2028", "'", '"', "", " ", "x ", " x", "[a, b"])
+FIRST_VALUES = _weighted((5, SAFE_TEXT), (3, WORDY_TEXT), (2, quoted()), (2, flow_list()),
+                         (2, st.sampled_from(TRAPS)), (2, ODD_TEXT))
+
+
+@st.composite
+def first_loop_documents(draw):
+    """Documents without "#", of the lines the first loop reads (top-level ``key: value``,
+    ``key:`` and its block mapping or list, blank lines) and some it leaves to the second."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.integers(0, 9))
+        if kind < 5:
+            lines.append(f"{draw(FEW_KEYS)}: {draw(FIRST_VALUES)}")
+            continue
+        lines.append(f"{draw(FEW_KEYS)}:")
+        if kind == 9:
+            continue  # a key with no block: null
+        indent = draw(st.sampled_from(["", " ", "  ", "    "]))
+        dash = kind < 7
+        for _ in range(draw(st.integers(0, 3))):
+            ind = indent if draw(st.integers(0, 9)) else draw(st.sampled_from(["", " ", "   "]))
+            if draw(st.integers(0, 9)) == 0:
+                dash = not dash  # a list item in a mapping, or the other way round
+            if dash:
+                lines.append(f"{ind}- {draw(FIRST_VALUES)}")
+            else:
+                lines.append(f"{ind}{draw(FEW_KEYS)}: {draw(FIRST_VALUES)}")
+        if draw(st.integers(0, 5)) == 0:
+            lines.insert(draw(st.integers(1, len(lines))), draw(st.sampled_from(["", "   "])))
+    text = "\n".join(lines) + draw(st.sampled_from(["\n", "\n", "", "\n\n"]))
+    return text.replace("#", "x")  # (traps and tricky keys have some)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first_loop_documents())
+@example("m:\n  a: x\n  a: y\n")
+@example("l:\n- a\nl: b\n")
+@example("a: x\n\nb:\n  - y\n\na: z\n")
+@example("k: \"a: b\"\n")
+@example('k: "\n')
+@example("k: on\nn: Nope\nt: True story\n")
+@example("k: caf\u00e9\nm:\n  a: x\n  b: \u00e9\n")
+def test_the_first_loop_agrees_with_pyyaml_and_with_the_second(src):
+    """Whatever the first loop answers is PyYAML's answer; and it is the second loop's answer
+    (a comment line in front sends the same document to the second loop), FALLBACK included."""
+    fast = _check(src)
+    general = fastyaml.parse("#\n" + src)
+    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+
+
+def test_the_first_loop_reads_the_usual_shapes():
+    """The shapes of most skills, without "#", are read (not left to PyYAML), each the same with
+    a comment line in front (the second loop)."""
+    for src in ("name: x\ndescription: This does a thing. Use when asked.\nsummary: Fix it\n",
+                "name: x\nmetadata:\n  author: me\n  version: '1.0'\n  tags: [a, b]\n",
+                "name: x\nallowed-tools:\n  - read\n  - write\nrequires_tools:\n- read\n",
+                "name: x\ndescription: Compétence — für Größe\nmetadata:\n  author: José\n",
+                "a: yes\n\nb: off\n   \nc: ~\nd:\n"):
+        fast = _check(src)
+        assert fast is not FALLBACK and fast is not None, src
+        assert _same(fast, fastyaml.parse("#\n" + src)), src
+
+
+def test_the_first_loop_leaves_these_to_the_second():
+    """Lines the first loop does not read, and duplicate keys in every position, get the second
+    loop's answer: FALLBACK where it falls back, else the mapping PyYAML reads."""
+    for src in ("a: x\na: y\n", "a:\n- x\na: y\n", "a:\n  b: x\n  b: y\n", "l:\n  - x\nl:\n",
+                "a:\n  b: x\na:\n", "a: b: c\n", "a:\n  - x\n  b: y\n", "a:\n  b: x\n  - y\n",
+                "a:\n  b: x\n   c: y\n", "a:\n  - x\n - y\n", "  a: x\n", "- x\n", "a: '\n",
+                "a:\n  b:\n    c: d\n", "yes: x\n", "a:\n  yes: x\n", "a: x \\ y\n"):
+        for _ in range(2):  # the second time, every table knows the lines
+            assert fastyaml.parse(src) is FALLBACK, src
+    for src, expected in (('k: "a: b"\n', {"k": "a: b"}), ("k:   \n  - x\n", {"k": ["x"]}),
+                          ("k: \n", {"k": None}), ("k: 'x: y'\nm:\n  a: '1: 2'\n",
+                                                   {"k": "x: y", "m": {"a": "1: 2"}})):
+        for _ in range(2):
+            assert _same(_check(src), expected), src
