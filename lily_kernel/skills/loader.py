@@ -22,7 +22,7 @@ from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Skill, parse
+from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Eligibility, Skill, parse
 from lily_kernel.skills.skill_md import Unreadable as _Unreadable
 from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
@@ -158,6 +158,9 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
     countdown = _GC_EVERY
+    passed: dict[tuple[int, tuple[str, ...]], Eligibility] = {}
+    content = hashlib.sha256()
+    digest = content.update
     for name, data in zip(order, contents, strict=True):
         if collect:
             countdown -= 1
@@ -188,23 +191,32 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             if reason:
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
-        if (skill.requires_tools or skill.command_tool or skill.openclaw is not None
-                or skill.eligibility is not _ANY_ELIGIBILITY):
-            reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
-            if reason:
-                diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
-                if skill.command:
-                    excluded_aliases.setdefault(skill.command, name)
-                continue
+        elig = skill.eligibility
+        if skill.requires_tools or elig is not _ANY_ELIGIBILITY or skill.command_tool \
+                or skill.openclaw is not None:
+            # A rule that passed passes again: the same (shared) Eligibility and tools, and
+            # nothing else to check. (It is kept in ``passed``, so its id stays its own.)
+            rule = (id(elig), skill.requires_tools)
+            if (passed.get(rule) is not elig or skill.command_tool
+                    or skill.openclaw is not None):
+                reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
+                if reason:
+                    diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
+                    if skill.command:
+                        excluded_aliases.setdefault(skill.command, name)
+                    continue
+                if not skill.command_tool and skill.openclaw is None:
+                    passed[rule] = elig
         if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
             for note in _notes(skill):
                 diagnostics.append(Diagnostic("note", name, source, path, note))
         append(skill)
+        digest(_hashed(skill))  # while its text is still in the CPU caches
 
     aliases, clashes = _aliases(included, diagnostics)
     snapshot = Snapshot(
         version=version,
-        hash=_content_hash(included),
+        hash=content.hexdigest(),
         skills=tuple(included),
         diagnostics=tuple(diagnostics),
         roots=roots,
@@ -289,9 +301,14 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
     return aliases, clashes
 
 
-def _content_hash(skills: list[Skill]) -> str:
-    # sha256 of name NUL source NUL text NUL NUL per skill, a skill at a time (bench/README.md)
+def _content_hash(skills: Iterable[Skill]) -> str:
+    """The snapshot's hash of ``skills`` (the load computes it as it goes, the same way)."""
     digest = hashlib.sha256()
     for s in skills:
-        digest.update(f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass"))
+        digest.update(_hashed(s))
     return digest.hexdigest()
+
+
+def _hashed(s: Skill) -> bytes:
+    """What the content hash reads of one included skill: name NUL source NUL text NUL NUL."""
+    return f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass")

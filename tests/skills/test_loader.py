@@ -213,6 +213,27 @@ def test_skill_md_symlinked_outside_the_skill_folder_is_refused(env, tmp_path):
     assert "symlink" in env.diag(snap, "skill_error", "sneaky").reason
 
 
+def test_a_rule_that_passed_vouches_only_for_the_same_rule_and_tools(env):
+    """A load checks a shared eligibility rule with the same required tools once (the first
+    skill's pass stands for the next); any other skill is still checked whole: other tools,
+    a command_tool, an OpenClaw gate."""
+    from lily_kernel.agent.tools import ToolPolicy
+    same = "eligibility:\n  os: [linux, darwin]\nrequires_tools: [read]"
+    env.write_skill(env.ws_skills, "a-passes", same)
+    env.write_skill(env.ws_skills, "b-other-tool",
+                    "eligibility:\n  os: [linux, darwin]\nrequires_tools: [nosuch]")
+    env.write_skill(env.ws_skills, "c-gated",
+                    same + "\nmetadata:\n  openclaw: {requires: {env: [MISSING_VAR]}}")
+    env.write_skill(env.ws_skills, "d-denied-command-tool", same + "\ncommand_tool: write")
+    env.write_skill(env.ws_skills, "e-passes-too", same)
+    snap = env.snapshot(policy=ToolPolicy(deny=frozenset({"write"})))
+    assert snap.names() == ["a-passes", "e-passes-too"]
+    assert "'nosuch'" in env.diag(snap, "ineligible", "b-other-tool").reason
+    assert "MISSING_VAR" in env.diag(snap, "ineligible", "c-gated").reason
+    assert "command_tool" in env.diag(snap, "ineligible", "d-denied-command-tool").reason
+    assert snap.get("e-passes-too").eligibility is snap.get("a-passes").eligibility
+
+
 # -- docs/loader.md#snapshot: index -------------------------------------------------------------
 
 def test_index_is_sorted_by_code_point(env):
