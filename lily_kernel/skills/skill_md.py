@@ -31,14 +31,6 @@ _OPEN_LINK_FLAGS = _OPEN_FLAGS & ~_NOFOLLOW
 _SEEK_HOLE = getattr(os, "SEEK_HOLE", 0) if sys.platform.startswith("linux") else 0
 
 
-def _hole(fd: int) -> int:
-    """The offset of the open file's first hole, or 0 when it has none to tell."""
-    try:
-        return os.lseek(fd, 0, _SEEK_HOLE)
-    except OSError:
-        return 0
-
-
 _MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
 _CHUNK = 64 * 1024
 _TOO_BIG: bytes | None = None
@@ -78,7 +70,10 @@ def read(path: str) -> bytes | Unreadable:
             return opened
         fd = opened
         try:  # read up to _MAX_READ bytes, to the end of the file
-            size = _hole(fd) if _SEEK_HOLE else 0
+            try:  # the offset of the file's first hole, where it has one to tell
+                size = os.lseek(fd, 0, _SEEK_HOLE) if _SEEK_HOLE else 0
+            except OSError:  # a FIFO, a device, a file system without SEEK_HOLE
+                size = 0
             if 0 < size < _MAX_READ:  # a regular file (or a folder, whose read fails)
                 data = os.pread(fd, size + 1, 0)
                 if len(data) != size:
