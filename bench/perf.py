@@ -506,13 +506,17 @@ def stages(n: int, skills: int) -> None:
 
     import yaml
 
-    from lily_kernel.skills import frontmatter, loader, skill, skill_md
+    from lily_kernel.skills import frontmatter, loader, skill
+    try:
+        from lily_kernel.skills.skill_md import read as read_skill_md
+    except ImportError:  # a checkout (--tree) from before skills/skill_md.py
+        read_skill_md = loader._read  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
         root, build = _snapshot_setup(tmp, skills)
         build()
         workspace = loader.Root("workspace", root, True)
         found = sorted(loader._scan(workspace))
-        datas = [skill_md.read(path) for _, path, _ in found]
+        datas = [read_skill_md(path) for _, path, _ in found]
         docs = [frontmatter.parse_document(data) for data in datas]
         made = [skill.parse(name, "workspace", path, data)
                 for (name, path, _), data in zip(found, datas, strict=True)]
@@ -528,7 +532,7 @@ def stages(n: int, skills: int) -> None:
             "bare stat+read": (lambda _: bare_stat_read(root), None),
             "whole snapshot (build_snapshot)": (lambda _: build(), None),
             "1 list the root and read each SKILL.md (loader._scan, skill_md.read)":
-                (lambda _: [skill_md.read(p) for _, p, _ in sorted(loader._scan(workspace))],
+                (lambda _: [read_skill_md(p) for _, p, _ in sorted(loader._scan(workspace))],
                  None),
             "2 decode, split, read the frontmatter (frontmatter.parse_document)":
                 (lambda _: [frontmatter.parse_document(d) for d in datas], None),
