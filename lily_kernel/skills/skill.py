@@ -352,7 +352,7 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
 def _eligibility(value: Any) -> Eligibility:
     if value is None:
         return _ANY_ELIGIBILITY
-    if len(value) == 1 and value.__class__ is dict:  # the usual rule: an OS list only
+    if value.__class__ is dict and len(value) == 1:  # the usual rule: an OS list only
         os_list = value.get("os")
         if os_list.__class__ is list:
             try:

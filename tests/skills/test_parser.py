@@ -189,6 +189,8 @@ WRONG_TYPES = [
     ("requires_tools", "requires_tools: read"),
     ("requires_tools", "requires_tools: [read, 3]"),
     ("eligibility", "eligibility: [linux]"),
+    ("eligibility", "eligibility: 3"),
+    ("eligibility", "eligibility: true"),
     ("eligibility", "eligibility: {platform: [linux]}"),
     ("eligibility.os", "eligibility: {os: linux}"),
     ("eligibility.os", "eligibility: {os: [beos]}"),
