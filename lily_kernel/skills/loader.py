@@ -192,20 +192,19 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
         elig = skill.eligibility
-        if skill.requires_tools or elig is not _ANY_ELIGIBILITY or skill.command_tool \
-                or skill.openclaw is not None:
-            # A rule that passed passes again: the same (shared) Eligibility and tools, and
-            # nothing else to check. (It is kept in ``passed``, so its id stays its own.)
+        plain = not skill.command_tool and skill.openclaw is None  # only elig and tools
+        if not plain or skill.requires_tools or elig is not _ANY_ELIGIBILITY:
+            # A plain rule that passed passes again: the same (shared) Eligibility and tools.
+            # (It is kept in ``passed``, so its id stays its own.)
             rule = (id(elig), skill.requires_tools)
-            if (passed.get(rule) is not elig or skill.command_tool
-                    or skill.openclaw is not None):
+            if not plain or passed.get(rule) is not elig:
                 reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
                 if reason:
                     diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
                     if skill.command:
                         excluded_aliases.setdefault(skill.command, name)
                     continue
-                if not skill.command_tool and skill.openclaw is None:
+                if plain:
                     passed[rule] = elig
         if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
             for note in _notes(skill):

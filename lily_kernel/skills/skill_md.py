@@ -29,6 +29,7 @@ _OPEN_LINK_FLAGS = _OPEN_FLAGS & ~_NOFOLLOW
 # first hole: its end, without holes); a FIFO, a device, an empty file or a file system
 # without it answers 0 or an error, and fstat decides.
 _SEEK_HOLE = getattr(os, "SEEK_HOLE", 0) if sys.platform.startswith("linux") else 0
+_PREAD = hasattr(os, "pread")  # (not on Windows, where the offset is still at the start)
 
 
 _MAX_READ = MAX_FILE_BYTES + 1  # one byte more tells "too big"
@@ -51,7 +52,7 @@ def read(path: str) -> bytes | Unreadable:
 
     SKILL.md must be a regular file, or a symlink to one inside the skill folder;
     anything else, or nothing, is "missing". A read that returns exactly the size
-    fstat saw is taken as the whole file; any other outcome reads on to the end.
+    lseek or fstat gave is taken as the whole file; any other outcome reads on to the end.
     """
     skill_md = path + _SKILL_MD
     try:
@@ -74,24 +75,19 @@ def read(path: str) -> bytes | Unreadable:
                 size = os.lseek(fd, 0, _SEEK_HOLE) if _SEEK_HOLE else 0
             except OSError:  # a FIFO, a device, a file system without SEEK_HOLE
                 size = 0
-            if 0 < size < _MAX_READ:  # a regular file (or a folder, whose read fails)
-                data = os.pread(fd, size + 1, 0)
-                if len(data) != size:
-                    os.lseek(fd, len(data), os.SEEK_SET)
-                    data += _read_on(fd, len(data))
-            else:
+            if not 0 < size < _MAX_READ:  # else a regular file (or a folder: its read fails)
                 st = os.fstat(fd)
                 if not S_ISREG(st.st_mode):
                     return MISSING
                 size = st.st_size
-                if _SEEK_HOLE:
-                    os.lseek(fd, 0, os.SEEK_SET)
-                if size < _MAX_READ:
-                    data = os.read(fd, size + 1)
-                    if len(data) != size:
-                        data += _read_on(fd, len(data))
-                else:
-                    data = _read_on(fd, 0)
+            if size < _MAX_READ:  # read from the start, wherever lseek left the offset
+                data = os.pread(fd, size + 1, 0) if _PREAD else os.read(fd, size + 1)
+                if len(data) != size:
+                    os.lseek(fd, len(data), os.SEEK_SET)
+                    data += _read_on(fd, len(data))
+            else:
+                os.lseek(fd, 0, os.SEEK_SET)
+                data = _read_on(fd, 0)
         finally:
             os.close(fd)
     except OSError as exc:

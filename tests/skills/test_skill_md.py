@@ -60,3 +60,14 @@ def test_a_sparse_skill_md_is_read_whole(env):
     assert inside.text == text + "\0" * 65536 + "after the hole\n"
     first = snap.get("hole-first")
     assert first.text == "\0" * 65536 + text and first.summary == ""
+
+
+def test_a_skill_md_over_the_limit_is_refused_and_one_under_it_is_read_whole(env):
+    """The read stops one byte past the 256 KiB limit (the load then refuses the file for its
+    length), however it learnt the size; a file just under the limit is read whole."""
+    body = "---\nsummary: big\n---\n"
+    for name, size in (("over", 300 * 1024), ("under", 255 * 1024)):
+        env.write_skill(env.ws_skills, name, raw=(body + "y" * (size - len(body))).encode())
+    snap = env.snapshot()
+    assert "256 KiB" in env.diag(snap, "skill_error", "over").reason
+    assert len(snap.get("under").text) == 255 * 1024
