@@ -24,11 +24,13 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _OPEN_FLAGS = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
                | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
 _OPEN_LINK_FLAGS = _OPEN_FLAGS & ~_NOFOLLOW
-# On Linux, lseek(SEEK_HOLE) asks that more cheaply than fstat (for which Python builds a whole
-# stat result): only a regular file or a folder answers with a positive offset (a file's
-# first hole: its end, without holes); a FIFO, a device, an empty file or a file system
-# without it answers 0 or an error, and fstat decides.
-_SEEK_HOLE = getattr(os, "SEEK_HOLE", 0) if sys.platform.startswith("linux") else 0
+# On Linux, lseek(SEEK_END) asks that more cheaply than fstat (for which Python builds a whole
+# stat result) or lseek(SEEK_HOLE) (which walks the file's extents): a regular file answers
+# its size; a folder answers an offset its read then refuses; a FIFO, a terminal, an empty
+# file and the usual devices answer 0 or an error, and fstat decides. (A device node, which
+# only root can make, whose driver answers a size under the limit is read like a file:
+# within the limit, without blocking.)
+_SIZE_FIRST = sys.platform.startswith("linux")
 _PREAD = hasattr(os, "pread")  # (not on Windows, where the offset is still at the start)
 
 
@@ -51,8 +53,9 @@ def read(path: str) -> bytes | Unreadable:
     """The first _MAX_READ bytes of the skill folder's SKILL.md, or why they cannot be read.
 
     SKILL.md must be a regular file, or a symlink to one inside the skill folder;
-    anything else, or nothing, is "missing". A read that returns exactly the size
-    lseek or fstat gave is taken as the whole file; any other outcome reads on to the end.
+    anything else, or nothing, is "missing" (but for a device node that tells lseek its
+    size: see _SIZE_FIRST). A read that returns exactly the size lseek or fstat gave is
+    taken as the whole file; any other outcome reads on to the end.
     """
     skill_md = path + _SKILL_MD
     try:
@@ -71,9 +74,9 @@ def read(path: str) -> bytes | Unreadable:
             return opened
         fd = opened
         try:  # read up to _MAX_READ bytes, to the end of the file
-            try:  # the offset of the file's first hole, where it has one to tell
-                size = os.lseek(fd, 0, _SEEK_HOLE) if _SEEK_HOLE else 0
-            except OSError:  # a FIFO, a device, a file system without SEEK_HOLE
+            try:  # the file's size, where lseek tells it
+                size = os.lseek(fd, 0, os.SEEK_END) if _SIZE_FIRST else 0
+            except OSError:  # a FIFO, a terminal, a device
                 size = 0
             if not 0 < size < _MAX_READ:  # else a regular file (or a folder: its read fails)
                 st = os.fstat(fd)

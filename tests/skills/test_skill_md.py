@@ -43,8 +43,7 @@ def test_a_device_named_skill_md_is_missing(env):
 
 
 def test_a_sparse_skill_md_is_read_whole(env):
-    """A file with holes (read as zeros) is read to its end, wherever its first hole is: the
-    read that trusts the first hole as the file's end checks the length it got."""
+    """A file with holes (read as zeros) is read to its end, wherever its holes are."""
     text = "---\nsummary: holes\n---\nBody.\n"
     for name, layout in (("hole-inside", (text, 65536, "after the hole\n")),
                          ("hole-first", ("", 65536, text))):
@@ -71,3 +70,33 @@ def test_a_skill_md_over_the_limit_is_refused_and_one_under_it_is_read_whole(env
     snap = env.snapshot()
     assert "256 KiB" in env.diag(snap, "skill_error", "over").reason
     assert len(snap.get("under").text) == 255 * 1024
+
+
+READ_PROC = """
+import sys
+from lily_kernel.skills.skill_md import read
+sys.stdout.write(repr(read(sys.argv[1]) == open("/proc/version", "rb").read()))
+"""
+
+
+def test_a_skill_md_whose_size_the_system_does_not_tell_is_read_to_its_end(tmp_path):
+    """A file whose size is not its length (a /proc file: size 0, text behind it) is read on
+    to its end: the read checks the length it got against the size it was told. Run in a
+    private mount namespace, where /proc/version is bind-mounted as a skill's SKILL.md
+    (root only, and where unshare and mount are allowed; skipped otherwise)."""
+    import shutil
+    import subprocess
+    import sys
+    skill = tmp_path / "proc"
+    skill.mkdir()
+    (skill / "SKILL.md").touch()
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) to bind-mount a /proc file")
+    script = 'mount --bind /proc/version "$1" && exec "$2" -c "$3" "$4"'
+    run = subprocess.run([unshare, "--mount", "sh", "-c", script, "sh", str(skill / "SKILL.md"),
+                          sys.executable, READ_PROC, str(skill)],
+                         capture_output=True, text=True, timeout=60)
+    if run.returncode != 0 and "mount" in run.stderr + run.stdout:
+        pytest.skip(f"this system refuses the bind mount: {run.stderr.strip()[:200]}")
+    assert (run.returncode, run.stdout) == (0, "True"), run.stderr
