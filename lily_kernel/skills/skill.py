@@ -261,9 +261,26 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
         raise SkillError(f"'metadata' must be a mapping, not {kind_of(metadata)}")
 
     requires_tools = get("requires_tools")
-    requires_tools = _str_list(requires_tools, "requires_tools") if requires_tools is not None else ()
+    if requires_tools is None:
+        requires_tools = ()
+    else:
+        try:  # a list seen good before: that (shared) tuple
+            known = (_TOOL_LISTS.get(tuple(requires_tools))
+                     if requires_tools.__class__ is list else None)
+        except TypeError:  # an item that is a list or a mapping
+            known = None
+        requires_tools = known or _tool_list(requires_tools)
     eligibility = get("eligibility")
-    eligibility = _eligibility(eligibility) if eligibility is not None else _ANY_ELIGIBILITY
+    if eligibility is None:
+        eligibility = _ANY_ELIGIBILITY
+    else:
+        try:  # the usual rule, an OS list only, seen good before: that (shared) Eligibility
+            os_list = (eligibility.get("os")
+                       if eligibility.__class__ is dict and len(eligibility) == 1 else None)
+            shared = _BY_OS.get(tuple(os_list)) if os_list.__class__ is list else None
+        except TypeError:  # an item that is a list or a mapping
+            shared = None
+        eligibility = shared or _eligibility(eligibility)
     allowed_tools = get("allowed-tools")
     allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
 
@@ -352,15 +369,6 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
 def _eligibility(value: Any) -> Eligibility:
     if value is None:
         return _ANY_ELIGIBILITY
-    if value.__class__ is dict and len(value) == 1:  # the usual rule: an OS list only
-        os_list = value.get("os")
-        if os_list.__class__ is list:
-            try:
-                known = _BY_OS.get(tuple(os_list))
-            except TypeError:  # an item that is a list or a mapping: the checks below
-                known = None
-            if known is not None:
-                return known
     if not isinstance(value, dict):
         raise SkillError(f"'eligibility' must be a mapping, not {kind_of(value)}")
     if not value.keys() <= _ELIGIBILITY_KEYS:
@@ -399,6 +407,16 @@ def _eligibility(value: Any) -> Eligibility:
 
 # OS list (a tuple of names, checked) -> the Eligibility of a rule that has only it.
 _BY_OS: dict[tuple[str, ...], Eligibility] = {}
+# A requires_tools list seen good (as a tuple) -> that tuple, shared by the skills naming it.
+_TOOL_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _tool_list(value: Any) -> tuple[str, ...]:
+    """``requires_tools`` as a tuple, checked (:func:`_str_list`) and kept in _TOOL_LISTS."""
+    tools = _str_list(value, "requires_tools")
+    if len(_TOOL_LISTS) >= 256:
+        _TOOL_LISTS.clear()
+    return _TOOL_LISTS.setdefault(tools, tools)
 
 
 def _allowed_tools(value: Any) -> tuple[str, ...]:

@@ -258,6 +258,23 @@ def test_skills_with_the_same_os_rule_share_one_eligibility_and_a_bad_list_still
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, beos]}\n---\n")
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, [darwin]]}\n---\n")
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, 3]}\n---\n")
+    # Nor for a mapping or a string whose keys or letters would spell a list seen good.
+    assert "'eligibility.os'" in bad("---\neligibility: {os: {linux: 1, darwin: 2}}\n---\n")
+    ok("---\neligibility: {os: [linux]}\n---\n")
+    assert "'eligibility.os'" in bad("---\neligibility: {os: {linux: 1}}\n---\n")
+    assert "'eligibility'" in bad("---\neligibility: [os]\n---\n")
+
+
+def test_skills_with_the_same_required_tools_share_one_tuple_and_a_bad_value_still_fails():
+    first = ok("---\nrequires_tools: [read, list]\n---\n")
+    again = ok("---\nrequires_tools:\n  - read\n  - list\n---\n", name="other")
+    assert again.requires_tools is first.requires_tools == ("read", "list")
+    assert ok("---\nrequires_tools: [list, read]\n---\n").requires_tools == ("list", "read")
+    # A list seen good vouches for no mapping, string, longer list or list with a list in it.
+    ok("---\nrequires_tools: [r, e, a, d]\n---\n")
+    for value in ("read", "{read: 1, list: 2}", "[read, list, '']", "[read, [list]]",
+                  "[read, list, 3]"):
+        assert "'requires_tools'" in bad(f"---\nrequires_tools: {value}\n---\n"), value
 
 
 def test_tool_dispatch_without_command_tool_is_a_skill_error():

@@ -69,6 +69,8 @@ def test_the_hash_of_a_fixed_tree_is_pinned(env):
     assert snap.names() == ["block-lists", "clash-a", "clash-b", "crlf-bom", "gated",
                             "no-frontmatter", "openclaw", "scalars", "typed", "usual"]
     assert snap.hash == PINNED_HASH
+    from lily_kernel.skills.loader import _content_hash
+    assert _content_hash(snap.skills) == PINNED_HASH  # (the load feeds the hash inline)
     # every broken skill is reported at load, with its reason
     assert [(d.skill, d.reason) for d in snap.diagnostics if d.kind == "skill_error"] == [
         ("bad-alias", "invalid YAML frontmatter: anchors (&name) are not allowed (line 2)"),
