@@ -22,7 +22,15 @@ from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import _ANY_ELIGIBILITY, MAX_DESCRIPTION, Eligibility, Skill, parse
+from lily_kernel.skills.skill import (
+    _ANY_ELIGIBILITY,
+    MAX_DESCRIPTION,
+    Eligibility,
+    Skill,
+    all_names_valid,
+    parse,
+    parse_named,
+)
 from lily_kernel.skills.skill_md import Unreadable as _Unreadable
 from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
@@ -149,6 +157,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
     # Every winner's SKILL.md is read first and parsed after: run back to back, the
     # system calls and the parsing each keep the CPU caches the other would evict.
     order = sorted(winners)
+    parse_data = parse_named if all_names_valid(order) else parse  # (else each is checked)
     contents = [_read(w[1]) if w[2] is None else None
                 for w in map(winners.__getitem__, order)]
 
@@ -182,7 +191,7 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             continue
         assert data is not None  # read whenever discovery found no error
         try:
-            skill = parse(name, source, path, data)
+            skill = parse_data(name, source, path, data)
         except SkillError as exc:
             diagnostics.append(Diagnostic("skill_error", name, source, path, str(exc)))
             continue

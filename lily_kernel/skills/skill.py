@@ -142,6 +142,28 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def all_names_valid(names: list[str]) -> bool:
+    """True when each of ``names`` is a valid skill name (:func:`name_problem` says None of
+    each), told for them all at once, for a load; else False. Each is lowercase letters and
+    digits, runs of which single '-' or '_' join: "/".join(names) holds no other character,
+    and, with both separators and '/' read as '-', starts and ends with no '-' and holds
+    no two together. (No folder's name holds a '/'; the count of them checks it.)"""
+    if not names:
+        return True
+    joined = "/".join(names)
+    try:
+        if joined.encode("ascii").translate(None, _NAME_BYTES):
+            return False  # a character no name may hold
+    except UnicodeEncodeError:
+        return False
+    dashed = joined.replace("_", "-").replace("/", "-")
+    return (dashed != "" and dashed[0] != "-" and dashed[-1] != "-" and "--" not in dashed
+            and joined.count("/") == len(names) - 1 and max(map(len, names)) <= MAX_NAME_LEN)
+
+
+_NAME_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789-_/"
+
+
 def parse(name: str, source: str, path: str, data: bytes) -> Skill:
     """Parse SKILL.md bytes of the skill directory ``path`` named ``name``.
 
@@ -149,6 +171,11 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
     """
     if len(name) > MAX_NAME_LEN or not _NAME_MATCH(name):
         raise SkillError(name_problem(name))
+    return parse_named(name, source, path, data)
+
+
+def parse_named(name: str, source: str, path: str, data: bytes) -> Skill:
+    """:func:`parse` of a skill whose name is known to be valid (:func:`all_names_valid`)."""
     try:
         text, body, meta = _parse_document(data)
     except FrontmatterError as exc:

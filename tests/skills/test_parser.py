@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lily_kernel.errors import SkillError
 from lily_kernel.skills import frontmatter
@@ -353,6 +355,39 @@ def test_invalid_directory_names_are_skill_errors(dirname):
                                      "v2-tool_mix"])
 def test_valid_directory_names_load(dirname):
     assert ok("---\nsummary: x\n---\n", name=dirname).name == dirname
+
+
+INVALID_NAMES = ["Upper", "MixedCase", "has space", "-lead", "trail-", "_lead", "trail_",
+                 "double--dash", "double__under", "mixed-_sep", "dot.name", "ünïcode", "x" * 65]
+VALID_NAMES = ["plan_compiler", "pdf-processing", "a", "x1", "a" * 64, "v2-tool_mix", "42"]
+
+
+def test_all_names_valid_tells_a_load_s_names_at_once_as_each_alone():
+    """The load asks once for all its names (skill.all_names_valid); True must mean each
+    name passes name_problem, and any bad one (or an empty one, or one holding '/') must
+    make it False, so that each is then checked alone and the bad one named."""
+    from lily_kernel.skills.skill import all_names_valid, name_problem
+    assert all_names_valid(VALID_NAMES) and all_names_valid([])
+    for wrong in [*INVALID_NAMES, "", "a/b", "a/", "/a", "a//b"]:
+        for names in ([wrong], [*VALID_NAMES, wrong], [wrong, *VALID_NAMES]):
+            assert not all_names_valid(names), names
+    assert all(name_problem(n) is None for n in VALID_NAMES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from(list("ab09-_/. A\né")), max_size=6), max_size=4))
+def test_all_names_valid_never_vouches_for_a_bad_name(names):
+    from lily_kernel.skills.skill import all_names_valid, name_problem
+    each = all(name_problem(n) is None and "\n" not in n and "/" not in n for n in names)
+    assert all_names_valid(names) == each, names
+
+
+def test_a_load_with_one_bad_name_names_it_and_loads_the_rest(env):
+    for name in ("good-one", "Bad_Name", "good_two"):
+        env.write_skill(env.ws_skills, name, "summary: x")
+    snap = env.snapshot()
+    assert snap.names() == ["good-one", "good_two"]
+    assert "skill name 'Bad_Name' is invalid" in env.diag(snap, "skill_error", "Bad_Name").reason
 
 
 def test_both_v0_and_agent_skills_naming_styles_load():
