@@ -32,10 +32,12 @@ spaces), so a block's lines cost one lookup each. Duplicate keys are not looked 
 line: every line read stores one entry (a blank line none), so the document has none when
 the mappings and lists hold as many entries as it has such lines; when they hold fewer, or
 any line is not one of these, the second loop reads the document from its start. In a
-document of printable ASCII without a backslash or "#" (checked in one pass, in C: ``_CLEAN``
-leaves its bytes as they are), a value text that starts with a character no indicator or
-resolver claims, or with one of "yYnNtTfFoO" when it is not a bool or null word, with no ":"
-or space at its end, is that very string (no ": " is in it: the line was split at its last):
+clean document (no backslash or "#", each character printable, line ends apart: in one
+pass, in C; in ASCII ``_CLEAN`` leaves its bytes as they are, beyond it ``str.isprintable``,
+which no character YAML refuses or reads as a break passes, nor any _remember leaves to
+PyYAML), a value text that starts with a character no indicator or resolver claims, or with
+one of "yYnNtTfFoO" when it is not a bool or null word, with no ":" or space at its end, is
+that very string (no ": " is in it: the line was split at its last):
 it is taken as it stands, without a lookup (most names and descriptions are seen once, so a
 lookup would only miss). So is a value text ``"..."`` or ``'...'`` with no other quote of its
 kind in it: its value is the text between the quotes (version strings are quoted, and each
@@ -135,7 +137,9 @@ def parse(source: str) -> Any:
     value: Any  # that block's list or mapping, once its first item is seen
     hit: Any  # what _padded or _heads says of an indented key or a line without ": "
     target: Any  # the mapping a "key: value" line goes into
-    if source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data:
+    if (source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data) or (
+            "#" not in source and "\\" not in source and not source.isascii()
+            and source.replace("\n", " ").isprintable()):  # clean (see the module's docstring)
         plain, quotes, wordy = _PLAIN_FIRST, _QUOTES, _WORDY  # see _is_plain and _is_quoted
         fast = True
     else:
@@ -488,8 +492,8 @@ def _remember(raw: str) -> object:
 
 
 def _is_plain(raw: str, clean: bool) -> bool:
-    """Whether value text ``raw`` of a clean document (printable ASCII, no backslash or "#": see
-    _CLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`'s first
+    """Whether value text ``raw`` of a clean document (no backslash or "#", every character
+    printable: see parse) is, as it stands, a plain scalar that reads as a string; :func:`parse`'s first
     loop inlines it (its second loop, the part without _WORDY). True only where
     :func:`_remember` would classify ``raw`` as ``raw`` itself."""
     return (clean and bool(raw) and raw[-1] not in " :" and ": " not in raw

@@ -618,3 +618,73 @@ def test_the_first_loop_leaves_these_to_the_second():
                                                    {"k": "x: y", "m": {"a": "1: 2"}})):
         for _ in range(2):
             assert _same(_check(src), expected), src
+
+
+# --- clean beyond ASCII: every character printable to Python --------------------------
+
+# Printable beyond ASCII (Latin, CJK, a dash, an emoji, a combining accent), and characters
+# YAML reads as text but Python does not call printable (a no-break space, a zero-width
+# space, an ideographic space, a private-use one), or YAML refuses or reads as a break.
+WIDE = ["\u00e9", "\u4e2d", "\u2014", "\U0001f600", "e\u0301", "\u00a0", "\u200b", "\u3000",
+        "\ue000", "\x85", "\u2028", "\ufeff", "\t"]
+WIDE_TEXT = st.builds(lambda a, b, c: a + b + c, _word(ALNUM[:52], ALNUM + " .-", 6),
+                      st.sampled_from(WIDE),
+                      st.lists(st.sampled_from(list("ab .-") + WIDE), max_size=4).map("".join))
+WIDE_VALUES = _weighted((4, WIDE_TEXT), (2, SAFE_TEXT), (1, WORDY_TEXT),
+                        (1, st.builds(lambda q, t: q + t + q, st.sampled_from(["'", '"']),
+                                      WIDE_TEXT)),
+                        (1, st.sampled_from(["\u00e9", "\u00e9t\u00e9", "'\u00e9'", "[\u00e9]",
+                                             "\u00e9: x", "x \u00e9", "x\u00a0"])))
+
+
+@st.composite
+def wide_documents(draw):
+    """Documents of the usual shapes whose values go beyond ASCII: clean ones (every
+    character printable) and ones with a single character that is not."""
+    lines = []
+    for key in draw(st.lists(SAFE_KEY, min_size=1, max_size=4, unique=True)):
+        kind = draw(st.integers(0, 3))
+        if kind < 2:
+            lines.append(f"{key}: {draw(WIDE_VALUES)}")
+        elif kind == 2:
+            lines.append(f"{key}:")
+            for sub in draw(st.lists(SAFE_KEY, max_size=3, unique=True)):
+                lines.append(f"  {sub}: {draw(WIDE_VALUES)}")
+        else:
+            lines.append(f"{key}:")
+            lines += [f"  - {draw(WIDE_VALUES)}" for _ in range(draw(st.integers(0, 2)))]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(wide_documents())
+@example("a: caf\u00e9 x\n")
+@example("a: x\u00a0\n")
+@example("a: \u00e9t\u00e9 \u2014 ok\nm:\n  b: '\u4e2d'\n  c: \"x\u200b\"\n")
+@example("a: yes \u00e9\nb: No\u3000\n")
+def test_wide_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
+    """A document beyond ASCII takes the shortcuts only when every character is printable to
+    Python; its answer is PyYAML's and the one the per-text checks give (a comment line in
+    front sends it to the second loop, without shortcuts), FALLBACK included."""
+    fast = _check(src)
+    general = fastyaml.parse("#\n" + src)
+    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+
+
+def test_a_printable_document_beyond_ascii_takes_the_shortcuts():
+    """Its plain values (that start in ASCII) and quoted ones are taken as they stand (not kept in
+    _values, the classification); one character Python does not call printable, or a "\\" or "#", sends every
+    value text through the per-text checks (kept in _values)."""
+    for src, expected in (("d: Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe\nv: '1.\u00e9'\n",
+                           {"d": "Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe", "v": "1.\u00e9"}),
+                          ("m:\n  a: ok \u4e2d\u6587\n  b: \"\U0001f600\"\n",
+                           {"m": {"a": "ok \u4e2d\u6587", "b": "\U0001f600"}})):
+        fastyaml._values.clear()
+        assert _same(_check(src), expected), src
+        assert not any(not t.isascii() for t in fastyaml._values), src
+    for src in ("d: Caf\u00e9 \u2014 x\nz: a\u00a0b\n", "d: Caf\u00e9 \u2014 x\nz: a\\b\n",
+                "d: Caf\u00e9 \u2014 x\n# c\n"):
+        fastyaml._values.clear()
+        result = _check(src)
+        assert "Caf\u00e9 \u2014 x" in fastyaml._values, src
+        assert result is FALLBACK or result["d"] == "Caf\u00e9 \u2014 x", src
