@@ -119,6 +119,8 @@ _vget, _kget, _pget, _hget = _values.get, _keys.get, _padded.get, _heads.get
 # and any other byte to another: a document is clean when translate leaves it unchanged.
 _CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
                for c in range(256))
+# The same, "#" kept: a document with comments, clean otherwise (see parse's second loop).
+_COMMENTED = bytes(c if c == 0x23 else c_ for c, c_ in enumerate(_CLEAN))
 
 
 def parse(source: str) -> Any:
@@ -145,6 +147,10 @@ def parse(source: str) -> Any:
     else:
         plain = quotes = wordy = _NOTHING
         fast = "#" not in source
+        if not fast and "\\" not in source and (
+                data.translate(_COMMENTED) == data if source.isascii()
+                else source.replace("\n", " ").isprintable()):
+            plain, quotes = _PLAIN_FIRST, _QUOTES  # clean but for "#": the second loop's shortcuts
     if fast:  # the first loop (see the module's docstring); any surprise: break
         lines = source.split("\n")
         out = {}
@@ -278,7 +284,8 @@ def parse(source: str) -> Any:
             if known and known not in target:
                 if raw:
                     first = raw[0]
-                    if first in plain and raw[-1] not in " :" and ": " not in raw:
+                    if (first in plain and raw[-1] not in " :" and ": " not in raw
+                            and (fast or " #" not in raw)):  # (no "#": no comment after it)
                         target[known] = raw  # _is_plain, inlined
                         continue
                     if first in quotes and raw[-1] == first and raw.count(first) == 2:

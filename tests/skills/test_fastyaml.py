@@ -622,6 +622,10 @@ def test_the_first_loop_leaves_these_to_the_second():
 
 # --- clean beyond ASCII: every character printable to Python --------------------------
 
+# A comment line YAML reads (PyYAML does too) whose no-break space Python does not call
+# printable: the document goes to the second loop, every value text through _remember.
+UNPRINTABLE_COMMENT = "#\u00a0\n"
+
 # Printable beyond ASCII (Latin, CJK, a dash, an emoji, a combining accent), and characters
 # YAML reads as text but Python does not call printable (a no-break space, a zero-width
 # space, an ideographic space, a private-use one), or YAML refuses or reads as a break.
@@ -664,17 +668,18 @@ def wide_documents(draw):
 @example("a: yes \u00e9\nb: No\u3000\n")
 def test_wide_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
     """A document beyond ASCII takes the shortcuts only when every character is printable to
-    Python; its answer is PyYAML's and the one the per-text checks give (a comment line in
-    front sends it to the second loop, without shortcuts), FALLBACK included."""
+    Python; its answer is PyYAML's and the one the per-text checks give (a comment with a
+    no-break space in front: the second loop, without shortcuts), FALLBACK included."""
     fast = _check(src)
-    general = fastyaml.parse("#\n" + src)
+    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
     assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
 
 
 def test_a_printable_document_beyond_ascii_takes_the_shortcuts():
-    """Its plain values (that start in ASCII) and quoted ones are taken as they stand (not kept in
-    _values, the classification); one character Python does not call printable, or a "\\" or "#", sends every
-    value text through the per-text checks (kept in _values)."""
+    """Its plain values (that start in ASCII) and quoted ones are taken as they stand (not kept
+    in _values); one character Python does not call printable, or a "\\", sends every value
+    text through the per-text checks (kept in _values); with a "#", a comment after a value
+    is left to PyYAML."""
     for src, expected in (("d: Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe\nv: '1.\u00e9'\n",
                            {"d": "Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe", "v": "1.\u00e9"}),
                           ("m:\n  a: ok \u4e2d\u6587\n  b: \"\U0001f600\"\n",
@@ -682,9 +687,63 @@ def test_a_printable_document_beyond_ascii_takes_the_shortcuts():
         fastyaml._values.clear()
         assert _same(_check(src), expected), src
         assert not any(not t.isascii() for t in fastyaml._values), src
-    for src in ("d: Caf\u00e9 \u2014 x\nz: a\u00a0b\n", "d: Caf\u00e9 \u2014 x\nz: a\\b\n",
-                "d: Caf\u00e9 \u2014 x\n# c\n"):
+    for src in ("d: Caf\u00e9 \u2014 x\nz: a\u00a0b\n", "d: Caf\u00e9 \u2014 x\nz: a\\b\n"):
         fastyaml._values.clear()
         result = _check(src)
         assert "Caf\u00e9 \u2014 x" in fastyaml._values, src
         assert result is FALLBACK or result["d"] == "Caf\u00e9 \u2014 x", src
+    # With a "#", only the second loop's shortcuts: a comment after a value is PyYAML's.
+    assert _check("d: Caf\u00e9 \u2014 x\nz: y # c\n") is FALLBACK
+
+
+# --- clean but for comments: the second loop's shortcuts -------------------------------
+
+COMMENTS = st.sampled_from(["# c", "#", "  # indented", "#x: y", "# a: b", "#\u00e9 \u2014"])
+TRAILING_COMMENTS = st.sampled_from(["", "", "", " # note", " #", "#x", " #\u00e9"])
+
+
+@st.composite
+def commented_documents(draw):
+    """Documents of the first loop's shapes with comment lines between their lines, and
+    sometimes a comment (or a "#" that is none) after a value: ASCII or beyond."""
+    lines = draw(first_loop_documents()).split("\n")
+    for _ in range(draw(st.integers(1, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(COMMENTS))
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(lines) - 1))
+        lines[at] += draw(TRAILING_COMMENTS)
+    return "\n".join(lines)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(commented_documents())
+@example("# c\nname: x\ndescription: plain words\n")
+@example("a: x #c\n")
+@example("a: x#c\nb: 'q #'\nc: \"r # s\"\n")
+@example("# \u00e9\na: caf\u00e9 # x\n")
+def test_commented_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
+    """A document with comments, clean otherwise, takes the second loop's shortcuts (a plain
+    value with " #" in it does not); its answer is PyYAML's and the one the per-text checks
+    give, FALLBACK included."""
+    fast = _check(src)
+    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
+    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+
+
+def test_a_commented_document_takes_the_shortcuts_unless_a_value_has_a_comment():
+    """A plain or quoted value of a document with comment lines is taken as it stands (not kept
+    in _values); a "\\", a tab or a character Python does not call printable anywhere sends
+    every value through the per-text checks; a value with " #" in it ends before it (PyYAML
+    reads a comment), which the fast path leaves to PyYAML."""
+    src = "# kept by the docs team\nname: docs-helper-7\ndescription: Rewrite page 7.\nv: '1.7'\n"
+    for doc in (src, src.replace("docs team", "\u00e9quipe")):
+        fastyaml._values.clear()
+        assert _same(_check(doc), {"name": "docs-helper-7", "description": "Rewrite page 7.",
+                                   "v": "1.7"}), doc
+        assert not fastyaml._values, doc
+    for doc in (src.replace("team", "team\u00a0"), src + "w: x\\y\n", src + "# \t\n"):
+        fastyaml._values.clear()
+        _check(doc)
+        assert "docs-helper-7" in fastyaml._values or fastyaml.parse(doc) is FALLBACK, doc
+    assert fastyaml.parse(src + "w: x # note\n") is FALLBACK
+    assert _check(src + "w: x#y\n")["w"] == "x#y"
