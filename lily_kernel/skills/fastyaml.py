@@ -147,12 +147,13 @@ def parse(source: str) -> Any:
     else:
         plain = quotes = wordy = _NOTHING
         fast = "#" not in source
-        if not fast and "\\" not in source and (
-                data.translate(_COMMENTED) == data if source.isascii()
-                else source.replace("\n", " ").isprintable()):
+        if not fast and (data.translate(_COMMENTED) == data if source.isascii() else (
+                "\\" not in source and source.replace("\n", " ").isprintable())):
             plain, quotes = _PLAIN_FIRST, _QUOTES  # clean but for "#": the second loop's shortcuts
     if fast:  # the first loop (see the module's docstring); any surprise: break
         lines = source.split("\n")
+        if not lines[-1]:
+            del lines[-1]  # (what follows the last line's "\n")
         out = {}
         block = value = None
         stored = skipped = 0  # entries of closed blocks; lines that store none

@@ -741,9 +741,12 @@ def test_a_commented_document_takes_the_shortcuts_unless_a_value_has_a_comment()
         assert _same(_check(doc), {"name": "docs-helper-7", "description": "Rewrite page 7.",
                                    "v": "1.7"}), doc
         assert not fastyaml._values, doc
-    for doc in (src.replace("team", "team\u00a0"), src + "w: x\\y\n", src + "# \t\n"):
+    for doc in (src.replace("team", "team\u00a0"), src + "w: x\\y\n", src + "# \t\n",
+                src + "w: x\ty\n", src + "w: x\x07\n", src + "w: x\ry\n"):
         fastyaml._values.clear()
         _check(doc)
         assert "docs-helper-7" in fastyaml._values or fastyaml.parse(doc) is FALLBACK, doc
     assert fastyaml.parse(src + "w: x # note\n") is FALLBACK
+    # Beyond ASCII, a "\\" is looked for apart (str.isprintable lets it by): an escape.
+    assert _check('# \u00e9\nw: "x\\ny"\n') is FALLBACK
     assert _check(src + "w: x#y\n")["w"] == "x#y"
