@@ -45,7 +45,9 @@ is seen once). :func:`_is_plain` and :func:`_is_quoted` say what these two short
 
 The second loop reads every document the first one does not (comments, a key: line followed
 by spaces, a quoted value with ": " in it, anything that falls back): line by line, as the
-first loop was written to agree with, and it alone answers :data:`FALLBACK`.
+first loop was written to agree with, and it alone answers :data:`FALLBACK`. It takes the
+same two shortcuts in a clean document, and in one clean but for its "#" (``_COMMENTED``),
+a plain value text then only with no " #" in it (no comment after it).
 """
 from __future__ import annotations
 
