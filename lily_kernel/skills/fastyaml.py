@@ -154,8 +154,6 @@ def parse(source: str) -> Any:
             plain, quotes = _PLAIN_FIRST, _QUOTES  # clean but for "#": the second loop's shortcuts
     if fast:  # the first loop (see the module's docstring); any surprise: break
         lines = source.split("\n")
-        if not lines[-1]:
-            del lines[-1]  # (what follows the last line's "\n")
         out = {}
         block = value = None
         stored = skipped = 0  # entries of closed blocks; lines that store none
