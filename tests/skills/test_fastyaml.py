@@ -626,6 +626,14 @@ def test_the_first_loop_leaves_these_to_the_second():
 # printable: the document goes to the second loop, every value text through _remember.
 UNPRINTABLE_COMMENT = "#\u00a0\n"
 
+
+def _check_against_the_per_text_checks(src: str) -> None:
+    """parse agrees with PyYAML on ``src``, and gives what it gives with every value text
+    classified (UNPRINTABLE_COMMENT in front), FALLBACK included."""
+    fast = _check(src)
+    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
+    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+
 # Printable beyond ASCII (Latin, CJK, a dash, an emoji, a combining accent), and characters
 # YAML reads as text but Python does not call printable (a no-break space, a zero-width
 # space, an ideographic space, a private-use one), or YAML refuses or reads as a break.
@@ -670,9 +678,7 @@ def test_wide_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
     """A document beyond ASCII takes the shortcuts only when every character is printable to
     Python; its answer is PyYAML's and the one the per-text checks give (a comment with a
     no-break space in front: the second loop, without shortcuts), FALLBACK included."""
-    fast = _check(src)
-    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
-    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+    _check_against_the_per_text_checks(src)
 
 
 def test_a_printable_document_beyond_ascii_takes_the_shortcuts():
@@ -725,9 +731,7 @@ def test_commented_documents_agree_with_pyyaml_and_with_the_per_text_checks(src)
     """A document with comments, clean otherwise, takes the second loop's shortcuts (a plain
     value with " #" in it does not); its answer is PyYAML's and the one the per-text checks
     give, FALLBACK included."""
-    fast = _check(src)
-    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
-    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+    _check_against_the_per_text_checks(src)
 
 
 def test_a_commented_document_takes_the_shortcuts_unless_a_value_has_a_comment():
