@@ -32,10 +32,12 @@ spaces), so a block's lines cost one lookup each. Duplicate keys are not looked 
 line: every line read stores one entry (a blank line none), so the document has none when
 the mappings and lists hold as many entries as it has such lines; when they hold fewer, or
 any line is not one of these, the second loop reads the document from its start. In a
-document of printable ASCII without a backslash or "#" (checked in one pass, in C: ``_CLEAN``
-leaves its bytes as they are), a value text that starts with a character no indicator or
-resolver claims, or with one of "yYnNtTfFoO" when it is not a bool or null word, with no ":"
-or space at its end, is that very string (no ": " is in it: the line was split at its last):
+clean document (no backslash or "#", each character printable, line ends apart: in one
+pass, in C; in ASCII ``_CLEAN`` leaves its bytes as they are, beyond it ``str.isprintable``,
+which no character YAML refuses or reads as a break passes, nor any _remember leaves to
+PyYAML), a value text that starts with a character no indicator or resolver claims, or with
+one of "yYnNtTfFoO" when it is not a bool or null word, with no ":" or space at its end, is
+that very string (no ": " is in it: the line was split at its last):
 it is taken as it stands, without a lookup (most names and descriptions are seen once, so a
 lookup would only miss). So is a value text ``"..."`` or ``'...'`` with no other quote of its
 kind in it: its value is the text between the quotes (version strings are quoted, and each
@@ -43,7 +45,9 @@ is seen once). :func:`_is_plain` and :func:`_is_quoted` say what these two short
 
 The second loop reads every document the first one does not (comments, a key: line followed
 by spaces, a quoted value with ": " in it, anything that falls back): line by line, as the
-first loop was written to agree with, and it alone answers :data:`FALLBACK`.
+first loop was written to agree with, and it alone answers :data:`FALLBACK`. It takes the
+same two shortcuts in a clean document, and in one clean but for its "#" (``_COMMENTED``),
+a plain value text then only with no " #" in it (no comment after it).
 """
 from __future__ import annotations
 
@@ -117,6 +121,8 @@ _vget, _kget, _pget, _hget = _values.get, _keys.get, _padded.get, _heads.get
 # and any other byte to another: a document is clean when translate leaves it unchanged.
 _CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
                for c in range(256))
+# The same, "#" kept: a document with comments, clean otherwise (see parse's second loop).
+_COMMENTED = bytes(c if c == 0x23 else c_ for c, c_ in enumerate(_CLEAN))
 
 
 def parse(source: str) -> Any:
@@ -135,12 +141,17 @@ def parse(source: str) -> Any:
     value: Any  # that block's list or mapping, once its first item is seen
     hit: Any  # what _padded or _heads says of an indented key or a line without ": "
     target: Any  # the mapping a "key: value" line goes into
-    if source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data:
+    if (source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data) or (
+            "#" not in source and "\\" not in source and not source.isascii()
+            and source.replace("\n", " ").isprintable()):  # clean (see the module's docstring)
         plain, quotes, wordy = _PLAIN_FIRST, _QUOTES, _WORDY  # see _is_plain and _is_quoted
         fast = True
     else:
         plain = quotes = wordy = _NOTHING
         fast = "#" not in source
+        if not fast and (data.translate(_COMMENTED) == data if source.isascii() else (
+                "\\" not in source and source.replace("\n", " ").isprintable())):
+            plain, quotes = _PLAIN_FIRST, _QUOTES  # clean but for "#": the second loop's shortcuts
     if fast:  # the first loop (see the module's docstring); any surprise: break
         lines = source.split("\n")
         out = {}
@@ -274,7 +285,8 @@ def parse(source: str) -> Any:
             if known and known not in target:
                 if raw:
                     first = raw[0]
-                    if first in plain and raw[-1] not in " :" and ": " not in raw:
+                    if (first in plain and raw[-1] not in " :" and ": " not in raw
+                            and (fast or " #" not in raw)):  # (no "#": no comment after it)
                         target[known] = raw  # _is_plain, inlined
                         continue
                     if first in quotes and raw[-1] == first and raw.count(first) == 2:
@@ -488,8 +500,8 @@ def _remember(raw: str) -> object:
 
 
 def _is_plain(raw: str, clean: bool) -> bool:
-    """Whether value text ``raw`` of a clean document (printable ASCII, no backslash or "#": see
-    _CLEAN) is, as it stands, a plain scalar that reads as a string; :func:`parse`'s first
+    """Whether value text ``raw`` of a clean document (no backslash or "#", every character
+    printable: see parse) is, as it stands, a plain scalar that reads as a string; :func:`parse`'s first
     loop inlines it (its second loop, the part without _WORDY). True only where
     :func:`_remember` would classify ``raw`` as ``raw`` itself."""
     return (clean and bool(raw) and raw[-1] not in " :" and ": " not in raw

@@ -618,3 +618,139 @@ def test_the_first_loop_leaves_these_to_the_second():
                                                    {"k": "x: y", "m": {"a": "1: 2"}})):
         for _ in range(2):
             assert _same(_check(src), expected), src
+
+
+# --- clean beyond ASCII: every character printable to Python --------------------------
+
+# A comment line YAML reads (PyYAML does too) whose no-break space Python does not call
+# printable: the document goes to the second loop, every value text through _remember.
+UNPRINTABLE_COMMENT = "#\u00a0\n"
+
+
+def _check_against_the_per_text_checks(src: str) -> None:
+    """parse agrees with PyYAML on ``src``, and gives what it gives with every value text
+    classified (UNPRINTABLE_COMMENT in front), FALLBACK included."""
+    fast = _check(src)
+    general = fastyaml.parse(UNPRINTABLE_COMMENT + src)
+    assert fast is general if fast is FALLBACK or general is FALLBACK else _same(fast, general), src
+
+# Printable beyond ASCII (Latin, CJK, a dash, an emoji, a combining accent), and characters
+# YAML reads as text but Python does not call printable (a no-break space, a zero-width
+# space, an ideographic space, a private-use one), or YAML refuses or reads as a break.
+WIDE = ["\u00e9", "\u4e2d", "\u2014", "\U0001f600", "e\u0301", "\u00a0", "\u200b", "\u3000",
+        "\ue000", "\x85", "\u2028", "\ufeff", "\t"]
+WIDE_TEXT = st.builds(lambda a, b, c: a + b + c, _word(ALNUM[:52], ALNUM + " .-", 6),
+                      st.sampled_from(WIDE),
+                      st.lists(st.sampled_from(list("ab .-") + WIDE), max_size=4).map("".join))
+WIDE_VALUES = _weighted((4, WIDE_TEXT), (2, SAFE_TEXT), (1, WORDY_TEXT),
+                        (1, st.builds(lambda q, t: q + t + q, st.sampled_from(["'", '"']),
+                                      WIDE_TEXT)),
+                        (1, st.sampled_from(["\u00e9", "\u00e9t\u00e9", "'\u00e9'", "[\u00e9]",
+                                             "\u00e9: x", "x \u00e9", "x\u00a0"])))
+
+
+@st.composite
+def wide_documents(draw):
+    """Documents of the usual shapes whose values go beyond ASCII: clean ones (every
+    character printable) and ones with a single character that is not."""
+    lines = []
+    for key in draw(st.lists(SAFE_KEY, min_size=1, max_size=4, unique=True)):
+        kind = draw(st.integers(0, 3))
+        if kind < 2:
+            lines.append(f"{key}: {draw(WIDE_VALUES)}")
+        elif kind == 2:
+            lines.append(f"{key}:")
+            for sub in draw(st.lists(SAFE_KEY, max_size=3, unique=True)):
+                lines.append(f"  {sub}: {draw(WIDE_VALUES)}")
+        else:
+            lines.append(f"{key}:")
+            lines += [f"  - {draw(WIDE_VALUES)}" for _ in range(draw(st.integers(0, 2)))]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(wide_documents())
+@example("a: caf\u00e9 x\n")
+@example("a: x\u00a0\n")
+@example("a: \u00e9t\u00e9 \u2014 ok\nm:\n  b: '\u4e2d'\n  c: \"x\u200b\"\n")
+@example("a: yes \u00e9\nb: No\u3000\n")
+def test_wide_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
+    """A document beyond ASCII takes the shortcuts only when every character is printable to
+    Python; its answer is PyYAML's and the one the per-text checks give (a comment with a
+    no-break space in front: the second loop, without shortcuts), FALLBACK included."""
+    _check_against_the_per_text_checks(src)
+
+
+def test_a_printable_document_beyond_ascii_takes_the_shortcuts():
+    """Its plain values (that start in ASCII) and quoted ones are taken as they stand (not kept
+    in _values); one character Python does not call printable, or a "\\", sends every value
+    text through the per-text checks (kept in _values); with a "#", a comment after a value
+    is left to PyYAML."""
+    for src, expected in (("d: Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe\nv: '1.\u00e9'\n",
+                           {"d": "Caf\u00e9 \u2014 f\u00fcr Gr\u00f6\u00dfe", "v": "1.\u00e9"}),
+                          ("m:\n  a: ok \u4e2d\u6587\n  b: \"\U0001f600\"\n",
+                           {"m": {"a": "ok \u4e2d\u6587", "b": "\U0001f600"}})):
+        fastyaml._values.clear()
+        assert _same(_check(src), expected), src
+        assert not any(not t.isascii() for t in fastyaml._values), src
+    for src in ("d: Caf\u00e9 \u2014 x\nz: a\u00a0b\n", "d: Caf\u00e9 \u2014 x\nz: a\\b\n"):
+        fastyaml._values.clear()
+        result = _check(src)
+        assert "Caf\u00e9 \u2014 x" in fastyaml._values, src
+        assert result is FALLBACK or result["d"] == "Caf\u00e9 \u2014 x", src
+    # With a "#", only the second loop's shortcuts: a comment after a value is PyYAML's.
+    assert _check("d: Caf\u00e9 \u2014 x\nz: y # c\n") is FALLBACK
+
+
+# --- clean but for comments: the second loop's shortcuts -------------------------------
+
+COMMENTS = st.sampled_from(["# c", "#", "  # indented", "#x: y", "# a: b", "#\u00e9 \u2014"])
+TRAILING_COMMENTS = st.sampled_from(["", "", "", " # note", " #", "#x", " #\u00e9"])
+
+
+@st.composite
+def commented_documents(draw):
+    """Documents of the first loop's shapes with comment lines between their lines, and
+    sometimes a comment (or a "#" that is none) after a value: ASCII or beyond."""
+    lines = draw(first_loop_documents()).split("\n")
+    for _ in range(draw(st.integers(1, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(COMMENTS))
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(lines) - 1))
+        lines[at] += draw(TRAILING_COMMENTS)
+    return "\n".join(lines)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(commented_documents())
+@example("# c\nname: x\ndescription: plain words\n")
+@example("a: x #c\n")
+@example("a: x#c\nb: 'q #'\nc: \"r # s\"\n")
+@example("# \u00e9\na: caf\u00e9 # x\n")
+def test_commented_documents_agree_with_pyyaml_and_with_the_per_text_checks(src):
+    """A document with comments, clean otherwise, takes the second loop's shortcuts (a plain
+    value with " #" in it does not); its answer is PyYAML's and the one the per-text checks
+    give, FALLBACK included."""
+    _check_against_the_per_text_checks(src)
+
+
+def test_a_commented_document_takes_the_shortcuts_unless_a_value_has_a_comment():
+    """A plain or quoted value of a document with comment lines is taken as it stands (not kept
+    in _values); a "\\", a tab or a character Python does not call printable anywhere sends
+    every value through the per-text checks; a value with " #" in it ends before it (PyYAML
+    reads a comment), which the fast path leaves to PyYAML."""
+    src = "# kept by the docs team\nname: docs-helper-7\ndescription: Rewrite page 7.\nv: '1.7'\n"
+    for doc in (src, src.replace("docs team", "\u00e9quipe")):
+        fastyaml._values.clear()
+        assert _same(_check(doc), {"name": "docs-helper-7", "description": "Rewrite page 7.",
+                                   "v": "1.7"}), doc
+        assert not fastyaml._values, doc
+    for doc in (src.replace("team", "team\u00a0"), src + "w: x\\y\n", src + "# \t\n",
+                src + "w: x\ty\n", src + "w: x\x07\n", src + "w: x\ry\n"):
+        fastyaml._values.clear()
+        _check(doc)
+        assert "docs-helper-7" in fastyaml._values or fastyaml.parse(doc) is FALLBACK, doc
+    assert fastyaml.parse(src + "w: x # note\n") is FALLBACK
+    # Beyond ASCII, a "\\" is looked for apart (str.isprintable lets it by): an escape.
+    assert _check('# \u00e9\nw: "x\\ny"\n') is FALLBACK
+    assert _check(src + "w: x#y\n")["w"] == "x#y"
