@@ -22,6 +22,9 @@
     .venv/bin/python bench/perf.py start|memory|first|cell|loadext --ab DIR
                                                             and a Lily kernel of checkout DIR in
                                                             the same rounds (before / after)
+    .venv/bin/python bench/perf.py snapshot --ab DIR [--n 9] [--clock cpu]
+                                                            this checkout's snapshot row and DIR's,
+                                                            short child processes alternating
 
 Every figure row prints ``<row>: lily median M (p10 A, p90 B)  base median ...  ratio R``; the
 ratio is the median of Lily over the median of the baseline, both taken in the same run with
@@ -455,14 +458,19 @@ def bare_stat_read(root: Path) -> int:
 def _snapshot_setup(tmp: str, n: int):
     sys.path.insert(0, str(HERE))
     from snapshot_bench import generate
+    root = Path(tmp) / "skills"
+    root.mkdir()
+    generate(root, n)
+    return root, _snapshot_build(tmp, root)
 
+
+def _snapshot_build(tmp: str, root: Path):
+    """The load the snapshot rows time: ``root`` as the workspace root, the user and bundled
+    roots absent (in ``tmp``), the built-in tools, the default policy."""
     from lily_kernel.agent.builtin_tools import register_builtins
     from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     from lily_kernel.skills.loader import build_snapshot
     from lily_kernel.skills.paths import Root
-    root = Path(tmp) / "skills"
-    root.mkdir()
-    generate(root, n)
     tools = ToolRegistry()
     register_builtins(tools, Path(tmp))
     roots = tuple(Root(s, root, True) if s == "workspace" else
@@ -471,30 +479,85 @@ def _snapshot_setup(tmp: str, n: int):
 
     def build():
         return build_snapshot(roots, tools, policy)
-    return root, build
+    return build
+
+
+def _snapshot_rounds(root: Path, build, n: int, clock: str) -> tuple[list[float], list[float]]:
+    """``n`` rounds of the bare stat+read and the build, alternating which goes first, the
+    collector run before each (untimed); the snapshot made is freed after the clock stops (a
+    session keeps it; freeing it is no part of a load). Returns (builds, reads) in seconds."""
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    reads, snaps = [], []
+    for i in range(n):
+        for which in (("read", "snap") if i % 2 == 0 else ("snap", "read")):
+            gc.collect()
+            t0 = now()
+            made = bare_stat_read(root) if which == "read" else build()
+            (reads if which == "read" else snaps).append(now() - t0)
+            del made  # (freeing the snapshot is not building it: after the clock)
+    return snaps, reads
 
 
 def snapshot(n: int, skills: int, clock: str = "wall") -> None:
-    """The whole ``build_snapshot`` against the bare stat+read, alternating, gc untimed.
-    The snapshot made is freed after the clock stops (a session keeps it; freeing it is no
-    part of a load); the bare read keeps nothing of what it read.
+    """The whole ``build_snapshot`` against the bare stat+read (:func:`_snapshot_rounds`).
+    The bare read keeps nothing of what it read.
 
     ``clock="cpu"`` times both with this process's CPU time (user + system), which
     other work on a busy machine disturbs far less than the wall clock."""
-    now = time.process_time if clock == "cpu" else time.perf_counter
     with tempfile.TemporaryDirectory() as tmp:
         root, build = _snapshot_setup(tmp, skills)
         snap = build()
         assert len(snap.skills) == skills
-        reads, snaps = [], []
-        for i in range(n):
-            for which in (("read", "snap") if i % 2 == 0 else ("snap", "read")):
-                gc.collect()
-                t0 = now()
-                made = bare_stat_read(root) if which == "read" else build()
-                (reads if which == "read" else snaps).append(now() - t0)
-                del made  # (freeing the snapshot is not building it: after the clock)
+        snaps, reads = _snapshot_rounds(root, build, n, clock)
         row(f"snapshot of {skills:,} skills", snaps, reads, "bare stat+read")
+
+
+# A child of `snapshot --ab`: argv is --tree TREE (perf.py, imported, puts TREE first on the
+# path), this bench folder, the skills' root, rounds, clock. Prints (builds, reads) as JSON.
+_SNAPSHOT_CHILD = """\
+import json, os, sys
+sys.path.insert(0, sys.argv[3])
+import perf
+root = perf.Path(sys.argv[4])
+build = perf._snapshot_build(os.path.dirname(root), root)
+build(); perf.bare_stat_read(root)  # (warm, as `snapshot` is)
+print(json.dumps(perf._snapshot_rounds(root, build, int(sys.argv[5]), sys.argv[6])))
+"""
+
+
+def snapshot_ab(rounds: int, skills: int, clock: str, ab: str, per_child: int = 4) -> None:
+    """The snapshot row of this checkout and of checkout ``ab`` (the code before a change) in
+    the same minutes: short child processes, one a checkout, alternate (``rounds`` of each,
+    ``per_child`` rounds of a bare read and a build in each) on one tree of generated skills,
+    so the machine's drift from minute to minute falls on both alike. Prints each checkout's
+    row (its builds / the bare reads of its own children), the median of the paired ratios
+    (each build / the bare read next to it), and the ratio of the two rows' ratios."""
+    sys.path.insert(0, str(HERE))
+    from snapshot_bench import generate
+    trees = [str(TREE), str(Path(ab).resolve())]
+    runs: list[tuple[list[float], list[float]]] = [([], []), ([], [])]  # (builds, reads)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "skills"
+        root.mkdir()
+        generate(root, skills)
+        for r in range(rounds):
+            for i in (0, 1) if r % 2 == 0 else (1, 0):
+                out = subprocess.run(
+                    [sys.executable, "-c", _SNAPSHOT_CHILD, "--tree", trees[i], str(HERE),
+                     str(root), str(per_child), clock], capture_output=True, text=True,
+                    check=True, env={**os.environ, "PYTHONPATH": trees[i]}).stdout
+                snaps, reads = json.loads(out.splitlines()[-1])
+                runs[i][0].extend(snaps)
+                runs[i][1].extend(reads)
+    ratios = []
+    for name, (snaps, reads) in zip(("this checkout", f"checkout {trees[1]}"), runs, strict=True):
+        row(f"snapshot of {skills:,} skills, {name}", snaps, reads, "bare stat+read")
+        paired = [s / b for s, b in zip(snaps, reads, strict=True)]
+        print(f"  paired: median of each build / the bare read beside it "
+              f"{statistics.median(paired):.3f}x (p10 {pct(paired, .1):.3f}, "
+              f"p90 {pct(paired, .9):.3f})", flush=True)
+        ratios.append(statistics.median(snaps) / statistics.median(reads))
+    print(f"this checkout's ratio / that of {trees[1]}: {ratios[0] / ratios[1]:.3f}", flush=True)
 
 
 def stages(n: int, skills: int) -> None:
@@ -752,8 +815,9 @@ def main() -> None:
     ap.add_argument("--skills", type=int, default=10000)
     ap.add_argument("--baseline-python", help="a python with jupyter-ai-magics installed")
     ap.add_argument("--what", default="cell,agent,snapshot,loadext")
-    ap.add_argument("--ab", metavar="DIR", help="start, memory, first, cell, loadext: Lily of checkout "
-                    "DIR (the code before a change) alternates in the same rounds")
+    ap.add_argument("--ab", metavar="DIR", help="start, memory, first, cell, loadext, snapshot: Lily "
+                    "of checkout DIR (the code before a change) alternates in the same rounds "
+                    "(snapshot: --n rounds of short child processes, one a checkout)")
     ap.add_argument("--history", type=int, default=0, help="cell: each kernel first runs this "
                     "many cells, unmeasured (a session that long)")
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
@@ -777,7 +841,10 @@ def main() -> None:
     elif args.figure == "snapshot":
         if args.clock == "cpu":
             print("# clock: this process's CPU time (user + system)", flush=True)
-        snapshot(args.n or 9, args.skills, args.clock)
+        if args.ab:
+            snapshot_ab(args.n or 9, args.skills, args.clock, args.ab)
+        else:
+            snapshot(args.n or 9, args.skills, args.clock)
     elif args.figure == "loadext":
         loadext(args.n or 9, args.baseline_python, args.ab)
     else:

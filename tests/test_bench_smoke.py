@@ -67,6 +67,16 @@ def test_perf_snapshot_and_stages_print_their_rows():
     assert run.returncode == 0, run.stderr
     assert re.search(r"^snapshot of 30 skills: lily median .* ratio [\d.]+x \([+-][\d.]+ ms\), "
                      r"n=1$", run.stdout, re.MULTILINE), run.stdout
+    # --ab DIR: this checkout and DIR (here itself) in alternating child processes.
+    run = subprocess.run([sys.executable, str(perf), "snapshot", "--n", "1", "--skills", "30",
+                          "--clock", "cpu", "--ab", str(BENCH.parent.parent)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = re.findall(r"^snapshot of 30 skills, (this checkout|checkout .+?): lily median .* "
+                      r"ratio [\d.]+x \([+-][\d.]+ ms\), n=4$", run.stdout, re.MULTILINE)
+    assert rows == ["this checkout", f"checkout {BENCH.parent.parent}"], run.stdout
+    assert len(re.findall(r"^  paired: median .* [\d.]+x \(p10", run.stdout, re.MULTILINE)) == 2
+    assert re.search(r"^this checkout's ratio / that of .+: [\d.]+$", run.stdout, re.MULTILINE)
     run = subprocess.run([sys.executable, str(perf), "stages", "--n", "1", "--skills", "30"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
