@@ -33,7 +33,7 @@ line: every line read stores one entry (a blank line none), so the document has 
 the mappings and lists hold as many entries as it has such lines; when they hold fewer, or
 any line is not one of these, the second loop reads the document from its start. In a
 clean document (no backslash or "#", each character printable, line ends apart: in one
-pass, in C; in ASCII ``_CLEAN`` leaves its bytes as they are, beyond it ``str.isprintable``,
+pass, in C; in ASCII ``_PRINTABLE`` leaves its bytes as they are, beyond it ``str.isprintable``,
 which no character YAML refuses or reads as a break passes, nor any _remember leaves to
 PyYAML), a value text that starts with a character no indicator or resolver claims, or with
 one of "yYnNtTfFoO" when it is not a bool or null word, with no ":" or space at its end, is
@@ -46,7 +46,7 @@ is seen once). :func:`_is_plain` and :func:`_is_quoted` say what these two short
 The second loop reads every document the first one does not (comments, a key: line followed
 by spaces, a quoted value with ": " in it, anything that falls back): line by line, as the
 first loop was written to agree with, and it alone answers :data:`FALLBACK`. It takes the
-same two shortcuts in a clean document, and in one clean but for its "#" (``_COMMENTED``),
+same two shortcuts in a clean document, and in one clean but for its "#",
 a plain value text then only with no " #" in it (no comment after it).
 """
 from __future__ import annotations
@@ -117,12 +117,10 @@ _padded: dict[str, tuple[str, int] | bool] = {}
 _heads: dict[str, object] = {}
 # The first loop's lookups (the tables are emptied, never replaced, so these stay theirs).
 _vget, _kget, _pget, _hget = _values.get, _keys.get, _padded.get, _heads.get
-# Maps each byte of a clean document (printable ASCII but "#" and "\\", and "\n") to itself
-# and any other byte to another: a document is clean when translate leaves it unchanged.
-_CLEAN = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c not in b"#\\") else c ^ 1
-               for c in range(256))
-# The same, "#" kept: a document with comments, clean otherwise (see parse's second loop).
-_COMMENTED = bytes(c if c == 0x23 else c_ for c, c_ in enumerate(_CLEAN))
+# Maps each byte of printable ASCII but "\\", and "\n", to itself and any other byte to
+# another: translate leaves such a document unchanged (clean, then, when it has no "#").
+_PRINTABLE = bytes(c if c == 0x0A or (0x20 <= c < 0x7F and c != 0x5C) else c ^ 1
+                   for c in range(256))
 
 
 def parse(source: str) -> Any:
@@ -141,17 +139,19 @@ def parse(source: str) -> Any:
     value: Any  # that block's list or mapping, once its first item is seen
     hit: Any  # what _padded or _heads says of an indented key or a line without ": "
     target: Any  # the mapping a "key: value" line goes into
-    if (source.isascii() and (data := source.encode("ascii")).translate(_CLEAN) == data) or (
-            "#" not in source and "\\" not in source and not source.isascii()
-            and source.replace("\n", " ").isprintable()):  # clean (see the module's docstring)
+    # Clean (see the module's docstring): printable, no backslash, no "#".
+    if source.isascii():
+        data = source.encode("ascii")
+        printable = data.translate(_PRINTABLE) == data
+    else:
+        printable = "\\" not in source and source.replace("\n", " ").isprintable()
+    fast = "#" not in source
+    if printable and fast:
         plain, quotes, wordy = _PLAIN_FIRST, _QUOTES, _WORDY  # see _is_plain and _is_quoted
-        fast = True
     else:
         plain = quotes = wordy = _NOTHING
-        fast = "#" not in source
-        if not fast and (data.translate(_COMMENTED) == data if source.isascii() else (
-                "\\" not in source and source.replace("\n", " ").isprintable())):
-            plain, quotes = _PLAIN_FIRST, _QUOTES  # clean but for "#": the second loop's shortcuts
+        if printable:  # clean but for "#": the second loop's shortcuts
+            plain, quotes = _PLAIN_FIRST, _QUOTES
     if fast:  # the first loop (see the module's docstring); any surprise: break
         lines = source.split("\n")
         out = {}
