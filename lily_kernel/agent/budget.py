@@ -283,7 +283,8 @@ class Budget:
 
 
 def parts(config: ModelConfig, system_parts: dict[str, str],
-          tools: list[dict[str, Any]], budget: Budget) -> dict[str, Any]:
+          tools: list[dict[str, Any]], budget: Budget, source: str | None = None
+          ) -> dict[str, Any]:
     """Token counts of each fixed part of a request, for ``/model``."""
     count = budget.counter(config.model)
     out: dict[str, Any] = {name: count.text(text) for name, text in system_parts.items()}
@@ -292,7 +293,7 @@ def parts(config: ModelConfig, system_parts: dict[str, str],
     window = window_of(config)
     out.update(context_window=window, max_tokens=reserve_of(config, window),
                margin=margin_of(window), counted=count.method,
-               window_from=("setting" if config.context_window else
+               window_from=((source or "setting") if config.context_window else
                             "table" if known_window(config.model) else "default"))
     return out
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import model_client, pending
+from lily_kernel.agent import endpoint_info, model_client, pending
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
 from lily_kernel.errors import AgentError, ModelError, ToolError
@@ -77,6 +77,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         if session.untrusted_note:  # a withheld endpoint explains the missing model
             problem = f"{problem} {session.untrusted_note}"
         raise AgentError(problem)
+    endpoint_info.learn_window(session)
     request = Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
     if request.skill and on_event:
