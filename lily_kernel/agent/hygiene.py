@@ -216,8 +216,12 @@ class AnswerGuard:
         size = repeated_tail(self.tail)
         if size:
             text = "".join(self.parts)
+            text = text[:len(text) - len(self.pending)]
+            start = len(text) - size * REPEAT_TIMES  # where the run of copies begins
+            while start > 0 and text[start - 1] == text[start - 1 + size]:
+                start -= 1
             self.stopped = "it repeated itself"
-            self.text = text[:len(text) - len(self.pending) - size * (REPEAT_TIMES - 1)]
+            self.text = text[:start + size]  # what came before, and one copy
             raise AnswerStopped
         if len(self.counts) < 3:
             return
