@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -169,7 +170,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 turn.content = guard.text
                 notes.add(f"answer stopped: {guard.stopped}")
             elif not turn.tool_calls and turn.finish_reason != "cut":
-                _read_text_calls(turn, step, offered, skills, notes)
+                _read_text_calls(turn, offered, skills, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
             broken = _arguments(request, turn, notes)
@@ -287,13 +288,14 @@ class _Notes:
                 for line, n in self.counts.items()]
 
 
-def _read_text_calls(turn: Turn, step: int, offered: list[str], skills: set[str],
+def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
                      notes: _Notes) -> None:
     """An answer that is tool calls written as text becomes those calls (agent/text_calls.py)."""
     found = text_calls.read(turn.content, offered, skills)
     if found:
-        turn.tool_calls = [ToolCall(f"call_text_{step}_{i}", c.name, c.arguments)
-                           for i, c in enumerate(found)]
+        # ids unique in the conversation, and 9 letters or digits (Mistral's templates
+        # refuse any other id)
+        turn.tool_calls = [ToolCall(uuid.uuid4().hex[:9], c.name, c.arguments) for c in found]
         turn.content = ""
         notes.add("{n} tool call{s} read from text", len(found))
 

@@ -187,6 +187,8 @@ def test_a_call_written_as_text_runs_as_a_call(world, server, fmt):
     assert any("NOTES-MARK" in r or "notes.txt" in r for r in tool_results(second))
     call = next(m for m in second["messages"] if m.get("tool_calls"))
     assert call["content"] is None  # kept as a structured call, not as the text
+    for c in call["tool_calls"]:  # 9 letters or digits: Mistral's templates refuse others
+        assert len(c["id"]) == 9 and c["id"].isalnum()
     assert "".join(shown) == "The notes say NOTES-MARK."  # the call's text never showed
     assert_consistent(session.conversation)
 
