@@ -25,9 +25,11 @@ __all__ = ["ASK_AGAIN", "AnswerGuard", "AnswerStopped", "already_answered", "cal
 ASK_AGAIN = {"role": "user", "content": (
     "(Lily) Your last answer was empty. Using the tool results above, answer my request "
     "now in plain text, without calling a tool.")}
+ALREADY = "Already answered:"
 SHOWN_RESULT_CHARS = 4_000  # of the last tool result, when it is shown instead of an answer
 
-REPEAT_MIN, REPEAT_MAX, REPEAT_TIMES = 20, 500, 4  # a chunk of 20-500 characters, 4 times
+# a chunk of 20-500 characters repeated at least 4 times in a row, over 600 characters at least
+REPEAT_MIN, REPEAT_MAX, REPEAT_TIMES, REPEAT_SPAN = 20, 500, 4, 600
 CHECK_EVERY = 32  # characters streamed between two checks of the repetition rule
 _WORD = re.compile(r"[\w.\-]+")
 _TAG_STARTS = ("<tool_call>", "<tools>", "<tool>", "<function", "<|python_tag|>")
@@ -93,17 +95,18 @@ def already_answered(name: str, args: Mapping[str, Any]) -> str:
     shown = json.dumps(dict(args), ensure_ascii=False, default=str)
     if len(shown) > 200:
         shown = shown[:200] + "…"
-    return (f"Already answered: {name} {shown} was called earlier in this request and its "
+    return (f"{ALREADY} {name} {shown} was called earlier in this request and its "
             "result is above; it was not run again. Use that result, or answer the user.")
 
 
 # -- an empty final answer ---------------------------------------------------------
 
 def last_result(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """(tool name, result) of the last tool result in ``messages``, or None."""
+    """(tool name, result) of the last tool result in ``messages`` that is not an
+    "Already answered" (it would tell the user nothing), or None."""
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
-        if message.get("role") != "tool":
+        if message.get("role") != "tool" or str(message.get("content")).startswith(ALREADY):
             continue
         call_id = message.get("tool_call_id")
         name = "a tool"
@@ -161,14 +164,22 @@ def _period(chunk: str) -> int:
     return next(p for p in range(1, n + 1) if n % p == 0 and chunk == chunk[:p] * (n // p))
 
 
+def _times(size: int) -> int:
+    """How many copies of a chunk of ``size`` characters make a runaway."""
+    return max(REPEAT_TIMES, -(-REPEAT_SPAN // size))
+
+
 def repeated_tail(text: str) -> int:
-    """The length of the chunk ``text`` ends with :data:`REPEAT_TIMES` times in a row
-    (:data:`REPEAT_MIN` to :data:`REPEAT_MAX` characters, and not itself a shorter chunk
-    repeated: ``"ha ha ha "`` or a line of dashes is not a runaway), or 0."""
+    """The length of the chunk ``text`` ends with in a row, :data:`REPEAT_TIMES` times and
+    over :data:`REPEAT_SPAN` characters at least (:data:`REPEAT_MIN` to :data:`REPEAT_MAX`
+    characters, and not itself a shorter chunk repeated: ``"ha ha ha "`` or a line of
+    dashes is not a runaway), or 0. Ten lines of ``print("Hello, world!")`` are not one."""
     n = len(text)
-    for size in range(REPEAT_MIN, min(REPEAT_MAX, n // REPEAT_TIMES) + 1):
+    for size in range(REPEAT_MIN, REPEAT_MAX + 1):
+        if size * _times(size) > n:
+            break
         chunk = text[n - size:]
-        if text.endswith(chunk * REPEAT_TIMES):
+        if text.endswith(chunk * _times(size)):
             # the tail repeats a shorter chunk: every longer match would be made of it too
             return size if _period(chunk) >= REPEAT_MIN else 0
     return 0
@@ -217,7 +228,7 @@ class AnswerGuard:
         if size:
             text = "".join(self.parts)
             text = text[:len(text) - len(self.pending)]
-            start = len(text) - size * REPEAT_TIMES  # where the run of copies begins
+            start = len(text) - size * _times(size)  # where the run of copies begins
             while start > 0 and text[start - 1] == text[start - 1 + size]:
                 start -= 1
             self.stopped = "it repeated itself"
