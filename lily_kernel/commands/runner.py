@@ -231,7 +231,8 @@ class Runner:
         if not text.strip() and reply.proposal is not None:
             text = "I would like to run the call below; it waits for your confirmation."
         yield Answer(text, reply.skill, tuple(reply.tools_used),
-                     self.session.model_config.model, reply.usage, reply.left_out, attached)
+                     self.session.model_config.model, reply.usage, reply.left_out,
+                     tuple(reply.notes), attached)
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)
