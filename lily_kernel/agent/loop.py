@@ -183,7 +183,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     # Answered, not run: every call needs a result, none runs past a cap.
                     result = too_many(limits)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-                    emit("tool", {"name": call.name, "ok": False})
+                    emit("tool", {"name": call.name, "ok": False, "id": call.id, "result": result})
                     continue
                 args = call.parsed()
                 try:
@@ -194,17 +194,23 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     result = None
                 if confirm_first:
                     held = (call, args, len(messages))
-                    emit("tool", {"name": call.name, "ok": True, "waiting": True})
+                    emit("tool", {"name": call.name, "ok": True, "waiting": True, "id": call.id,
+                                  "args": args})
                     continue
-                if result is None:
-                    result = NOT_RUN if held is not None else request.execute(call.name, args)
+                if result is None and held is None:
+                    # a face may show the call before it runs (the ACP face's tool_call)
+                    emit("tool_start", {"name": call.name, "id": call.id, "args": args})
+                    result = request.execute(call.name, args)
+                elif result is None:
+                    result = NOT_RUN
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.proposal is not None and request.proposal_call is None:
                     request.proposal_call = call.id
                 size += len(result)
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
-                emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
+                emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
+                              "id": call.id, "args": args, "result": result})
             if held is not None:
                 call, args, at = held
                 paused = Paused(messages, call.id, request.skill, list(request.tools_used),
