@@ -103,14 +103,15 @@ def _record_line(root: Path, path: Path) -> str:
     return f"{path.relative_to(root).as_posix()},sha256={digest},{len(data)}"
 
 
-def install(python: str, lily: Path | None = None) -> Path:
-    """Write the persona into the environment of ``python``; the module's path."""
+def install(python: str, lily: Path | None = None, site: Path | None = None) -> Path:
+    """Write the persona into the environment of ``python`` (into ``site`` instead, a folder
+    that environment has on its path, when given); the module's path."""
     found = _probe(python)
     if not found.get("acp_client"):
         raise CommandError(f"{python} has no jupyter-ai-acp-client: install jupyter-ai 3.x "
                            "there first (pip install 'jupyter-ai>=3.2').")
     lily = lily if lily is not None else lily_executable()
-    site = Path(str(found["purelib"]))
+    site = site if site is not None else Path(str(found["purelib"]))
     package = site / MODULE
     dist_info = site / f"{DIST.replace('-', '_')}-{__version__}.dist-info"
     for old in site.glob(f"{DIST.replace('-', '_')}-*.dist-info"):
