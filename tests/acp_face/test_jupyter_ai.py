@@ -57,7 +57,7 @@ class Jupyter:
                     "SKILLS_COMPAT_ROOTS": "0", "OPENAI_BASE_URL": model.url,
                     "OPENAI_API_KEY": "sk-jai-test", "LILY_MAX_RETRIES": "0",
                     "LILY_TIMEOUT": "30"}
-        self.log = open(base / "jupyter.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.log = open(base / "jupyter.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(
             [str(JAI_BIN / "jupyter"), "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
              f"--ServerApp.port={self.port}", f"--IdentityProvider.token={TOKEN}",
