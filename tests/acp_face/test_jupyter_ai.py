@@ -182,6 +182,8 @@ def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
         await chat.persona_joins(lily)
         await chat.send("/skills", to=lily)
         skills = await chat.until(lambda m: "snapshot version" in m.get("body", ""))
+        await chat.send("/mcp", to=lily)  # jupyter-ai's own notebook server, over HTTP
+        mcp = await chat.until(lambda m: "Jupyter MCP Server" in m.get("body", ""))
         await chat.send("update the notes", to=lily)
         pending = await chat.until(lambda m: any(
             tc.get("permission_status") == "pending"
@@ -195,9 +197,11 @@ def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
                                            "option_id": "once"})
         done = await chat.until(lambda m: "Done writing the notes." in m.get("body", ""))
         ws.close()
-        return skills["body"], done["body"], server.root / "lily.chat"
+        return skills["body"], mcp["body"], done["body"], server.root / "lily.chat"
 
-    skills, done, chat_file = asyncio.run(asyncio.wait_for(go(), 300))
+    skills, mcp, done, chat_file = asyncio.run(asyncio.wait_for(go(), 300))
+    assert "**Jupyter MCP Server** (http, client): ready" in mcp  # the user's layer: no /trust
+    assert "read_notebook" in mcp and "approval" in mcp
     assert "snapshot version 1" in skills
     assert "Done writing the notes." in done
     assert (server.root / "notes.txt").read_text() == "new line\n"
