@@ -38,10 +38,11 @@ from lily_kernel.session.session import Session
 
 StopReason = Literal["end_turn", "cancelled"]
 #: What ``/help`` adds in ``lily acp``: the notebook tools need a kernel, which it has not.
-NO_NOTEBOOK = ("\n\n*Notebook tools* (`list_variables`, `inspect_variable`, `last_error`, "
+NO_NOTEBOOK = ("*Lily's notebook tools* (`list_variables`, `inspect_variable`, `last_error`, "
                "`read_cells`, `run_python`, `propose_cell`) *are not offered here: `lily acp` "
-               "runs outside a notebook kernel, so there is no notebook to read "
-               "(docs/front-ends.md#what-works-where).*")
+               "runs outside a notebook kernel and does not reach one. The tools of an MCP "
+               "server your client passes in (jupyter-ai passes its own notebook server) are "
+               "listed by* `/mcp` *(docs/front-ends.md#what-works-where).*")
 
 
 class Client(Protocol):

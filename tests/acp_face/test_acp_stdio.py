@@ -232,3 +232,25 @@ def test_nothing_but_protocol_reaches_stdout_and_errors_are_one_line(world):
     assert reply.stop_reason == "end_turn"
     assert client.text().startswith("Error: ") and "\n" not in client.text()
     assert not any(isinstance(u, ToolCallProgress) for u in client.updates)
+
+
+def test_a_secret_in_a_tool_call_never_reaches_the_client(world):
+    """An attack: the model puts the API key into a write; the tool call, its diff and the
+    permission request show it masked (docs/limits-and-secrets.md#secrets)."""
+    key = world.env(None)["OPENAI_API_KEY"]
+    (world.workspace / "notes.txt").write_text("old line\n")
+
+    async def go():
+        client = Recorder(["deny"])
+        script = _write_turns("notes.txt", f"key = {key}\n")[:1]
+        with ScriptedServer(script) as server:
+            async with world.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("save my key"))
+        return client
+
+    client = run(go())
+    shown = [u.model_dump_json() for u in client.updates]
+    shown += [call.model_dump_json() for call, _ in client.asked]
+    assert client.asked and any("key = " in s for s in shown)
+    assert not any(key in s for s in shown)
