@@ -52,6 +52,7 @@ class _Job:
     fn: Callable[[], Any]
     session_id: str | None
     future: concurrent.futures.Future[Any]
+    cancelled: bool = False  # cancelled before it ran: it never runs
 
 
 class MainThread:
@@ -59,6 +60,7 @@ class MainThread:
 
     def __init__(self) -> None:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._waiting: list[_Job] = []  # submitted, not yet started
         self._lock = threading.Lock()
         self._running: _Job | None = None
         self._interruptible = False
@@ -69,12 +71,19 @@ class MainThread:
                ) -> concurrent.futures.Future[T]:
         """Run ``fn`` on the main thread after the jobs before it."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._jobs.put(_Job(fn, session_id, future))
+        job = _Job(fn, session_id, future)
+        with self._lock:
+            self._waiting.append(job)
+        self._jobs.put(job)
         return future
 
     def interrupt(self, session_id: str | None = None) -> bool:
-        """Interrupt the running job (of ``session_id``, when given), as ■ does a cell."""
+        """Interrupt the running job (of ``session_id``, when given), as ■ does a cell; the
+        session's jobs still waiting are cancelled too."""
         with self._lock:
+            for waiting in self._waiting:
+                if session_id is not None and waiting.session_id == session_id:
+                    waiting.cancelled = True
             job = self._running
             if job is None or not self._interruptible:
                 return False
@@ -99,8 +108,9 @@ class MainThread:
         raise KeyboardInterrupt  # Ctrl-C while idle: stop serving
 
     def serve(self) -> None:
-        """Run jobs until :meth:`stop` (or SIGINT while idle)."""
+        """Run jobs until :meth:`stop` (or SIGINT while idle, or SIGTERM)."""
         signal.signal(signal.SIGINT, self._on_sigint)
+        signal.signal(signal.SIGTERM, _on_sigterm)
         while True:
             job = self._jobs.get()
             if job is None:
@@ -110,6 +120,11 @@ class MainThread:
     def _run(self, job: _Job) -> None:
         value: Any = None
         error: BaseException | None = None
+        with self._lock:
+            self._waiting.remove(job)
+        if job.cancelled:
+            job.future.set_result("cancelled")
+            return
         try:
             with self._lock:
                 self._running, self._cancel_sent = job, False
@@ -120,6 +135,12 @@ class MainThread:
                 self._interruptible = False
         except KeyboardInterrupt:
             value = "cancelled"
+        except Terminated:  # the process stops: the turn ends cancelled, then serve() returns
+            self._interruptible = False
+            with self._lock:
+                self._running = None
+            job.future.set_result("cancelled")
+            raise
         except BaseException as exc:  # handed to the awaiting request, never lost
             error = exc
         self._interruptible = False
@@ -129,6 +150,14 @@ class MainThread:
             job.future.set_exception(error)
         else:
             job.future.set_result(value)
+
+
+class Terminated(SystemExit):
+    """SIGTERM arrived (a client stopping its agent): the sessions' ends are journaled."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated(0)
 
 
 class Connection:
@@ -291,10 +320,13 @@ def serve() -> int:
 
     thread = threading.Thread(target=io, name="lily-acp-io", daemon=True)
     thread.start()
+    reason = "acp closed"
     try:
         main.serve()
     except KeyboardInterrupt:
-        pass
+        reason = "SIGINT"
+    except Terminated:
+        reason = "SIGTERM"
     finally:
-        turns.close("acp closed")
+        turns.close(reason)
     return 0

@@ -254,3 +254,53 @@ def test_a_secret_in_a_tool_call_never_reaches_the_client(world):
     shown += [call.model_dump_json() for call, _ in client.asked]
     assert client.asked and any("key = " in s for s in shown)
     assert not any(key in s for s in shown)
+
+
+def test_each_session_is_journaled_and_a_sigterm_journals_its_end(world):
+    """jupyter-ai stops its agent with SIGINT and SIGTERM to the process group; the journal
+    (`lily logs`) keeps each session's requests and says how it ended."""
+    import json
+    import signal
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer([{"content": "Noted."}]) as server:
+            async with world.lily(client, server) as (conn, proc):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("remember this"))
+                proc.send_signal(signal.SIGTERM)
+                code = await asyncio.wait_for(proc.wait(), 30)
+        return new.session_id, code
+
+    session_id, code = run(go())
+    assert code == 0
+    journal = world.workspace / ".lily" / "journal" / f"acp-{session_id}.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert any(r["event"] == "prose" and r["text"] == "remember this" for r in records)
+    assert records[-1]["event"] == "session_ended" and records[-1]["reason"] == "SIGTERM"
+
+
+def test_a_cancel_drops_a_prompt_still_waiting_behind_another_sessions_turn(world):
+    slow = {"content": "word " * 60, "chunks": 60, "chunk_delay": 0.05}
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer([slow]) as server:
+            async with world.lily(client, server) as (conn, _):
+                a = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                b = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                first = asyncio.create_task(conn.prompt(session_id=a.session_id,
+                                                        prompt=prompt("talk")))
+                while "word" not in client.text():
+                    await asyncio.sleep(0.02)
+                second = asyncio.create_task(conn.prompt(session_id=b.session_id,
+                                                         prompt=prompt("and you")))
+                await asyncio.sleep(0.2)
+                await conn.cancel(session_id=b.session_id)
+                replies = await asyncio.gather(first, second)
+            asked = len(server.chat_requests())
+        return replies, asked
+
+    (first, second), asked = run(go())
+    assert first.stop_reason == "end_turn" and second.stop_reason == "cancelled"
+    assert asked == 1  # the cancelled prompt never reached the model
