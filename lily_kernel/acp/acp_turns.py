@@ -166,8 +166,7 @@ class Turns:
                 self._show(state, runner.command(prompt.text.strip(), live=self._live(state)))
                 if prompt.text.split() == ["/help"]:
                     self._say(state, NO_NOTEBOOK)
-            elif prompt.request(state.workspace).strip():
-                text = prompt.request(state.workspace)
+            elif (text := prompt.request(state.workspace)).strip():
                 self._show(state, runner.ask(text, live=self._live(state)))
             else:
                 self._say(state, "Say what you need, or type `/help`.")
@@ -190,8 +189,8 @@ class Turns:
             if isinstance(result, Answer):
                 live = state.live
                 if live is not None:
-                    state.message(self.client, live.step.finish(result.text),
-                                  new_part=not live.step.sent)
+                    first = not live.step.sent  # nothing of this step shown yet
+                    state.message(self.client, live.step.finish(result.text), new_part=first)
                 else:
                     self._say(state, sanitize.markdown(result.text.rstrip()))
                 state.message(self.client, updates.footer(result), new_part=False)
@@ -220,8 +219,7 @@ class Turns:
                 content=call.content, raw_input=call.raw_input))
             state.started.add(call.tool_call_id)
         choice = self.client.ask_permission(state.id, call, updates.permission_options(card))
-        if choice is None:  # the client cancelled the turn: nothing runs
-            runner.decide(action.id, False)
+        if choice is None:  # the client cancelled the turn: nothing runs (_after_cancel)
             self.client.send(state.id, updates.tool_finished(session, call.tool_call_id,
                                                              False, None))
             raise Interrupted("cancelled by the client.")
@@ -265,8 +263,8 @@ class _Live:
         session, started = self.state.runner.session, self.state.started
         if kind == "waiting":  # a new model step: the last one's text ends here
             if self.step.raw.strip():
-                self.state.message(self.turns.client, self.step.finish(),
-                                   new_part=not self.step.sent)
+                first = not self.step.sent
+                self.state.message(self.turns.client, self.step.finish(), new_part=first)
             self.step = updates.StreamedText()
         elif kind == "skill":
             self._send(helpers.update_agent_thought_text(f"using skill {data['name']}"))

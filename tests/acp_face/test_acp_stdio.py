@@ -304,3 +304,27 @@ def test_a_cancel_drops_a_prompt_still_waiting_behind_another_sessions_turn(worl
     (first, second), asked = run(go())
     assert first.stop_reason == "end_turn" and second.stop_reason == "cancelled"
     assert asked == 1  # the cancelled prompt never reached the model
+
+
+def test_a_tool_call_shows_before_it_runs_then_its_result_and_each_step_is_a_paragraph(world):
+    (world.workspace / "data.csv").write_text("a,b\n")
+    script = [{"content": "Let me look.", "tool_calls": [{"id": "call_l", "name": "list",
+                                                          "arguments": {"path": "."}}]},
+              {"expect": {"contains": "data.csv"}, "content": "There is data.csv."}]
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer(script) as server:
+            async with world.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                reply = await conn.prompt(session_id=new.session_id, prompt=prompt("what's here?"))
+        return client, reply
+
+    client, reply = run(go())
+    assert reply.stop_reason == "end_turn"
+    start, done = client.tool_updates("call_l")
+    assert (start.status, start.kind, start.title, start.raw_input) == (
+        "in_progress", "search", "list .", {"path": "."})
+    assert done.status == "completed" and "data.csv" in done.content[0].content.text
+    assert client.updates.index(start) < client.updates.index(done)
+    assert client.text().startswith("Let me look.\n\nThere is data.csv.\n\n*")
