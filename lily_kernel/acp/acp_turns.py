@@ -31,7 +31,7 @@ from lily_kernel.acp.prompt_text import read_prompt
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ProposedCells
-from lily_kernel.commands.runner import Runner
+from lily_kernel.commands.runner import WAITING, Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
 from lily_kernel.session.session import Session
@@ -186,6 +186,8 @@ class Turns:
 
     def _show(self, state: AcpSession, results: Iterable[Any]) -> None:
         for result in results:
+            if isinstance(result, Answer) and result.text == WAITING:
+                continue  # the permission request that follows says it, with the call
             if isinstance(result, Answer):
                 live = state.live
                 if live is not None:

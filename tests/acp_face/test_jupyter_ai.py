@@ -211,3 +211,44 @@ def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
             break
         time.sleep(0.5)
     assert "Done writing the notes." in chat_file.read_text()
+
+
+def _no_browser() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed"
+    if not Path("/usr/bin/chromium").exists():
+        return "Chromium not found at /usr/bin/chromium: apt-get install chromium"
+    return None
+
+
+@pytest.mark.skipif(_no_browser() is not None, reason=str(_no_browser()))
+def test_the_panel_in_chromium_type_allow_reply(jupyter, tmp_path):
+    """A smoke test of jupyter-ai's panel as a user sees it: Lily preselected, the write's
+    diff and Lily's buttons under the tool call, Run once, the reply."""
+    from playwright.sync_api import sync_playwright
+    server, model = jupyter
+    (server.root / "lily.chat").write_text("")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            page.goto(server.url(f"lab/tree/lily.chat?token={TOKEN}"))
+            box = page.get_by_placeholder("Type a chat message")
+            box.wait_for(timeout=90_000)
+            page.get_by_text("Lily", exact=True).first.wait_for(timeout=30_000)  # the picker
+            box.fill("update the notes")
+            box.press("Enter")
+            run_once = page.get_by_role("button", name="Run once")
+            run_once.wait_for(timeout=90_000)
+            assert page.get_by_role("button", name="Always this session").is_visible()
+            assert page.get_by_role("button", name="Deny").is_visible()
+            assert page.get_by_text("+ new line").is_visible()  # the diff, before deciding
+            run_once.click()
+            page.get_by_text("Done writing the notes.").wait_for(timeout=90_000)
+        finally:
+            page.screenshot(path=str(tmp_path / "panel.png"))
+            browser.close()
+    assert (server.root / "notes.txt").read_text() == "new line\n"
+    assert model.remaining() == 0
