@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(not (JAI_BIN / "jupyter").exists(),
 WRITE = [{"tool_calls": [{"id": "call_w", "name": "write",
                           "arguments": {"path": "notes.txt", "content": "new line\n"}}]},
          {"content": "Done writing the notes."}]
+SLOW = {"content": "word " * 300, "chunks": 300, "chunk_delay": 0.05}
 
 
 def _free_port() -> int:
@@ -121,6 +122,7 @@ class Chat:
         self.ws = ws
         self.messages: dict[str, dict[str, Any]] = {}
         self.users: set[str] = set()
+        self.id = ""  # the chat's id (the connection frame's)
 
     async def _read(self, deadline: float) -> None:
         frame = await asyncio.wait_for(self.ws.read_message(), deadline - time.monotonic())
@@ -128,6 +130,8 @@ class Chat:
         data = json.loads(frame)
         if data.get("action") == "message":
             self.messages[data["message"]["id"]] = data["message"]
+        if data.get("action") == "connection":
+            self.id = data["id"]
         self.users |= set(data.get("users") or {})
 
     async def persona_joins(self, persona_id: str, timeout: float = 60) -> None:
@@ -156,11 +160,15 @@ class Chat:
 
 @pytest.fixture
 def jupyter(tmp_path):
+    # as a user would: Lily's persona and Lily's kernelspec into jupyter-ai's environment
     out = subprocess.run([str(LILY), "acp", "install-persona", "--python",
                           str(JAI_BIN / "python")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert persona_install.PERSONA_ID in out.stdout
-    with ScriptedServer(WRITE) as model:
+    out = subprocess.run([str(LILY), "kernel", "install", "--prefix", str(JAI_BIN.parent)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    with ScriptedServer([*WRITE, SLOW, {"content": "Still here."}]) as model:
         server = Jupyter(tmp_path, model)
         (server.root / "notes.txt").write_text("old line\n")
         try:
@@ -196,10 +204,20 @@ def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
                                            "tool_call_id": call["tool_call_id"],
                                            "option_id": "once"})
         done = await chat.until(lambda m: "Done writing the notes." in m.get("body", ""))
+        await chat.send("talk a lot", to=lily)  # then the panel's stop button
+        await chat.until(lambda m: "word word" in m.get("body", ""))
+        server.post(f"api/ai/personas/cancel?chat_id={chat.id}", {})
+        await asyncio.sleep(3)
+        stopped = max((m for m in chat.messages.values() if "word" in m.get("body", "")),
+                      key=lambda m: len(m["body"]))["body"]
+        await chat.send("there?", to=lily)
+        await chat.until(lambda m: "Still here." in m.get("body", ""))
         ws.close()
-        return skills["body"], mcp["body"], done["body"], server.root / "lily.chat"
+        return skills["body"], mcp["body"], done["body"], stopped, server.root / "lily.chat"
 
-    skills, mcp, done, chat_file = asyncio.run(asyncio.wait_for(go(), 300))
+    skills, mcp, done, stopped, chat_file = asyncio.run(asyncio.wait_for(go(), 300))
+    assert stopped.count("word") < 150  # the stream had 15 s to go when stop was pressed
+    assert "lily" in server.get("api/kernelspecs")["kernelspecs"]
     assert "**Jupyter MCP Server** (http, client): ready" in mcp  # the user's layer: no /trust
     assert "read_notebook" in mcp and "approval" in mcp
     assert "snapshot version 1" in skills
@@ -251,4 +269,4 @@ def test_the_panel_in_chromium_type_allow_reply(jupyter, tmp_path):
             page.screenshot(path=str(tmp_path / "panel.png"))
             browser.close()
     assert (server.root / "notes.txt").read_text() == "new line\n"
-    assert model.remaining() == 0
+    assert len(model.chat_requests()) == 2  # the write, then the answer after it
