@@ -87,3 +87,13 @@ def test_nothing_but_the_protocol_reaches_stdout():
     assert out.returncode == 0, out.stderr
     assert out.stdout == '{"jsonrpc": "2.0"}\n'
     assert "stray print" in out.stderr and "stray write" in out.stderr
+
+
+def test_lily_acp_without_the_sdk_says_which_extra_to_install():
+    code = ("import sys\nsys.modules['acp'] = None  # as if agent-client-protocol were absent\n"
+            "from lily_kernel.cli import main\nsys.exit(main(['acp']))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         input="", timeout=120)
+    assert out.returncode == 1
+    assert out.stderr == ("Error: lily acp needs the Agent Client Protocol SDK: "
+                          "pip install 'lily-kernel[acp]'.\n")
