@@ -1,11 +1,11 @@
-r"""One ACP session's turns over the core's runner, on the main thread (docs/front-ends.md#acp).
+"""One ACP session's turns over the core's runner, on the main thread (docs/front-ends.md#acp).
 
 Each ACP session is one Lily :class:`~lily_kernel.session.session.Session` driven by a
 :class:`~lily_kernel.commands.runner.Runner`, as a notebook is: a prompt whose own text is
 a ``/`` command goes to :meth:`Runner.command` (deterministic, never the model), prose to
 :meth:`Runner.ask`. What the runner yields is sent as ACP updates
-(:mod:`lily_kernel.acp.acp_updates`): the answer streamed as ``agent_message_chunk``\\s,
-each tool call a ``tool_call`` and its ``tool_call_update``\\s, a card as
+(:mod:`lily_kernel.acp.acp_updates`): the answer streamed as agent message chunks,
+each tool call a ``tool_call`` and its updates, a card as
 ``session/request_permission`` whose answer goes to :meth:`Runner.decide` — the same path
 as the notebook's buttons — and, after "run once" or "always", the request goes on.
 
