@@ -31,6 +31,7 @@ from acp.schema import (
     AllowedOutcome,
     Implementation,
     InitializeResponse,
+    LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PermissionOption,
@@ -209,12 +210,12 @@ class LilyAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
-        """What Lily offers: stdio and HTTP MCP servers, text prompts with resource links;
-        no session loading (docs/front-ends.md#what-works-where)."""
+        """What Lily offers: session loading from the journal, stdio and HTTP MCP servers,
+        text prompts with resource links (docs/front-ends.md#what-works-where)."""
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
-                load_session=False,
+                load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False,
                                                        embedded_context=False),
                 mcp_capabilities=McpCapabilities(http=True, sse=False)),
@@ -230,6 +231,15 @@ class LilyAgent:
         # knows, and jupyter-ai knows this one only once session/new has returned.
         asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
         return NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           additional_directories: list[str] | None = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        """A session taken up from its journal, its conversation replayed to the client."""
+        await self._on_main(lambda: self.turns.load(cwd, session_id, mcp_servers or []),
+                            session_id)
+        asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
+        return LoadSessionResponse()
 
     def _advertise(self, session_id: str) -> None:
         future = self.main.submit(lambda: self.turns.advertise(session_id), session_id)

@@ -34,6 +34,7 @@ from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Propose
 from lily_kernel.commands.runner import WAITING, Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
+from lily_kernel.session.journal import journal_path
 from lily_kernel.session.session import Session
 
 StopReason = Literal["end_turn", "cancelled"]
@@ -126,6 +127,36 @@ class Turns:
                                         reserved_commands=BUILTIN_NAMES, client_mcp=tables))
         self.sessions[session_id] = AcpSession(session_id, workspace, runner)
         return session_id
+
+    def load(self, cwd: str, session_id: str, servers: Sequence[Any] = ()) -> None:
+        """``session/load``: the ACP session ``session_id`` taken up from its journal in
+        ``cwd``, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
+        conversation and /model settings, never a waiting card nor an --always grant); what
+        the model sees of it is replayed to the client as user and agent messages."""
+        state = self.sessions.get(session_id)
+        if state is None:
+            workspace = Path(cwd)
+            label = f"acp-{session_id}"
+            if not journal_path(workspace, label).is_file():
+                raise CommandError(f"no journal of ACP session '{session_id}' in {workspace}; "
+                                   "start a new session.")
+            tables = mcp_tables(servers)
+            runner = Runner(lambda: Session(workspace, label=label, env=self.env,
+                                            reserved_commands=BUILTIN_NAMES, client_mcp=tables,
+                                            resume=True))
+            state = self.sessions[session_id] = AcpSession(session_id, workspace, runner)
+        if not state.runner.ready:
+            return
+        for message in state.runner.session.conversation:
+            text = _message_text(message.get("content"))
+            if not text.strip():
+                continue
+            if message.get("role") == "user":
+                self.client.send(session_id, helpers.update_user_message_text(
+                    sanitize.markdown(text)))
+            elif message.get("role") == "assistant":
+                self.client.send(session_id, helpers.update_agent_message_text(
+                    sanitize.markdown(text)))
 
     def get(self, session_id: str) -> AcpSession:
         """The session ``session_id`` names; CommandError when there is none."""
@@ -244,6 +275,16 @@ class Turns:
     def _say(self, state: AcpSession, text: str) -> None:
         """One part of the message: Markdown that is inert already (rendered or sanitised)."""
         state.message(self.client, text)
+
+
+def _message_text(content: Any) -> str:
+    """A conversation message's text: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") == "text")
+    return ""
 
 
 class _Live:

@@ -186,14 +186,57 @@ def test_cancel_while_a_permission_waits_runs_nothing(world):
     assert (world.workspace / "notes.txt").read_text() == "old line\n"
 
 
-def test_session_load_is_not_advertised_until_the_journal_can_resume(world):
+def test_session_load_resumes_the_conversation_from_the_journal_in_a_new_process(world):
+    """A client reopens a chat after the agent restarted (jupyter-ai after a server restart):
+    session/load takes the conversation up from the journal, replays it, and the model sees
+    it again (docs/session.md#resume)."""
+    from acp.schema import UserMessageChunk
+    script = [{"content": "Noted: 42."},
+              {"expect": {"contains": "which number"}, "content": "It was 42."}]
+
+    async def go():
+        with ScriptedServer(script) as server:
+            first = Recorder()
+            async with world.lily(first, server) as (conn, _):
+                assert conn.init.agent_capabilities.load_session
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id,
+                                  prompt=prompt("remember the number 42"))
+            client = Recorder()
+            async with world.lily(client, server) as (conn, _):
+                await conn.load_session(cwd=str(world.workspace), session_id=new.session_id,
+                                        mcp_servers=[])
+                await settle()
+                replayed = list(client.updates)
+                client.clear()
+                reply = await conn.prompt(session_id=new.session_id,
+                                          prompt=prompt("which number did I say?"))
+            sent = server.chat_requests()[1]["messages"]
+        return replayed, client, reply, sent
+
+    replayed, client, reply, sent = run(go())
+    users = [u.content.text for u in replayed if isinstance(u, UserMessageChunk)]
+    agents = [u.content.text for u in replayed if type(u).__name__ == "AgentMessageChunk"]
+    assert users == ["remember the number 42"] and agents == ["Noted: 42."]
+    assert [m["content"] for m in sent if m["role"] != "system"][:2] == [
+        "remember the number 42", "Noted: 42."]
+    assert reply.stop_reason == "end_turn"
+    assert "Resumed 1 request" in client.text() and "It was 42." in client.text()
+
+
+def test_session_load_of_a_session_without_a_journal_is_refused_in_one_line(world):
+    from acp import RequestError
+
     async def go():
         async with world.lily(Recorder(), None) as (conn, _):
-            return conn.init
+            with pytest.raises(RequestError) as caught:
+                await conn.load_session(cwd=str(world.workspace), session_id="../../nope",
+                                        mcp_servers=[])
+            return caught.value
 
-    init = run(go())
-    assert not init.agent_capabilities.load_session
-    assert init.agent_capabilities.mcp_capabilities.http
+    error = run(go())
+    assert "no journal of ACP session '../../nope'" in str(error.data)
+    assert not list(world.base.glob("**/nope*"))
 
 
 def test_mcp_servers_from_session_new_join_as_the_users_own(world):

@@ -43,7 +43,7 @@ def _free_port() -> int:
 class Jupyter:
     def __init__(self, base: Path, model: ScriptedServer) -> None:
         self.root = base / "root"
-        self.root.mkdir()
+        self.root.mkdir(exist_ok=True)  # a second server may serve the same root
         self.port = _free_port()
         home = base / "home"
         skills = self.root / "skills"
@@ -58,7 +58,7 @@ class Jupyter:
                     "SKILLS_COMPAT_ROOTS": "0", "OPENAI_BASE_URL": model.url,
                     "OPENAI_API_KEY": "sk-jai-test", "LILY_MAX_RETRIES": "0",
                     "LILY_TIMEOUT": "30"}
-        self.log = open(base / "jupyter.log", "wb")  # closed in stop()
+        self.log = open(base / "jupyter.log", "ab")  # closed in stop()
         self.proc = subprocess.Popen(
             [str(JAI_BIN / "jupyter"), "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
              f"--ServerApp.port={self.port}", f"--IdentityProvider.token={TOKEN}",
@@ -158,9 +158,8 @@ class Chat:
         raise AssertionError(f"no such message; saw {list(self.messages.values())}")
 
 
-@pytest.fixture
-def jupyter(tmp_path):
-    # as a user would: Lily's persona and Lily's kernelspec into jupyter-ai's environment
+def _install() -> None:
+    """As a user would: Lily's persona and Lily's kernelspec into jupyter-ai's environment."""
     out = subprocess.run([str(LILY), "acp", "install-persona", "--python",
                           str(JAI_BIN / "python")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -168,6 +167,22 @@ def jupyter(tmp_path):
     out = subprocess.run([str(LILY), "kernel", "install", "--prefix", str(JAI_BIN.parent)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+async def _open_chat(server: Jupyter) -> tuple[Chat, str]:
+    """The chat lily.chat over the WebSocket API, once Lily (the default persona) is in it."""
+    from tornado.websocket import websocket_connect
+    ws = await websocket_connect(f"ws://127.0.0.1:{server.port}/api/chat/ws/lily.chat"
+                                 f"?token={TOKEN}")
+    chat = Chat(ws)
+    lily = server.page_config()["jupyter_ai_default_persona"]  # what the picker shows
+    await chat.persona_joins(lily)
+    return chat, lily
+
+
+@pytest.fixture
+def jupyter(tmp_path):
+    _install()
     with ScriptedServer([*WRITE, SLOW, {"content": "Still here."}]) as model:
         server = Jupyter(tmp_path, model)
         (server.root / "notes.txt").write_text("old line\n")
@@ -178,16 +193,12 @@ def jupyter(tmp_path):
 
 
 def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
-    from tornado.websocket import websocket_connect
     server, model = jupyter
 
-    async def go() -> tuple[str, str, Path]:
-        ws = await websocket_connect(f"ws://127.0.0.1:{server.port}/api/chat/ws/lily.chat"
-                                     f"?token={TOKEN}")
-        chat = Chat(ws)
-        lily = server.page_config()["jupyter_ai_default_persona"]  # what the picker shows
+    async def go() -> tuple[str, str, str, str, Path]:
+        chat, lily = await _open_chat(server)
         assert lily == persona_install.PERSONA_ID
-        await chat.persona_joins(lily)
+        ws = chat.ws
         await chat.send("/skills", to=lily)
         skills = await chat.until(lambda m: "snapshot version" in m.get("body", ""))
         await chat.send("/mcp", to=lily)  # jupyter-ai's own notebook server, over HTTP
@@ -270,3 +281,38 @@ def test_the_panel_in_chromium_type_allow_reply(jupyter, tmp_path):
             browser.close()
     assert (server.root / "notes.txt").read_text() == "new line\n"
     assert len(model.chat_requests()) == 2  # the write, then the answer after it
+
+
+def test_a_reopened_chat_after_a_server_restart_takes_lilys_conversation_up(tmp_path):
+    """jupyter-ai keeps the ACP session id in the .chat file and, since Lily advertises
+    loadSession, calls session/load after a restart: Lily resumes from its journal."""
+    _install()
+    script = [{"content": "Noted: 42."},
+              {"expect": {"contains": "which number"}, "content": "It was 42."}]
+
+    async def talk(server: Jupyter, text: str, answer: str) -> None:
+        chat, lily = await _open_chat(server)
+        await chat.send(text, to=lily)
+        await chat.until(lambda m: answer in m.get("body", ""))
+        chat.ws.close()
+
+    with ScriptedServer(script) as model:
+        first = Jupyter(tmp_path, model)
+        try:
+            asyncio.run(asyncio.wait_for(talk(first, "remember the number 42", "Noted: 42."), 300))
+            chat_file = first.root / "lily.chat"
+            for _ in range(60):  # the chat (and its ACP session id) is saved after a change
+                if chat_file.exists() and "acp_session_ids" in chat_file.read_text():
+                    break
+                time.sleep(0.5)
+        finally:
+            first.stop()
+        second = Jupyter(tmp_path, model)
+        try:
+            asyncio.run(asyncio.wait_for(talk(second, "which number did I say?", "It was 42."),
+                                         300))
+        finally:
+            second.stop()
+        sent = model.chat_requests()[1]["messages"]
+    assert [m["content"] for m in sent if m["role"] != "system"][:2] == [
+        "remember the number 42", "Noted: 42."]
