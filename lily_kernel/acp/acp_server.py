@@ -96,7 +96,11 @@ class MainThread:
             return True
 
     def stop(self) -> None:
-        """No more jobs: the running one is interrupted and :meth:`serve` returns."""
+        """No more jobs (the client is gone): the running one is interrupted, those waiting
+        never run, and :meth:`serve` returns."""
+        with self._lock:
+            for waiting in self._waiting:
+                waiting.cancelled = True
         self.interrupt()
         self._jobs.put(None)
 
@@ -236,13 +240,13 @@ class LilyAgent:
                            additional_directories: list[str] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         """A session taken up from its journal, its conversation replayed to the client."""
-        await self._on_main(lambda: self.turns.load(cwd, session_id, mcp_servers or []),
-                            session_id)
+        # not tied to the session's jobs: a cancel stops a prompt, never a load
+        await self._on_main(lambda: self.turns.load(cwd, session_id, mcp_servers or []))
         asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
         return LoadSessionResponse()
 
     def _advertise(self, session_id: str) -> None:
-        future = self.main.submit(lambda: self.turns.advertise(session_id), session_id)
+        future = self.main.submit(lambda: self.turns.advertise(session_id))
         future.add_done_callback(_log_failure)
 
     async def prompt(self, prompt: list[Any], session_id: str,
