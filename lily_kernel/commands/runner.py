@@ -34,6 +34,9 @@ from lily_kernel.tools import mentions
 from lily_kernel.tools.notebook_tools import ProposedCell
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
+#: The answer of a request that ends in a card without text of its own (a face that shows
+#: the card itself, as the ACP face's permission request does, may leave it out).
+WAITING = "I would like to run the call below; it waits for your confirmation."
 
 
 class Live(Protocol):
@@ -229,7 +232,7 @@ class Runner:
                 shown.close()
         text = reply.text
         if not text.strip() and reply.proposal is not None:
-            text = "I would like to run the call below; it waits for your confirmation."
+            text = WAITING
         yield Answer(text, reply.skill, tuple(reply.tools_used),
                      self.session.model_config.model, reply.usage, reply.left_out,
                      tuple(reply.notes), attached)
