@@ -580,6 +580,7 @@ def stages(n: int, skills: int) -> None:
         workspace = loader.Root("workspace", root, True)
         found = sorted(loader._scan(workspace))
         datas = [read_skill_md(path) for _, path, _ in found]
+        datas = [d[0] if isinstance(d, tuple) else d for d in datas]  # (data, stat) since issue 31
         docs = [frontmatter.parse_document(data) for data in datas]
         made = [skill.parse(name, "workspace", path, data)
                 for (name, path, _), data in zip(found, datas, strict=True)]

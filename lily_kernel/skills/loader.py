@@ -6,7 +6,6 @@ skill becomes a diagnostic; only a root that cannot be read raises.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 from collections.abc import Iterable
@@ -16,23 +15,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills import skill_md
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import (
-    _ANY_ELIGIBILITY,
-    MAX_DESCRIPTION,
-    Eligibility,
-    Skill,
-    all_names_valid,
-    parse,
-    parse_named,
-)
-from lily_kernel.skills.skill_md import Unreadable as _Unreadable
-from lily_kernel.skills.skill_md import read as _read
+from lily_kernel.skills.skill import Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
@@ -109,29 +99,7 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
     (the session passes the ones it was given, docs/loader.md#exclusion)."""
-    if not gc.isenabled():
-        return _build(tuple(roots), tools, policy, version, host, reserved, False)
-    gc.disable()
-    try:
-        return _build(tuple(roots), tools, policy, version, host, reserved, True)
-    finally:
-        gc.enable()
-
-
-# A load makes about a dozen long-lived container objects per skill and frees almost
-# nothing. Left to itself the collector walks them in young-generation passes, and
-# also in full passes over every object in the process, more of them the bigger the
-# load; those find nothing and, at 10,000 skills, cost more than the parsing. So the
-# automatic collector is paused during a load, which runs the young passes itself
-# every _GC_EVERY skills, while the new objects are still in the CPU caches. They end
-# up in the oldest generation, as they would have, and the load pays for the passes
-# rather than leaving them to whatever its caller allocates next.
-_GC_EVERY = 128
-
-
-def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
-           version: int, host: Host | None, reserved: frozenset[str],
-           collect: bool) -> Snapshot:
+    roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
 
@@ -154,78 +122,43 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             else:
                 winners[name] = (root, path, error)
 
-    # Every winner's SKILL.md is read first and parsed after: run back to back, the
-    # system calls and the parsing each keep the CPU caches the other would evict.
-    order = sorted(winners)
-    parse_data = parse_named if all_names_valid(order) else parse  # (else each is checked)
-    contents = [_read(w[1]) if w[2] is None else None
-                for w in map(winners.__getitem__, order)]
-
     included: list[Skill] = []
     excluded_aliases: dict[str, str] = {}
-    append = included.append
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
-    countdown = _GC_EVERY
-    passed: dict[tuple[int, tuple[str, ...]], Eligibility] = {}
-    content = hashlib.sha256()
-    digest = content.update
-    for name, data in zip(order, contents, strict=True):
-        if collect:
-            countdown -= 1
-            if not countdown:
-                gc.collect(1)
-                countdown = _GC_EVERY
+    for name in sorted(winners):
         root, path, error = winners[name]
         source = root.source
-        if shadowed:
-            for loser, loser_path in shadowed.get(name, ()):
-                diagnostics.append(Diagnostic(
-                    "shadowed", name, loser.source, loser_path,
-                    f"shadowed by the {source} copy at {path}"))
+        for loser, loser_path in shadowed.get(name, ()):
+            diagnostics.append(Diagnostic(
+                "shadowed", name, loser.source, loser_path,
+                f"shadowed by the {source} copy at {path}"))
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        if isinstance(data, _Unreadable):
-            diagnostics.append(Diagnostic("skill_error", name, source, path, data.reason))
-            continue
-        assert data is not None  # read whenever discovery found no error
-        try:
-            skill = parse_data(name, source, path, data)
-        except SkillError as exc:
-            diagnostics.append(Diagnostic("skill_error", name, source, path, str(exc)))
+        skill = _parse_one(name, source, path)
+        if isinstance(skill, str):
+            diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
         if skill.command or skill.command_tool:
             reason = _exclusion(skill, tools, reserved)
             if reason:
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
-        elig = skill.eligibility
-        plain = not skill.command_tool and skill.openclaw is None  # only elig and tools
-        if not plain or skill.requires_tools or elig is not _ANY_ELIGIBILITY:
-            # A plain rule that passed passes again: the same (shared) Eligibility and tools.
-            # (It is kept in ``passed``, so its id stays its own.)
-            rule = (id(elig), skill.requires_tools)
-            if not plain or passed.get(rule) is not elig:
-                reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
-                if reason:
-                    diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
-                    if skill.command:
-                        excluded_aliases.setdefault(skill.command, name)
-                    continue
-                if plain:
-                    passed[rule] = elig
-        if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
-            for note in _notes(skill):
-                diagnostics.append(Diagnostic("note", name, source, path, note))
-        append(skill)
-        # The content hash (_hashed, inlined), while the text is still in the CPU caches.
-        digest(f"{name}\0{source}\0{skill.text}\0\0".encode("utf-8", "surrogatepass"))
+        reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
+        if reason:
+            diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
+            if skill.command:
+                excluded_aliases.setdefault(skill.command, name)
+            continue
+        for note in _notes(skill):
+            diagnostics.append(Diagnostic("note", name, source, path, note))
+        included.append(skill)
 
     aliases, clashes = _aliases(included, diagnostics)
-    snapshot = Snapshot(
+    return Snapshot(
         version=version,
-        hash=content.hexdigest(),
+        hash=_content_hash(included),
         skills=tuple(included),
         diagnostics=tuple(diagnostics),
         roots=roots,
@@ -234,9 +167,17 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         excluded_aliases=MappingProxyType({a: n for a, n in excluded_aliases.items()
                                            if a not in aliases and a not in clashes}),
     )
-    if collect:
-        gc.collect(1)
-    return snapshot
+
+
+def _parse_one(name: str, source: str, path: str) -> Skill | str:
+    """The skill in the folder ``path``, or why it is malformed or unreadable."""
+    read = skill_md.read(path)
+    if isinstance(read, skill_md.Unreadable):
+        return read.reason
+    try:
+        return parse(name, source, path, read[0])
+    except SkillError as exc:
+        return str(exc)
 
 
 def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
@@ -267,15 +208,11 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
-    data = _read(path)
-    if isinstance(data, _Unreadable):
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
+    skill = _parse_one(cand.name, source, path)
+    if isinstance(skill, str):
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, skill))
         return None
-    try:
-        return parse(cand.name, source, path, data)
-    except SkillError as exc:
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, str(exc)))
-    return None
+    return skill
 
 
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
@@ -311,7 +248,7 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
 
 
 def _content_hash(skills: Iterable[Skill]) -> str:
-    """The snapshot's hash of ``skills`` (the load computes it as it goes, the same way)."""
+    """The snapshot's hash of ``skills``: sha256 over :func:`_hashed` of each, in order."""
     digest = hashlib.sha256()
     for s in skills:
         digest.update(_hashed(s))
@@ -319,6 +256,5 @@ def _content_hash(skills: Iterable[Skill]) -> str:
 
 
 def _hashed(s: Skill) -> bytes:
-    """What the content hash reads of one included skill: name NUL source NUL text NUL NUL.
-    (The load spells it inline; tests/skills/test_snapshot_pin.py holds both to one hash.)"""
+    """What the content hash reads of one included skill: name NUL source NUL text NUL NUL."""
     return f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass")
