@@ -19,8 +19,9 @@ from lily_kernel.skills import frontmatter, openclaw
 if TYPE_CHECKING:  # the '## Type' section is parsed by skills/typed_declaration.py
     from lily_kernel.skills.typed_declaration import TypedSpec
 
-NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
-COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
+# Whole-string rules: use fullmatch (``$`` would let a trailing newline through).
+NAME_RE = re.compile(r"[a-z0-9]+(?:[_-][a-z0-9]+)*")
+COMMAND_RE = re.compile(r"[a-z0-9_-]+")
 MAX_NAME_LEN = 64
 INVOCATION_MODES = ("prompt_rewrite", "tool_dispatch")
 OS_NAMES = ("darwin", "linux", "win32")
@@ -135,11 +136,17 @@ def name_problem(name: str) -> str | None:
     if not name:
         return "skill name is empty"
     if len(name) > MAX_NAME_LEN:
-        return f"skill name '{name}' is {len(name)} characters; the limit is {MAX_NAME_LEN}"
-    if not NAME_RE.match(name):
-        return (f"skill name '{name}' is invalid: use lowercase letters and digits, "
+        return f"skill name {_quoted(name)} is {len(name)} characters; the limit is {MAX_NAME_LEN}"
+    if not NAME_RE.fullmatch(name):
+        return (f"skill name {_quoted(name)} is invalid: use lowercase letters and digits, "
                 "separated by single '-' or '_'")
     return None
+
+
+def _quoted(name: str) -> str:
+    r"""``name`` in single quotes, as messages show it; one holding a control character
+    (a folder named "demo\n") is shown escaped, so the message stays on one line."""
+    return f"'{name}'" if name.isprintable() else repr(name)
 
 
 def parse(name: str, source: str, path: str, data: bytes) -> Skill:
@@ -212,8 +219,8 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     if mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
     command = meta.get("command")
-    if command is not None and not COMMAND_RE.match(command):
-        raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
+    if command is not None and not COMMAND_RE.fullmatch(command):
+        raise SkillError(f"'command' {_quoted(command)} must match ^[a-z0-9_-]+$")
     command_tool = meta.get("command_tool")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")

@@ -373,8 +373,31 @@ def _is_name(name: str) -> bool:
 @given(st.text(st.sampled_from(list("ab09-_/. A\né\r\t")), max_size=6))
 def test_name_problem_is_the_naming_rule(name):
     from lily_kernel.skills.skill import name_problem
-    if "\n" not in name:
-        assert (name_problem(name) is None) == _is_name(name), name
+    assert (name_problem(name) is None) == _is_name(name), name
+
+
+@pytest.mark.parametrize("dirname", ["demo\n", "demo\r\n", "\ndemo", "de\nmo", "demo\t"])
+def test_a_name_with_a_line_break_is_refused_by_the_naming_rule(dirname):
+    """``$`` matches before a final newline: the rule is matched whole (fullmatch). The
+    message names the folder escaped, on one line."""
+    msg = bad("---\nsummary: x\n---\n", name=dirname)
+    assert msg == (f"skill name {dirname!r} is invalid: use lowercase letters and digits, "
+                   "separated by single '-' or '_'")
+    assert "\n" not in msg
+
+
+def test_a_skill_folder_named_with_a_trailing_newline_is_a_skill_error(env):
+    env.write_skill(env.ws_skills, "demo", "summary: x")
+    env.write_skill(env.ws_skills, "demo\n", "summary: x")
+    snap = env.snapshot()
+    assert snap.names() == ["demo"]
+    assert env.diag(snap, "skill_error", "demo\n").reason.startswith(
+        "skill name 'demo\\n' is invalid: use lowercase letters")
+
+
+def test_a_command_with_a_trailing_newline_is_refused():
+    assert bad('---\ncommand: "demo\\n"\n---\n') == (
+        "'command' 'demo\\n' must match ^[a-z0-9_-]+$")
 
 
 def test_a_load_with_one_bad_name_names_it_and_loads_the_rest(env):
