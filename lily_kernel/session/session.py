@@ -33,7 +33,7 @@ from lily_kernel.settings.model_settings import (
     user_config_path,
 )
 from lily_kernel.skills.eligibility import Host
-from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.loader import SkillCache, build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.tools import workspace_fs
@@ -81,6 +81,7 @@ class Session:
         self._config_registry: ConfigRegistry | None = None
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
+        self._skill_cache = SkillCache()  # parsed SKILL.md files, for the session's life (/new too)
         self._start(resume=resume)
 
     # -- lifecycle -----------------------------------------------------------
@@ -237,7 +238,7 @@ class Session:
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
-                              reserved=self.reserved_commands)
+                              reserved=self.reserved_commands, cache=self._skill_cache)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,

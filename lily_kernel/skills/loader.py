@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import Skill, parse
+from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
@@ -92,13 +93,82 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
     return found
 
 
+#: What was read of a file changed this recently is not kept: a second change within the
+#: same timestamp tick (2 s on the coarsest file systems, FAT's) would leave every field of
+#: its stat as it was.
+SETTLED_NS = 2_000_000_000
+
+
+class SkillCache:
+    """What each skill's SKILL.md parsed into (its :class:`Skill` and what the content hash
+    reads of it, or the reason it is malformed), kept between loads: a session holds one
+    for the kernel's life.
+
+    An entry is reused while its file's ``lstat`` still says the same type, device, inode,
+    size, mtime and ctime, so a load reads and parses again only what changed (and a
+    symlinked SKILL.md, whose ``lstat`` is the link's, every time). A file changed within
+    :data:`SETTLED_NS` of the load is not kept. Each load keeps only the entries of the
+    skills it parsed: those of removed or shadowed files go.
+    """
+
+    def __init__(self) -> None:
+        # skill folder -> (source, lstat signature, what it parsed into)
+        self._entries: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
+        self._kept: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
+        self._settled = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def start(self) -> None:
+        """Begin a load: what it does not ask for is dropped at :meth:`finish`."""
+        self._kept = {}
+        self._settled = time.time_ns() - SETTLED_NS
+
+    def finish(self) -> None:
+        """End a load: keep only what it asked for."""
+        self._entries, self._kept = self._kept, {}
+
+    def parsed(self, name: str, source: str, path: str) -> Parsed:
+        """:func:`_parse_one` of the skill folder ``path``, unless it is unchanged."""
+        entry = self._entries.get(path)
+        if entry is not None and entry[0] == source:
+            try:
+                st = os.lstat(path + _SKILL_MD)
+            except OSError:
+                pass
+            else:
+                if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode,
+                        st.st_dev) == entry[1]:
+                    self._kept[path] = entry
+                    return entry[2]
+        read = skill_md.read(path)
+        if isinstance(read, skill_md.Unreadable):
+            return read.reason, b""
+        data, st = read
+        result = _parsed(name, source, path, data)
+        if st.st_ctime_ns < self._settled and st.st_mtime_ns < self._settled:
+            self._kept[path] = (source, _signature(st), result)
+        return result
+
+
+_SKILL_MD = os.sep + "SKILL.md"
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    """What of a SKILL.md's stat an entry is kept for (spelled out in SkillCache.parsed)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_dev)
+
+
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
                    version: int = 1, host: Host | None = None, *,
-                   reserved: frozenset[str] = frozenset()) -> Snapshot:
+                   reserved: frozenset[str] = frozenset(),
+                   cache: SkillCache | None = None) -> Snapshot:
     """Run the whole load and return an immutable :class:`Snapshot`.
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
-    (the session passes the ones it was given, docs/loader.md#exclusion)."""
+    (the session passes the ones it was given, docs/loader.md#exclusion). ``cache``: the
+    parsed files of earlier loads, reused where unchanged, and updated (none: read all)."""
     roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
@@ -122,12 +192,15 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
             else:
                 winners[name] = (root, path, error)
 
+    parsed = cache.parsed if cache is not None else _parse_one
+    if cache is not None:
+        cache.start()
     included: list[Skill] = []
+    content = hashlib.sha256()  # the content hash (_content_hash), skill by skill
     excluded_aliases: dict[str, str] = {}
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
-    for name in sorted(winners):
-        root, path, error = winners[name]
+    for name, (root, path, error) in sorted(winners.items()):
         source = root.source
         for loser, loser_path in shadowed.get(name, ()):
             diagnostics.append(Diagnostic(
@@ -136,7 +209,7 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        skill = _parse_one(name, source, path)
+        skill, hashed = parsed(name, source, path)
         if isinstance(skill, str):
             diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
@@ -151,14 +224,18 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
             if skill.command:
                 excluded_aliases.setdefault(skill.command, name)
             continue
-        for note in _notes(skill):
-            diagnostics.append(Diagnostic("note", name, source, path, note))
+        if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
+            for note in _notes(skill):
+                diagnostics.append(Diagnostic("note", name, source, path, note))
         included.append(skill)
+        content.update(hashed)
+    if cache is not None:
+        cache.finish()
 
     aliases, clashes = _aliases(included, diagnostics)
     return Snapshot(
         version=version,
-        hash=_content_hash(included),
+        hash=content.hexdigest(),
         skills=tuple(included),
         diagnostics=tuple(diagnostics),
         roots=roots,
@@ -169,15 +246,25 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
     )
 
 
-def _parse_one(name: str, source: str, path: str) -> Skill | str:
+#: A skill and what the content hash reads of it (:func:`_hashed`), or why it is malformed
+#: or unreadable (and no bytes).
+Parsed = tuple[Skill, bytes] | tuple[str, bytes]
+
+
+def _parse_one(name: str, source: str, path: str) -> Parsed:
     """The skill in the folder ``path``, or why it is malformed or unreadable."""
     read = skill_md.read(path)
     if isinstance(read, skill_md.Unreadable):
-        return read.reason
+        return read.reason, b""
+    return _parsed(name, source, path, read[0])
+
+
+def _parsed(name: str, source: str, path: str, data: bytes) -> Parsed:
     try:
-        return parse(name, source, path, read[0])
+        skill = parse(name, source, path, data)
     except SkillError as exc:
-        return str(exc)
+        return str(exc), b""
+    return skill, _hashed(skill)
 
 
 def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
@@ -208,7 +295,7 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
-    skill = _parse_one(cand.name, source, path)
+    skill = _parse_one(cand.name, source, path)[0]
     if isinstance(skill, str):
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, skill))
         return None

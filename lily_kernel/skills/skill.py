@@ -40,7 +40,7 @@ KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + CLAUDE_CODE_KEYS + EXTRA_KE
 MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a note
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Eligibility:
     """Where a skill may run: operating systems, variables and binaries it needs."""
     os: tuple[str, ...] | None = None  # None: any OS
@@ -55,7 +55,7 @@ class Eligibility:
                 "any_binaries": list(self.any_binaries)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Skill:
     """One parsed skill (docs/skill-format.md)."""
     name: str
