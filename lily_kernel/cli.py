@@ -289,19 +289,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_session(args: argparse.Namespace
+def _one_session(args: argparse.Namespace, strict: bool = True
                  ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
-    """The session ``args.session`` names: the journal, its id, summary and turns."""
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
-    records = read.records(sid)
+    """The session ``args.session`` names: the journal, its id, summary and turns. Its
+    hash chain is checked (docs/logs.md#hash-chain): a break is refused with LogsError when
+    ``strict`` (export, replay), else (show) said in one line on stderr."""
+    read = logs.Logs(_logs_workspace(args))
+    try:
+        sid = read.resolve(args.session)
+        try:
+            records = read.checked(sid)
+        except LogsError as exc:
+            if strict:
+                raise
+            read.notes.add(str(exc).replace("; refusing to use it", ""))
+            records = read.records(sid)
+    finally:
+        _print_notes(read.notes)
     return read, sid, logs.summarize(sid, records), logs.turns(records)
 
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
     """``lily logs show SESSION``: one session as a transcript."""
     from lily_kernel.session import logs_export
-    _, _, summary, turns = _one_session(args)
+    _, _, summary, turns = _one_session(args, strict=False)
     if args.n:
         cells = [i for i, t in enumerate(turns) if t.is_cell]
         turns = turns[cells[-args.n]:] if len(cells) > args.n else turns
@@ -389,8 +400,7 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
     from lily_kernel.session import logs_replay
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
+    read, sid, _, _ = _one_session(args)
     nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
     print(f"Wrote {script_path}")
     if not args.no_run:

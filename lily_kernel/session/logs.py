@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import LogsError
+from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
 
@@ -94,15 +95,16 @@ def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
 
 
 def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
-    """The good records of one journal file, each with ``_file`` set to its name."""
+    """The good records of one journal file, each with ``_file`` set to its name and
+    ``_line`` to its line number (journal.READER_KEYS)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         notes.add(f"{path.name}: cannot be read: {exc.strerror or exc}")
         return []
     out = []
-    for _, record in parse_lines(data, path, 1, notes):
-        record["_file"] = path.name
+    for number, record in parse_lines(data, path, 1, notes):
+        record["_file"], record["_line"] = path.name, number
         out.append(record)
     return out
 
@@ -245,6 +247,19 @@ class Logs:
                             f"({', '.join(sorted(f[:12] for f in found)[:5])}); "
                             "give more of the id")
         return found[0]
+
+    def checked(self, session_id: str) -> list[dict[str, Any]]:
+        """The records of one session once its hash chain holds (docs/logs.md#hash-chain):
+        LogsError naming the record that breaks it; a journal from before the chain is
+        read with one note saying it cannot be checked."""
+        records = self.by_session[session_id]
+        problem = verify_chain(records)
+        if problem == UNCHAINED:
+            self.notes.add(f"session {session_id[:12]}: {UNCHAINED}")
+        elif problem is not None:
+            raise LogsError(f"the journal of session {session_id[:12]} has been tampered with "
+                            f"or damaged: {problem}; refusing to use it")
+        return records
 
     def records(self, session_id: str) -> list[dict[str, Any]]:
         """The records of one session (a full id, see :meth:`resolve`), in time order."""
@@ -391,6 +406,10 @@ def _event_text(r: dict[str, Any]) -> str:
         return f"agent switched to {r.get('agent')}"
     if event == "session_ended":
         return f"session ended ({r.get('reason')})"
+    if event == "journal_gap":
+        lost = f", {r.get('lost')} lost" if r.get("lost") else ""
+        return (f"journal gap: writes failed ({r.get('reason')}); the next "
+                f"{r.get('late')} record(s) were written late{lost}")
     return event.replace("_", " ")
 
 

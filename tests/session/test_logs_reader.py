@@ -11,7 +11,7 @@ import pytest
 
 from lily_kernel.cli import main
 from lily_kernel.session import logs, logs_index
-from lily_kernel.session.journal import Journal
+from lily_kernel.session.journal import Journal, read, record_hash
 
 SID = "a" * 32
 
@@ -23,10 +23,18 @@ def record(event: str, sid: str | None = SID, **fields) -> dict:
     return out
 
 
-def write(path: Path, *records: dict, tail: bytes = b"") -> None:
+def write(path: Path, *records: dict, tail: bytes = b"", chain: bool = True) -> None:
+    """Append ``records``, each linked to its session's record before it in this file as
+    the journal links them (``chain=False``: as an older Lily wrote them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    last: dict[object, str] = {}
+    for old in (read(path) if path.exists() else ()):
+        last[old.get("session_id")] = record_hash(old)
     with open(path, "ab") as fh:
         for r in records:
+            if chain and isinstance(r, dict) and "session_id" in r:
+                r = {"prev": last.get(r["session_id"]), **r}
+                last[r["session_id"]] = record_hash(r)
             fh.write((json.dumps(r) + "\n").encode())
         fh.write(tail)
 
