@@ -73,9 +73,9 @@ class Journal:
         self.prev = prev  # the hash of the last record written (a resumed chain passes it)
         self.error: str | None = None  # why the last write failed, until one succeeds
         self._notice: str | None = None  # the line the face shows for this cell
-        self._queue: list[str] = []  # records (JSON text without ``prev``) not yet written
+        self._queue: list[tuple[float, str]] = []  # records not yet written: (time, JSON
+        # text without ``prev``)
         self._lost = 0  # records dropped from a full queue
-        self._failed_at = 0.0
         self._torn: bool | None = None  # the file ends mid-line (None: not checked yet)
         self._fd = -1  # the journal, open for append from the first record on
         self._close: weakref.finalize[[int], Journal] | None = None  # closes it with this journal
@@ -88,14 +88,15 @@ class Journal:
         ``Session.record_command``); else the whole line is redacted here."""
         if self.path is None:
             return
-        line = json.dumps({"t": round(time.time(), 3), **record}, default=str, ensure_ascii=False)
+        t = round(time.time(), 3)
+        line = json.dumps({"t": t, **record}, default=str, ensure_ascii=False)
         if not redacted:
             line = redaction.redact(line, self.env)
         # a lone surrogate stays visible; the margin is for ``prev``
         if len(line.encode("utf-8", "backslashreplace")) + 80 > self.max_bytes:
             line = _cut_record(record, line, len(line.encode("utf-8", "backslashreplace")),
                                self.max_bytes)
-        self._queue.append(line)
+        self._queue.append((t, line))
         self._trim()
         self._flush(record.get("session_id"))
 
@@ -107,9 +108,9 @@ class Journal:
 
     def _trim(self) -> None:
         """Keep the queue of unwritten records bounded: the oldest go (counted as lost)."""
-        size = sum(len(item) for item in self._queue)
+        size = sum(len(item) for _, item in self._queue)
         while len(self._queue) > 1 and (len(self._queue) > QUEUE_RECORDS or size > QUEUE_BYTES):
-            size -= len(self._queue.pop(0))
+            size -= len(self._queue.pop(0)[1])
             self._lost += 1
 
     def _flush(self, session_id: object) -> None:
@@ -119,7 +120,9 @@ class Journal:
         try:
             if self.error is not None:
                 assert self.path is not None
-                gap = {"t": round(self._failed_at, 3), "event": "journal_gap",
+                # the gap's time is the first late record's: readers sort by time, and
+                # the gap must come before the records it announces
+                gap = {"t": self._queue[0][0], "event": "journal_gap",
                        "session_id": session_id, "reason": self.error,
                        "late": late, "lost": self._lost}
                 self._write(json.dumps(gap, ensure_ascii=False))
@@ -127,12 +130,10 @@ class Journal:
                                 + (f", {self._lost} lost" if self._lost else ""))
                 self.error, self._lost = None, 0
             while self._queue:
-                self._write(self._queue[0])
+                self._write(self._queue[0][1])
                 self._queue.pop(0)
         except OSError as exc:
             self.close()
-            if self.error is None:
-                self._failed_at = time.time()
             self.error = _reason(exc)
             self._notice = f"journal: not recorded: {self.error}; retrying"
 
