@@ -50,26 +50,26 @@ def test_a_short_write_is_announced_retried_and_marked(tmp_path, monkeypatch):
 CHILD = textwrap.dedent("""
     import json, os, resource, sys
     from lily_kernel.session.journal import Journal
-    path = sys.argv[1]
+    path, sid = sys.argv[1], sys.argv[2]
     j = Journal(__import__("pathlib").Path(path))
-    j.append({"event": "session_created", "session_id": "%s"})
+    j.append({"event": "session_created", "session_id": sid})
     size = os.path.getsize(path)
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
     resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, hard))  # room for part of a line
     notices = []
     for i in range(3):
-        j.append({"event": "prose", "session_id": "%s", "text": "request %%d " %% i + "x" * 200})
+        j.append({"event": "prose", "session_id": sid, "text": f"request {i} " + "x" * 200})
         notices.append(j.take_notice())
     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
     j.append({"event": "prose", "session_id": "%s", "text": "after"})
     notices.append(j.take_notice())
     print(json.dumps(notices))
-""" % (SID, SID, SID))
+""")
 
 
 def test_a_real_file_size_limit_short_write_then_efbig(tmp_path):
     path = tmp_path / ".lily" / "journal" / "s.jsonl"
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), SID], capture_output=True,
                          text=True, timeout=60, check=True)
     notices = json.loads(out.stdout)
     assert notices[0].startswith("journal: not recorded: short write (40 of ")
