@@ -61,7 +61,7 @@ CHILD = textwrap.dedent("""
         j.append({"event": "prose", "session_id": sid, "text": f"request {i} " + "x" * 200})
         notices.append(j.take_notice())
     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
-    j.append({"event": "prose", "session_id": "%s", "text": "after"})
+    j.append({"event": "prose", "session_id": sid, "text": "after"})
     notices.append(j.take_notice())
     print(json.dumps(notices))
 """)
