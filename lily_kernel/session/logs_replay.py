@@ -125,8 +125,10 @@ def captured_files(records: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
             continue
         if isinstance(r.get("text"), str):
             files[r["path"]] = {"text": r["text"]}
-        elif isinstance(r.get("base64"), str):
+        elif isinstance(r.get("base64"), str):  # an older journal's binary file
             files[r["path"]] = {"base64": r["base64"]}
+        # a file that was not UTF-8 is journaled by size and hash only ("binary"): the
+        # replay's copy lacks it
     return files
 
 

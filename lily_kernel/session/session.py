@@ -6,6 +6,7 @@ each field changes only through the method its command calls.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -236,16 +237,19 @@ class Session:
 
     def _capture(self, path: str, data: bytes) -> None:
         """Journal a file a tool read (``[journal] capture_reads``), once per content, so
-        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay). A file that is not UTF-8
+        is recorded by size and hash only: redaction reads text, so a ``.env`` holding a key
+        in another encoding must not reach the journal (docs/logs.md#captured-reads)."""
         key = (path, hash(data))
         if key in self._captured:
             return
         self._captured.add(key)
         try:
             record: dict[str, Any] = {"text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            import base64
-            record = {"base64": base64.b64encode(data).decode("ascii")}
+        except UnicodeDecodeError:  # bytes redaction cannot see: never their content
+            digest = hashlib.sha256(data).hexdigest()
+            record = {"binary": f"binary, {len(data):,} bytes, sha256 {digest}",
+                      "sha256": digest}
         self.journal.append({"event": "file_read", "session_id": self.session_id,
                              "path": path, "bytes": len(data), **record})
 
