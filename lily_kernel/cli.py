@@ -282,9 +282,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
-         "tokens in", "tokens out", "models"),
+         "tokens in", "tokens out", "models", "first request"),
         [(s.id[:12], s.label, logs.iso(s.started), logs.iso(s.last), str(s.requests),
-          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
+          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
+          s.first)
          for s in rows]))
     return 0
 
@@ -311,7 +312,7 @@ def _one_session(args: argparse.Namespace, strict: bool = True
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
     """``lily logs show SESSION``: one session as a transcript."""
-    from lily_kernel.session import logs_export
+    from lily_kernel.commands import logs_export
     _, _, summary, turns = _one_session(args, strict=False)
     if args.n:
         cells = [i for i, t in enumerate(turns) if t.is_cell]
@@ -383,7 +384,7 @@ def cmd_logs_prune(args: argparse.Namespace) -> int:
 
 def cmd_logs_export(args: argparse.Namespace) -> int:
     """``lily logs export SESSION --md FILE | --ipynb FILE``."""
-    from lily_kernel.session import logs_export
+    from lily_kernel.commands import logs_export
     if not (args.md or args.ipynb):
         raise LogsError("export needs --md FILE or --ipynb FILE")
     _, _, summary, turns = _one_session(args)
@@ -399,10 +400,17 @@ def cmd_logs_export(args: argparse.Namespace) -> int:
 def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
-    from lily_kernel.session import logs_replay
+    from lily_kernel.commands import logs_replay
     read, sid, _, _ = _one_session(args)
-    nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
+    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
     print(f"Wrote {script_path}")
+    if code:  # what the replay would run, read from the journal: the user decides
+        print("The replay runs code the journal names; review it (docs/logs.md#replay-and-code):")
+        for line in code:
+            print(f"  {line}")
+        print("  Written as cells (--include-code)." if args.include_code else
+              "  Cells that are code are shown as Markdown, not run; after reviewing them, "
+              "--include-code writes them as cells.")
     if not args.no_run:
         from lily_kernel.jupyter.replay_notebook import record_outputs
         problem = record_outputs(nb_path)
@@ -462,6 +470,8 @@ def add_logs_parser(sub: Any) -> None:
     rep.add_argument("--to", required=True, metavar="DIR")
     rep.add_argument("--no-run", action="store_true",
                      help="do not run it once to record its outputs (nbval then has none)")
+    rep.add_argument("--include-code", action="store_true",
+                     help="write the cells that run code (%%%%python, /confirm, ...) as cells")
 
 
 

@@ -34,6 +34,7 @@ from lily_kernel.errors import (
     PersonaError,
     ToolError,
     command_error,
+    error_line,
 )
 from lily_kernel.session.session import Session
 from lily_kernel.settings.model_settings import SECRET_KEYS
@@ -101,8 +102,8 @@ def execute(session: Session, cmd: Command) -> Any:
     log.debug("command /%s", cmd.name)
     try:
         result = _dispatch(session, cmd)
-    except CommandError:
-        session.record_command(redact(cmd.line), ok=False)
+    except CommandError as exc:
+        session.record_command(redact(cmd.line), ok=False, error=error_line(exc))
         raise
     session.record_command(redact(cmd.line), ok=True)
     return result
@@ -326,7 +327,8 @@ def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
 
-    from lily_kernel.session import logs, logs_export
+    from lily_kernel.commands import logs_export
+    from lily_kernel.session import logs
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
     read = logs.Logs(session.workspace)

@@ -130,6 +130,7 @@ class SessionSummary:
     tools: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     records: int = 0
+    first: str = ""  # the first request (one line, clipped): names the session with the label
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (``--json``)."""
@@ -137,7 +138,7 @@ class SessionSummary:
                 "last_activity": iso(self.last), "requests": self.requests,
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
-                "files": self.files, "records": self.records}
+                "files": self.files, "records": self.records, "first_request": self.first}
 
 
 def iso(t: float) -> str:
@@ -155,8 +156,12 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
         event = r.get("event")
         if r.get("_file") and r["_file"] not in files:
             files.append(r["_file"])
+        if isinstance(r.get("notebook"), str) and r["notebook"]:
+            s.label = r["notebook"]  # the notebook's path as last known (a front end told)
+        if not s.first and event in ("prose", "message"):
+            s.first = _first_request(r)
         if event == "session_created":
-            s.label = str(r.get("label") or "")
+            s.label = s.label or str(r.get("label") or "")
             _add(s.models, (r.get("model_config") or {}).get("model")
                  if isinstance(r.get("model_config"), dict) else None)
         elif event == "model_changed" and isinstance(r.get("model_config"), dict):
@@ -178,6 +183,19 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
     if not s.label:
         s.label = files[0].rsplit(".", 1)[0] if files else ""
     return s
+
+
+def _first_request(r: dict[str, Any]) -> str:
+    """The request a prose record, or a user message, holds: one line, at most 60 characters."""
+    text: object = r.get("text")
+    if r.get("event") == "message":
+        message = r.get("message")
+        text = (message.get("content") if isinstance(message, dict)
+                and message.get("role") == "user" else None)
+    if not isinstance(text, str):
+        return ""
+    one = " ".join(text.split())
+    return one if len(one) <= 60 else one[:59] + "…"
 
 
 def _add(items: list[str], value: object) -> None:
@@ -280,7 +298,7 @@ class Call:
 class Turn:
     """One cell of a session: a command or prose, with what followed it."""
 
-    kind: str  # command | prose | event
+    kind: str  # command | prose | python | event
     text: str
     t: float
     ok: bool = True
@@ -295,11 +313,13 @@ class Turn:
     tokens_out: int | None = None
     cut: bool = False
     asked: bool = False  # its request (the user message) has been seen
+    interrupted: bool = False  # the user interrupted its request
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # a python cell's, as journaled
 
     @property
     def is_cell(self) -> bool:
         """Whether this turn was a cell the user ran (not a session event)."""
-        return self.kind in ("command", "prose")
+        return self.kind in ("command", "prose", "python")
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as plain JSON data (``show --json``)."""
@@ -309,10 +329,12 @@ class Turn:
                                 "result": c.result} for c in self.calls],
                 "approvals": self.approvals, "errors": self.errors, "reads": self.reads,
                 "models": self.models, "tokens_in": self.tokens_in,
-                "tokens_out": self.tokens_out, "cut": self.cut}
+                "tokens_out": self.tokens_out, "cut": self.cut,
+                "interrupted": self.interrupted, "outputs": self.outputs}
 
 
-_QUIET = {"message", "command", "prose", "model_call", "file_read", "error"}
+_QUIET = {"message", "command", "prose", "model_call", "file_read", "error", "interrupted",
+          "python"}
 _BETWEEN = {"model_call", "file_read", "error"}  # may come between a cell and its request
 
 
@@ -333,6 +355,14 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             out.append(turn)
         elif event == "command":
             cur = Turn("command", str(r.get("command", "")), t, ok=bool(r.get("ok", True)))
+            if isinstance(r.get("error"), str):  # a failed command's one line
+                cur.errors.append(r["error"])
+            out.append(cur)
+        elif event == "python":  # a %%python cell: its source and a summary of its outputs
+            cur = Turn("python", str(r.get("source", "")), t, ok=bool(r.get("ok", True)))
+            if isinstance(r.get("error"), str):
+                cur.errors.append(r["error"])
+            cur.outputs = [o for o in r.get("outputs") or [] if isinstance(o, dict)]
             out.append(cur)
         elif event == "prose":
             cur = Turn("prose", str(r.get("text", "")), t)
@@ -375,6 +405,8 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             _add(cur.reads, r.get("path"))
         elif event == "error" and cur is not None:
             cur.errors.append(str(r.get("error", "")))
+        elif event == "interrupted" and cur is not None:
+            cur.interrupted = True
         elif isinstance(event, str) and event.startswith("action_") and event != "action_proposed":
             target = cur or Turn("event", "", t)
             target.approvals.append(f"{event[7:]}: {r.get('skill') or r.get('action_id')}")

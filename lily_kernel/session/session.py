@@ -411,15 +411,27 @@ class Session:
             self._env = dict(os.environ)
         self._start()
 
-    def record_command(self, line: str, ok: bool) -> None:
+    def record_command(self, line: str, ok: bool, error: str | None = None) -> None:
         """Keep one command in the history and the journal: ``line`` is redacted here, once,
         where it is stored (URL userinfo, live secret values), and both keep that text
-        (docs/limits-and-secrets.md#secrets)."""
+        (docs/limits-and-secrets.md#secrets); a failed command's ``error`` line too."""
         line = redaction.redact(line, self.environ)
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
+        extra = {} if error is None else {"error": redaction.redact(error, self.environ)}
         self.journal.append({"event": "command", "session_id": self.session_id,
-                             "command": line, "ok": ok}, redacted=True)
+                             "command": line, "ok": ok, **extra}, redacted=True)
+
+    def record_interrupted(self) -> None:
+        """Journal that the user interrupted the running request (``lily logs show``)."""
+        self.journal.append({"event": "interrupted", "session_id": self.session_id})
+
+    def record_python(self, source: str, ok: bool, error: str | None,
+                      outputs: list[dict[str, Any]]) -> None:
+        """Journal a ``%%python`` cell: its source and a bounded summary of its outputs
+        (text, image hashes), redacted like every record (docs/logs.md#python-cells)."""
+        self.journal.append({"event": "python", "session_id": self.session_id,
+                             "source": source, "ok": ok, "error": error, "outputs": outputs})
 
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""

@@ -184,8 +184,10 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     session.files.read_bytes_of("b.bin")
     reads = [r for r in logs.read_file(ws / ".lily" / "journal" / "cap.jsonl", logs.Notes())
              if r["event"] == "file_read"]
-    assert [(r["path"], r.get("text"), r.get("base64")) for r in reads] == [
-        ("a.txt", "hello\n", None), ("b.bin", None, "/wA=")]
+    digest = hashlib.sha256(b"\xff\x00").hexdigest()
+    assert [(r["path"], r.get("text"), r.get("binary"), r.get("base64")) for r in reads] == [
+        ("a.txt", "hello\n", None, None),
+        ("b.bin", None, f"binary, 2 bytes, sha256 {digest}", None)]  # never its bytes
     (ws / "lily.toml").write_text("[journal]\ncapture_reads = 1\n")
     assert "capture_reads must be true or false" in (Session(ws, env=env).config_error or "")
 
