@@ -195,7 +195,7 @@ def notebook(summary: SessionSummary, turns: list[Turn],
         if tags:
             metadata["tags"] = tags
         cells.append({"cell_type": "code", "id": cell_id(), "execution_count": count,
-                      "metadata": metadata, "source": turn.text, "outputs": outputs})
+                      "metadata": metadata, "source": turn.text.rstrip("\n"), "outputs": outputs})
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
             "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO),
                          "lily": {"session_id": summary.id, "label": summary.label}}}

@@ -102,7 +102,9 @@ class PythonCells:
         stripped = raw.lstrip()
         self._displays = []
         if stripped.startswith("%%python"):
-            self._current, self._count = raw, getattr(self.shell, "execution_count", None)
+            # IPython counts the cell before this event: its number is the one before
+            count = getattr(self.shell, "execution_count", None)
+            self._current, self._count = raw, count - 1 if isinstance(count, int) else None
             return
         self._current = None
         if self._waiting and stripped and stripped[0] not in "%!":
@@ -134,7 +136,7 @@ class PythonCells:
             return
         exc = result.error_in_exec or result.error_before_exec
         error = None if exc is None else f"{type(exc).__name__}: {exc}".splitlines()[0]
-        outputs = self._outputs(self._count)
+        outputs = self._outputs(result.execution_count)
         self._displays = []
         cell = (source, exc is None, error, outputs[:OUTPUTS])
         session = self._session()
