@@ -39,13 +39,27 @@ SCRIPT_SUFFIX = ".replay.json"
 FORMAT = 1
 SANITIZE_NAME = "lily_replay_sanitize.cfg"
 # What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format).
+# What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format), the
+# one list for every command's output; nbval applies the rules in this order.
 SANITIZE = """[session ids]
 regex: New session `[0-9a-f]{12}`
 replace: New session `<id>`
 
+[session ids in /logs and labels]
+regex: ([Ss]ession[ -])[0-9a-f]{12}\\b
+replace: \\1<id>
+
+[full session ids]
+regex: \\b[0-9a-f]{32}\\b
+replace: <session-id>
+
 [snapshot hashes]
 regex: \\(([0-9a-f]{12})\\)
 replace: (<hash>)
+
+[card ids]
+regex: ([Cc]ard (?:`|<code>)?|/confirm |/cancel )[0-9a-f]{8}\\b
+replace: \\1<card>
 
 [activity ids]
 regex: urn:uuid:[0-9a-f-]{36}
@@ -59,9 +73,21 @@ replace: <time>
 regex: lily-skills-[0-9a-f]{12}
 replace: lily-skills-<key>
 
+[local ports (the scripted server)]
+regex: 127\\.0\\.0\\.1:\\d+
+replace: 127.0.0.1:<port>
+
 [replay workspace copies]
 regex: /[^\\s`'"]*lily-replay-[A-Za-z0-9_]+
 replace: <replay-workspace>
+
+[paths in code spans]
+regex: `/[^`\\s]*/[^`\\s]*`
+replace: `<path>`
+
+[token estimates and usage counts]
+regex: system [\\d,]+ · tools [\\d,]+ \\(\\d+\\) · skills index [\\d,]+ tokens
+replace: system <n> · tools <n> · skills index <n> tokens
 """
 # Applies SANITIZE when pytest runs the folder's notebooks without --nbval-sanitize-with.
 CONFTEST = '''"""Written by `lily logs replay`: nbval ignores what changes from run to run."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernel_support import Kernel, make_world, write_skill
 
+from lily_kernel.session.logs import Logs
 from lily_kernel.testing.server import ScriptedServer
 
 GREET_BODY = "# Greet\n\nGreet the person named in the request warmly, in one line.\n"
@@ -62,9 +63,9 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         try:
             for cell in CELLS:
                 kernel.ok(cell, timeout=60)
-            session_id = kernel.ok("%%python\nimport lily\nprint(lily.session().session_id)"
-                                   ).stdout.strip()
         finally:
             kernel.shutdown()
+        # from the journal: a %%python cell asking for it would be journaled as a cell too
+        (session_id,) = Logs(world.workspace).by_session
         assert server.remaining() == 0, server.chat_requests()
     return Recorded(world.workspace, session_id, world.env, base)
