@@ -73,8 +73,8 @@ class Journal:
         self.prev = prev  # the hash of the last record written (a resumed chain passes it)
         self.error: str | None = None  # why the last write failed, until one succeeds
         self._notice: str | None = None  # the line the face shows for this cell
-        self._queue: list[tuple[float, str]] = []  # records not yet written: (time, JSON
-        # text without ``prev``)
+        # records not yet written: (time, JSON text without ``prev``, that text parsed)
+        self._queue: list[tuple[float, str, dict[str, Any]]] = []
         self._lost = 0  # records dropped from a full queue
         self._torn: bool | None = None  # the file ends mid-line (None: not checked yet)
         self._fd = -1  # the journal, open for append from the first record on
@@ -89,14 +89,22 @@ class Journal:
         if self.path is None:
             return
         t = round(time.time(), 3)
-        line = json.dumps({"t": t, **record}, default=str, ensure_ascii=False)
+        full = {"t": t, **record}
+        line = json.dumps(full, default=str, ensure_ascii=False)
         if not redacted:
             line = redaction.redact(line, self.env)
+        try:
+            parsed = json.loads(line)
+        except ValueError:  # a mask ran past a string's end (a line-based rule, one JSON line)
+            line = json.dumps(_redact_strings(json.loads(json.dumps(full, default=str)),
+                                              self.env), ensure_ascii=False)
+            parsed = json.loads(line)
         # a lone surrogate stays visible; the margin is for ``prev``
         if len(line.encode("utf-8", "backslashreplace")) + 80 > self.max_bytes:
             line = _cut_record(record, line, len(line.encode("utf-8", "backslashreplace")),
                                self.max_bytes)
-        self._queue.append((t, line))
+            parsed = json.loads(line)
+        self._queue.append((t, line, parsed))
         self._trim()
         self._flush(record.get("session_id"))
 
@@ -108,7 +116,7 @@ class Journal:
 
     def _trim(self) -> None:
         """Keep the queue of unwritten records bounded: the oldest go (counted as lost)."""
-        size = sum(len(item) for _, item in self._queue)
+        size = sum(len(item) for _, item, _ in self._queue)
         while len(self._queue) > 1 and (len(self._queue) > QUEUE_RECORDS or size > QUEUE_BYTES):
             size -= len(self._queue.pop(0)[1])
             self._lost += 1
@@ -125,25 +133,27 @@ class Journal:
                 gap = {"t": self._queue[0][0], "event": "journal_gap",
                        "session_id": session_id, "reason": self.error,
                        "late": late, "lost": self._lost}
-                self._write(json.dumps(gap, ensure_ascii=False))
+                text = json.dumps(gap, ensure_ascii=False)
+                self._write(text, json.loads(text))
                 self._notice = (f"journal: recording again; {late} record(s) written late"
                                 + (f", {self._lost} lost" if self._lost else ""))
                 self.error, self._lost = None, 0
             while self._queue:
-                self._write(self._queue[0][1])
+                self._write(self._queue[0][1], self._queue[0][2])
                 self._queue.pop(0)
         except OSError as exc:
             self.close()
             self.error = _reason(exc)
             self._notice = f"journal: not recorded: {self.error}; retrying"
 
-    def _write(self, body: str) -> None:
-        """Write one record, ``body`` with its link to the record before; OSError when the
-        write fails or is short (the partial line is then closed by the next write)."""
+    def _write(self, body: str, parsed: dict[str, Any]) -> None:
+        """Write one record, ``body`` (``parsed``: its data) with its link to the record
+        before; OSError when the write fails or is short (the partial line is then closed by
+        the next write)."""
         assert self.path is not None
         line = "{" + f'"{CHAIN_KEY}":{json.dumps(self.prev)},' + body[1:]
         data = (line + "\n").encode("utf-8", "backslashreplace")
-        digest = record_hash(json.loads(data))
+        digest = record_hash({**parsed, CHAIN_KEY: self.prev})
         if self._torn is None:
             self._torn = _ends_torn(self.path)  # else this record would be glued to a torn line
         if self._torn:
@@ -215,6 +225,17 @@ def _lock(fd: int) -> bool:
             if exc.errno not in (errno.EACCES, errno.EAGAIN) or time.monotonic() > deadline:
                 return False  # no locking here (ENOLCK), or held too long
             time.sleep(0.01)
+
+
+def _redact_strings(value: Any, env: Mapping[str, str] | None) -> Any:
+    """``value`` (JSON data) with every string redacted on its own."""
+    if isinstance(value, str):
+        return redaction.redact(value, env)
+    if isinstance(value, list):
+        return [_redact_strings(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_strings(v, env) for k, v in value.items()}
+    return value
 
 
 def _cut_record(record: dict[str, Any], line: str, size: int, cap: int) -> str:

@@ -131,3 +131,19 @@ def test_an_old_unchained_journal_is_read_with_one_warning(tmp_path, capsys):
                           "--workspace", str(tmp_path))
     assert code == 0 and (tmp_path / "out.md").is_file()
     assert err.splitlines() == [f"lily logs: session {SID[:12]}: {UNCHAINED}"]
+
+
+def test_a_mask_that_would_break_the_json_line_redacts_string_by_string(tmp_path):
+    """A line-based mask (a secret-looking variable set in a %%python cell's source) run
+    over the record's one JSON line would swallow the rest of it; the journal then redacts
+    each string on its own, so the record stays whole and linked, its secret masked."""
+    path = tmp_path / ".lily" / "journal" / "s.jsonl"
+    journal = Journal(path, env={"OPENAI_API_KEY": "sk-live-abcdefghijkl"})
+    source = "%%python\nimport os\nos.environ['MY_TOKEN'] = 'tok-123456789'\nprint('after')"
+    journal.append({"event": "python", "session_id": SID, "source": source, "ok": True})
+    journal.append({"event": "prose", "session_id": SID, "text": "next"})
+    records = Logs(tmp_path).checked(SID)
+    assert records[0]["source"] == ("%%python\nimport os\nos.environ['MY_TOKEN'] = ***\n"
+                                    "print('after')")
+    assert records[0]["ok"] is True and records[1]["text"] == "next"
+    assert "tok-123456789" not in path.read_text()
