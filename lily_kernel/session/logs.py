@@ -131,6 +131,8 @@ class SessionSummary:
     files: list[str] = field(default_factory=list)
     records: int = 0
     first: str = ""  # the first request (one line, clipped): names the session with the label
+    parent: str = ""  # the session this one resumed or forked from (docs/session.md#resume)
+    parent_kind: str = ""  # "resumed" or "forked"
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (``--json``)."""
@@ -138,7 +140,8 @@ class SessionSummary:
                 "last_activity": iso(self.last), "requests": self.requests,
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
-                "files": self.files, "records": self.records, "first_request": self.first}
+                "files": self.files, "records": self.records, "first_request": self.first,
+                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None}
 
 
 def iso(t: float) -> str:
@@ -162,6 +165,9 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
             s.first = _first_request(r)
         if event == "session_created":
             s.label = s.label or str(r.get("label") or "")
+            for key, kind in (("resumed_from", "resumed"), ("forked_from", "forked")):
+                if isinstance(r.get(key), str):
+                    s.parent, s.parent_kind = r[key], kind
             _add(s.models, (r.get("model_config") or {}).get("model")
                  if isinstance(r.get("model_config"), dict) else None)
         elif event == "model_changed" and isinstance(r.get("model_config"), dict):
