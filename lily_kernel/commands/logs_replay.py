@@ -41,12 +41,12 @@ SANITIZE_NAME = "lily_replay_sanitize.cfg"
 # What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format).
 # What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format), the
 # one list for every command's output; nbval applies the rules in this order.
-SANITIZE = """[session ids]
-regex: New session `[0-9a-f]{12}`
-replace: New session `<id>`
+SANITIZE = """[session ids in code spans (/new, /fork)]
+regex: `[0-9a-f]{12}`
+replace: `<id>`
 
 [session ids in /logs and labels]
-regex: ([Ss]ession[ -])[0-9a-f]{12}\\b
+regex: ([Ss]ession[ -]|into )[0-9a-f]{12}\\b
 replace: \\1<id>
 
 [full session ids]
@@ -68,6 +68,10 @@ replace: urn:uuid:<uuid>
 [timestamps]
 regex: \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d(\\.\\d+)?Z
 replace: <time>
+
+[clock times (/rewind)]
+regex: \\b\\d\\d:\\d\\d\\b
+replace: <hh:mm>
 
 [/skills filter keys]
 regex: lily-skills-[0-9a-f]{12}

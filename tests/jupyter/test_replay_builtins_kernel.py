@@ -41,6 +41,8 @@ CELLS = [
     "/logs",
     "/logs 3",
     "/logs export transcript.md",
+    "/rewind",
+    "/rewind 3",
     "/new",
 ]
 
@@ -59,6 +61,7 @@ def turns() -> list[dict]:
 def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, capsys,
                                                        monkeypatch):
     ran = {cell.split()[0][1:] for cell in CELLS if cell.startswith("/")}
+    ran.add("fork")  # in the second session, below
     assert ran | {"greet"} >= BUILTIN_NAMES, BUILTIN_NAMES - ran  # every built-in command
     with ScriptedServer(turns()) as server:
         world = make_world(tmp_path / "rec", ipython_dir, OPENAI_BASE_URL=server.url,
@@ -76,6 +79,8 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
                 kernel.run(cell, timeout=60)
             kernel.run("/help", timeout=60)  # the new session's: /new is its first record
             after = kernel.ok("%%python\nimport lily\nprint(lily.session().session_id)").stdout.strip()
+            kernel.run("/fork trial", timeout=60)  # a third session: /fork is its first record
+            forked = kernel.ok("%%python\nimport lily\nprint(lily.session().session_id)").stdout.strip()
         finally:
             kernel.shutdown()
         assert server.remaining() == 0
@@ -87,7 +92,7 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
                        "PYDEVD_DISABLE_FILE_VALIDATION": "1"}.items():
         monkeypatch.setenv(key, value)
     replays = tmp_path / "replays"
-    for session in (sid, after):
+    for session in (sid, after, forked):
         code = main(["logs", "replay", session[:12], "--workspace", str(world.workspace),
                      "--to", str(replays), "--include-code"])
         out, err = capsys.readouterr()
@@ -98,5 +103,6 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
                           cwd=replays, env=dict(os.environ), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-6000:]
-    # setup, the id cell, every cell but /new, finish; then setup, /new, /help, the id, finish
-    assert f"{len(CELLS) + 2 + 5} passed" in done.stdout, done.stdout[-2000:]
+    # setup, the id cell, every cell but /new, finish; setup, /new, /help, the id, finish;
+    # setup, /fork, the id, finish
+    assert f"{len(CELLS) + 2 + 5 + 4} passed" in done.stdout, done.stdout[-2000:]
