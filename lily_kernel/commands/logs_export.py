@@ -72,13 +72,16 @@ def _marks(turn: Turn) -> str:
 
 
 def output_summary(output: dict[str, Any]) -> str:
-    """One journaled output of a ``%%python`` cell as plain text: its text, or for an
+    """One journaled output of a ``%%python`` cell as plain text: its text, and for each
     image its type, size and hash."""
-    if output.get("sha256"):
-        return (f"[{output.get('mime', 'image')}, {output.get('bytes', '?'):,} bytes, "
-                f"sha256 {str(output['sha256'])[:16]}…]" if isinstance(output.get("bytes"), int)
-                else f"[{output.get('mime', 'image')}, sha256 {str(output['sha256'])[:16]}…]")
-    return str(output.get("text", ""))
+    images = [i for i in output.get("images") or [] if isinstance(i, dict)]
+    lines = [str(output.get("text", ""))] if output.get("text") else []
+    for image in images:
+        size = image.get("bytes")
+        lines.append(f"[{image.get('mime', 'image')}"
+                     + (f", {size:,} bytes" if isinstance(size, int) else "")
+                     + f", sha256 {str(image.get('sha256', '?'))[:16]}…]")
+    return "\n".join(lines)
 
 
 def markdown(summary: SessionSummary, turns: list[Turn],
