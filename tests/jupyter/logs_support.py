@@ -14,6 +14,7 @@ from pathlib import Path
 from kernel_support import Kernel, make_world, write_skill
 
 from lily_kernel.session.logs import Logs
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 
 GREET_BODY = "# Greet\n\nGreet the person named in the request warmly, in one line.\n"
@@ -59,6 +60,7 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         (world.workspace / "notes").mkdir()
         (world.workspace / "notes" / "todo.txt").write_text("TODO write the docs\n")
         (world.workspace / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+        workspace_trust.trust(world.workspace, world.env)  # capture_reads needs trust
         kernel = Kernel("lily", world)
         try:
             for cell in CELLS:

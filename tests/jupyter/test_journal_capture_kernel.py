@@ -13,6 +13,7 @@ from kernel_support import Kernel, make_world
 
 from lily_kernel.cli import main
 from lily_kernel.session.logs import Logs
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -32,6 +33,7 @@ def test_a_non_utf8_env_file_never_reaches_the_journal(tmp_path, ipython_dir, ca
                            JPY_SESSION_NAME="leak.ipynb")
         (world.workspace / ".env").write_bytes(ENV_FILE)
         (world.workspace / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+        workspace_trust.trust(world.workspace, world.env)  # capture_reads needs trust
         kernel = Kernel("lily", world)
         try:
             kernel.ok("What does .env set?", timeout=60)

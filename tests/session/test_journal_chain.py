@@ -147,3 +147,30 @@ def test_a_mask_that_would_break_the_json_line_redacts_string_by_string(tmp_path
                                     "print('after')")
     assert records[0]["ok"] is True and records[1]["text"] == "next"
     assert "tok-123456789" not in path.read_text()
+
+
+def test_an_untrusted_workspace_cannot_turn_on_capture_reads(tmp_path):
+    """docs/logs.md#captured-reads, an attack: a cloned repository's lily.toml asks the
+    journal to keep every file a tool reads (its .env with them); until the user trusts the
+    workspace it is withheld and said so, while the user's own lily.toml may turn it on."""
+    from lily_kernel.session.session import Session
+    from lily_kernel.settings import workspace_trust
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    (ws / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+    (ws / ".env").write_text("OPENAI_API_KEY=sk-not-live-but-private-123\n")
+    (tmp_path / "u").mkdir()
+    env = {"HOME": str(tmp_path / "home"), "SKILLS_USER_DIR": str(tmp_path / "u")}
+    session = Session(ws, env=env, label="repo")
+    assert session.capture_reads is False
+    assert "[journal] capture_reads" in (session.untrusted_note or "")
+    session.files.read_bytes_of(".env")
+    assert "file_read" not in session.journal.path.read_text()
+    workspace_trust.trust(ws, env)  # /trust: the user decided
+    assert Session(ws, env=env, label="repo").capture_reads is True
+    workspace_trust.revoke(ws, env)
+    user = tmp_path / "home" / ".config" / "lily"
+    user.mkdir(parents=True)
+    (user / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+    (ws / "lily.toml").write_text("")
+    assert Session(ws, env=env, label="repo").capture_reads is True  # the user's own choice
