@@ -31,6 +31,7 @@ from lily_kernel.errors import (
     ActionError,
     CommandError,
     ConfigError,
+    LogsError,
     PersonaError,
     ToolError,
     command_error,
@@ -347,6 +348,11 @@ def _logs(session: Session, cmd: Command) -> Any:
     cells = [t for t in logs.turns(records) if t.is_cell]
     word, _, rest = cmd.args.partition(" ")
     if word == "export":
+        if records:  # an export refuses a journal edited under the kernel (docs/logs.md#hash-chain)
+            try:
+                read.checked(session.session_id)
+            except LogsError as exc:
+                raise CommandError(str(exc)) from None
         target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
         if not target.is_absolute():
             target = session.workspace / target

@@ -43,3 +43,21 @@ def test_logs_and_its_exports_are_inert(tmp_path, ipython_dir):
         for output in cell.get("outputs", []):
             if "text/markdown" in output.get("data", {}):
                 assert live(output["data"]["text/markdown"]) == []
+
+
+def test_logs_export_refuses_a_journal_edited_under_the_kernel(tmp_path, ipython_dir):
+    world = scripted_kernel_world(tmp_path, ipython_dir, "http://127.0.0.1:9/v1")
+    world.env["JPY_SESSION_NAME"] = "edit.ipynb"
+    kernel = Kernel("lily", world)
+    try:
+        kernel.ok("/skills")
+        kernel.ok("/help")
+        path = world.workspace / ".lily" / "journal" / "edit.ipynb.jsonl"
+        rows = path.read_text().splitlines()
+        rows[1] = rows[1].replace('"/skills"', '"/skills --all"')  # edited after the fact
+        path.write_text("\n".join(rows) + "\n")
+        line = kernel.run("/logs export t.md").error_line()
+        assert "has been tampered with or damaged: edit.ipynb.jsonl:3" in line, line
+        assert not (world.workspace / "t.md").exists()
+    finally:
+        kernel.shutdown()
