@@ -221,6 +221,7 @@ class Runner:
         except KeyboardInterrupt:
             # the cell still fails (Run All stops there); the text shown so far stays
             interrupted = True
+            self.session.record_interrupted()
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         except CommandError as exc:  # the request failed: the journal says why (lily logs)
             self.session.record_error(str(exc))

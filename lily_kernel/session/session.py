@@ -7,6 +7,7 @@ each field changes only through the method its command calls.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import time
@@ -264,16 +265,19 @@ class Session:
 
     def _capture(self, path: str, data: bytes) -> None:
         """Journal a file a tool read (``[journal] capture_reads``), once per content, so
-        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay). A file that is not UTF-8
+        is recorded by size and hash only: redaction reads text, so a ``.env`` holding a key
+        in another encoding must not reach the journal (docs/logs.md#captured-reads)."""
         key = (path, hash(data))
         if key in self._captured:
             return
         self._captured.add(key)
         try:
             record: dict[str, Any] = {"text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            import base64
-            record = {"base64": base64.b64encode(data).decode("ascii")}
+        except UnicodeDecodeError:  # bytes redaction cannot see: never their content
+            digest = hashlib.sha256(data).hexdigest()
+            record = {"binary": f"binary, {len(data):,} bytes, sha256 {digest}",
+                      "sha256": digest}
         self.journal.append({"event": "file_read", "session_id": self.session_id,
                              "path": path, "bytes": len(data), **record})
 
@@ -499,15 +503,27 @@ class Session:
                     carried=carried)
         return old
 
-    def record_command(self, line: str, ok: bool) -> None:
+    def record_command(self, line: str, ok: bool, error: str | None = None) -> None:
         """Keep one command in the history and the journal: ``line`` is redacted here, once,
         where it is stored (URL userinfo, live secret values), and both keep that text
-        (docs/limits-and-secrets.md#secrets)."""
+        (docs/limits-and-secrets.md#secrets); a failed command's ``error`` line too."""
         line = redaction.redact(line, self.environ)
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
+        extra = {} if error is None else {"error": redaction.redact(error, self.environ)}
         self.journal.append({"event": "command", "session_id": self.session_id,
-                             "command": line, "ok": ok}, redacted=True)
+                             "command": line, "ok": ok, **extra}, redacted=True)
+
+    def record_interrupted(self) -> None:
+        """Journal that the user interrupted the running request (``lily logs show``)."""
+        self.journal.append({"event": "interrupted", "session_id": self.session_id})
+
+    def record_python(self, source: str, ok: bool, error: str | None,
+                      outputs: list[dict[str, Any]]) -> None:
+        """Journal a ``%%python`` cell: its source and a bounded summary of its outputs
+        (text, image hashes), redacted like every record (docs/logs.md#python-cells)."""
+        self.journal.append({"event": "python", "session_id": self.session_id,
+                             "source": source, "ok": ok, "error": error, "outputs": outputs})
 
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""
