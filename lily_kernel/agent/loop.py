@@ -211,7 +211,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                                 step, usage, at)
                 tool = session.tools.get(call.name)
                 assert tool is not None  # needs_confirmation found it
-                item = pending.hold(tool, args, paused)
+                item = pending.hold(session, tool, args, paused)
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown, left_out)

@@ -126,7 +126,10 @@ class Request:
             return False  # refused anyway: execute() answers with the refusal
         if check_args(tool.parameters, args) is not None:
             return False
-        if not pending.asks(session, tool, args):
+        said = pending.verdict(session, tool, args)
+        if said.action == "refuse":  # never run: the refusal is the call's result
+            raise ToolError(said.reason)
+        if said.action == "run":
             return False
         refusal = pending.waiting_refusal(session, self.proposal)
         if refusal:
@@ -262,6 +265,10 @@ class Request:
         problem = check_args(tool.parameters, args)
         if problem:
             raise ToolError(f"{name}: {problem}")
+        said = pending.verdict(session, tool, args)
+        if said.action != "run":  # needs_confirmation held it or refused it first
+            raise ToolError(said.reason if said.action == "refuse" else
+                            f"not run: {name} waits for the user's confirmation")
         self.tools_used.append(name)
         log.debug("tool call %s (%s)", name, tool.origin)
         out = invoke(tool, args)  # a tool's own failure is information for the model

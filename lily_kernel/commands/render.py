@@ -26,6 +26,7 @@ from lily_kernel.commands.results import (
     McpStatus,
     ModelInfo,
     Notice,
+    PolicyView,
     ProposedCells,
     SkillRequest,
     SkillTable,
@@ -232,6 +233,7 @@ def _model_rows(r: ModelInfo) -> list[tuple[str, ...]]:
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    head += f"; permission mode: {r.mode} (/mode, /policy)" if r.mode else ""
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
@@ -241,6 +243,7 @@ def _(r: ModelInfo) -> str:
 def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (
         f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
+    head += f"; permission mode: **{r.mode}** (`/mode`, `/policy`)" if r.mode else ""
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
@@ -345,11 +348,13 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
                         markup=(0, 1, 2))
         block = code_block
     purpose = (card.purpose if plain else md_text(card.purpose)) if card.purpose else ""
-    out = [head + (f": {purpose}" if purpose else ""), "", grid,
-           "", "Arguments:", "", block(card.arguments, "json")]
-    code = a.args.get("code")
-    if a.tool == "run_python" and isinstance(code, str):
-        out += ["", "The code:", "", block(code, "python")]
+    first = [card.warning if plain else f"**{md_text(card.warning)}**", ""] if card.warning else []
+    why = [f"It asks because {card.reason if plain else md_text(card.reason)}.", ""] \
+        if card.reason else []
+    out = [*first, head + (f": {purpose}" if purpose else ""), "", *why, grid,
+           "", "Arguments (in full):", "", block(card.arguments, "json")]
+    if card.code is not None:
+        out += ["", "The code:", "", block(card.code, "python")]
     if card.change is not None:
         out += ["", "The change to the file:", "", block(card.change, "diff")]
     if footer:
@@ -519,3 +524,25 @@ def _(r: McpStatus) -> str:
 @text.register
 def _(r: McpImage) -> str:
     return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"
+
+
+def _policy_markdown(r: PolicyView) -> str:
+    head = (f"Permission mode is now **{r.mode}**" if r.changed
+            else f"Permission mode: **{r.mode}**") + f" — {r.what}."
+    if not r.rows:
+        return head
+    out = [head, "", md_table(("setting", "value", "from"), list(r.rows))]
+    out += ["", *(f"- {md_text(n)}" for n in r.notes)] if r.notes else []
+    return "\n".join(out)
+
+
+markdown.register(PolicyView, _policy_markdown)
+
+
+@text.register
+def _(r: PolicyView) -> str:
+    head = _plain(_policy_markdown(PolicyView(r.mode, changed=r.changed, what=r.what)))
+    if not r.rows:
+        return head
+    return "\n".join([head, "", table(("setting", "value", "from"), list(r.rows), width=100),
+                      *(["", *(f"- {n}" for n in r.notes)] if r.notes else [])])

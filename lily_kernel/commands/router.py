@@ -204,7 +204,7 @@ def _help(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands.help import command_help, commands_page, skill_help
     topic = cmd.args
     if not topic:
-        return commands_page(session.snapshot)
+        return commands_page(session.snapshot, session.permissions.mode.value)
     snap = session.snapshot
     if topic.startswith("/"):
         name = topic[1:]
@@ -275,7 +275,7 @@ def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
-                         parts=_prompt_parts(session))
+                         parts=_prompt_parts(session), mode=session.permissions.mode.value)
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -289,7 +289,19 @@ def _model(session: Session, cmd: Command) -> Any:
         session.set_model(**values)
     except ConfigError as exc:
         raise command_error(exc) from None
-    return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
+    return ModelInfo(session.model_config.as_dict(), changed=tuple(values),
+                     mode=session.permissions.mode.value)
+
+
+def _mode(session: Session, cmd: Command) -> Any:
+    from lily_kernel.commands import policy
+    return policy.mode(session, cmd.args)
+
+
+def _policy(session: Session, cmd: Command) -> Any:
+    _no_args(cmd)
+    from lily_kernel.commands import policy
+    return policy.show(session)
 
 
 def _trust(session: Session, cmd: Command) -> Any:
@@ -403,6 +415,8 @@ _HANDLERS = {
     "compact": _compact,
     "logs": _logs,
     "mcp": _mcp,
+    "mode": _mode,
+    "policy": _policy,
     "confirm": _confirm,
     "cancel": _confirm,
 }

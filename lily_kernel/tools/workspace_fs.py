@@ -232,16 +232,18 @@ class WorkspaceFS:
             raise
 
     # -- the operations ------------------------------------------------------------
-    def read_bytes_of(self, relpath: str, limit: int | None = None) -> tuple[bytes, int]:
-        """At most ``limit`` + 1 bytes of a file, and the file's size."""
+    def read_bytes_of(self, relpath: str, limit: int | None = None,
+                      verb: str = "read") -> tuple[bytes, int]:
+        """At most ``limit`` + 1 bytes of a file, and the file's size; ``verb`` names what
+        a refusal says tools cannot do (``write`` when a write reads the file it replaces)."""
         parts = split(relpath)
         if not parts:
             raise ToolError(f"'{relpath or '.'}' is the {self.name} folder; use the list tool")
-        self._check(parts, "read")
+        self._check(parts, verb)
         ids = self.identities()
         limit = self.read_bytes if limit is None else limit
-        with _Fd(self._open_dir(parts[:-1], "read", ids)) as dfd:
-            fd, st = self._open_file(dfd, parts[-1], parts, "read", ids)
+        with _Fd(self._open_dir(parts[:-1], verb, ids)) as dfd:
+            fd, st = self._open_file(dfd, parts[-1], parts, verb, ids)
         with _Fd(fd):
             data = _read_upto(fd, limit + 1)
         self._seen("/".join(parts), data)
@@ -252,12 +254,22 @@ class WorkspaceFS:
         data, size = self.read_bytes_of(relpath)
         return decode_capped(data, self.read_bytes, size)
 
-    def write(self, relpath: str, content: str) -> int:
-        """Replace (or create) a file with ``content``; the number of bytes written."""
+    def check_write(self, relpath: str, content: str) -> tuple[str, ...]:
+        """The checks a write makes before it opens anything (a protected path, the cap):
+        ToolError naming the rule; the path's components when they pass."""
         parts = split(relpath)
         if not parts:
             raise ToolError(f"cannot write to the {self.name} folder itself")
         self._check(parts, "write")
+        if len(content) > self.write_bytes:
+            raise ToolError(f"content is {len(content)} characters, more than the "
+                            f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
+                            "in lily.toml)")
+        return parts
+
+    def write(self, relpath: str, content: str) -> int:
+        """Replace (or create) a file with ``content``; the number of bytes written."""
+        parts = self.check_write(relpath, content)
         if len(content) > self.write_bytes:  # UTF-8 has at least a byte per character
             raise ToolError(f"content is {len(content)} characters, more than the "
                             f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
