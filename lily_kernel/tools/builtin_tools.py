@@ -115,6 +115,7 @@ def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str |
     except ToolError:
         if os.path.lexists(os.path.join(fs.root, *workspace_fs.split(path))):
             raise  # there is something there the boundary refuses: so is the write
+        fs.check_new(path)  # a new file: the folders on its way must pass too
         return None
     shown = "/".join(workspace_fs.split(path))
     complete = size <= fs.read_bytes

@@ -134,8 +134,9 @@ class WorkspaceFS:
             raise ToolError(f"cannot open the {self.name} folder: {exc.strerror or exc}") from None
 
     def _open_dir(self, parts: tuple[str, ...], verb: str, ids: set[tuple[int, int]],
-                  create: bool = False) -> int:
-        """A descriptor of the folder ``parts`` under the root, no symlink followed."""
+                  create: bool = False, partial: bool = False) -> int:
+        """A descriptor of the folder ``parts`` under the root, no symlink followed
+        (``partial``: of the deepest one that exists)."""
         fd = self._root_fd()
         try:
             self._check_identity(os.fstat(fd), (), verb, ids)
@@ -144,6 +145,8 @@ class WorkspaceFS:
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
+                    if partial:
+                        return fd
                     if not create:
                         raise ToolError(f"cannot {verb} '{'/'.join(parts)}': no folder "
                                         f"'{'/'.join(here)}'") from None
@@ -266,6 +269,13 @@ class WorkspaceFS:
                             f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
                             "in lily.toml)")
         return parts
+
+    def check_new(self, relpath: str) -> None:
+        """The folders a write of a new file would walk, as far as they exist: ToolError
+        for a symlink, a protected alias or a folder where code runs by itself on the way
+        (what the write itself would refuse), without creating anything."""
+        parts = split(relpath)
+        os.close(self._open_dir(parts[:-1], "write", self.identities(), partial=True))
 
     def write(self, relpath: str, content: str) -> int:
         """Replace (or create) a file with ``content``; the number of bytes written."""
