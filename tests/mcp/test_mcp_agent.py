@@ -169,7 +169,7 @@ def test_an_approval_is_revoked_when_the_server_redefines_the_tool(mcp_world, se
     assert "your /confirm --always for mcp__notes__search is revoked" in reason
     assert "description" in reason and "annotations" in reason and "input schema" in reason
     assert again[0].action.annotations.get("destructiveHint") is True
-    mcp = render.text(list(runner.command("/mcp"))[0])
+    mcp = render.text(next(iter(runner.command("/mcp"))))
     assert "mcp__notes__search changed since it was first listed" in mcp
     records = [json.loads(line) for line in runner.session.journal.path.read_text().splitlines()]
     assert any(r["event"] == "tool_approval_revoked" for r in records)
