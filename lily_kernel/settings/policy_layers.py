@@ -8,7 +8,7 @@ The administrator's files, the user's ``lily.toml``, the environment, the worksp
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +164,10 @@ def build(layers: Sequence[Layer]) -> Permissions:
         prov["mode"] = mode_from
     limits = _limits(by, prov, notes)
     share = _switch(by, "notebook", "share_values", True, prov, notes)
-    capture = _switch(by, "journal", "capture_reads", False, prov, notes)
+    # capture_reads copies what tools read into the journal, which holds their results
+    # anyway: a workspace may choose it like a trusted one; the administrator may forbid it
+    opened = [replace(layer, trusted=True) if layer.name == WORKSPACE else layer for layer in by]
+    capture = _switch(opened, "journal", "capture_reads", False, prov, notes)
     base_urls: tuple[str, ...] | None = None
     workspace_mcp = True
     for layer in admin:

@@ -95,7 +95,8 @@ def test_an_untrusted_workspace_cannot_empty_the_users_lists_or_raise_anything()
         assert perms.limits.read_bytes == 1000 and perms.share_values is False
         assert perms.mode is Mode.ASK
     untrusted = policy_layers.build(layers(workspace=hostile))
-    assert untrusted.mode is Mode.ASK and untrusted.capture_reads is False
+    assert untrusted.mode is Mode.ASK
+    assert untrusted.capture_reads is True  # the journal holds what tools read anyway
     assert untrusted.limits.read_bytes == 256 * 1024  # the default: it may only lower it
     assert any("untrusted workspace may only restrict" in n for n in untrusted.notes)
 
@@ -111,6 +112,9 @@ def test_a_workspace_restricts_and_a_trusted_one_fills_what_the_user_left_open()
     assert policy_layers.build(layers(workspace=open_, trusted=True)).mode is Mode.EDITS
     assert policy_layers.build(layers(workspace=open_, trusted=False)).mode is Mode.ASK
     assert policy_layers.build(layers(workspace=open_, trusted=True)).capture_reads is True
+    off = {"journal": {"capture_reads": False}}
+    assert policy_layers.build(layers(user={"journal": {"capture_reads": True}},
+                                      workspace=off)).capture_reads is False
 
 
 def test_no_layer_loosens_the_administrator():
