@@ -393,8 +393,10 @@ def _mcp(session: Session, cmd: Command) -> Any:
     if hub is None:
         return McpStatus(())
     hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
-    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
-                     restarted)
+    words_of = {"run": "auto", "ask": "approval", "refuse": "denied"}
+    rows = hub.status(session.tools, session.policy,
+                      lambda tool: words_of[pending.verdict(session, tool, {}).action])
+    return McpStatus(tuple(rows), tuple(hub.problems), restarted)
 
 
 def _no_args(cmd: Command) -> None:

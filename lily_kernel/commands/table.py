@@ -49,7 +49,7 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "and trust it; --revoke undoes it."),
     BuiltinCommand("mcp", "/mcp [restart NAME]",
                    "Show each MCP server's state and tools with their approval mode, or restart one."),
-    BuiltinCommand("mode", "/mode [plan|ask|edits|auto]",
+    BuiltinCommand("mode", "/mode [name]",
                    "Show or change the permission mode: plan (read-only), ask (every write and "
                    "run asks; the default), edits (workspace edits run), auto (what the policy "
                    "allows runs)."),

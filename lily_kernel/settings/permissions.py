@@ -161,6 +161,9 @@ class Permissions:
             if call.changes_nothing or mode is Mode.EDITS:
                 return Verdict("run")
             return Verdict("ask", "in ask mode every write asks")
+        if call.asks and call.kind == "mcp":
+            return Verdict("ask", f"in {mode.value} mode an MCP tool asks unless its server's "
+                                  "auto_approve lists it")
         if call.asks:
             return Verdict("ask", f"{call.tool} asks before it runs")
         return Verdict("run")

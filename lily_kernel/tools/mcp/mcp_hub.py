@@ -141,9 +141,10 @@ class Hub:
         return call
 
     # -- /mcp ------------------------------------------------------------------------
-    def status(self, registry: ToolRegistry | None = None,
-               policy: Any = None) -> list[dict[str, Any]]:
-        """Each server's state, reason, stderr's last lines and tools (approval mode)."""
+    def status(self, registry: ToolRegistry | None = None, policy: Any = None,
+               decide: Callable[[McpTool], str] | None = None) -> list[dict[str, Any]]:
+        """Each server's state, reason, stderr's last lines and tools (approval mode:
+        ``decide(tool)`` says it, from the session's permissions, when given)."""
         rows = []
         for name, server in self.servers.items():
             tools = []
@@ -154,6 +155,8 @@ class Hub:
                 if policy is not None and registry is not None and \
                         policy.unavailable_reason(registry, full):
                     mode = "denied"
+                elif decide is not None and isinstance(tool, McpTool):
+                    mode = decide(tool)
                 elif policy is not None and policy.needs_confirmation(full):
                     mode = "approval"
                 tools.append({"name": full, "tool": listed.name, "mode": mode})
