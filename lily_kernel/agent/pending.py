@@ -2,8 +2,8 @@
 
 Two things can wait: a typed skill's :class:`~lily_kernel.typed.actions.Action` (a
 settings change, a message to send) and a model's tool call the policy asks the user
-about (:class:`HeldCall`: ``run_python`` always, a tool marked ``ask``, a tool listed in
-``[tools] confirm``, a ``write`` over an existing file). Both satisfy :class:`Pending`.
+about (:class:`HeldCall`: what the session's permissions say asks, :func:`verdict`,
+docs/permissions.md#the-table). Both satisfy :class:`Pending`.
 
 An item is *offered* by the agent loop and becomes *pending* only once the face has
 displayed its card (:meth:`Holder.show`); a request that fails first leaves nothing
@@ -178,14 +178,15 @@ def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
     identity of the tool (redefined, or another server's under the same name) is revoked
     here, with one line saying what changed."""
     kind = kind_of(tool)
-    runs, nothing = None, False
-    if kind == "write" and tool.change is not None:
+    runs, change = None, None
+    if tool.change is not None:
+        try:
+            change = tool.change(args)
+        except ToolError as exc:  # the call refuses it too (a file that is not text)
+            return Verdict("refuse", str(exc))
+    if kind == "write":
         path = args.get("path")
         runs = autorun.reason(path) if isinstance(path, str) else None
-        try:
-            nothing = tool.change(args) == NO_CHANGE
-        except ToolError as exc:  # the write refuses it too (a file that is not text)
-            return Verdict("refuse", str(exc))
     approved, revoked = False, ""
     if tool.name in session.approved:
         was, now = session.approved[tool.name], tool.identity()
@@ -196,20 +197,16 @@ def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
             session.revoke(tool.name, revoked)
     revoked = revoked or session.revoked.get(tool.name, "")
     call = Call(tool.name, kind, read_only=tool.annotations.get("readOnlyHint") is True,
-                asks=tool.ask, approved=approved, runs_by_itself=runs, changes_nothing=nothing)
+                asks=tool.ask, approved=approved, runs_by_itself=runs,
+                changes_nothing=change == NO_CHANGE)
     said = session.permissions.verdict(call)
     if said.action == "ask":
-        shown = len(arguments_json(args)) + len(_change(tool, args) or "")
+        shown = len(arguments_json(args)) + len(change or "")
         if shown > CARD_CHARS:
             return Verdict("refuse", f"not run: a card shows a call's arguments in full, and "
                                      f"these are {shown:,} characters (more than {CARD_CHARS:,}); "
                                      "split the work into smaller calls")
     return replace(said, reason=f"{said.reason}; {revoked}") if revoked else said
-
-
-def asks(session: Holder, tool: Tool, args: Mapping[str, Any]) -> bool:
-    """Must the user approve this call of ``tool`` first (:func:`verdict`)?"""
-    return verdict(session, tool, args).action == "ask"
 
 
 def _change(tool: Tool, args: Mapping[str, Any]) -> str | None:

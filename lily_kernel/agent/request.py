@@ -118,7 +118,8 @@ class Request:
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
-        """Is this a valid, allowed call the user must approve first (``pending.asks``)?
+        """Is this a valid, allowed call the user must approve first (``pending.verdict``)?
+        A call the permissions refuse raises :class:`ToolError` with the reason.
         While another item waits, it is refused (a :class:`ToolError`): never replaced."""
         session = self.session
         tool = session.tools.get(name)

@@ -310,10 +310,16 @@ def hints(annotations: Mapping[str, bool]) -> str:
 
 
 def origin_of(call: HeldCall) -> str:
-    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME"."""
+    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME" (hidden
+    characters in the name made visible, docs/permissions.md#cards)."""
     if call.origin == "mcp":
-        return f"MCP server {call.server or '?'}"
+        return f"MCP server {sanitize.visible(call.server or '?')[0]}"
     return {"builtin": "built-in"}.get(call.origin, call.origin)
+
+
+def tool_of(call: HeldCall) -> str:
+    """A held call's tool name as a card shows it: hidden characters made visible."""
+    return sanitize.visible(call.tool)[0]
 
 
 def decide_line(card: ActionCard) -> str:
@@ -334,17 +340,18 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
-    row = (a.tool, origin_of(a), hints(a.annotations))
+    name = tool_of(a)
+    row = (name, origin_of(a), hints(a.annotations))
     block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
-        head = f"Approve {a.tool} (tool call, card {short(a.id)})"
+        head = f"Approve {name} (tool call, card {short(a.id)})"
         grid = table(("tool", "from", "hints"), [row], width=100)
         def block(body: str, _lang: str) -> str:
             return textwrap.indent(body, "    ")
     else:
-        head = f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
+        head = f"**Approve {md_text(name)}** (tool call, card `{short(a.id)}`)"
         grid = md_table(("tool", "from", "hints"),
-                        [(code_span(a.tool), md_cell(row[1]), md_cell(row[2]))],
+                        [(code_span(name), md_cell(row[1]), md_cell(row[2]))],
                         markup=(0, 1, 2))
         block = code_block
     purpose = (card.purpose if plain else md_text(card.purpose)) if card.purpose else ""

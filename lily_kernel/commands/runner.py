@@ -237,7 +237,8 @@ class Runner:
             code = action.args.get("code") if action.tool == "run_python" else None
             shown = [purpose, redact(arguments_json(action.args), env),
                      None if action.change is None else redact(action.change, env),
-                     code if isinstance(code, str) else None, action.reason]
+                     code if isinstance(code, str) else None, action.reason,
+                     action.tool, action.server]  # the name and server: render shows them
             found: dict[str, None] = {}
             for i, part in enumerate(shown):
                 if part is not None:
@@ -247,7 +248,7 @@ class Runner:
                        f"direction-changing character, shown as {', '.join(list(found)[:6])}: "
                        "what you see may not read as it runs" if found else "")
             return ActionCard(action, shown[0] or "", shown[1] or "", shown[2], shown[3],
-                              shown[4] or "", warning)
+                              shown[4] or "", warning)  # render makes the name visible too
         skill = session.snapshot.get(action.skill)
         purpose = skill.typed.purpose if skill and skill.typed else ""
         return ActionCard(action, purpose)

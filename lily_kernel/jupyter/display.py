@@ -69,7 +69,7 @@ def tool_card_html(card: ActionCard) -> str:
     run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
     assert isinstance(a, HeldCall)
-    title = (f"<p><b>Approve {html_text(a.tool)}</b> (tool call, card "
+    title = (f"<p><b>Approve {html_text(render.tool_of(a))}</b> (tool call, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     if card.warning:
@@ -77,7 +77,8 @@ def tool_card_html(card: ActionCard) -> str:
     if card.reason:
         title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
     parts = [title, _html_table(("tool", "from", "hints"),
-                                [(a.tool, render.origin_of(a), render.hints(a.annotations))],
+                                [(render.tool_of(a), render.origin_of(a),
+                                  render.hints(a.annotations))],
                                 styled=True),
              "<p>Arguments (in full):</p>",
              f"<pre style=\"max-height:24em;overflow:auto\">{html_text(card.arguments)}</pre>"]

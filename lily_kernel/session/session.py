@@ -165,7 +165,11 @@ class Session:
         self.capture_reads = perms.capture_reads
 
     def set_mode(self, mode: Mode) -> Permissions:
-        """``/mode NAME`` (until /new); ConfigError (one line) when a layer caps it lower."""
+        """``/mode NAME`` (until /new); ConfigError (one line) when a layer caps it lower, or
+        when the policy could not be read (the session holds to plan mode until it is fixed)."""
+        if not self.permissions.layers:
+            raise ConfigError(f"the mode cannot change while the policy cannot be read: "
+                              f"{self.config_error}")
         perms = policy_layers.with_mode(self.permissions, mode)
         self._session_mode = mode
         self._set_permissions(perms)

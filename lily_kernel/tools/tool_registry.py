@@ -315,8 +315,8 @@ class ToolPolicy:
 
     def needs_confirmation(self, name: str) -> bool:
         """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``, a
-        glob such as ``mcp__notes__*``)? The whole rule, with a tool's own ``ask``, is
-        ``agent/pending.asks``."""
+        glob such as ``mcp__notes__*``)? The whole rule is ``agent/pending.verdict``
+        (docs/permissions.md#the-table)."""
         return matches(name, self.confirm)
 
     @staticmethod

@@ -263,3 +263,30 @@ def test_an_argument_too_long_to_show_whole_is_refused_not_half_shown(tmp_path):
         assert results(server)["l1"].startswith("Error: not run: a card shows a call's "
                                                 "arguments in full")
     assert not (world.workspace / "big.txt").exists()
+
+
+def test_an_administrators_file_that_cannot_be_used_fails_closed(tmp_path):
+    world = World(tmp_path)
+    bad = tmp_path / "policy.toml"
+    bad.write_text('[permissions]\nmax_mode = "yolo"\n')
+    session = world.session(None, LILY_POLICY_FILE=str(bad))
+    assert "max_mode must be one of plan, ask, edits, auto" in (session.config_error or "")
+    assert session.permissions.mode is Mode.PLAN and session.share_values is False
+    with pytest.raises(ConfigError, match="the mode cannot change while the policy"):
+        session.set_mode(Mode.AUTO)
+
+
+def test_the_administrators_endpoint_allowlist_holds_for_the_environment_and_model(tmp_path):
+    world = World(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[model]\nbase_urls = ["http://127.0.0.1:*"]\n')
+    local = world.session(None, LILY_POLICY_FILE=str(policy),
+                          OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    assert local.config_error is None
+    with pytest.raises(ConfigError, match="not in the administrator's allowlist"):
+        local.set_model(base_url="https://collector.example/v1")
+    assert local.model_config.base_url == "http://127.0.0.1:9/v1"
+    remote = world.session(None, LILY_POLICY_FILE=str(policy),
+                           OPENAI_BASE_URL="https://collector.example/v1")
+    assert "https://collector.example/v1 is not in the administrator's allowlist" in (
+        remote.config_error or "")
