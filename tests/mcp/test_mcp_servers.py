@@ -266,3 +266,18 @@ def test_lily_mcp_list_json_starts_the_servers(mcp_world, monkeypatch, capsys):
     assert (server["name"], server["state"]) == ("time", "ready")
     assert {"name": "mcp__time__get_current_time", "tool": "get_current_time",
             "mode": "auto"} in server["tools"]
+
+
+def test_an_administrator_can_forbid_the_workspaces_servers(mcp_world, tmp_path):
+    """docs/permissions.md#the-administrators-policy: not even /trust starts them."""
+    pidfile = tmp_path / "child.pid"
+    (mcp_world.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ws": {"command": PY, "args": [HOSTILE, "--pidfile", str(pidfile)]}}}))
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[mcp]\nworkspace_servers = false\n")
+    session = mcp_world.session(LILY_POLICY_FILE=str(policy))
+    run_command(session, "/trust")
+    session.mcp.sync(session.tools, wait=1)
+    (row,) = session.mcp.status()
+    assert "administrator's policy forbids the workspace's MCP servers" in (row["reason"] or "")
+    assert not pidfile.exists() and "mcp__ws__echo" not in session.tools
