@@ -67,7 +67,6 @@ def with_mode(perms: Permissions, mode: Mode) -> Permissions:
     return rebuilt
 
 
-
 def _names(value: object, where: str) -> frozenset[str]:
     if isinstance(value, str):  # the environment's "a, b c"
         return frozenset(p.strip() for p in value.replace(",", " ").split() if p.strip())
