@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_support import World
+from agent_support import World, run_command
 
 from lily_kernel.agent import loop
 from lily_kernel.errors import ConfigError
@@ -274,6 +274,11 @@ def test_an_administrators_file_that_cannot_be_used_fails_closed(tmp_path):
     assert session.permissions.mode is Mode.PLAN and session.share_values is False
     with pytest.raises(ConfigError, match="the mode cannot change while the policy"):
         session.set_mode(Mode.AUTO)
+    from lily_kernel.errors import CommandError
+    for cell in ("/policy", "/mode auto"):
+        with pytest.raises(CommandError) as info:
+            run_command(session, cell)
+        assert "max_mode must be one of" in info.value.line()
 
 
 def test_the_administrators_endpoint_allowlist_holds_for_the_environment_and_model(tmp_path):
