@@ -33,7 +33,6 @@ SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache_
 TODO_RE = re.compile(r"\b(TODO|FIXME|XXX|HACK)\b(?:\([^)]*\))?(?::|\s|$)\s*(.*)")
 READ_ONLY = {"readOnlyHint": True}
 MAX_SCAN_BYTES = 1_000_000
-NO_CHANGE = "(no change: the file already holds exactly this content)"
 MAX_NOTEBOOK_BYTES = 16_000_000  # saved outputs (images) make notebooks large; only sources count
 
 
@@ -99,6 +98,11 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
         return "\n".join(lines)
 
     registry.register(compile_plan, annotations=READ_ONLY)
+
+
+#: What :func:`write_change` says of a write that would change nothing: the agent answers
+#: "no change" without a card and without writing (docs/agent.md#loop-hygiene).
+NO_CHANGE = "(no change: the file already holds exactly this content)"
 
 
 def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
