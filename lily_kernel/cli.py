@@ -612,7 +612,30 @@ def parser() -> argparse.ArgumentParser:
     mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
     mimp.add_argument("file")
     mimp.set_defaults(func=cmd_mcp_import)
+
+    policy = sub.add_parser("policy", help="the administrator's permission policy")
+    psub = policy.add_subparsers(dest="action", required=True)
+    pcheck = psub.add_parser("check", help="validate an administrator's policy file "
+                             "(one Error: line per problem, exit 2)")
+    pcheck.add_argument("file")
+    pcheck.set_defaults(func=cmd_policy_check)
     return p
+
+
+def cmd_policy_check(args: argparse.Namespace) -> int:
+    """``lily policy check FILE``: every problem of an administrator's policy file, one
+    ``Error:`` line each, exit 2; silent but for one line, exit 0, when it is valid
+    (docs/permissions.md#the-administrators-policy)."""
+    from pathlib import Path
+
+    from lily_kernel.settings import admin_policy
+    found = admin_policy.check(Path(args.file))
+    for problem in found:
+        print(error_line(ConfigError(f"{args.file}: {problem}")), file=sys.stderr)
+    if found:
+        return 2
+    print(f"{args.file}: a valid administrator's policy.")
+    return 0
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:

@@ -36,8 +36,12 @@ def world(tmp_path) -> World:
 
 
 def limits(world: World, **values: int) -> None:
+    """The caps in the user's lily.toml: a workspace's may only lower them
+    (docs/permissions.md#layers), and answer_chars=10,000,000 raises one."""
     rows = "\n".join(f"{k} = {v}" for k, v in values.items())
-    (world.workspace / "lily.toml").write_text(f"[limits]\n{rows}\n", encoding="utf-8")
+    user = world.base / "home" / ".config" / "lily"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "lily.toml").write_text(f"[limits]\n{rows}\n", encoding="utf-8")
 
 
 def one_line_failure(session, text: str = "the question") -> str:

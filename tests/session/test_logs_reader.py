@@ -174,7 +174,9 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     from lily_kernel.session.session import Session
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+    # the user's own choice: an untrusted workspace may only restrict (docs/permissions.md)
+    (tmp_path / ".config" / "lily").mkdir(parents=True)
+    (tmp_path / ".config" / "lily" / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
     (ws / "a.txt").write_text("hello\n")
     (ws / "b.bin").write_bytes(b"\xff\x00")
     (tmp_path / "u").mkdir()
@@ -200,7 +202,8 @@ def test_captured_files_are_redacted_like_every_record(tmp_path):
     ws.mkdir()
     (tmp_path / "u").mkdir()
     secret = "sk-live-" + "q7" * 12
-    (ws / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+    (tmp_path / ".config" / "lily").mkdir(parents=True)
+    (tmp_path / ".config" / "lily" / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
     (ws / ".env.example").write_text(f"OPENAI_API_KEY={secret}\nurl=https://bob:pw@x.org/\n")
     env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u"),
            "OPENAI_API_KEY": secret}
