@@ -65,6 +65,20 @@ def window_of(config: ModelConfig) -> int:
     return config.context_window or known_window(config.model) or DEFAULT_WINDOW
 
 
+SMALL_WINDOW = 8_192  # the small-model profile at or below this window (profile "auto")
+
+
+def profile_of(config: ModelConfig) -> str:
+    """``small`` or ``full`` (docs/agent.md#small-model-profile): ``[model] profile``, or with
+    ``auto`` ``small`` when the model's window is known to be at most 8,192 tokens (set,
+    learned from the endpoint, or in the table), not when 8,192 is only the default for a
+    model name Lily does not know: that one may be capable, and gets every tool."""
+    if config.profile != "auto":
+        return config.profile
+    window = config.context_window or known_window(config.model)
+    return "small" if window is not None and window <= SMALL_WINDOW else "full"
+
+
 def margin_of(window: int) -> int:
     """Tokens kept free for the chat template and counting error."""
     return max(32, window // 32)

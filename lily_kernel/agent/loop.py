@@ -140,9 +140,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     config = session.model_config
     openai_client = session.model_clients.get(config, session.environ)
     system = system_message(session)
-    tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
-    offered = [t["function"]["name"] for t in tools]
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
     asked_again = asking = False  # the one extra request after an empty final answer
@@ -158,6 +156,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(messages)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
+            tools = request.tool_specs()  # a skill loaded in the last step changes them
+            offered = [t["function"]["name"] for t in tools]
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,

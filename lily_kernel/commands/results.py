@@ -97,6 +97,7 @@ class ModelInfo:
     usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
     parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
     models: tuple[str, ...] | None = None  # what the endpoint lists (agent/endpoint_info.py)
+    sent: tuple[tuple[str, str], ...] = ()  # what each request sends: model_client.sent_settings
 
 
 @dataclass(frozen=True)

@@ -272,6 +272,14 @@ def _prompt_parts(session: Session) -> dict[str, Any]:
                         source=session.window_source)
 
 
+def _sent(session: Session) -> tuple[tuple[str, str], ...]:
+    """What every request sends besides the conversation (docs/agent.md#model-client)."""
+    from lily_kernel.agent import budget, model_client
+    config = session.model_config
+    cap = budget.reserve_of(config, budget.window_of(config))
+    return tuple(model_client.sent_settings(config, cap))
+
+
 def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         from lily_kernel.agent import endpoint_info
@@ -279,7 +287,8 @@ def _model(session: Session, cmd: Command) -> Any:
         info = endpoint_info.of_session(session)
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
-                         parts=_prompt_parts(session), models=info.models if info else None)
+                         parts=_prompt_parts(session), models=info.models if info else None,
+                         sent=_sent(session))
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -293,7 +302,7 @@ def _model(session: Session, cmd: Command) -> Any:
         session.set_model(**values)
     except ConfigError as exc:
         raise command_error(exc) from None
-    return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
+    return ModelInfo(session.model_config.as_dict(), changed=tuple(values), sent=_sent(session))
 
 
 def _rewind(session: Session, cmd: Command) -> Any:

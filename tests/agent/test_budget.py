@@ -121,11 +121,12 @@ def test_tool_results_are_shortened_before_turns_are_dropped_and_calls_keep_resu
     script = [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]},
               "read it"] + ["ok"] * 6
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model",
+                                LILY_PROFILE="full")  # the fitting rules, every tool offered
         runner = Runner(lambda: session)
         first = answers(runner, "read big.txt")
         assert "shortened" not in first.footer()  # this request's own result is sent whole
-        second = answers(runner, "and now? " + WORDS * 20)
+        second = answers(runner, "and now? " + WORDS * 32)
         assert "1 tool result shortened" in second.footer()
         assert "earlier turn" not in second.footer()  # shortening was enough
         sent = server.chat_requests()[-1]["messages"]
@@ -145,7 +146,8 @@ def test_the_loaded_skills_body_and_the_request_are_never_dropped(tmp_path):
     load = {"tool_calls": [{"name": "load_skill", "arguments": {"name": "big_skill"}}]}
     script = [*["ok"] * 12, load, "used it"]
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model",
+                                LILY_PROFILE="full")  # the fitting rules, every tool offered
         runner = Runner(lambda: session)
         for i in range(12):
             answers(runner, f"Question {i}: " + WORDS * 2)
@@ -232,24 +234,6 @@ def test_context_length_messages_are_read():
 
 def offered(session) -> list[str]:
     return [s["function"]["name"] for s in offered_tools(session)]
-
-
-def test_skill_tools_are_offered_only_when_they_can_be_used(tmp_path):
-    world = World(tmp_path)
-    empty = tmp_path / "no_bundled"
-    empty.mkdir()
-    plain = world.skills / "plain"
-    plain.mkdir(parents=True)
-    (plain / "SKILL.md").write_text("---\nname: plain\ndescription: Plain.\n---\nDo it.\n",
-                                    encoding="utf-8")
-    session = world.session(None, SKILLS_BUNDLED_DIR=str(empty))
-    names = offered(session)
-    assert "load_skill" in names and "read" in names
-    for unusable in ("read_skill_file", "propose_action", "read_config"):
-        assert unusable not in names  # no references/, no typed skill
-    (plain / "references").mkdir()
-    assert "read_skill_file" in offered(world.session(None, SKILLS_BUNDLED_DIR=str(empty)))
-    assert "propose_action" in offered(world.session(None))  # the bundled typed skills
 
 
 def test_tools_offer_narrows_what_the_model_is_offered(tmp_path):

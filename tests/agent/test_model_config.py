@@ -17,7 +17,7 @@ from lily_kernel.errors import AgentError, CommandError, ConfigError
 from lily_kernel.session import journal
 from lily_kernel.session.session import Session
 from lily_kernel.settings import workspace_trust
-from lily_kernel.settings.model_settings import DEFAULT_MODEL, ModelConfig
+from lily_kernel.settings.model_settings import DEFAULT_MODEL, DEFAULT_TEMPERATURE, ModelConfig
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -43,7 +43,7 @@ def test_defaults(workspace):
     config = make_session(workspace).model_config
     assert config == ModelConfig()
     assert (config.model, config.temperature, config.base_url, config.timeout,
-            config.max_retries) == (DEFAULT_MODEL, None, None, 60.0, 2)
+            config.max_retries) == (DEFAULT_MODEL, DEFAULT_TEMPERATURE, None, 60.0, 2)
 
 
 @pytest.mark.parametrize("trusted", [True, False])
@@ -101,8 +101,10 @@ def test_model_command_changes_only_what_it_names(workspace):
     assert after.verbosity == "high"
     assert {k: v for k, v in after.as_dict().items() if k != "verbosity"} == \
         {k: v for k, v in before.as_dict().items() if k != "verbosity"}
+    run_command(session, "/model temperature=none")
+    assert session.model_config.temperature is None  # not sent: the server's default
     run_command(session, "/model temperature=default")
-    assert session.model_config.temperature is None
+    assert session.model_config.temperature == DEFAULT_TEMPERATURE
 
 
 def test_new_session_resets_model_command_changes(workspace):
