@@ -13,7 +13,8 @@ the chat template's own tokens. What is left out is deterministic:
 3. then earlier turns (a user message and everything up to the next one) are
    left out, oldest first;
 4. last, this request's own tool results (never a ``load_skill`` body) are
-   shortened; if even that does not fit, :class:`ContextTooSmall` says what to do.
+   shortened to what the window leaves, oldest first (at least their first 400
+   characters); if even that does not fit, :class:`ContextTooSmall` says what to do.
 
 The session's conversation itself is never changed: a later request with a
 larger window sends it all again. An endpoint that answers with a
@@ -101,12 +102,31 @@ class Fitted:
     max_tokens: int  # the completion cap sent
 
 
-def _shorten(message: dict[str, Any]) -> dict[str, Any]:
+def _shorten(message: dict[str, Any], keep: int = SHORT_CHARS) -> dict[str, Any]:
     text = message.get("content") or ""
-    head = text[:SHORT_CHARS]
+    head = text[:keep]
     return {**message, "content": f"{head}\n[… shortened: {len(text) - len(head):,} more "
                                   "characters not sent to keep the conversation in the "
                                   "model's context window …]"}
+
+
+def _fit_result(message: dict[str, Any], tokens: int, room: int,
+                count: Callable[[dict[str, Any]], int]) -> tuple[dict[str, Any], int]:
+    """``message`` (a tool result of ``tokens`` tokens) shortened to about ``room`` tokens:
+    its head, as long as the window leaves (at least SHORT_CHARS characters), with the
+    marker. A few deterministic steps: the characters a token of this text takes, then
+    the same again on the count of the shortened text."""
+    text = message.get("content") or ""
+    keep = len(text)
+    short, new = message, tokens
+    for _ in range(4):
+        if new <= room or keep <= SHORT_CHARS:
+            break
+        per_token = keep / max(new, 1)
+        keep = max(SHORT_CHARS, min(keep - 1, int(keep - (new - room) * per_token) - 64))
+        short = _shorten(message, keep)
+        new = count(short)
+    return short, new
 
 
 def _long_result(message: dict[str, Any]) -> bool:
@@ -237,15 +257,15 @@ class Budget:
             total -= sum(sizes[first:end])
             dropped, first = dropped + 1, end
         current = list(pending)
-        if total > limit:  # 4. this request's own results, never a skill's body
+        if total > limit:  # 4. this request's own results, to what the window leaves
             skill_calls = {c["id"] for m in pending for c in m.get("tool_calls") or []
                            if c.get("function", {}).get("name") == "load_skill"}
             for i, message in enumerate(pending):
                 if total <= limit:
                     break
                 if _long_result(message) and message.get("tool_call_id") not in skill_calls:
-                    current[i] = self._short_of(message)
-                    new = count.message(current[i])
+                    room = now[i] - (total - limit)
+                    current[i], new = _fit_result(message, now[i], room, count.message)
                     total, now[i], shortened = total - now[i] + new, new, shortened + 1
         if total > limit:
             n = len(tools)

@@ -322,3 +322,31 @@ def test_attack_a_hostile_context_error_never_breaks_the_session(tmp_path, messa
         assert session.model_config.context_window is None  # nothing absurd was learned
         assert session.budget.counter("scripted-model").scale <= tokens.MAX_SCALE
         assert answers(runner, "hello again").text == "fine"  # the session lives on
+
+
+def test_this_requests_large_result_is_shortened_to_what_the_window_leaves(tmp_path):
+    """Issue 30: on an 8,192-token window a large file reaches the model as thousands of
+    characters (what the window leaves once earlier turns are left out), not 400."""
+    world = World(tmp_path)
+    text = "".join(f"row {i:05d}: value {i * 7 % 1000:03d} ok\n" for i in range(2000))
+    (world.workspace / "big.csv").write_text(text, encoding="utf-8")
+    script = ["earlier answer", {"tool_calls": [{"name": "read", "arguments": {"path": "big.csv"}}]},
+              "summarised"]
+    with ScriptedServer(script, context_window=8192) as server:
+        session = world.session(server, LILY_CONTEXT_WINDOW="8192", LILY_MODEL="scripted-model")
+        runner = Runner(lambda: session)
+        answers(runner, "an earlier question " + WORDS * 40)
+        last = answers(runner, "summarise big.csv")
+        assert last.text == "summarised"
+        sent = server.chat_requests()[-1]
+        assert max(server.prompt_sizes) <= 8192
+    assert "1 earlier turn not sent" in last.footer()  # left out before the result is cut
+    assert "1 tool result shortened" in last.footer()
+    result = next(m["content"] for m in sent["messages"] if m["role"] == "tool")
+    head, marker, _ = result.partition("\n[… shortened:")
+    assert marker and text.startswith(head)
+    assert len(head) > 10_000  # thousands of characters, not 400
+    budget_left = 8192 - 2048 - 256  # the window less the answer's room and the margin
+    assert session.budget.fit(session.model_config, sent["messages"][0], sent["tools"], [],
+                              sent["messages"][1:]).tokens <= budget_left
+    assert session.conversation[-2]["content"] == text  # the session keeps it whole
