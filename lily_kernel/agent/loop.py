@@ -166,6 +166,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             asking = False
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
+            for line in turn.notes:  # e.g. the server dropped the tools (agent/tools_dropped.py)
+                notes.add(line)
             session.add_usage(turn.usage, config.model)
             if turn.finish_reason == "stopped":  # the guard stopped a runaway answer
                 turn.content = guard.text

@@ -56,6 +56,7 @@ class Turn:
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
+    notes: list[str] = field(default_factory=list)  # for the footer: budget.tools_dropped
 
     def message(self) -> dict[str, Any]:
         """The answer as an assistant message of the conversation."""
@@ -439,6 +440,44 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
         if not call.name:
             raise ModelError("the model sent a tool call without a tool name")
     return turn
+
+
+#: Per endpoint, llama.cpp's ``GET /props`` (None: not there, or not JSON), asked once.
+_PROPS: dict[str, dict[str, Any] | None] = {}
+
+
+def server_props(where: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The server properties llama.cpp's ``llama-server`` serves at ``/props`` beside its
+    ``/v1`` (the chat template among them), or None; asked once per endpoint."""
+    if where in _PROPS:
+        return _PROPS[where]
+    import httpx  # openai's own HTTP client
+    root = where[:-3] if where.endswith("/v1") else where
+    props = None
+    try:
+        answer = httpx.get(f"{root}/props", timeout=timeout)
+        if answer.status_code == 200:
+            data = answer.json()
+            props = data if isinstance(data, dict) else None
+    except (httpx.HTTPError, ValueError):
+        props = None
+    _PROPS[where] = props
+    return props
+
+
+def template_lacks_tools(props: dict[str, Any] | None) -> bool | None:
+    """Whether llama.cpp's properties show a chat template without tools (None: unknown):
+    ``chat_template_caps.supports_tools`` when the server says it, else whether the
+    template's text mentions ``tools`` at all."""
+    if not props:
+        return None
+    caps = props.get("chat_template_caps")
+    if isinstance(caps, dict) and isinstance(caps.get("supports_tools"), bool):
+        return not caps["supports_tools"]
+    template = props.get("chat_template")
+    if isinstance(template, str) and template:
+        return "tools" not in template
+    return None
 
 
 def _after_retries(retries: int) -> str:
