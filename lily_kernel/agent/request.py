@@ -8,7 +8,7 @@ one declares the request's skill, a second different one is refused),
 registered tools as the policy allows — and how each call runs: checked, refused with
 an ``Error:`` the model can read, or executed, then redacted and capped. The offered
 list and the system message are built once while nothing they depend on changed
-(docs/agent.md#a-lean-prompt).
+(docs/agent.md#a-lean-request).
 """
 from __future__ import annotations
 
