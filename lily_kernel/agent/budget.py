@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,17 +68,33 @@ def window_of(config: ModelConfig) -> int:
 
 
 SMALL_WINDOW = 8_192  # the small-model profile at or below this window (profile "auto")
+SMALL_PARAMS = 4e9  # ... or a model whose name says it has at most this many parameters
+_SIZE = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)([bm])(?![a-z0-9])")
+
+
+def params_of(model_name: str) -> float | None:
+    """The parameter count a model's name states (``qwen2.5-coder-1.5b-instruct``: 1.5e9,
+    ``SmolLM2-135M``: 1.35e8), or None."""
+    found = _SIZE.findall(model_name.lower().rsplit("/", 1)[-1])
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1e9 if unit == "b" else 1e6)
 
 
 def profile_of(config: ModelConfig) -> str:
     """``small`` or ``full`` (docs/agent.md#small-model-profile): ``[model] profile``, or with
     ``auto`` ``small`` when the model's window is known to be at most 8,192 tokens (set,
-    learned from the endpoint, or in the table), not when 8,192 is only the default for a
-    model name Lily does not know: that one may be capable, and gets every tool."""
+    learned from the endpoint, or in the table) or its name says it has at most 4B
+    parameters; not when 8,192 is only the default for a model name Lily does not know:
+    that one may be capable, and gets every tool."""
     if config.profile != "auto":
         return config.profile
     window = config.context_window or known_window(config.model)
-    return "small" if window is not None and window <= SMALL_WINDOW else "full"
+    size = params_of(config.model)
+    small = (window is not None and window <= SMALL_WINDOW) or \
+        (size is not None and size <= SMALL_PARAMS)
+    return "small" if small else "full"
 
 
 def margin_of(window: int) -> int:

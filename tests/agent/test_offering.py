@@ -153,7 +153,14 @@ def test_the_profile_follows_a_known_window_or_the_setting():
     assert budget.profile_of(ModelConfig()) == "full"  # gpt-4o-mini: 128,000
     assert budget.profile_of(ModelConfig(model="some-local-model")) == "full"  # unknown
     assert budget.profile_of(ModelConfig(model="SmolLM2-135M-Instruct")) == "small"  # table
-    assert budget.profile_of(ModelConfig(model="qwen2.5-coder-1.5b")) == "full"  # 32,768
+    assert budget.profile_of(ModelConfig(model="qwen2.5-coder-7b-instruct")) == "full"  # 32,768
+    assert budget.profile_of(ModelConfig(model="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")) \
+        == "small"  # its name says 1.5B parameters
+    assert budget.profile_of(ModelConfig(model="org/gemma-2-2b-it")) == "small"
+    assert budget.profile_of(ModelConfig(model="llama-3.1-8b-instruct")) == "full"
+    assert budget.profile_of(ModelConfig(model="o3-mini")) == "full"
+    assert budget.params_of("SmolLM2-135M-Instruct") == 135e6
+    assert budget.params_of("gpt-4o-mini") is None and budget.params_of("phi-3-mini-4k") is None
     assert budget.profile_of(ModelConfig(model="x", context_window=8192)) == "small"
     assert budget.profile_of(ModelConfig(model="x", context_window=8193)) == "full"
     assert budget.profile_of(ModelConfig(profile="small")) == "small"
