@@ -451,15 +451,15 @@ def server_props(where: str, timeout: float = 2.0) -> dict[str, Any] | None:
     ``/v1`` (the chat template among them), or None; asked once per endpoint."""
     if where in _PROPS:
         return _PROPS[where]
-    import httpx  # openai's own HTTP client
+    import httpx2  # as the deadline transport and the outbox use it
     root = where[:-3] if where.endswith("/v1") else where
     props = None
     try:
-        answer = httpx.get(f"{root}/props", timeout=timeout)
+        answer = httpx2.get(f"{root}/props", timeout=timeout)
         if answer.status_code == 200:
             data = answer.json()
             props = data if isinstance(data, dict) else None
-    except (httpx.HTTPError, ValueError):
+    except (httpx2.HTTPError, ValueError):
         props = None
     _PROPS[where] = props
     return props
