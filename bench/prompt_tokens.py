@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import tempfile
+import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -72,18 +73,21 @@ def say_hello(tree: str | None, profile: str | None) -> dict[str, Any]:
         return request
 
 
-def served_count(url: str, model: str | None, request: dict[str, Any]) -> int:
-    """The prompt tokens ``url`` reports for ``request`` (its own tokenizer and template)."""
+def served_count(url: str, model: str | None, request: dict[str, Any]) -> tuple[int, float]:
+    """The prompt tokens ``url`` reports for ``request`` (its own tokenizer and template),
+    and the seconds it took to answer with one token (about the first token's time)."""
     body = {k: v for k, v in request.items() if k not in ("stream", "stream_options",
                                                          "max_completion_tokens")}
-    body.update(stream=False, max_tokens=1)
+    body.update(stream=False, max_tokens=1, cache_prompt=False)  # llama.cpp: read it all
     if model:
         body["model"] = model
     req = urllib.request.Request(url.rstrip("/") + "/chat/completions",
                                  data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
+    started = time.perf_counter()
     with urllib.request.urlopen(req, timeout=600) as answer:  # a CPU reads the prompt first
-        return int(json.load(answer)["usage"]["prompt_tokens"])
+        tokens = int(json.load(answer)["usage"]["prompt_tokens"])
+    return tokens, time.perf_counter() - started
 
 
 def report(request: dict[str, Any], label: str, server: str | None, model: str | None) -> None:
@@ -105,8 +109,9 @@ def report(request: dict[str, Any], label: str, server: str | None, model: str |
           f"(messages as JSON: {as_json:,}; scripted server's count "
           f"{prompt_tokens(request):,})")
     if server:
-        print(f"the model's own count ({server}): {served_count(server, model, request):,} "
-              "prompt tokens")
+        tokens, seconds = served_count(server, model, request)
+        print(f"the model's own count ({server}): {tokens:,} prompt tokens, answered with one "
+              f"token in {seconds:.1f} s")
     print("tools:", ", ".join(t["function"]["name"] for t in tools))
     cap = request.get("max_completion_tokens") or request.get("max_tokens")
     print(f"sent: completion cap {cap}, temperature {request.get('temperature')}")
