@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel.agent import model_client
+from lily_kernel.agent import tools_dropped as dropped
 from lily_kernel.agent.tokens import Counter
 from lily_kernel.errors import ContextExceeded, ContextTooSmall
 from lily_kernel.settings.model_settings import ModelConfig
@@ -338,41 +339,12 @@ class Budget:
     def _checked(self, turn: model_client.Turn, openai_client: Any, config: ModelConfig,
                  tools: list[dict[str, Any]], fitted: Fitted) -> model_client.Turn:
         """``turn``, with a footer note when the server dropped the tools offered."""
-        note = tools_dropped(turn.usage, fitted.tokens, self.counter(config.model).tools(tools),
-                             len(tools), lambda: model_client.server_props(
-                                 str(getattr(openai_client, "base_url", "")).rstrip("/")))
+        note = dropped.tools_dropped(
+            turn.usage, fitted.tokens, self.counter(config.model).tools(tools), len(tools),
+            lambda: dropped.server_props(str(getattr(openai_client, "base_url", "")).rstrip("/")))
         if note:
             turn.notes.append(note)
         return turn
-
-
-TEMPLATE_NO_TOOLS = ("the server dropped the tools: its chat template has none (llama.cpp "
-                     "/props), so the model could not call any; use a model whose template "
-                     "supports tools")
-
-
-def tools_dropped(usage: dict[str, Any] | None, counted: int, tool_tokens: int, n_tools: int,
-                  props: Callable[[], dict[str, Any] | None]) -> str | None:
-    """One line when the server's answer shows it dropped the tools, else None
-    (docs/agent.md#tools-dropped). The sign: the prompt tokens it reports are far below
-    Lily's count of the request: under 60% of it, and under Lily's count of the request
-    without any tools (a server that renders tools compactly, as OpenAI's does, still
-    counts more than that), which a template without tools explains. llama.cpp's
-    ``/props`` (``props()``, asked only then) decides when it answers: its template has
-    tools, or it has none."""
-    if not n_tools or not usage or not usage.get("prompt_tokens"):
-        return None
-    reported = int(usage["prompt_tokens"])
-    if reported >= 0.6 * counted or reported >= counted - tool_tokens:
-        return None
-    lacks = model_client.template_lacks_tools(props())
-    if lacks is False:  # the template renders tools: the low count has another cause
-        return None
-    if lacks:
-        return TEMPLATE_NO_TOOLS
-    return (f"the server counted {reported:,} prompt tokens for about {counted:,} sent with "
-            f"{n_tools} tool{'s' if n_tools != 1 else ''}: its chat template seems to drop "
-            "the tools, so the model could not call any")
 
 
 def parts(config: ModelConfig, system_parts: dict[str, str],

@@ -442,44 +442,6 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
     return turn
 
 
-#: Per endpoint, llama.cpp's ``GET /props`` (None: not there, or not JSON), asked once.
-_PROPS: dict[str, dict[str, Any] | None] = {}
-
-
-def server_props(where: str, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The server properties llama.cpp's ``llama-server`` serves at ``/props`` beside its
-    ``/v1`` (the chat template among them), or None; asked once per endpoint."""
-    if where in _PROPS:
-        return _PROPS[where]
-    import httpx2  # as the deadline transport and the outbox use it
-    root = where[:-3] if where.endswith("/v1") else where
-    props = None
-    try:
-        answer = httpx2.get(f"{root}/props", timeout=timeout)
-        if answer.status_code == 200:
-            data = answer.json()
-            props = data if isinstance(data, dict) else None
-    except (httpx2.HTTPError, ValueError):
-        props = None
-    _PROPS[where] = props
-    return props
-
-
-def template_lacks_tools(props: dict[str, Any] | None) -> bool | None:
-    """Whether llama.cpp's properties show a chat template without tools (None: unknown):
-    ``chat_template_caps.supports_tools`` when the server says it, else whether the
-    template's text mentions ``tools`` at all."""
-    if not props:
-        return None
-    caps = props.get("chat_template_caps")
-    if isinstance(caps, dict) and isinstance(caps.get("supports_tools"), bool):
-        return not caps["supports_tools"]
-    template = props.get("chat_template")
-    if isinstance(template, str) and template:
-        return "tools" not in template
-    return None
-
-
 def _after_retries(retries: int) -> str:
     """", still after 2 retries" (nothing when retries are off: max_retries = 0)."""
     if retries <= 0:

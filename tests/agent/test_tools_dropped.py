@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from agent_support import World
 
-from lily_kernel.agent import budget
+from lily_kernel.agent import tools_dropped
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
 from lily_kernel.testing.server import ScriptedServer
@@ -44,17 +44,17 @@ def test_a_template_without_tools_in_props_gives_one_footer_line(tmp_path):
         first, second = answer(server, World(tmp_path), "Say hello.", "Again.")
         assert props_asked(server) == 1  # once per endpoint
     assert first.text == "Hello!"
-    assert budget.TEMPLATE_NO_TOOLS in first.footer()
-    assert first.footer().count(budget.TEMPLATE_NO_TOOLS) == 1
+    assert tools_dropped.TEMPLATE_NO_TOOLS in first.footer()
+    assert first.footer().count(tools_dropped.TEMPLATE_NO_TOOLS) == 1
     assert "\n" not in first.footer()
-    assert budget.TEMPLATE_NO_TOOLS in second.footer()
+    assert tools_dropped.TEMPLATE_NO_TOOLS in second.footer()
 
 
 def test_props_that_say_the_template_cannot_take_tools(tmp_path):
     props = {"chat_template": "{{ tools }}", "chat_template_caps": {"supports_tools": False}}
     with ScriptedServer([{"content": "Hi", "usage": DROPPED_USAGE}], props=props) as server:
         [only] = answer(server, World(tmp_path), "Say hello.")
-    assert budget.TEMPLATE_NO_TOOLS in only.footer()
+    assert tools_dropped.TEMPLATE_NO_TOOLS in only.footer()
 
 
 def test_without_props_the_reported_count_alone_says_it(tmp_path):
@@ -90,7 +90,7 @@ def test_a_server_that_counts_the_tools_gets_no_line_and_no_props_request(tmp_pa
     (40, 900, 600, 0, False),     # no tools offered: nothing to drop
 ])
 def test_the_rule_on_the_reported_count(reported, counted, tool_tokens, n_tools, expected):
-    line = budget.tools_dropped({"prompt_tokens": reported}, counted, tool_tokens, n_tools,
+    line = tools_dropped.tools_dropped({"prompt_tokens": reported}, counted, tool_tokens, n_tools,
                                 lambda: None)
     assert (line is not None) == expected
-    assert budget.tools_dropped(None, counted, tool_tokens, n_tools, lambda: None) is None
+    assert tools_dropped.tools_dropped(None, counted, tool_tokens, n_tools, lambda: None) is None
