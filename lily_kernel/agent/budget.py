@@ -206,6 +206,9 @@ class Budget:
                  record: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._learn = learn
         self._record = record
+        #: whether the endpoint's chat template lacks tools (None: unknown); the loop sets it
+        #: from agent/endpoint_info.py for each request
+        self.lacks_tools: Callable[[], bool | None] = lambda: None
         self._counter: Counter | None = None
         self._short: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._chars: dict[int, tuple[dict[str, Any], int]] = {}
@@ -311,7 +314,7 @@ class Budget:
         try:
             turn = model_client.complete(openai_client, config, fitted.messages, tools, on_text,
                                          max_chars=max_chars, max_tokens=fitted.max_tokens)
-            return self._checked(turn, openai_client, config, tools, fitted), fitted
+            return self._checked(turn, config, tools, fitted), fitted
         except ContextExceeded as exc:
             window = exc.window or window_of(config)
             if exc.requested:
@@ -327,7 +330,7 @@ class Budget:
                 turn = model_client.complete(openai_client, config, fitted.messages, tools,
                                              on_text, max_chars=max_chars,
                                              max_tokens=fitted.max_tokens)
-                return self._checked(turn, openai_client, config, tools, fitted), fitted
+                return self._checked(turn, config, tools, fitted), fitted
             except ContextExceeded as again:
                 raise ContextTooSmall(
                     f"the model endpoint still said: {again.detail}; raise or lower "
@@ -336,12 +339,12 @@ class Budget:
                     "(lily.toml [tools] offer)") from None
 
 
-    def _checked(self, turn: model_client.Turn, openai_client: Any, config: ModelConfig,
+    def _checked(self, turn: model_client.Turn, config: ModelConfig,
                  tools: list[dict[str, Any]], fitted: Fitted) -> model_client.Turn:
         """``turn``, with a footer note when the server dropped the tools offered."""
-        note = dropped.tools_dropped(
-            turn.usage, fitted.tokens, self.counter(config.model).tools(tools), len(tools),
-            lambda: dropped.server_props(str(getattr(openai_client, "base_url", "")).rstrip("/")))
+        note = dropped.tools_dropped(turn.usage, fitted.tokens,
+                                     self.counter(config.model).tools(tools), len(tools),
+                                     self.lacks_tools)
         if note:
             turn.notes.append(note)
         return turn

@@ -82,6 +82,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
             problem = f"{problem} {session.untrusted_note}"
         raise AgentError(problem)
     endpoint_info.learn_window(session)
+    session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     request = Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
     if request.skill and on_event:

@@ -3,35 +3,13 @@
 A server whose chat template has no tools (SmolLM2's, with llama.cpp) throws the
 tools away without a word. After each answer, a reported prompt far below
 Lily's count of the request is the sign; llama.cpp's ``GET /props`` (asked once
-per endpoint, only then) decides when it answers. The result is one line for
-the answer's footer.
+per endpoint, with its window: agent/endpoint_info.py) decides when it answered.
+The result is one line for the answer's footer.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-#: Per endpoint, llama.cpp's ``GET /props`` (None: not there, or not JSON), asked once.
-_PROPS: dict[str, dict[str, Any] | None] = {}
-
-
-def server_props(where: str, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The server properties llama.cpp's ``llama-server`` serves at ``/props`` beside its
-    ``/v1`` (the chat template among them), or None; asked once per endpoint."""
-    if where in _PROPS:
-        return _PROPS[where]
-    import httpx2  # as the deadline transport and the outbox use it
-    root = where[:-3] if where.endswith("/v1") else where
-    props = None
-    try:
-        answer = httpx2.get(f"{root}/props", timeout=timeout)
-        if answer.status_code == 200:
-            data = answer.json()
-            props = data if isinstance(data, dict) else None
-    except (httpx2.HTTPError, ValueError):
-        props = None
-    _PROPS[where] = props
-    return props
 
 
 def template_lacks_tools(props: dict[str, Any] | None) -> bool | None:
@@ -56,20 +34,20 @@ TEMPLATE_NO_TOOLS = ("the server dropped the tools: its chat template has none (
 
 
 def tools_dropped(usage: dict[str, Any] | None, counted: int, tool_tokens: int, n_tools: int,
-                  props: Callable[[], dict[str, Any] | None]) -> str | None:
+                  lacks_tools: Callable[[], bool | None]) -> str | None:
     """One line when the server's answer shows it dropped the tools, else None
     (docs/agent.md#tools-dropped). The sign: the prompt tokens it reports are far below
     Lily's count of the request: under 60% of it, and under Lily's count of the request
     without any tools (a server that renders tools compactly, as OpenAI's does, still
     counts more than that), which a template without tools explains. llama.cpp's
-    ``/props`` (``props()``, asked only then) decides when it answers: its template has
-    tools, or it has none."""
+    ``/props`` (``lacks_tools()``, read only then) decides when it answered: its template
+    has tools, or it has none."""
     if not n_tools or not usage or not usage.get("prompt_tokens"):
         return None
     reported = int(usage["prompt_tokens"])
     if reported >= 0.6 * counted or reported >= counted - tool_tokens:
         return None
-    lacks = template_lacks_tools(props())
+    lacks = lacks_tools()
     if lacks is False:  # the template renders tools: the low count has another cause
         return None
     if lacks:

@@ -346,7 +346,8 @@ def test_this_requests_large_result_is_shortened_to_what_the_window_leaves(tmp_p
     head, marker, _ = result.partition("\n[… shortened:")
     assert marker and text.startswith(head)
     assert len(head) > 10_000  # thousands of characters, not 400
-    budget_left = 8192 - 2048 - 256  # the window less the answer's room and the margin
-    assert session.budget.fit(session.model_config, sent["messages"][0], sent["tools"], [],
-                              sent["messages"][1:]).tokens <= budget_left
+    fitted = session.budget.fit(session.model_config, sent["messages"][0], sent["tools"], [],
+                                sent["messages"][1:])
+    assert fitted.tokens <= fitted.limit  # the window less the answer's room and the margin
+    assert fitted.limit >= 8192 - 2048 - 256
     assert session.conversation[-2]["content"] == text  # the session keeps it whole

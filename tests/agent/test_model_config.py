@@ -260,11 +260,11 @@ def test_an_endpoint_that_refuses_temperature_is_asked_again_without_it_from_the
         session = make_session(workspace, OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0")
         assert "temperature 0.2" in render.text(run_command(session, "/model"))
         assert loop.run(session, "q1").text == "FIRST"
-        refused, retried = server.requests[0]["json"], server.requests[1]["json"]
+        refused, retried = server.chat_requests()[:2]
         assert refused["temperature"] == 0.2 and "temperature" not in retried
         assert retried["stream_options"] == {"include_usage": True}  # only that one is dropped
         assert loop.run(session, "q2").text == "SECOND"
-        assert len(server.requests) == 3  # remembered: asked once, without it
+        assert len(server.chat_requests()) == 3  # remembered: asked once, without it
         assert "temperature" not in server.chat_requests()[-1]
         shown = render.text(run_command(session, "/model"))
     assert "temperature not sent (the endpoint refused it)" in shown
