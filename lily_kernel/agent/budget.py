@@ -13,7 +13,8 @@ the chat template's own tokens. What is left out is deterministic:
 3. then earlier turns (a user message and everything up to the next one) are
    left out, oldest first;
 4. last, this request's own tool results (never a ``load_skill`` body) are
-   shortened; if even that does not fit, :class:`ContextTooSmall` says what to do.
+   shortened to what the window leaves, oldest first (at least their first 400
+   characters); if even that does not fit, :class:`ContextTooSmall` says what to do.
 
 The session's conversation itself is never changed: a later request with a
 larger window sends it all again. An endpoint that answers with a
@@ -25,11 +26,13 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel.agent import model_client
+from lily_kernel.agent import tools_dropped as dropped
 from lily_kernel.agent.tokens import Counter
 from lily_kernel.errors import ContextExceeded, ContextTooSmall
 from lily_kernel.settings.model_settings import ModelConfig
@@ -65,6 +68,36 @@ def window_of(config: ModelConfig) -> int:
     return config.context_window or known_window(config.model) or DEFAULT_WINDOW
 
 
+SMALL_WINDOW = 8_192  # the small-model profile at or below this window (profile "auto")
+SMALL_PARAMS = 4e9  # ... or a model whose name says it has at most this many parameters
+_SIZE = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)([bm])(?![a-z0-9])")
+
+
+def params_of(model_name: str) -> float | None:
+    """The parameter count a model's name states (``qwen2.5-coder-1.5b-instruct``: 1.5e9,
+    ``SmolLM2-135M``: 1.35e8), or None."""
+    found = _SIZE.findall(model_name.lower().rsplit("/", 1)[-1])
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1e9 if unit == "b" else 1e6)
+
+
+def profile_of(config: ModelConfig) -> str:
+    """``small`` or ``full`` (docs/agent.md#small-model-profile): ``[model] profile``, or with
+    ``auto`` ``small`` when the model's window is known to be at most 8,192 tokens (set,
+    learned from the endpoint, or in the table) or its name says it has at most 4B
+    parameters; not when 8,192 is only the default for a model name Lily does not know:
+    that one may be capable, and gets every tool."""
+    if config.profile != "auto":
+        return config.profile
+    window = config.context_window or known_window(config.model)
+    size = params_of(config.model)
+    small = (window is not None and window <= SMALL_WINDOW) or \
+        (size is not None and size <= SMALL_PARAMS)
+    return "small" if small else "full"
+
+
 def margin_of(window: int) -> int:
     """Tokens kept free for the chat template and counting error."""
     return max(32, window // 32)
@@ -87,12 +120,31 @@ class Fitted:
     max_tokens: int  # the completion cap sent
 
 
-def _shorten(message: dict[str, Any]) -> dict[str, Any]:
+def _shorten(message: dict[str, Any], keep: int = SHORT_CHARS) -> dict[str, Any]:
     text = message.get("content") or ""
-    head = text[:SHORT_CHARS]
+    head = text[:keep]
     return {**message, "content": f"{head}\n[… shortened: {len(text) - len(head):,} more "
                                   "characters not sent to keep the conversation in the "
                                   "model's context window …]"}
+
+
+def _fit_result(message: dict[str, Any], tokens: int, room: int,
+                count: Callable[[dict[str, Any]], int]) -> tuple[dict[str, Any], int]:
+    """``message`` (a tool result of ``tokens`` tokens) shortened to about ``room`` tokens:
+    its head, as long as the window leaves (at least SHORT_CHARS characters), with the
+    marker. A few deterministic steps: the characters a token of this text takes, then
+    the same again on the count of the shortened text."""
+    text = message.get("content") or ""
+    keep = len(text)
+    short, new = message, tokens
+    for _ in range(4):
+        if new <= room or keep <= SHORT_CHARS:
+            break
+        per_token = keep / max(new, 1)
+        keep = max(SHORT_CHARS, min(keep - 1, int(keep - (new - room) * per_token) - 64))
+        short = _shorten(message, keep)
+        new = count(short)
+    return short, new
 
 
 def _long_result(message: dict[str, Any]) -> bool:
@@ -154,6 +206,9 @@ class Budget:
                  record: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._learn = learn
         self._record = record
+        #: whether the endpoint's chat template lacks tools (None: unknown); the loop sets it
+        #: from agent/endpoint_info.py for each request
+        self.lacks_tools: Callable[[], bool | None] = lambda: None
         self._counter: Counter | None = None
         self._short: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._chars: dict[int, tuple[dict[str, Any], int]] = {}
@@ -223,15 +278,15 @@ class Budget:
             total -= sum(sizes[first:end])
             dropped, first = dropped + 1, end
         current = list(pending)
-        if total > limit:  # 4. this request's own results, never a skill's body
+        if total > limit:  # 4. this request's own results, to what the window leaves
             skill_calls = {c["id"] for m in pending for c in m.get("tool_calls") or []
                            if c.get("function", {}).get("name") == "load_skill"}
             for i, message in enumerate(pending):
                 if total <= limit:
                     break
                 if _long_result(message) and message.get("tool_call_id") not in skill_calls:
-                    current[i] = self._short_of(message)
-                    new = count.message(current[i])
+                    room = now[i] - (total - limit)
+                    current[i], new = _fit_result(message, now[i], room, count.message)
                     total, now[i], shortened = total - now[i] + new, new, shortened + 1
         if total > limit:
             n = len(tools)
@@ -257,8 +312,9 @@ class Budget:
         endpoint's count); the call is fitted again and sent once more."""
         fitted = self.fit(config, system, tools, history, pending)
         try:
-            return model_client.complete(openai_client, config, fitted.messages, tools, on_text,
-                                  max_chars=max_chars, max_tokens=fitted.max_tokens), fitted
+            turn = model_client.complete(openai_client, config, fitted.messages, tools, on_text,
+                                         max_chars=max_chars, max_tokens=fitted.max_tokens)
+            return self._checked(turn, config, tools, fitted), fitted
         except ContextExceeded as exc:
             window = exc.window or window_of(config)
             if exc.requested:
@@ -271,15 +327,27 @@ class Budget:
             except ContextTooSmall as small:
                 raise ContextTooSmall(f"the model endpoint said: {exc.detail}; {small}") from None
             try:
-                return model_client.complete(openai_client, config, fitted.messages, tools, on_text,
-                                      max_chars=max_chars,
-                                      max_tokens=fitted.max_tokens), fitted
+                turn = model_client.complete(openai_client, config, fitted.messages, tools,
+                                             on_text, max_chars=max_chars,
+                                             max_tokens=fitted.max_tokens)
+                return self._checked(turn, config, tools, fitted), fitted
             except ContextExceeded as again:
                 raise ContextTooSmall(
                     f"the model endpoint still said: {again.detail}; raise or lower "
                     "[model] context_window to the server's real size (/model "
                     "context_window=N), start afresh with /new, or offer fewer tools "
                     "(lily.toml [tools] offer)") from None
+
+
+    def _checked(self, turn: model_client.Turn, config: ModelConfig,
+                 tools: list[dict[str, Any]], fitted: Fitted) -> model_client.Turn:
+        """``turn``, with a footer note when the server dropped the tools offered."""
+        note = dropped.tools_dropped(turn.usage, fitted.tokens,
+                                     self.counter(config.model).tools(tools), len(tools),
+                                     self.lacks_tools)
+        if note:
+            turn.notes.append(note)
+        return turn
 
 
 def parts(config: ModelConfig, system_parts: dict[str, str],

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.agent import tools_dropped
+
 if TYPE_CHECKING:
     from lily_kernel.session.session import Session
 
@@ -30,6 +32,9 @@ class EndpointInfo:
 
     models: tuple[str, ...] | None = None
     windows: dict[str, int] = field(default_factory=dict)
+    #: llama.cpp's chat template lacks tools (True), has them (False), or unknown (None):
+    #: agent/tools_dropped.py reads it when an answer's count looks short
+    lacks_tools: bool | None = None
 
     def window(self, model: str) -> int | None:
         """The context window the endpoint states for ``model``, or None."""
@@ -46,6 +51,7 @@ def probe(base_url: str, api_key: str | None, model: str) -> EndpointInfo:
     root = base[: -len("/v1")] if base.endswith("/v1") else base
     models: tuple[str, ...] | None = None
     windows: dict[str, int] = {}
+    lacks: list[bool | None] = [None]
     with httpx2.Client(headers=headers, timeout=PROBE_TIMEOUT, follow_redirects=False) as http:
         try:
             listing = _json(http, "GET", f"{base}/models")
@@ -60,15 +66,18 @@ def probe(base_url: str, api_key: str | None, model: str) -> EndpointInfo:
                 if size:
                     windows[entry["id"]] = size
         with contextlib.suppress(httpx2.TransportError):
-            _windows_of(http, root, model, windows)
-    return EndpointInfo(models, windows)
+            _windows_of(http, root, model, windows, lacks)
+    return EndpointInfo(models, windows, lacks[0])
 
 
-def _windows_of(http: Any, root: str, model: str, windows: dict[str, int]) -> None:
-    """``model``'s window as llama.cpp or Ollama states it, into ``windows``."""
+def _windows_of(http: Any, root: str, model: str, windows: dict[str, int],
+                lacks: list[bool | None]) -> None:
+    """``model``'s window as llama.cpp or Ollama states it, into ``windows`` (and whether
+    llama.cpp's chat template lacks tools, into ``lacks``)."""
     if model in windows:
         return
     props = _json(http, "GET", f"{root}/props")  # llama.cpp: the one loaded model
+    lacks[0] = tools_dropped.template_lacks_tools(props if isinstance(props, dict) else None)
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     size = _positive(settings.get("n_ctx") if isinstance(settings, dict) else None) or \
         _positive(props.get("n_ctx") if isinstance(props, dict) else None)
@@ -119,6 +128,13 @@ def of_session(session: Session) -> EndpointInfo | None:
                                        config.model)
     info: EndpointInfo = session.endpoints[key]
     return info
+
+
+def template_lacks_tools(session: Session) -> bool | None:
+    """Whether the configured endpoint's chat template lacks tools, as its ``/props`` said
+    (None: unknown, or no ``base_url``)."""
+    info = of_session(session)
+    return info.lacks_tools if info else None
 
 
 def learn_window(session: Session) -> None:

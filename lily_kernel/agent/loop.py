@@ -82,6 +82,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
             problem = f"{problem} {session.untrusted_note}"
         raise AgentError(problem)
     endpoint_info.learn_window(session)
+    session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     request = Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
     if request.skill and on_event:
@@ -140,9 +141,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     config = session.model_config
     openai_client = session.model_clients.get(config, session.environ)
     system = system_message(session)
-    tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
-    offered = [t["function"]["name"] for t in tools]
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
     asked_again = asking = False  # the one extra request after an empty final answer
@@ -158,6 +157,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(messages)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
+            tools = request.tool_specs()  # a skill loaded in the last step changes them
+            offered = [t["function"]["name"] for t in tools]
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
@@ -166,6 +167,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             asking = False
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
+            for line in turn.notes:  # e.g. the server dropped the tools (agent/tools_dropped.py)
+                notes.add(line)
             session.add_usage(turn.usage, config.model)
             if turn.finish_reason == "stopped":  # the guard stopped a runaway answer
                 turn.content = guard.text

@@ -55,6 +55,7 @@ class Turn:
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reports it
+    notes: list[str] = field(default_factory=list)  # for the footer: budget.tools_dropped
 
     def message(self) -> dict[str, Any]:
         """The answer as an assistant message of the conversation."""
@@ -99,8 +100,12 @@ class ClientCache:
         return self._client
 
 
-# Endpoints (base URLs) that answered HTTP 400 to ``stream_options``: asked without it since.
-_NO_STREAM_OPTIONS: set[str] = set()
+# Optional parameters Lily sends that an endpoint may refuse (HTTP 400 naming one): it is
+# asked again without that one, and from then on (``stream_options`` for usage; a default
+# ``temperature``, which OpenAI's reasoning models refuse).
+OPTIONAL_PARAMS = ("stream_options", "temperature")
+# Per endpoint (base URL), the optional parameters it refused: never sent to it again.
+_REFUSED: dict[str, set[str]] = {}
 # The completion cap's name per endpoint, once one refused the other (HTTP 400 naming it).
 _CAP_PARAM: dict[str, str] = {}
 CAP_PARAMS = ("max_completion_tokens", "max_tokens")
@@ -136,12 +141,24 @@ def cap_param(config: ModelConfig, where: str) -> str:
     return CAP_PARAMS[0] if openai_api else CAP_PARAMS[1]
 
 
+def endpoint_key(config: ModelConfig) -> str:
+    """The endpoint as :func:`complete` knows it (the client's base URL): what the refused
+    parameters are remembered under."""
+    return (config.base_url or "https://api.openai.com/v1").rstrip("/")
+
+
+def refused(where: str) -> frozenset[str]:
+    """The optional parameters the endpoint ``where`` refused (never sent to it again)."""
+    return frozenset(_REFUSED.get(where, ()))
+
+
 def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
-                 cap: str = CAP_PARAMS[1]) -> dict[str, Any]:
-    """The keyword arguments of one chat-completions request (what :func:`request_body` sends)."""
+                 cap: str = CAP_PARAMS[1], omit: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The keyword arguments of one chat-completions request (what :func:`request_body` sends);
+    ``omit``: optional parameters the endpoint refused."""
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
-    if usage:  # ask for token usage in a last chunk; servers that ignore it send none
+    if usage and "stream_options" not in omit:  # token usage in a last chunk, when sent
         args["stream_options"] = {"include_usage": True}
     if max_tokens is not None:
         args[cap] = max_tokens
@@ -149,9 +166,28 @@ def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: lis
         args["tools"] = tools
     for name in ("temperature", "reasoning_effort", "verbosity"):
         value = getattr(config, name)
-        if value is not None:
+        if value is not None and name not in omit:
             args[name] = value
     return args
+
+
+def sent_settings(config: ModelConfig, max_tokens: int) -> list[tuple[str, str]]:
+    """What a request to ``config``'s endpoint sends besides the conversation, as ``/model``
+    shows it: each setting's value, or why it is not sent."""
+    where = endpoint_key(config)
+    omit = refused(where)
+    args = request_args(config, [], [], True, max_tokens, cap_param(config, where), omit)
+    out = []
+    for name, value in args.items():
+        if name in ("model", "messages", "stream"):
+            continue
+        out.append((name, json.dumps(value) if isinstance(value, dict) else
+                    f"{value:,}" if isinstance(value, int) else f"{value}"))
+    for name in sorted(omit):
+        out.append((name, "not sent (the endpoint refused it)"))
+    if config.temperature is None and "temperature" not in omit:
+        out.append(("temperature", "not sent (the server's default)"))
+    return out
 
 
 def _dumps(value: object) -> bytes:
@@ -162,11 +198,12 @@ def _dumps(value: object) -> bytes:
 
 def request_body(config: ModelConfig, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]], usage: bool = True,
-                 max_tokens: int | None = None, cap: str = CAP_PARAMS[1]) -> bytes:
+                 max_tokens: int | None = None, cap: str = CAP_PARAMS[1],
+                 omit: frozenset[str] = frozenset()) -> bytes:
     """The JSON body of one chat-completions request: :func:`request_args` as bytes, posted
     as they are, so ``openai`` does not walk every message of the history with its
     per-request transform of typed parameters (plain JSON data needs none)."""
-    return _dumps(request_args(config, messages, tools, usage, max_tokens, cap))
+    return _dumps(request_args(config, messages, tools, usage, max_tokens, cap, omit))
 
 
 def cut_marker(cap: int) -> str:
@@ -197,19 +234,18 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
               len(messages), len(tools))
     try:
         with deadline(transport, config.timeout):
-            for _ in range(3):  # at most one refusal of each optional parameter
-                usage = where not in _NO_STREAM_OPTIONS
+            for _ in range(len(OPTIONAL_PARAMS) + 1):  # one refusal of each, at most
                 cap = cap_param(config, where)
                 try:
                     return _complete(client, config, messages, tools, on_text, max_chars,
-                                     usage, max_tokens, cap)
-                except _Refused as refused:
-                    if refused.param == "stream_options":
-                        _NO_STREAM_OPTIONS.add(where)
+                                     refused(where), max_tokens, cap)
+                except _Refused as no:
+                    if no.param in OPTIONAL_PARAMS:
+                        _REFUSED.setdefault(where, set()).add(no.param)
                     else:
                         _CAP_PARAM[where] = CAP_PARAMS[1 - CAP_PARAMS.index(cap)]
-            return _complete(client, config, messages, tools, on_text, max_chars, False,
-                             max_tokens, cap_param(config, where))
+            return _complete(client, config, messages, tools, on_text, max_chars,
+                             frozenset(OPTIONAL_PARAMS), max_tokens, cap_param(config, where))
     except Exception:
         if transport is not None and transport.expired:
             raise ModelError(_late(config, client)) from None
@@ -231,8 +267,9 @@ class _Refused(Exception):
 
 
 def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-              on_text: Callable[[str], None] | None, max_chars: int | None, usage: bool,
-              max_tokens: int | None = None, cap_name: str = CAP_PARAMS[1]) -> Turn:
+              on_text: Callable[[str], None] | None, max_chars: int | None,
+              omit: frozenset[str] = frozenset(), max_tokens: int | None = None,
+              cap_name: str = CAP_PARAMS[1]) -> Turn:
     import openai
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
     turn = Turn()
@@ -242,7 +279,7 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        body = request_body(config, messages, tools, usage, max_tokens, cap_name)
+        body = request_body(config, messages, tools, True, max_tokens, cap_name, omit)
         stream = client.post("/chat/completions", cast_to=ChatCompletion, content=body,
                              stream=True, stream_cls=openai.Stream[ChatCompletionChunk])
         for chunk in stream:
@@ -313,8 +350,10 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
                          f"{_api_message(exc)}); choose one with /model NAME") from None
     except openai.BadRequestError as exc:
         said = _api_message(exc)
-        if usage and "stream_options" in said:
-            raise _Refused("stream_options") from None
+        sent = request_args(config, [], [], True, None, cap_name, omit)
+        for param in OPTIONAL_PARAMS:
+            if param in sent and param in said:
+                raise _Refused(param) from None
         if max_tokens is not None and cap_name in said and "context" not in said:
             raise _Refused(cap_name) from None
         exceeded = context_exceeded(said)

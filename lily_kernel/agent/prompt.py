@@ -1,4 +1,7 @@
-"""The system context: persona, then the skills index, then the rules (docs/agent.md#system-context).
+"""The system context: Lily's instructions, the persona, the skills index (docs/agent.md#system-context).
+
+Lily's own instructions come first, short and imperative (they hold whatever the
+persona says); a small model follows the top of its prompt best (issue 30).
 
 The index lists model-invocable skills by name and summary only, within a
 character budget, by one rule (docs/agent.md#skills-index): in name order (code
@@ -21,12 +24,12 @@ if TYPE_CHECKING:  # the session passes its persona in
 
 INDEX_BUDGET = 8_000
 OMITTED_NAMES_BUDGET = 2_000  # the note names omitted skills up to this many characters
-INDEX_HEADER = ("## Skills\n"
-                "Skills available in this session (name: summary). To use one, call "
-                "load_skill with its name first.\n")
-RULES = """## Rules
-- At most one skill per request (Lily refuses a second); if none fits, answer directly.
-- Never follow a skill you have not read with load_skill."""
+INDEX_HEADER = "## Skills\n"  # the instructions above say how to use one
+#: Lily's own instructions, before the persona (docs/agent.md#system-context).
+RULES = """You are Lily, a local, skill-driven agent in a Jupyter notebook (one session each).
+- Answer directly unless a tool is needed.
+- To follow a skill, call load_skill first; one skill per request.
+- Never claim to have done what you did not."""
 
 
 def index_line(name: str, summary: str) -> str:
@@ -87,6 +90,7 @@ def skills_index(snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
 
 
 def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
-    """The system prompt: the persona, the skills index within ``budget`` and the rules."""
-    parts = [persona.system_text(), skills_index(snap, budget), RULES]
+    """The system prompt: Lily's instructions, the persona and the skills index within
+    ``budget``."""
+    parts = [RULES, persona.system_text(), skills_index(snap, budget)]
     return "\n\n".join(p.strip() for p in parts if p.strip())

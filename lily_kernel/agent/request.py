@@ -8,7 +8,7 @@ one declares the request's skill, a second different one is refused),
 registered tools as the policy allows — and how each call runs: checked, refused with
 an ``Error:`` the model can read, or executed, then redacted and capped. The offered
 list and the system message are built once while nothing they depend on changed
-(docs/agent.md#a-lean-prompt).
+(docs/agent.md#a-lean-request).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import hygiene, pending, prompt
+from lily_kernel.agent import budget, hygiene, pending, prompt
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
@@ -45,7 +45,7 @@ def _one_argument(name: str, description: str, argument: str,
                                          "required": [argument]})
 
 
-LOAD_SKILL = _one_argument("load_skill", "Read a skill's instructions before using it.", "name")
+LOAD_SKILL = _one_argument("load_skill", "Read a skill's instructions.", "name")
 READ_SKILL_FILE = _one_argument("read_skill_file", "Read a file of the loaded skill, e.g. "
                                 "references/guide.md.", "path")
 PROPOSE_ACTION = _one_argument("propose_action", "Propose parameters for the loaded typed "
@@ -60,7 +60,8 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], str | None, int, list[dict[str, Any]]]] = {}
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool], int,
+                              list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
 
@@ -95,32 +96,36 @@ class Request:
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
-        """The tools offered: only those usable now (docs/agent.md#a-lean-prompt).
+        """The tools offered: only those this request can use now (docs/agent.md#a-lean-request).
 
-        The same list object while nothing it depends on changed (the snapshot, the active
-        skill, the policy, the registered tools): built once, not per request, and the token
-        counter's cache knows it by identity. Callers never change it."""
+        The same list object while nothing it depends on changed (the snapshot, the request's
+        skill, the policy, the registered tools, the profile): built once, not per step, and
+        the token counter's cache knows it by identity. Callers never change it."""
         session = self.session
         key = (session.snapshot, session.policy, session.tools)
+        small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and hit[1] == self.skill and hit[2] == session.tools.version and \
+        if hit is not None and hit[1] == (self.skill, small) and \
+                hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
-        specs = self._build_specs()
+        specs = self._build_specs(small)
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         # the entry holds the session's objects alive, so no id is reused while it is kept
-        _SPECS_CACHE[id(session)] = (key, self.skill, session.tools.version, specs)
+        _SPECS_CACHE[id(session)] = (key, (self.skill, small), session.tools.version, specs)
         return specs
 
-    def _build_specs(self) -> list[dict[str, Any]]:
+    def _build_specs(self, small: bool) -> list[dict[str, Any]]:
         session = self.session
-        specs = [LOAD_SKILL, *offering.builtin_specs(session.snapshot, self.skill,
-                                                 READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
+        skill = session.snapshot.get(self.skill) if self.skill else None
+        specs = offering.builtin_specs(skill, LOAD_SKILL, READ_SKILL_FILE, PROPOSE_ACTION,
+                                       READ_CONFIG)
         for tool in session.tools:
             if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
-            specs.append(offering.spec(tool.name, tool.description, tool.parameters))
+            if offering.registered_offered(tool.name, tool.origin, skill, small):
+                specs.append(offering.spec(tool.name, tool.description, tool.parameters, small))
         return [s for s in specs if session.policy.offered(s["function"]["name"])]
 
     # -- executing one call ----------------------------------------------------

@@ -247,6 +247,7 @@ def _(r: ModelInfo) -> str:
     head += f"; permission mode: {r.mode} (/mode, /policy)" if r.mode else ""
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{models_line(r)}" if r.models is not None else "") \
+        + (f"\n\n{sent_line(r.sent)}" if r.sent else "") \
         + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
@@ -258,8 +259,14 @@ def _(r: ModelInfo) -> str:
     head += f"; permission mode: **{r.mode}** (`/mode`, `/policy`)" if r.mode else ""
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{sanitize.md_text(models_line(r))}" if r.models is not None else "") \
+        + (f"\n\n{sanitize.md_text(sent_line(r.sent))}" if r.sent else "") \
         + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
+
+
+def sent_line(sent: tuple[tuple[str, str], ...]) -> str:
+    """What every request sends besides the conversation (docs/agent.md#model-client)."""
+    return "Sent with every request: " + " · ".join(f"{k} {v}" for k, v in sent) + "."
 
 
 def parts_line(parts: dict[str, Any]) -> str:

@@ -98,6 +98,7 @@ class ModelInfo:
     parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
     models: tuple[str, ...] | None = None  # what the endpoint lists (agent/endpoint_info.py)
     mode: str = ""  # the permission mode (docs/permissions.md#modes)
+    sent: tuple[tuple[str, str], ...] = ()  # what each request sends: model_client.sent_settings
 
 
 @dataclass(frozen=True)

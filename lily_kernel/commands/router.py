@@ -274,6 +274,14 @@ def _prompt_parts(session: Session) -> dict[str, Any]:
                         source=session.window_source)
 
 
+def _sent(session: Session) -> tuple[tuple[str, str], ...]:
+    """What every request sends besides the conversation (docs/agent.md#model-client)."""
+    from lily_kernel.agent import budget, model_client
+    config = session.model_config
+    cap = budget.reserve_of(config, budget.window_of(config))
+    return tuple(model_client.sent_settings(config, cap))
+
+
 def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         from lily_kernel.agent import endpoint_info
@@ -282,7 +290,7 @@ def _model(session: Session, cmd: Command) -> Any:
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
                          parts=_prompt_parts(session), models=info.models if info else None,
-                         mode=session.permissions.mode.value)
+                         mode=session.permissions.mode.value, sent=_sent(session))
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -297,7 +305,7 @@ def _model(session: Session, cmd: Command) -> Any:
     except ConfigError as exc:
         raise command_error(exc) from None
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values),
-                     mode=session.permissions.mode.value)
+                     mode=session.permissions.mode.value, sent=_sent(session))
 
 
 def _mode(session: Session, cmd: Command) -> Any:

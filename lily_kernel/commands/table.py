@@ -42,7 +42,8 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries, "
-                   "context_window, max_tokens) and what each part of a request costs in tokens."),
+                   "context_window, max_tokens, profile), what every request sends and what "
+                   "each part of it costs in tokens."),
     BuiltinCommand("compact", "/compact",
                    "Replace the earlier turns that no longer fit the model's context window "
                    "with a summary the model writes."),

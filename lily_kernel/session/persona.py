@@ -42,8 +42,9 @@ class Persona:
     files: tuple[PersonaFile, ...]
 
     def system_text(self) -> str:
-        """The persona part of the system context, files in the fixed order."""
-        return "\n\n".join(f"<!-- {f.name} -->\n{f.text.strip()}" for f in self.files)
+        """The persona part of the system context, files in the fixed order (each its own
+        heading: no file-name comments, which a small model pays for and does not need)."""
+        return "\n\n".join(f.text.strip() for f in self.files if f.text.strip())
 
 
 def list_agents(dirs: tuple[Path, ...]) -> list[str]:

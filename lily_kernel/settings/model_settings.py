@@ -26,12 +26,17 @@ SECRET_KEYS = ("api_key", "key", "token", "openai_api_key")
 ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
             "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries",
-            "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens"}
+            "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens",
+            "LILY_PROFILE": "profile"}
 DEFAULT_MAX_TOKENS = 4_096
 # A local endpoint's default answer cap (ModelConfig.answer_tokens): what a notebook task's
 # answer needs; a small model that runs away on a CPU costs ~20 tokens a second.
 LOCAL_MAX_TOKENS = 1_024
-NOT_NONE = ("model", "timeout", "max_retries")
+# A low temperature by default: small local models follow the tools far better with it
+# (issue 30); "none" sends none (the server's default), "default" is this again.
+DEFAULT_TEMPERATURE = 0.2
+PROFILES = ("auto", "small", "full")  # agent/budget.profile_of: docs/agent.md#small-model-profile
+NOT_NONE = ("model", "timeout", "max_retries", "profile")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -87,7 +92,7 @@ def read_config_file(workspace: str | os.PathLike[str],
 class ModelConfig:
     """The model settings of a session (``[model]`` in lily.toml, /model, the environment)."""
     model: str = DEFAULT_MODEL
-    temperature: float | None = None
+    temperature: float | None = DEFAULT_TEMPERATURE  # None: not sent
     reasoning_effort: str | None = None
     verbosity: str | None = None
     base_url: str | None = None
@@ -96,6 +101,7 @@ class ModelConfig:
     # tokens; None: the built-in table of well-known models, else 8,192 (agent/budget.py)
     context_window: int | None = None
     max_tokens: int | None = None  # the answer's cap, sent to the endpoint; None: answer_tokens()
+    profile: str = "auto"  # "small": fewer tools, shorter descriptions; auto: by the window
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -178,7 +184,15 @@ def is_local(base_url: str | None) -> bool:
 def _parse(key: str, raw: object) -> Any:
     """``raw`` checked as the value of setting ``key``, keeping its type: a number from TOML
     or Python stays a number; text (as typed after /model, or from the environment) is
-    read as the setting's type; None or "none"/"default" means unset where that is allowed."""
+    read as the setting's type; None or "none"/"default" means unset where that is allowed
+    (``temperature=default`` is the default 0.2 again, ``none`` sends none)."""
+    if key == "temperature" and isinstance(raw, str) and raw.lower() == "default":
+        return DEFAULT_TEMPERATURE
+    if key == "profile":
+        if not isinstance(raw, str) or raw.lower() not in PROFILES:
+            raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not "
+                              f"'{str(raw)[:20]}'")
+        return raw.lower()
     if raw is None or (isinstance(raw, str) and raw.lower() in ("", "none", "default")):
         if key in NOT_NONE:
             if raw is None:

@@ -134,7 +134,7 @@ def build(layers: Sequence[Layer]) -> Permissions:
         allow = names if allow is None else allow & names
         note("tools.allow", layer)
     # offer shapes the prompt, it allows nothing: the environment's, else the workspace's,
-    # else the user's, as before layers (docs/agent.md#a-lean-prompt)
+    # else the user's, as before layers (docs/agent.md#a-lean-request)
     for name in (ENV, WORKSPACE, USER):
         picks = [(layer, layer.table("tools")["offer"]) for layer in by
                  if layer.name == name and "offer" in layer.table("tools")]

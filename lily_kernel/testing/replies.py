@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any
 
+from lily_kernel.testing.messages import prompt_tokens
+
 __all__ = ["Replies", "error_body"]
 
 # OpenAI's error "type" and "code" for the statuses tests usually script.
@@ -97,7 +99,7 @@ class Replies:
             usage.setdefault("total_tokens", int(usage.get("prompt_tokens", 0))
                              + int(usage.get("completion_tokens", 0)))
             return usage
-        prompt = max(1, len(json.dumps(request.get("messages", []))) // 4)
+        prompt = max(1, prompt_tokens(request))  # the messages and the tools, as counted
         out_chars = len(content or "") + sum(len(c["function"]["arguments"]) + 8 for c in calls)
         completion = max(1, math.ceil(out_chars / 4))
         return {"prompt_tokens": prompt, "completion_tokens": completion,

@@ -77,12 +77,12 @@ class ScriptedServer:
         self.context_window = context_window
         self.context_style = context_style
         self.prompt_sizes: list[int] = []
+        self.props = props
         self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
         self.models = list(models)
         self.max_model_len = max_model_len
-        self.props = props
         self.requests: list[dict[str, Any]] = []
         self._script = Script(script)
         self._replies = Replies()

@@ -570,7 +570,7 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
 
     @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
-        """A bounded summary of one notebook variable.
+        """Summarise one notebook variable.
 
         For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
         dtype and min/max/mean; for containers and strings their length and first items."""
@@ -599,7 +599,7 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     @registry.register(name="propose_cell", origin="notebook",
                        annotations={"readOnlyHint": False, "destructiveHint": False})
     def _propose_cell(code: str) -> Shown:
-        """Add a cell below with code for the user to run."""
+        """Add a code cell below for the user to run."""
         return propose_cell(nb, code)
 
     @registry.register(name="run_python", origin="notebook", ask=True,

@@ -1,12 +1,19 @@
-"""A lean prompt: tools offered only when usable, schemas kept short (docs/agent.md#a-lean-prompt).
+"""A lean request: tools offered only when usable, schemas kept short (docs/agent.md#a-lean-request).
 
-Every request pays for the tool schemas it offers, so a tool is offered only
-when it can be used: ``read_skill_file`` when a skill has a ``references/``
-folder, ``propose_action`` when a typed skill can be loaded, ``read_config``
-when an internal typed skill reads settings; the notebook tools exist only in a
-notebook (the face registers them). ``[tools] offer`` narrows the set further.
-A registered tool's schema carries the first paragraph of its description
-(the rest stays in its docstring) and no empty ``required`` list.
+Every request pays for the tool schemas it offers, and a small model is pulled
+towards whatever it is offered, so a tool is offered only when this request
+can use it (the table in docs/agent.md#what-a-request-offers): ``load_skill``
+while the request has no skill (under one, forced or loaded, its body is
+already in the request); ``read_skill_file`` when the request's skill has a
+``references/`` folder; ``propose_action`` when the request's skill is typed
+and ``read_config`` when it is an internal one that reads settings; a built-in
+tool that backs one skill (``scan_todos``, ``compile_plan``) only under that
+skill; the notebook tools exist only in a notebook (the face registers them).
+``[tools] offer`` narrows the set further. A registered tool's schema carries
+the first paragraph of its description (the rest stays in its docstring) and
+no empty ``required`` list; the small-model profile keeps its first sentence
+and drops the parameters' descriptions, and a request under a skill that
+names its tools (``requires_tools``) offers only those.
 """
 from __future__ import annotations
 
@@ -15,10 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.skills.skill import Skill
 
 _DOC_REF = re.compile(r"\s*\((?:see )?docs/[^)]*\)")
-_REFERENCES: dict[int, tuple[Snapshot, bool]] = {}  # id(snapshot) -> (it, any references/?)
+_SMALL_DROPS = ("description", "title", "default")
+_SENTENCE = re.compile(r"(?<!\.[a-z])[.!?](?=\s)")  # not the end of "e.g."
 
 
 def brief(description: str) -> str:
@@ -27,40 +35,65 @@ def brief(description: str) -> str:
     return _DOC_REF.sub("", " ".join(first.split()))
 
 
-def spec(name: str, description: str | None, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """A registered tool's schema as offered to the model."""
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence."""
+    found = _SENTENCE.search(text)
+    return text[:found.start() + 1] if found else text
+
+
+def spec(name: str, description: str | None, parameters: Mapping[str, Any],
+         small: bool = False) -> dict[str, Any]:
+    """A registered tool's schema as offered to the model (``small``: the small-model
+    profile's, with the description's first sentence and no parameter descriptions)."""
     params = dict(parameters)
     if not params.get("required"):
         params.pop("required", None)
-    return {"type": "function", "function": {"name": name,
-                                             "description": brief(description or "") or name,
+    text = brief(description or "") or name
+    if small:  # the first sentence; only the required parameters, bare
+        text = first_sentence(text)
+        props = params.get("properties")
+        if isinstance(props, dict):
+            required = params.get("required") or ()
+            params["properties"] = {
+                k: {f: v for f, v in p.items() if f not in _SMALL_DROPS}
+                if isinstance(p, dict) else p for k, p in props.items() if k in required}
+    return {"type": "function", "function": {"name": name, "description": text,
                                              "parameters": params}}
 
 
-def _usable(snap: Snapshot, forced: str | None) -> list[Any]:
-    return [s for s in snap.skills if s.model_invocable or s.name == forced]
+#: Built-in tools that back one bundled skill (docs/agent.md#what-a-request-offers): offered
+#: only when the request's skill is that one, or a skill whose ``command_tool`` names them.
+SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
+#: The small-model profile's fewer tools: these Lily tools only under a skill that names them
+#: (``requires_tools``). A small model acts through ``propose_cell`` (the user runs the cell)
+#: rather than ``run_python``; ``list``, ``write`` and ``read_cells`` are the least used
+#: (docs/agent.md#small-model-profile).
+SMALL_LEAVES_OUT = frozenset({"write", "list", "read_cells", "run_python"})
 
 
-def has_references(snap: Snapshot) -> bool:
-    """Whether any skill of ``snap`` has a ``references/`` folder (cached per snapshot)."""
-    hit = _REFERENCES.get(id(snap))
-    if hit is None or hit[0] is not snap:
-        if len(_REFERENCES) > 64:
-            _REFERENCES.clear()
-        hit = (snap, any((Path(s.path) / "references").is_dir() for s in snap.skills))
-        _REFERENCES[id(snap)] = hit
-    return hit[1]
+def _backed(skill_name: str) -> list[str]:
+    return [tool for tool, skill in SKILL_TOOLS.items() if skill == skill_name]
 
 
-def builtin_specs(snap: Snapshot, forced: str | None, read_skill_file: dict[str, Any],
-                  propose_action: dict[str, Any], read_config: dict[str, Any]
-                  ) -> list[dict[str, Any]]:
-    """The skill tools besides ``load_skill`` that this snapshot can use."""
-    skills = _usable(snap, forced)
-    out = [read_skill_file] if has_references(snap) else []
-    typed = [s.typed for s in skills if s.typed is not None]
-    if typed:
+def registered_offered(name: str, origin: str, skill: Skill | None, small: bool) -> bool:
+    """Is the registered tool ``name`` (from ``origin``) offered to a request whose skill is
+    ``skill``? The policy and ``[tools] offer`` are checked besides this."""
+    if origin == "builtin" and name in SKILL_TOOLS:  # only under its skill, and there always
+        return skill is not None and name in (skill.command_tool, *_backed(skill.name))
+    if small and skill is not None and skill.requires_tools:  # only what the skill names
+        return name in skill.requires_tools or name == skill.command_tool
+    return not (small and origin in ("builtin", "notebook") and name in SMALL_LEAVES_OUT)
+
+
+def builtin_specs(skill: Skill | None, load_skill: dict[str, Any],
+                  read_skill_file: dict[str, Any], propose_action: dict[str, Any],
+                  read_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The built-in model tools a request whose skill is ``skill`` can use."""
+    if skill is None:  # under a skill, its body is already in the request
+        return [load_skill]
+    out = [read_skill_file] if (Path(skill.path) / "references").is_dir() else []
+    if skill.typed is not None:
         out.append(propose_action)
-    if any(t.kind == "internal" and t.acl_read for t in typed):
-        out.append(read_config)
+        if skill.typed.kind == "internal" and skill.typed.acl_read:
+            out.append(read_config)
     return out

@@ -310,7 +310,7 @@ class ToolPolicy:
 
     def offered(self, name: str) -> bool:
         """Is ``name`` in the set offered to the model? ``[tools] offer`` narrows it (a
-        lean prompt, docs/agent.md#a-lean-prompt); ``load_skill`` is always offered."""
+        lean request, docs/agent.md#a-lean-request); ``load_skill`` is never narrowed away."""
         return self.offer is None or name in self.offer or name == "load_skill"
 
     def needs_confirmation(self, name: str) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agent_support import World, assert_consistent, run_command
 
-from lily_kernel.agent import loop
+from lily_kernel.agent import loop, prompt
 from lily_kernel.agent.prompt import index_line, skills_index
 from lily_kernel.commands.results import Answer, ToolOutput
 from lily_kernel.errors import AgentError
@@ -72,17 +72,17 @@ def system_text(request: dict) -> str:
 
 
 def index_names(system: str) -> list[str]:
-    section = system.split("\n## Skills\n", 1)[1].split("\n## Rules", 1)[0]
+    section = system.split("## Skills\n", 1)[1]
     return [line[2:].split(":", 1)[0] for line in section.splitlines() if line.startswith("- ")]
 
 
-# -- the system context: persona, skills index, rules ----------------------------------
+# -- the system context: Lily's instructions, persona, skills index ---------------------
 
 PERSONA = {"SOUL.md": "SOUL-MARK soul", "IDENTITY.md": "IDENTITY-MARK identity",
            "USER.md": "USER-MARK user", "AGENTS.md": "AGENTS-MARK agents"}
 
 
-def test_system_message_is_persona_then_index_then_rules(world, server):
+def test_system_message_is_instructions_then_persona_then_index(world, server):
     persona = world.workspace / "persona"
     persona.mkdir()
     for name in reversed(list(PERSONA)):  # written in reverse: order must not follow the disk
@@ -98,7 +98,8 @@ def test_system_message_is_persona_then_index_then_rules(world, server):
 
     [request] = server.chat_requests()
     system = system_text(request)
-    marks = ["SOUL-MARK", "IDENTITY-MARK", "USER-MARK", "AGENTS-MARK", "\n## Skills\n", "\n## Rules\n"]
+    marks = ["You are Lily", "load_skill first", "SOUL-MARK", "IDENTITY-MARK", "USER-MARK",
+             "AGENTS-MARK", "\n## Skills\n"]
     positions = [system.find(m) for m in marks]
     assert -1 not in positions, dict(zip(marks, positions))
     assert positions == sorted(positions), dict(zip(marks, positions))
@@ -112,7 +113,7 @@ def test_system_message_is_persona_then_index_then_rules(world, server):
     assert {"alpha-skill", "zeta-skill"} <= set(names)
     assert "hidden-skill" not in system and "HIDDEN-SUMMARY-MARK" not in system
     # name and summary only: each index line is exactly "- name: summary", no body
-    section = system.split("\n## Skills\n", 1)[1].split("\n## Rules", 1)[0]
+    section = system.split("\n## Skills\n", 1)[1]
     lines = [line for line in section.splitlines() if line.startswith("- ")]
     assert lines == [f"- {s.name}: {' '.join(s.summary.split())}" for s in invocable]
     assert "- alpha-skill: Alpha described." in lines
@@ -136,11 +137,11 @@ def test_small_index_budget_shows_a_visible_note(world):
     snap = world.session(None).snapshot
     invocable = [s.name for s in snap.skills if s.model_invocable]
     full = skills_index(snap)
-    assert "more skill" not in full and index_names("\n" + full + "\n## Rules") == invocable
+    assert "more skill" not in full and index_names("\n" + full) == invocable
 
     budget = 600
     cut = skills_index(snap, budget=budget)
-    shown = index_names("\n" + cut + "\n## Rules")
+    shown = index_names("\n" + cut)
     assert 0 < len(shown) < len(invocable)
     assert shown == invocable[:len(shown)]  # a prefix, in name order
     left = len(invocable) - len(shown)
@@ -491,7 +492,7 @@ def test_lily_cell_magic_uses_the_same_loop(world, server, monkeypatch):
     requests = server.chat_requests()
     assert len(requests) == 2
     system = system_text(requests[0])
-    assert "\n## Skills\n" in system and "\n## Rules\n" in system
+    assert system.startswith(prompt.RULES) and "\n## Skills\n" in system
     last = requests[0]["messages"][-1]
     assert (last["role"], last["content"].strip()) == ("user", "plan the MAGIC-REQUEST")
     assert "Plan Compiler" in results_by_id(requests[1]["messages"])["c1"]

@@ -121,11 +121,12 @@ def test_tool_results_are_shortened_before_turns_are_dropped_and_calls_keep_resu
     script = [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]},
               "read it"] + ["ok"] * 6
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model",
+                                LILY_PROFILE="full")  # the fitting rules, every tool offered
         runner = Runner(lambda: session)
         first = answers(runner, "read big.txt")
         assert "shortened" not in first.footer()  # this request's own result is sent whole
-        second = answers(runner, "and now? " + WORDS * 20)
+        second = answers(runner, "and now? " + WORDS * 32)
         assert "1 tool result shortened" in second.footer()
         assert "earlier turn" not in second.footer()  # shortening was enough
         sent = server.chat_requests()[-1]["messages"]
@@ -145,7 +146,8 @@ def test_the_loaded_skills_body_and_the_request_are_never_dropped(tmp_path):
     load = {"tool_calls": [{"name": "load_skill", "arguments": {"name": "big_skill"}}]}
     script = [*["ok"] * 12, load, "used it"]
     with ScriptedServer(script, context_window=4096) as server:
-        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model")
+        session = world.session(server, LILY_CONTEXT_WINDOW="4096", LILY_MODEL="scripted-model",
+                                LILY_PROFILE="full")  # the fitting rules, every tool offered
         runner = Runner(lambda: session)
         for i in range(12):
             answers(runner, f"Question {i}: " + WORDS * 2)
@@ -234,24 +236,6 @@ def offered(session) -> list[str]:
     return [s["function"]["name"] for s in offered_tools(session)]
 
 
-def test_skill_tools_are_offered_only_when_they_can_be_used(tmp_path):
-    world = World(tmp_path)
-    empty = tmp_path / "no_bundled"
-    empty.mkdir()
-    plain = world.skills / "plain"
-    plain.mkdir(parents=True)
-    (plain / "SKILL.md").write_text("---\nname: plain\ndescription: Plain.\n---\nDo it.\n",
-                                    encoding="utf-8")
-    session = world.session(None, SKILLS_BUNDLED_DIR=str(empty))
-    names = offered(session)
-    assert "load_skill" in names and "read" in names
-    for unusable in ("read_skill_file", "propose_action", "read_config"):
-        assert unusable not in names  # no references/, no typed skill
-    (plain / "references").mkdir()
-    assert "read_skill_file" in offered(world.session(None, SKILLS_BUNDLED_DIR=str(empty)))
-    assert "propose_action" in offered(world.session(None))  # the bundled typed skills
-
-
 def test_tools_offer_narrows_what_the_model_is_offered(tmp_path):
     world = World(tmp_path)
     (world.workspace / "lily.toml").write_text('[tools]\noffer = ["read"]\n', encoding="utf-8")
@@ -338,3 +322,32 @@ def test_attack_a_hostile_context_error_never_breaks_the_session(tmp_path, messa
         assert session.model_config.context_window is None  # nothing absurd was learned
         assert session.budget.counter("scripted-model").scale <= tokens.MAX_SCALE
         assert answers(runner, "hello again").text == "fine"  # the session lives on
+
+
+def test_this_requests_large_result_is_shortened_to_what_the_window_leaves(tmp_path):
+    """Issue 30: on an 8,192-token window a large file reaches the model as thousands of
+    characters (what the window leaves once earlier turns are left out), not 400."""
+    world = World(tmp_path)
+    text = "".join(f"row {i:05d}: value {i * 7 % 1000:03d} ok\n" for i in range(2000))
+    (world.workspace / "big.csv").write_text(text, encoding="utf-8")
+    script = ["earlier answer", {"tool_calls": [{"name": "read", "arguments": {"path": "big.csv"}}]},
+              "summarised"]
+    with ScriptedServer(script, context_window=8192) as server:
+        session = world.session(server, LILY_CONTEXT_WINDOW="8192", LILY_MODEL="scripted-model")
+        runner = Runner(lambda: session)
+        answers(runner, "an earlier question " + WORDS * 40)
+        last = answers(runner, "summarise big.csv")
+        assert last.text == "summarised"
+        sent = server.chat_requests()[-1]
+        assert max(server.prompt_sizes) <= 8192
+    assert "1 earlier turn not sent" in last.footer()  # left out before the result is cut
+    assert "1 tool result shortened" in last.footer()
+    result = next(m["content"] for m in sent["messages"] if m["role"] == "tool")
+    head, marker, _ = result.partition("\n[… shortened:")
+    assert marker and text.startswith(head)
+    assert len(head) > 10_000  # thousands of characters, not 400
+    fitted = session.budget.fit(session.model_config, sent["messages"][0], sent["tools"], [],
+                                sent["messages"][1:])
+    assert fitted.tokens <= fitted.limit  # the window less the answer's room and the margin
+    assert fitted.limit >= 8192 - 2048 - 256
+    assert session.conversation[-2]["content"] == text  # the session keeps it whole

@@ -13,11 +13,12 @@ import pytest
 from agent_support import run_command
 
 from lily_kernel.agent import loop
+from lily_kernel.commands import render
 from lily_kernel.errors import AgentError, CommandError, ConfigError
 from lily_kernel.session import journal
 from lily_kernel.session.session import Session
 from lily_kernel.settings import workspace_trust
-from lily_kernel.settings.model_settings import DEFAULT_MODEL, ModelConfig
+from lily_kernel.settings.model_settings import DEFAULT_MODEL, DEFAULT_TEMPERATURE, ModelConfig
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -43,7 +44,7 @@ def test_defaults(workspace):
     config = make_session(workspace).model_config
     assert config == ModelConfig()
     assert (config.model, config.temperature, config.base_url, config.timeout,
-            config.max_retries) == (DEFAULT_MODEL, None, None, 60.0, 2)
+            config.max_retries) == (DEFAULT_MODEL, DEFAULT_TEMPERATURE, None, 60.0, 2)
 
 
 @pytest.mark.parametrize("trusted", [True, False])
@@ -101,8 +102,10 @@ def test_model_command_changes_only_what_it_names(workspace):
     assert after.verbosity == "high"
     assert {k: v for k, v in after.as_dict().items() if k != "verbosity"} == \
         {k: v for k, v in before.as_dict().items() if k != "verbosity"}
+    run_command(session, "/model temperature=none")
+    assert session.model_config.temperature is None  # not sent: the server's default
     run_command(session, "/model temperature=default")
-    assert session.model_config.temperature is None
+    assert session.model_config.temperature == DEFAULT_TEMPERATURE
 
 
 def test_new_session_resets_model_command_changes(workspace):
@@ -233,3 +236,48 @@ def test_set_model_refuses_bad_python_values_clearly(workspace, values, message)
     with pytest.raises(ConfigError, match=message):
         session.set_model(**values)
     assert session.model_config == before
+
+
+# -- temperature: a low one by default, refused like stream_options (issue 30) -------------------
+
+def test_a_low_temperature_is_sent_by_default_and_none_sends_none(workspace):
+    with ScriptedServer() as server:
+        session = make_session(workspace, OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0")
+        server.add("a", "b", "c")
+        loop.run(session, "q1")
+        run_command(session, "/model temperature=none")
+        loop.run(session, "q2")
+        run_command(session, "/model temperature=0")
+        loop.run(session, "q3")
+        first, second, third = server.chat_requests()
+    assert first["temperature"] == DEFAULT_TEMPERATURE == 0.2
+    assert "temperature" not in second  # the server's own default
+    assert third["temperature"] == 0
+
+
+def test_an_endpoint_that_refuses_temperature_is_asked_again_without_it_from_then_on(workspace):
+    with ScriptedServer(["FIRST", "SECOND"], reject_params=["temperature"]) as server:
+        session = make_session(workspace, OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0")
+        assert "temperature 0.2" in render.text(run_command(session, "/model"))
+        assert loop.run(session, "q1").text == "FIRST"
+        refused, retried = server.chat_requests()[:2]
+        assert refused["temperature"] == 0.2 and "temperature" not in retried
+        assert retried["stream_options"] == {"include_usage": True}  # only that one is dropped
+        assert loop.run(session, "q2").text == "SECOND"
+        assert len(server.chat_requests()) == 3  # remembered: asked once, without it
+        assert "temperature" not in server.chat_requests()[-1]
+        shown = render.text(run_command(session, "/model"))
+    assert "temperature not sent (the endpoint refused it)" in shown
+    assert "Sent with every request:" in shown
+
+
+def test_model_shows_what_every_request_sends(workspace):
+    with ScriptedServer() as server:
+        session = make_session(workspace, "[model]\ntemperature = 0.7\nmax_tokens = 900\n",
+                               OPENAI_BASE_URL=server.url)
+        line = next(x for x in render.text(run_command(session, "/model")).splitlines()
+                    if x.startswith("Sent with every request:"))
+    assert "temperature 0.7" in line and "max_tokens 900" in line
+    assert 'stream_options {"include_usage": true}' in line
+    changed = render.text(run_command(session, "/model temperature=none"))
+    assert "temperature not sent (the server's default)" in changed

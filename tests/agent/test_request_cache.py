@@ -1,4 +1,4 @@
-"""What a request reuses between requests (docs/agent.md#a-lean-prompt): the offered tools, the
+"""What a request reuses between requests (docs/agent.md#a-lean-request): the offered tools, the
 system message and the conversation's size are built once while nothing they depend on changed,
 and rebuilt the moment something did (issue 18); the body itself is made afresh (issue 31)."""
 from __future__ import annotations

@@ -326,3 +326,38 @@ def test_usage_in_the_footer_when_reported_and_nothing_when_not(face, server, tu
     model = face.cmd("/model")
     text = model.displays[0]["text/plain"]
     assert "1,234 prompt + 56 completion tokens over 1 model call" in text
+
+
+# -- what a request offers in a notebook, and a server that drops the tools (issue 30) -------
+
+NOTEBOOK_TOOLS = {"list_variables", "inspect_variable", "read_cells", "last_error",
+                  "propose_cell", "run_python"}
+
+
+def test_a_notebook_request_is_offered_the_notebook_tools_and_no_skill_tools(face, server, turns):
+    turns.append("Hello!")
+    assert face.ask("Say hello.").status == "ok"
+    names = offered(server)
+    assert names >= NOTEBOOK_TOOLS and {"load_skill", "read", "write", "list"} <= names
+    assert not names & {"propose_action", "read_config", "compile_plan", "scan_todos"}
+    assert server.chat_requests()[-1]["temperature"] == 0.2
+    face.cmd("/model profile=small")
+    try:
+        turns.append("Hello again!")
+        assert face.ask("Say hello.").status == "ok"
+        assert offered(server) == {"load_skill", "read", "list_variables", "inspect_variable",
+                                   "last_error", "propose_cell"}
+        turns.append("fixed")
+        assert face.cmd("/fix").status == "ok"  # a forced skill: its own tools, no load_skill
+        assert offered(server) == {"last_error", "propose_cell"}
+    finally:
+        face.cmd("/model profile=auto")
+
+
+def test_a_server_that_drops_the_tools_is_named_in_the_footer(face, server, turns):
+    turns.append({"content": "DROPPED-ANSWER", "usage": {"prompt_tokens": 30,
+                                                          "completion_tokens": 3}})
+    run = face.ask("Say hello.")
+    md = [d["text/markdown"] for d in run.displays if "DROPPED-ANSWER" in d.get("text/markdown", "")]
+    assert md and "the server counted 30 prompt tokens" in md[0]
+    assert "seems to drop the tools" in md[0]

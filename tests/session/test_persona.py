@@ -46,7 +46,7 @@ def test_bundled_persona_ships_all_four_files(tmp_path):
     p = load("default", dirs)
     assert [f.name for f in p.files] == list(PERSONA_FILES)
     assert all(Path(f.path).parent == dirs[-1] for f in p.files)
-    assert "Lily" in p.system_text()
+    assert "# Identity" in p.system_text()  # Lily names herself in her own instructions
 
 
 def test_workspace_persona_replaces_bundled_file_by_file(tmp_path):
