@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
-from lily_kernel.skills.paths import Root
+from lily_kernel.skills.paths import WORKSPACE_SOURCES, Root
 from lily_kernel.skills.skill import (
     _ANY_ELIGIBILITY,
     MAX_DESCRIPTION,
@@ -102,18 +103,30 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
     return found
 
 
+@dataclass(frozen=True)
+class Untrusted:
+    """The roots whose skills are listed but not loaded (an untrusted workspace's own
+    folders: docs/trust-boundary.md#workspace-trust), and why, in a few words."""
+    sources: frozenset[str]
+    why: str
+
+
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
                    version: int = 1, host: Host | None = None, *,
-                   reserved: frozenset[str] = frozenset()) -> Snapshot:
+                   reserved: frozenset[str] = frozenset(),
+                   untrusted: Untrusted | None = None) -> Snapshot:
     """Run the whole load and return an immutable :class:`Snapshot`.
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
-    (the session passes the ones it was given, docs/loader.md#exclusion)."""
+    (the session passes the ones it was given, docs/loader.md#exclusion). ``untrusted``:
+    roots whose skills are only listed, each an ``untrusted`` diagnostic naming its
+    summary, alias, tool and any conflict; they take no part in precedence."""
+    args = (tuple(roots), tools, policy, version, host, reserved)
     if not gc.isenabled():
-        return _build(tuple(roots), tools, policy, version, host, reserved, False)
+        return _build(*args, False, untrusted)
     gc.disable()
     try:
-        return _build(tuple(roots), tools, policy, version, host, reserved, True)
+        return _build(*args, True, untrusted)
     finally:
         gc.enable()
 
@@ -131,9 +144,10 @@ _GC_EVERY = 128
 
 def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
            version: int, host: Host | None, reserved: frozenset[str],
-           collect: bool) -> Snapshot:
+           collect: bool, untrusted: Untrusted | None = None) -> Snapshot:
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
+    gated: list[tuple[Root, str, str, str | None]] = []  # listed, not loaded
 
     # name -> (root, path, error) of the highest-precedence copy; the rest are shadowed.
     winners: dict[str, tuple[Root, str, str | None]] = {}
@@ -147,6 +161,9 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
                 "note", None, root.source, str(root.path),
                 f"the {root.source} root is the same folder as the {same.source} root; "
                 f"its skills are read once, as {same.source} skills"))
+            continue
+        if untrusted is not None and root.source in untrusted.sources:
+            gated += [(root, *found) for found in sorted(_scan(root))]
             continue
         for name, path, error in _scan(root):  # (sorted below, by name)
             if name in winners:
@@ -223,6 +240,11 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         digest(f"{name}\0{source}\0{skill.text}\0\0".encode("utf-8", "surrogatepass"))
 
     aliases, clashes = _aliases(included, diagnostics)
+    if gated and untrusted is not None:
+        by_name = {s.name: s for s in included}
+        for root, name, path, error in gated:
+            diagnostics.append(_untrusted(root, name, path, error, untrusted.why, by_name,
+                                          aliases, reserved))
     snapshot = Snapshot(
         version=version,
         hash=content.hexdigest(),
@@ -278,21 +300,54 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     return None
 
 
+def alias_key(alias: str) -> str:
+    r"""An alias as aliases are told apart: NFKC-normalised, case folded, without surrounding
+    white space, '-' read as '_' (docs/loader.md#exclusion). Two aliases with one key look
+    alike: ``/Confirm``, ``/confirm\n`` and ``/reload-skills`` are the built-ins'."""
+    return unicodedata.normalize("NFKC", alias).casefold().strip().replace("-", "_")
+
+
+def builtin_lookalike(alias: str, reserved: frozenset[str]) -> str | None:
+    """The built-in command ``alias`` is or looks like (:func:`alias_key`), or None."""
+    if alias in reserved:
+        return alias
+    key = alias_key(alias)
+    return next((r for r in sorted(reserved) if alias_key(r) == key), None)
+
+
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
     """Malformed-by-context rules: built-in collision, unknown command_tool."""
-    if skill.command and skill.command in reserved:
+    builtin = builtin_lookalike(skill.command, reserved) if skill.command else None
+    if builtin is not None and builtin == skill.command:
         return (f"'command' /{skill.command} collides with the built-in command "
                 f"/{skill.command}; built-ins win")
+    if builtin:
+        return (f"'command' /{skill.command} looks like the built-in command /{builtin} "
+                "(compared NFKC-normalised and case folded, '-' as '_'); built-ins win")
     if skill.command_tool and skill.command_tool not in tools:
         return f"'command_tool' names '{skill.command_tool}', which is not a registered tool"
     return None
 
 
 def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Bind each alias one skill claims. An alias the user's or a bundled skill defines is
+    theirs: a workspace skill's alias that is it, or looks like it (:func:`alias_key`), is
+    not bound, and a note says so (docs/loader.md#aliases)."""
+    own = {alias_key(s.command): s for s in skills
+           if s.command and s.source not in WORKSPACE_SOURCES}
     claims: dict[str, list[str]] = {}
     for s in skills:
-        if s.command:
-            claims.setdefault(s.command, []).append(s.name)
+        if not s.command:
+            continue
+        holder = own.get(alias_key(s.command)) if s.source in WORKSPACE_SOURCES else None
+        if holder is not None:
+            diagnostics.append(Diagnostic(
+                "note", s.name, s.source, s.path,
+                f"alias /{s.command} is not bound: the {holder.source} skill {holder.name} "
+                f"defines /{holder.command}, and a workspace skill cannot take it "
+                f"(use /skill {s.name})"))
+            continue
+        claims.setdefault(s.command, []).append(s.name)
     aliases, clashes = {}, {}
     for alias in sorted(claims):
         owners = claims[alias]
@@ -308,6 +363,43 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
                 f"alias /{alias} is also claimed by {others}; the alias is disabled "
                 f"(use /skill {owner})"))
     return aliases, clashes
+
+
+def _untrusted(root: Root, name: str, path: str, error: str | None, why: str,
+               loaded: dict[str, Skill], aliases: dict[str, str],
+               reserved: frozenset[str]) -> Diagnostic:
+    """The ``untrusted`` diagnostic of a skill folder of an untrusted root: why it is not
+    loaded, what it says it does, and what it would take from the loaded skills."""
+    parts = []
+    data = None if error else _read(path)
+    skill = None
+    if error or isinstance(data, _Unreadable):
+        parts.append(f"(it could not be read: {error or getattr(data, 'reason', '')})")
+    else:
+        assert data is not None
+        try:
+            skill = parse(name, root.source, path, data)
+        except SkillError as exc:
+            parts.append(f"(it is malformed: {exc})")
+    if skill is not None:
+        parts.append(skill.summary or "(no summary)")
+        if skill.command_tool:
+            parts.append(f"{skill.invocation_mode} of the tool {skill.command_tool}")
+        if skill.command:
+            builtin = builtin_lookalike(skill.command, reserved)
+            owner = next((o for a, o in aliases.items()
+                          if alias_key(a) == alias_key(skill.command)), None)
+            if builtin:
+                parts.append(f"alias /{skill.command}: conflicts with the built-in /{builtin}")
+            elif owner is not None:
+                parts.append(f"alias /{skill.command}: conflicts with the "
+                             f"{loaded[owner].source} skill {owner}'s /{loaded[owner].command}")
+            else:
+                parts.append(f"alias /{skill.command}")
+    if name in loaded:
+        parts.append(f"would shadow the {loaded[name].source} skill {name}")
+    parts.append(f"not loaded: {why} (/trust reviews it)")
+    return Diagnostic("untrusted", name, root.source, path, "; ".join(parts))
 
 
 def _content_hash(skills: Iterable[Skill]) -> str:

@@ -20,6 +20,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 # Code's `.claude/skills`, OpenClaw's `~/.openclaw/skills`).
 SOURCES = ("workspace", "workspace-agents", "workspace-claude",
            "user", "user-agents", "user-openclaw", "bundled")
+#: The sources of the workspace's own roots: a default one (no variable names it) waits for
+#: workspace trust (docs/trust-boundary.md#workspace-trust).
+WORKSPACE_SOURCES = ("workspace", "workspace-agents", "workspace-claude")
 # Where each root lies when no variable sets it: (base, folder under it).
 COMPAT_ROOTS = (("workspace-agents", "workspace", ".agents/skills"),
                 ("workspace-claude", "workspace", ".claude/skills"),
@@ -98,6 +101,18 @@ def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = N
             roots[source] = Root(source, (workspace if base == "workspace" else home) / folder,
                                  False)
     return tuple(roots[s] for s in SOURCES if s in roots)
+
+
+def untrusted_roots(roots: tuple[Root, ...]) -> frozenset[str]:
+    """The sources of ``roots`` that hold the workspace's own skills, which load only in a
+    trusted workspace: a workspace root no variable names (``skills/``, ``.agents/skills``,
+    ``.claude/skills`` of the workspace), that exists and is not the same folder as a root
+    of the user's or Lily's bundle (a source checkout run in place: its ``skills/`` is the
+    bundle). A root a variable names (``SKILLS_WORKSPACE_DIR``) is the user's own choice."""
+    others = {os.path.realpath(r.path) for r in roots if r.source not in WORKSPACE_SOURCES}
+    return frozenset(r.source for r in roots
+                     if r.source in WORKSPACE_SOURCES and not r.explicit
+                     and os.path.isdir(r.path) and os.path.realpath(r.path) not in others)
 
 
 def workspace_skill_dirs(workspace: Path) -> tuple[Path, ...]:

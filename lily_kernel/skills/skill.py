@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the '## Type' section is parsed by skills/typed_declaration
     from lily_kernel.skills.typed_declaration import TypedSpec
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
-COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
+COMMAND_RE = re.compile(r"[a-z0-9_-]+\Z")  # with match(): the whole string, no final newline
 MAX_NAME_LEN = 64
 INVOCATION_MODES = ("prompt_rewrite", "tool_dispatch")
 OS_NAMES = ("darwin", "linux", "win32")
@@ -262,7 +262,8 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
     if mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
     if command is not None and not COMMAND_RE.match(command):
-        raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
+        raise SkillError(f"'command' {command!r} must match ^[a-z0-9_-]+$ (lower-case ASCII "
+                         "letters, digits, '_' and '-', nothing else)")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
 

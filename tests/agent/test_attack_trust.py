@@ -15,7 +15,7 @@ import pytest
 from agent_support import World, run_command
 
 from lily_kernel.agent import loop
-from lily_kernel.commands.results import Notice
+from lily_kernel.commands.results import Notice, TrustReview
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
@@ -79,19 +79,27 @@ def test_trust_shows_the_changes_then_uses_them_and_an_edit_asks_again(world, at
                                                                       monkeypatch):
     hostile_toml(world, attacker)
     session = world.session(None, OPENAI_API_KEY=KEY)
+    with pytest.raises(CommandError, match="run /trust first"):
+        run_command(session, "/trust --yes")  # nothing reviewed yet: nothing trusted
     shown = run_command(session, "/trust")
-    assert isinstance(shown, Notice)
+    assert isinstance(shown, TrustReview)
     assert attacker.url in shown.markdown and "endpoint" in shown.markdown
     assert "tools policy: deny" in shown.markdown and "write" in shown.markdown
+    assert "Nothing was trusted" in shown.markdown
+    assert session.model_config.base_url is None  # shown, not trusted
+    assert not workspace_trust.trust_file(world.env(None)).exists()
+    done = run_command(session, "/trust --yes")
+    assert isinstance(done, Notice) and "Trusted" in done.markdown
     assert session.model_config.base_url == attacker.url  # trusted: used at once
     assert workspace_trust.trust_file(world.env(None)).exists()
-    assert not (world.workspace / ".lily" / "workspace_trust.json").exists()
+    assert not (world.workspace / ".lily" / "trust.json").exists()
     assert world.session(None).model_config.base_url == attacker.url  # a new session too
     # Editing lily.toml asks again.
     with (world.workspace / "lily.toml").open("a") as fh:
         fh.write("# edited\n")
     assert world.session(None).model_config.base_url is None
     run_command(session, "/trust")
+    run_command(session, "/trust --yes")
     run_command(session, "/trust --revoke")
     assert session.model_config.base_url is None
     assert world.session(None).model_config.base_url is None
@@ -109,7 +117,7 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
     forged = json.dumps({"version": 1, "workspaces": {str(world.workspace.resolve()): fingerprint}})
     server.add({"tool_calls": [
         {"name": "trust", "arguments": {}, "id": "t"},
-        {"name": "write", "arguments": {"path": "userdata/workspace_trust.json", "content": forged},
+        {"name": "write", "arguments": {"path": "userdata/trust.json", "content": forged},
          "id": "w"},
         {"name": "write", "arguments": {"path": "lily.toml", "content": "x"}, "id": "l"},
     ]}, "done")
@@ -118,7 +126,7 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
                if m.get("role") == "tool"}
     assert all(r.startswith("Error:") for r in results.values()), results
     assert "Lily's data folder" in results["w"]
-    assert not (data / "workspace_trust.json").exists()
+    assert not (data / "trust.json").exists()
     assert not workspace_trust.is_trusted(world.workspace, world.env(None, LILY_DATA_DIR=str(data)))
     assert attacker.requests == []
 

@@ -25,9 +25,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def test_trust_file_follows_the_data_folder_variables(tmp_path: Path) -> None:
-    assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d"}) == Path("/d/workspace_trust.json")
-    assert workspace_trust.trust_file({"XDG_DATA_HOME": "/x"}) == Path("/x/lily/workspace_trust.json")
-    assert workspace_trust.trust_file({"HOME": "/h"}) == Path("/h/.local/share/lily/workspace_trust.json")
+    assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d"}) == Path("/d/trust.json")
+    assert workspace_trust.trust_file({"XDG_DATA_HOME": "/x"}) == Path("/x/lily/trust.json")
+    assert workspace_trust.trust_file({"HOME": "/h"}) == Path("/h/.local/share/lily/trust.json")
     assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d", "XDG_DATA_HOME": "/x"}).parent == Path("/d")
 
 
@@ -36,7 +36,8 @@ def test_untrusted_until_trusted_then_revoked(ws: Path, env: dict[str, str]) -> 
     workspace_trust.trust(ws, env)
     assert workspace_trust.is_trusted(ws, env)
     record = json.loads(workspace_trust.trust_file(env).read_text())
-    assert record["workspaces"] == {os.path.realpath(ws): workspace_trust.fingerprint(ws)}
+    assert record["version"] == 2
+    assert record["workspaces"] == {os.path.realpath(ws): workspace_trust.parts(ws)}
     workspace_trust.revoke(ws, env)
     assert not workspace_trust.is_trusted(ws, env)
     workspace_trust.revoke(ws, env)  # nothing to revoke: no error

@@ -12,6 +12,7 @@ import pytest
 from lily_kernel.cli import main
 from lily_kernel.session import logs, logs_index
 from lily_kernel.session.journal import Journal
+from lily_kernel.settings import workspace_trust
 
 SID = "a" * 32
 
@@ -170,6 +171,7 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     (ws / "b.bin").write_bytes(b"\xff\x00")
     (tmp_path / "u").mkdir()
     env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u")}
+    workspace_trust.trust(ws, env)  # only a trusted workspace's lily.toml may turn it on
     session = Session(ws, env=env, label="cap")
     session.tools.get("read")(path="a.txt")
     session.tools.get("read")(path="a.txt")
@@ -179,6 +181,7 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     assert [(r["path"], r.get("text"), r.get("base64")) for r in reads] == [
         ("a.txt", "hello\n", None), ("b.bin", None, "/wA=")]
     (ws / "lily.toml").write_text("[journal]\ncapture_reads = 1\n")
+    workspace_trust.trust(ws, env)
     assert "capture_reads must be true or false" in (Session(ws, env=env).config_error or "")
 
 
@@ -192,6 +195,7 @@ def test_captured_files_are_redacted_like_every_record(tmp_path):
     (ws / ".env.example").write_text(f"OPENAI_API_KEY={secret}\nurl=https://bob:pw@x.org/\n")
     env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u"),
            "OPENAI_API_KEY": secret}
+    workspace_trust.trust(ws, env)
     session = Session(ws, env=env, label="sec")
     session.tools.get("read")(path=".env.example")
     raw = (ws / ".lily" / "journal" / "sec.jsonl").read_text()
