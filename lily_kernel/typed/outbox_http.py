@@ -31,6 +31,7 @@ __all__ = [
     "AttemptFailed",
     "check_token",
     "check_url",
+    "env_proxies",
     "is_loopback",
     "no_redirect_opener",
     "plain_http_reason",
@@ -123,8 +124,20 @@ def post_headers(activity_id: str, token: str | None) -> dict[str, str]:
 
 
 def no_redirect_opener() -> urllib.request.OpenerDirector:
-    """A urllib opener that follows no redirect."""
-    return urllib.request.build_opener(_NoRedirect())
+    """A urllib opener that follows no redirect, through the proxies the environment names
+    as httpx reads them (docs/limits-and-secrets.md#network)."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler(env_proxies()), _NoRedirect())
+
+
+def env_proxies() -> dict[str, str]:
+    """``HTTP_PROXY`` / ``HTTPS_PROXY`` by scheme, ``ALL_PROXY`` for a scheme without its
+    own (urllib alone ignores it; httpx does not). ``NO_PROXY`` is honoured by urllib's
+    ProxyHandler for each request (``*`` turns every proxy off, as in httpx)."""
+    found = urllib.request.getproxies()
+    every = found.get("all")
+    chosen = {scheme: found.get(scheme) or every for scheme in ("http", "https")}
+    return {scheme: url if "://" in url else f"http://{url}"
+            for scheme, url in chosen.items() if url}
 
 
 def _parse_retry_after(value: str | None) -> float | None:
