@@ -536,4 +536,6 @@ def _(r: McpStatus) -> str:
 
 @text.register
 def _(r: McpImage) -> str:
+    if r.left_out:
+        return r.left_out
     return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"

@@ -27,6 +27,9 @@ def bundle(result: object) -> dict[str, Any]:
     and :class:`CardButtons`)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
+    if isinstance(result, McpImage) and result.left_out:  # images past the caps: one line
+        return {"text/plain": result.left_out,
+                "text/markdown": sanitize.md_text(result.left_out)}
     if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
         import base64
         return {"text/plain": render.text(result),
