@@ -30,7 +30,7 @@ from lily_kernel.settings.model_settings import (
     user_config_path,
 )
 from lily_kernel.skills.eligibility import Host
-from lily_kernel.skills.loader import Untrusted, build_snapshot
+from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import (
     persona_dirs,
     shared_workspace,
@@ -39,6 +39,7 @@ from lily_kernel.skills.paths import (
     workspace_dir,
 )
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.skills.untrusted import Untrusted
 from lily_kernel.tools import workspace_fs
 from lily_kernel.tools.builtin_tools import register_builtins
 from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry

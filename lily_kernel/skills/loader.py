@@ -9,20 +9,21 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills.aliases import bind as _aliases
+from lily_kernel.skills.aliases import builtin_lookalike
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
-from lily_kernel.skills.paths import WORKSPACE_SOURCES, Root
+from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import (
     _ANY_ELIGIBILITY,
     MAX_DESCRIPTION,
@@ -35,6 +36,8 @@ from lily_kernel.skills.skill import (
 from lily_kernel.skills.skill_md import Unreadable as _Unreadable
 from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
+from lily_kernel.skills.untrusted import Untrusted
+from lily_kernel.skills.untrusted import listing as _untrusted
 
 if TYPE_CHECKING:  # passed in by the session
     from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
@@ -101,14 +104,6 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
             continue
         found.append((name, cand_path, None))
     return found
-
-
-@dataclass(frozen=True)
-class Untrusted:
-    """The roots whose skills are listed but not loaded (an untrusted workspace's own
-    folders: docs/trust-boundary.md#workspace-trust), and why, in a few words."""
-    sources: frozenset[str]
-    why: str
 
 
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
@@ -300,21 +295,6 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     return None
 
 
-def alias_key(alias: str) -> str:
-    r"""An alias as aliases are told apart: NFKC-normalised, case folded, without surrounding
-    white space, '-' read as '_' (docs/loader.md#exclusion). Two aliases with one key look
-    alike: ``/Confirm``, ``/confirm\n`` and ``/reload-skills`` are the built-ins'."""
-    return unicodedata.normalize("NFKC", alias).casefold().strip().replace("-", "_")
-
-
-def builtin_lookalike(alias: str, reserved: frozenset[str]) -> str | None:
-    """The built-in command ``alias`` is or looks like (:func:`alias_key`), or None."""
-    if alias in reserved:
-        return alias
-    key = alias_key(alias)
-    return next((r for r in sorted(reserved) if alias_key(r) == key), None)
-
-
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
     """Malformed-by-context rules: built-in collision, unknown command_tool."""
     builtin = builtin_lookalike(skill.command, reserved) if skill.command else None
@@ -327,79 +307,6 @@ def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> s
     if skill.command_tool and skill.command_tool not in tools:
         return f"'command_tool' names '{skill.command_tool}', which is not a registered tool"
     return None
-
-
-def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Bind each alias one skill claims. An alias the user's or a bundled skill defines is
-    theirs: a workspace skill's alias that is it, or looks like it (:func:`alias_key`), is
-    not bound, and a note says so (docs/loader.md#aliases)."""
-    own = {alias_key(s.command): s for s in skills
-           if s.command and s.source not in WORKSPACE_SOURCES}
-    claims: dict[str, list[str]] = {}
-    for s in skills:
-        if not s.command:
-            continue
-        holder = own.get(alias_key(s.command)) if s.source in WORKSPACE_SOURCES else None
-        if holder is not None:
-            diagnostics.append(Diagnostic(
-                "note", s.name, s.source, s.path,
-                f"alias /{s.command} is not bound: the {holder.source} skill {holder.name} "
-                f"defines /{holder.command}, and a workspace skill cannot take it "
-                f"(use /skill {s.name})"))
-            continue
-        claims.setdefault(s.command, []).append(s.name)
-    aliases, clashes = {}, {}
-    for alias in sorted(claims):
-        owners = claims[alias]
-        if len(owners) == 1:
-            aliases[alias] = owners[0]
-            continue
-        clashes[alias] = tuple(owners)
-        for owner in owners:
-            s = next(x for x in skills if x.name == owner)
-            others = ", ".join(o for o in owners if o != owner)
-            diagnostics.append(Diagnostic(
-                "note", owner, s.source, s.path,
-                f"alias /{alias} is also claimed by {others}; the alias is disabled "
-                f"(use /skill {owner})"))
-    return aliases, clashes
-
-
-def _untrusted(root: Root, name: str, path: str, error: str | None, why: str,
-               loaded: dict[str, Skill], aliases: dict[str, str],
-               reserved: frozenset[str]) -> Diagnostic:
-    """The ``untrusted`` diagnostic of a skill folder of an untrusted root: why it is not
-    loaded, what it says it does, and what it would take from the loaded skills."""
-    parts = []
-    data = None if error else _read(path)
-    skill = None
-    if error or isinstance(data, _Unreadable):
-        parts.append(f"(it could not be read: {error or getattr(data, 'reason', '')})")
-    else:
-        assert data is not None
-        try:
-            skill = parse(name, root.source, path, data)
-        except SkillError as exc:
-            parts.append(f"(it is malformed: {exc})")
-    if skill is not None:
-        parts.append(skill.summary or "(no summary)")
-        if skill.command_tool:
-            parts.append(f"{skill.invocation_mode} of the tool {skill.command_tool}")
-        if skill.command:
-            builtin = builtin_lookalike(skill.command, reserved)
-            owner = next((o for a, o in aliases.items()
-                          if alias_key(a) == alias_key(skill.command)), None)
-            if builtin:
-                parts.append(f"alias /{skill.command}: conflicts with the built-in /{builtin}")
-            elif owner is not None:
-                parts.append(f"alias /{skill.command}: conflicts with the "
-                             f"{loaded[owner].source} skill {owner}'s /{loaded[owner].command}")
-            else:
-                parts.append(f"alias /{skill.command}")
-    if name in loaded:
-        parts.append(f"would shadow the {loaded[name].source} skill {name}")
-    parts.append(f"not loaded: {why} (/trust reviews it)")
-    return Diagnostic("untrusted", name, root.source, path, "; ".join(parts))
 
 
 def _content_hash(skills: Iterable[Skill]) -> str:
