@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernel_support import Kernel, make_world, write_skill
 
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 
 GREET_BODY = "# Greet\n\nGreet the person named in the request warmly, in one line.\n"
@@ -58,6 +59,8 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         (world.workspace / "notes").mkdir()
         (world.workspace / "notes" / "todo.txt").write_text("TODO write the docs\n")
         (world.workspace / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+        # only the user's own layers or a trusted workspace turn capture_reads on
+        workspace_trust.trust(world.workspace, world.env)
         kernel = Kernel("lily", world)
         try:
             for cell in CELLS:
