@@ -25,7 +25,6 @@ from lily_kernel.commands.sanitize import code_span, md_text
 from lily_kernel.errors import CommandError, ConfigError, command_error
 from lily_kernel.redaction import redact_urls
 from lily_kernel.session.session import Session
-from lily_kernel.settings import workspace_trust
 from lily_kernel.settings.model_settings import CONFIG_FILE, read_config_file
 from lily_kernel.skills.paths import WORKSPACE_SOURCES
 from lily_kernel.skills.snapshot import Snapshot
@@ -178,7 +177,9 @@ def skill_lines(preview: Snapshot) -> list[str]:
 def review(session: Session) -> TrustReview:
     """What ``/trust`` shows: everything trusting the workspace would let it do."""
     workspace = session.workspace
-    status = workspace_trust.status(workspace, session.environ)
+    status = session.trust_status(fresh=True)  # the record as the session reads it
+    if session.trust_problem:
+        raise ConfigError(session.trust_problem)
     data = read_config_file(workspace)
     where = _code(str(workspace))
     if status.trusted:
