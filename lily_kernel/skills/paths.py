@@ -7,6 +7,7 @@ editable install reads them in place.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +110,26 @@ def untrusted_roots(roots: tuple[Root, ...]) -> frozenset[str]:
     ``.claude/skills`` of the workspace), that exists and is not the same folder as a root
     of the user's or Lily's bundle (a source checkout run in place: its ``skills/`` is the
     bundle). A root a variable names (``SKILLS_WORKSPACE_DIR``) is the user's own choice."""
-    others = {os.path.realpath(r.path) for r in roots if r.source not in WORKSPACE_SOURCES}
-    return frozenset(r.source for r in roots
-                     if r.source in WORKSPACE_SOURCES and not r.explicit
-                     and os.path.isdir(r.path) and os.path.realpath(r.path) not in others)
+    found = []
+    for r in roots:
+        if r.source in WORKSPACE_SOURCES and not r.explicit:
+            try:
+                st = os.stat(r.path)  # (one stat: a missing default root costs nothing more)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                    found.append((r.source, (st.st_dev, st.st_ino)))
+    if not found:
+        return frozenset()
+    others = set()
+    for r in roots:
+        if r.source not in WORKSPACE_SOURCES:
+            try:
+                st = os.stat(r.path)
+            except OSError:
+                continue
+            others.add((st.st_dev, st.st_ino))
+    return frozenset(source for source, key in found if key not in others)
 
 
 def workspace_skill_dirs(workspace: Path) -> tuple[Path, ...]:
