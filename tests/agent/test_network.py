@@ -213,3 +213,49 @@ def test_a_redirect_with_a_malformed_location_is_refused_too(world):
         assert "another origin" in info.value.line()
     finally:
         redirector.close()
+
+
+def test_an_mcp_http_server_is_reached_through_the_configured_proxy(tmp_path, proxy,
+                                                                    monkeypatch):
+    """The MCP SDK's HTTP client is an httpx client with trust_env: HTTP_PROXY applies."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from lily_kernel.session.session import Session
+    from lily_kernel.settings.model_settings import user_config_path
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).resolve().parents[1] / "mcp" / "http_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port), "tok-123"],
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        env = {"HOME": str(tmp_path / "home"), "SKILLS_USER_DIR": str(tmp_path / "u"),
+               "PATH": os.environ.get("PATH", "")}
+        (tmp_path / "u").mkdir()
+        (tmp_path / "ws").mkdir()
+        config = user_config_path(env)
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[mcp.servers.remote]\nurl = "http://127.0.0.1:{port}/mcp"\n'
+                          'headers = { Authorization = "Bearer tok-123" }\n')
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        session = Session(workspace=tmp_path / "ws", env=env, journal=False)
+        try:
+            session.mcp.sync(session.tools, wait=20)
+            assert session.mcp.status()[0]["state"] == "ready", session.mcp.status()
+            assert f"http://127.0.0.1:{port}/mcp" in [url for method, url in proxy.seen
+                                                      if method == "POST"]
+        finally:
+            session.mcp.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
