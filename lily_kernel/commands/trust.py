@@ -42,6 +42,9 @@ _SHOWN: tuple[tuple[str, str, str], ...] = (
 )
 _VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 RULES_FILES = ("AGENTS.md", "CLAUDE.md")
+#: Hex digits of the fingerprint /trust shows, which ``/trust --yes FINGERPRINT`` names.
+SHOWN_FINGERPRINT = 16
+_HEX = re.compile(r"[0-9a-f]+\Z")
 
 
 def _code(text: str) -> str:
@@ -207,8 +210,10 @@ def review(session: Session) -> TrustReview:
     if status.trusted:
         out.append("`/trust --revoke` undoes it.")
     else:
-        out.append(f"Nothing was trusted. `/trust --yes` trusts it as shown (fingerprint "
-                   f"`{status.fingerprint[:12]}`); a change to any of it asks again.")
+        short = status.fingerprint[:SHOWN_FINGERPRINT]
+        out.append(f"Nothing was trusted. `/trust --yes` trusts it as shown (or, from another "
+                   f"process such as `lily run`, `/trust --yes {short}`); a change to any of "
+                   "it asks again.")
     session.trust_reviewed = status.fingerprint
     return TrustReview("\n".join(out), status.fingerprint)
 
@@ -232,10 +237,27 @@ def accept(session: Session, fingerprint: str | None) -> Notice:
                   "this.")
 
 
+def named(session: Session, shown: str) -> str:
+    """The full fingerprint of the workspace now, when it begins with ``shown`` (what a
+    /trust review printed); CommandError, nothing trusted, when it does not."""
+    if len(shown) != SHOWN_FINGERPRINT or not _HEX.match(shown):
+        raise CommandError(f"/trust --yes takes the {SHOWN_FINGERPRINT}-digit fingerprint "
+                           "/trust showed, or nothing after a /trust in this session.")
+    status = session.trust_status(fresh=True)
+    if session.trust_problem:
+        raise ConfigError(session.trust_problem)
+    if not status.fingerprint.startswith(shown):
+        raise CommandError(f"this workspace changed since /trust showed fingerprint {shown}; "
+                           "nothing was trusted. Run /trust again to review it.")
+    return status.fingerprint
+
+
 def run(session: Session, args: str) -> TrustReview | Notice:
-    """``/trust``, ``/trust --yes`` or ``/trust --revoke`` against ``session``'s workspace."""
-    if args not in ("", "--yes", "--revoke"):
-        raise CommandError("/trust takes no arguments, --yes or --revoke.")
+    """``/trust``, ``/trust --yes [FINGERPRINT]`` or ``/trust --revoke`` against
+    ``session``'s workspace."""
+    words = args.split()
+    if not (args in ("", "--yes", "--revoke") or (len(words) == 2 and words[0] == "--yes")):
+        raise CommandError("/trust takes no arguments, --yes [FINGERPRINT] or --revoke.")
     try:
         if args == "--revoke":
             session.apply_trust(False)
@@ -243,7 +265,9 @@ def run(session: Session, args: str) -> TrustReview | Notice:
                           "OPENAI_API_KEY or LILY_OUTBOX_TOKEN elsewhere, its MCP servers do "
                           "not start and its own skills do not load. /trust reviews it again.")
         if args == "--yes":
-            return accept(session, getattr(session, "trust_reviewed", None))
+            return accept(session, session.trust_reviewed)
+        if words[:1] == ["--yes"]:
+            return accept(session, named(session, words[1]))
         return review(session)
     except ConfigError as exc:
         raise command_error(exc) from None

@@ -286,3 +286,26 @@ def test_the_rules_file_hook_says_no_until_trusted(world):
     assert workspace_trust.may_read_rules(world.workspace, env) is True
     workspace_trust.trust_file(env).write_text("{broken")
     assert workspace_trust.may_read_rules(world.workspace, env) is False
+
+
+def test_trust_yes_with_the_shown_fingerprint_works_from_another_process(world, attacker):
+    """`lily run` is one session per process: the review's fingerprint carries the
+    decision to the next one, and only for the workspace as it was shown."""
+    import re
+    hostile_toml(world, attacker)
+    review = run_command(world.session(None), "/trust").markdown
+    shown = re.search(r"/trust --yes ([0-9a-f]{16})", review).group(1)
+    later = world.session(None)
+    with pytest.raises(CommandError, match="16-digit fingerprint"):
+        run_command(later, "/trust --yes 123")
+    with pytest.raises(CommandError, match="changed since /trust showed fingerprint"):
+        run_command(later, "/trust --yes " + "0" * 16)
+    with (world.workspace / "lily.toml").open("a") as fh:
+        fh.write("# edited after the review\n")
+    with pytest.raises(CommandError, match="changed since"):
+        run_command(later, f"/trust --yes {shown}")
+    assert later.model_config.base_url is None
+    review = run_command(later, "/trust").markdown
+    shown = re.search(r"/trust --yes ([0-9a-f]{16})", review).group(1)
+    run_command(world.session(None), f"/trust --yes {shown}")
+    assert world.session(None).model_config.base_url == attacker.url
