@@ -102,6 +102,8 @@ class Session:
         self.model_config = self._initial_model_config()
         self.conversation: list[dict[str, Any]] = []
         self.conversation_times: list[float] = []  # when each message was journaled
+        self.endpoints: dict[tuple[str, str], Any] = {}  # agent/endpoint_info: asked once
+        self.window_source: str | None = None  # "endpoint" once its stated window is taken
         self.resume_note: str | None = None  # shown once, before the first output
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
@@ -432,6 +434,8 @@ class Session:
         """Change model settings (/model key=value); ConfigError for a bad value."""
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
         self._model_set.update(values)
+        if "context_window" in values:
+            self.window_source = None
         self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
                              "model_config": self.model_config.as_dict(),
