@@ -89,7 +89,8 @@ class Redirector:
                 pass
 
             def do_POST(self) -> None:
-                owner.hits += 1
+                # (a session also asks a configured endpoint about itself: not counted)
+                owner.hits += self.path.endswith("/chat/completions") or location is None
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(status)
                 if location:

@@ -41,6 +41,9 @@ def main() -> None:
              tool("grow")]
     tools += [tool(f"t{i}") for i in range(count)]
     tools[0]["annotations"] = {"readOnlyHint": True, "openWorldHint": False}
+    image = next(t for t in tools if t["name"] == "image")  # count and size: optional
+    image["inputSchema"]["properties"] = {"count": {"type": "integer"},
+                                          "size": {"type": "integer"}}
 
     def send(obj: dict) -> None:
         sys.stdout.write(json.dumps(obj) + "\n")

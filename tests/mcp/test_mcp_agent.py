@@ -167,8 +167,8 @@ def test_images_are_capped_in_bytes_and_count_with_a_line_saying_what_was_left_o
     server.add({"tool_calls": [{"name": "mcp__notes__image", "arguments": {"count": 2,
                                                                            "size": 1000}},
                                {"name": "mcp__notes__image", "arguments": {"count": 2,
-                                                                           "size": 1000}}]},
-               "four")
+                                                                           "size": 1001}}]},
+               "four")  # (two different calls: an identical one is answered once)
     out = list(runner.ask("draw two twice"))
     images = [r for r in out if isinstance(r, McpImage)]
     assert len([i for i in images if i.data]) == 2
