@@ -210,20 +210,21 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     # Answered, not run: every call needs a result, none runs past a cap.
                     result = too_many(limits)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-                    emit("tool", {"name": call.name, "ok": False})
+                    emit("tool", {"name": call.name, "ok": False, "id": call.id, "result": result})
                     continue
                 if call.id in broken:  # arguments not JSON even after the repairs
                     messages.append({"role": "tool", "tool_call_id": call.id,
                                      "content": broken[call.id]})
                     size += len(broken[call.id])
-                    emit("tool", {"name": call.name, "ok": False})
+                    emit("tool", {"name": call.name, "ok": False, "id": call.id,
+                                  "result": broken[call.id]})
                     continue
                 args = call.parsed()
                 again = request.repeated(call.name, args) if held is None else None
                 if again is not None:  # the same call answered before: not run again
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": again})
                     size += len(again)
-                    emit("tool", {"name": call.name, "ok": True})
+                    emit("tool", {"name": call.name, "ok": True, "id": call.id, "result": again})
                     continue
                 try:
                     confirm_first = held is None and request.needs_confirmation(call.name, args)
@@ -233,20 +234,24 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     result = None
                 if confirm_first:
                     held = (call, args, len(messages))
-                    emit("tool", {"name": call.name, "ok": True, "waiting": True})
+                    emit("tool", {"name": call.name, "ok": True, "waiting": True, "id": call.id,
+                                  "args": args})
                     continue
-                if result is None and held is not None:
-                    result = NOT_RUN
-                elif result is None:
+                if result is None and held is None:
+                    # a face may show the call before it runs (the ACP face's tool_call)
+                    emit("tool_start", {"name": call.name, "id": call.id, "args": args})
                     result = request.execute(call.name, args)
                     request.remember(call.name, args, result)
+                elif result is None:
+                    result = NOT_RUN
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.proposal is not None and request.proposal_call is None:
                     request.proposal_call = call.id
                 size += len(result)
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
-                emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
+                emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
+                              "id": call.id, "args": args, "result": result})
             if held is not None:
                 call, args, at = held
                 paused = Paused(messages, call.id, request.skill, list(request.tools_used),

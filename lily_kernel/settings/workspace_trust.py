@@ -48,6 +48,8 @@ SECRET_ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
 #: Settings of lily.toml that only the user's own file or a trusted workspace may turn on:
 #: (table, key, what it would do).
 TRUSTED_ONLY: tuple[tuple[str, str, str], ...] = (
+    # the journal would keep the files tools read (a .env's keys), and a replay copies them
+    # (docs/logs.md#captured-reads)
     ("journal", "capture_reads", "would copy every file a tool reads into the journal"),
 )
 HOW_TO_TRUST = "run /trust to review what this workspace ships, then /trust --yes"

@@ -40,7 +40,7 @@ def listing(root: Root, name: str, path: str, error: str | None, why: str,
     else:
         assert data is not None
         try:
-            skill = parse(name, root.source, path, data)
+            skill = parse(name, root.source, path, data[0])  # (the bytes; data[1]: its stat)
         except SkillError as exc:
             parts.append(f"(it is malformed: {exc})")
     if skill is not None:

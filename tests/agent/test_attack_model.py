@@ -22,6 +22,7 @@ from lily_kernel.agent import loop
 from lily_kernel.commands import render, router
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.session import journal
+from lily_kernel.testing.streams import gzip_line
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -75,6 +76,7 @@ def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
     """0.3 MB on the wire, 300 MB as one SSE line: Lily asks for no compression, refuses a
     compressed answer and never buffers the line (docs/limits-and-secrets.md#caps)."""
     session = world.session(server, journal=True)
+    gzip_line(300_000_000)  # made before the request: making it is no part of the deadline
     server.add({"gzip_line": 300_000_000})
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     line = one_line_failure(session, "compress it")
