@@ -337,7 +337,8 @@ def withheld(file_config: Mapping[str, Any], env: Mapping[str, str]) -> list[Wit
         found.append(Withheld(table, key, str(section[key]), secret))
     for table, key, effect in TRUSTED_ONLY:
         section = file_config.get(table)
-        if isinstance(section, Mapping) and section.get(key) not in (None, False):
+        # only a value that turns it on: an invalid one stays, to fail as a config error
+        if isinstance(section, Mapping) and section.get(key) is True:
             found.append(Withheld(table, key, str(section[key]).lower(), "", effect))
     return found
 
