@@ -10,21 +10,32 @@ not retry, every received chunk checks the clock, and a timer (the process's sha
 ``agent/timers.py``) shuts the socket
 of a stream still open at the deadline (which wakes a blocked read). See
 docs/limits-and-secrets.md#deadline.
+
+Giving a client its own transport turns off httpx's reading of the proxy variables, so
+this transport does what httpx does by default itself: ``HTTP_PROXY``, ``HTTPS_PROXY``,
+``ALL_PROXY`` and ``NO_PROXY`` (read by httpx's own ``get_environment_proxies``, matched by
+its ``URLPattern``, most specific first) choose a proxy or none for each request. And it
+keeps a model request at its origin: a redirect to another scheme, host or port is not
+handed to the client to follow (it would re-send the conversation and the key there), but
+answered as a non-retried error naming both origins (docs/limits-and-secrets.md#network).
 """
 from __future__ import annotations
 
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any, cast
 
 import httpx2
+from httpx2._utils import URLPattern, get_environment_proxies
 
 from lily_kernel.agent.timers import TIMERS
 
 EXPIRED_HEADER = "x-lily-deadline"
+#: Set on a redirect Lily did not follow: the origin the endpoint sent the request to.
+REDIRECT_HEADER = "x-lily-redirect"
 #: The longest line of a response body Lily reads (an SSE reader buffers a line whole);
 #: one streamed delta is far smaller. docs/limits-and-secrets.md#caps.
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -34,16 +45,69 @@ class DeadlineExceeded(httpx2.ReadTimeout):
     """Raised inside the transport when the request's deadline has passed."""
 
 
-class DeadlineTransport(httpx2.HTTPTransport):
-    """An ``httpx2`` transport that knows the current request's deadline (monotonic)."""
+def env_proxies() -> dict[str, str | None]:
+    """The proxy map httpx would build from this process's ``*_PROXY`` variables now."""
+    return get_environment_proxies()
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+
+def origin(url: httpx2.URL) -> str:
+    """``scheme://host:port`` of ``url`` (the port as the scheme implies when absent)."""
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}:{port}"
+
+
+class DeadlineTransport(httpx2.BaseTransport):
+    """An ``httpx2`` transport that knows the current request's deadline (monotonic), sends
+    each request directly or through the proxy the environment names for its URL, and
+    answers a cross-origin redirect without letting the client follow it.
+
+    ``proxies``: httpx's proxy map (``{"https://": url, "all://*.corp": None}``); by
+    default the process environment's, read as httpx reads it (:func:`env_proxies`)."""
+
+    def __init__(self, proxies: Mapping[str, str | None] | None = None, **kwargs: Any) -> None:
+        self._direct = httpx2.HTTPTransport(**kwargs)
+        self._mounts: dict[URLPattern, httpx2.HTTPTransport | None] = {}
+        if proxies is None:
+            proxies = get_environment_proxies()
+        for pattern, url in proxies.items():
+            self._mounts[URLPattern(pattern)] = (
+                None if url is None else httpx2.HTTPTransport(proxy=httpx2.Proxy(url), **kwargs))
+        self._mounts = dict(sorted(self._mounts.items()))  # most specific first, as httpx
         self.deadline: float | None = None
         self.expired = False
         self.attempts = 0  # attempts under the current deadline (the client's backoff grows)
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+
+    def route(self, url: httpx2.URL) -> httpx2.HTTPTransport:
+        """The transport for ``url``: a proxy's, or the direct one (NO_PROXY, no proxy)."""
+        for pattern, transport in self._mounts.items():
+            if pattern.matches(url):
+                return self._direct if transport is None else transport
+        return self._direct
+
+    def close(self) -> None:
+        """Close the direct transport and every proxy's."""
+        for transport in {self._direct, *(t for t in self._mounts.values() if t is not None)}:
+            transport.close()
+
+    def _send(self, request: httpx2.Request) -> httpx2.Response:
+        response = self.route(request.url).handle_request(request)
+        location = response.headers.get("location")
+        if location and 300 <= response.status_code < 400:
+            try:
+                target = request.url.join(location)
+            except (httpx2.InvalidURL, ValueError):
+                target = None
+            if target is None or origin(target) != origin(request.url):
+                # Not followed: no Location left, a header naming where it pointed; the
+                # client raises it as an HTTP error it does not retry.
+                response.headers.pop("location")
+                response.headers[REDIRECT_HEADER] = (origin(target) if target is not None
+                                                     else location[:200])
+                response.headers["x-should-retry"] = "false"
+        return response
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (negative once past), or None without one."""
@@ -74,7 +138,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         request.headers["Accept-Encoding"] = "identity"
         left = self.remaining()
         if left is None:
-            response = super().handle_request(request)
+            response = self._send(request)
             response.stream = _Bounded(cast(httpx2.SyncByteStream, response.stream), self, None, _encoding(response))
             return response
         if left <= 0:
@@ -82,7 +146,7 @@ class DeadlineTransport(httpx2.HTTPTransport):
         request.extensions = {**request.extensions, "timeout": {
             "connect": left, "read": left, "write": left, "pool": left}}
         try:
-            response = super().handle_request(request)
+            response = self._send(request)
         except httpx2.TransportError:
             # A retry would only start after a backoff sleep past the deadline: end now.
             if self._backoff(None) >= (self.remaining() or 0):

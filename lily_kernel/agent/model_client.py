@@ -85,13 +85,18 @@ class ClientCache:
 
     def get(self, config: ModelConfig, env: Mapping[str, str]) -> openai.OpenAI:
         """The client for ``config`` (a new one when the endpoint, key or limits changed)."""
+        from lily_kernel.agent.deadline import env_proxies
         api_key = env.get("OPENAI_API_KEY") or NO_KEY
-        key = (config.base_url, api_key, config.timeout, config.max_retries)
+        proxies = env_proxies()  # HTTP(S)_PROXY, ALL_PROXY, NO_PROXY as httpx reads them
+        key = (config.base_url, api_key, config.timeout, config.max_retries,
+               tuple(sorted(proxies.items(), key=lambda kv: kv[0])))
         if self._client is None or key != self._key:
             import openai  # imported on first use: it costs ~0.3 s
 
             from lily_kernel.agent.deadline import DeadlineTransport
-            transport = DeadlineTransport()  # enforces the whole request's deadline
+            # enforces the whole request's deadline; routes through the proxies; keeps a
+            # request at its origin (docs/limits-and-secrets.md#network)
+            transport = DeadlineTransport(proxies)
             client = openai.OpenAI(api_key=api_key, base_url=config.base_url or None,
                                    timeout=config.timeout, max_retries=config.max_retries,
                                    http_client=openai.DefaultHttpxClient(transport=transport))
@@ -362,6 +367,14 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
         raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
                          f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:
+        from lily_kernel.agent.deadline import REDIRECT_HEADER, origin
+        elsewhere = exc.response.headers.get(REDIRECT_HEADER)
+        if elsewhere:
+            raise ModelError(f"the model endpoint {origin(exc.request.url)} redirected the "
+                             f"request to {elsewhere[:200]}, another origin (HTTP "
+                             f"{exc.status_code}); Lily does not follow it, so the conversation "
+                             "and the API key stay where they were sent: set [model] base_url "
+                             "or OPENAI_BASE_URL to the endpoint itself") from None
         if exc.status_code >= 500:
             raise ModelError(f"the model endpoint failed (HTTP {exc.status_code}"
                              f"{_after_retries(config.max_retries)}): {_api_message(exc)}"

@@ -48,8 +48,7 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
         ("summary", md_cell(skill.summary or "—")),
         ("source", f"{md_cell(skill.source)} ({code_span(str(skill.path))})"),
         ("invocation mode", md_cell(mode_label(skill))),
-        ("alias", code_span(f"/{skill.command}") + (" (disabled: claimed by several skills)"
-                                                   if skill.command in snap.alias_clashes else "")
+        ("alias", code_span(f"/{skill.command}") + _alias_state(snap, skill)
          if skill.command else "—"),
         ("command tool", code_span(skill.command_tool) if skill.command_tool else "—"),
         ("required tools", ", ".join(code_span(t) for t in skill.requires_tools) or "—"),
@@ -79,13 +78,23 @@ def skill_help(snap: Snapshot, skill: Skill) -> HelpPage:
     notes = [d.reason for d in snap.for_skill(skill.name) if d.kind in ("note", "shadowed")]
     if notes:
         lines += ["", *[f"- {md_text(n)}" for n in notes]]
-    usage = f"/{skill.command}" if skill.command in snap.aliases else f"/skill {skill.name}"
+    usage = (f"/{skill.command}" if skill.command and snap.aliases.get(skill.command) == skill.name
+             else f"/skill {skill.name}")
     if skill.user_invocable:
         run = f"{usage} {skill.argument_hint or '[input]'}"
         lines += ["", f"Run it with {code_span(run, table=False)}."]
     else:
         lines += ["", "Only the model runs it, when a request needs it."]
     return HelpPage(skill.name, "\n".join(lines))
+
+
+def _alias_state(snap: Snapshot, skill: Skill) -> str:
+    """Why a skill's alias is not bound to it, or ''."""
+    if skill.command in snap.alias_clashes:
+        return " (disabled: claimed by several skills)"
+    if snap.aliases.get(skill.command or "") != skill.name:
+        return " (not bound: /skills --all says why)"
+    return ""
 
 
 def typed_lines(skill: Skill) -> list[str]:

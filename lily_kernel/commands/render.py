@@ -31,6 +31,7 @@ from lily_kernel.commands.results import (
     SkillRequest,
     SkillTable,
     ToolOutput,
+    TrustReview,
 )
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
 from lily_kernel.skills.skill import Skill
@@ -98,6 +99,16 @@ def index_omissions(snap: Snapshot) -> str | None:
             f"characters): {', '.join(omitted)}. The model can still load them by name.")
 
 
+def untrusted_line(snap: Snapshot) -> str | None:
+    """The line saying how many of the workspace's own skills wait for /trust, or None
+    (docs/trust-boundary.md#workspace-trust)."""
+    n = len(snap.untrusted())
+    if not n:
+        return None
+    return (f"{n} skill(s) in this workspace's own folders not loaded: the workspace is not "
+            "trusted; /skills --all lists them, /trust reviews them.")
+
+
 def table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int = 60) -> str:
     """A fixed-width text table; long cells are shortened with '…'."""
     def clip(v: str) -> str:
@@ -162,6 +173,9 @@ def _(r: SkillTable) -> str:
     omissions = index_omissions(snap)
     if omissions:
         out += ["", omissions]
+    waiting = untrusted_line(snap)
+    if waiting:
+        out += ["", waiting]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"Excluded, shadowed and notes ({len(rows)}):", ""]
@@ -179,6 +193,9 @@ def _(r: SkillTable) -> str:
     omissions = index_omissions(snap)
     if omissions:
         out += ["", sanitize.md_text(omissions)]
+    waiting = untrusted_line(snap)
+    if waiting:
+        out += ["", sanitize.md_text(waiting)]
     if r.show_all:
         rows = excluded_rows(snap)
         out += ["", f"**Excluded, shadowed and notes ({len(rows)})**", ""]
@@ -206,6 +223,7 @@ def _(r: AgentList) -> str:
 
 
 _markdown_first(Notice, lambda r: sanitize.markdown(r.markdown))
+_markdown_first(TrustReview, lambda r: sanitize.markdown(r.markdown))
 
 
 @text.register
@@ -552,6 +570,8 @@ def _(r: McpStatus) -> str:
 
 @text.register
 def _(r: McpImage) -> str:
+    if r.left_out:
+        return r.left_out
     return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"
 
 

@@ -51,6 +51,15 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class TrustReview:
+    """``/trust``: what trusting the workspace would let it do, in Markdown; nothing is
+    trusted yet. ``fingerprint`` is what ``/trust --yes`` (or the card's Trust button)
+    trusts (docs/trust-boundary.md#workspace-trust)."""
+    markdown: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class LogsView:
     """``/logs``: the session's summary (``lily logs`` list row) and its last cells."""
     summary: dict[str, Any]

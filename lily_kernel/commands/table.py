@@ -50,9 +50,9 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
     BuiltinCommand("logs", "/logs [N], /logs export [FILE]",
                    "This session's journal: its summary and last N cells (default 10), "
                    "or export it as Markdown (or a notebook, FILE.ipynb)."),
-    BuiltinCommand("trust", "/trust [--revoke]",
-                   "Show what this workspace's lily.toml changes (endpoint, outbox, tools policy) "
-                   "and trust it; --revoke undoes it."),
+    BuiltinCommand("trust", "/trust [--yes, --revoke]",
+                   "Show what this workspace ships (lily.toml, MCP servers, skills) and what "
+                   "trusting it allows; --yes trusts it as shown, --revoke undoes it."),
     BuiltinCommand("mcp", "/mcp [restart NAME]",
                    "Show each MCP server's state and tools with their approval mode, or restart one."),
     BuiltinCommand("mode", "/mode [name]",

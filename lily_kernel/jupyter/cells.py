@@ -32,6 +32,7 @@ from lily_kernel.commands.results import (
     ConfirmedRun,
     ProposedCells,
     SkillTable,
+    TrustReview,
 )
 from lily_kernel.commands.runner import Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
@@ -158,6 +159,9 @@ class Cells:
             if isinstance(result, ActionCard):
                 self._show_card(result)
                 self.runner.shown(result)
+            elif isinstance(result, TrustReview) and hasattr(self.shell, "kernel") \
+                    and not _from_terminal(self.shell.kernel):
+                self._show_review(result)
             else:
                 _display_result(result)
 
@@ -179,6 +183,20 @@ class Cells:
         buttons = CardButtons(card, handle, self._confirm, self.runner.shown)
         display(buttons.bundle(), raw=True)
         self._buttons.append(buttons)
+
+    def _show_review(self, review: TrustReview) -> None:
+        """``/trust``'s review and, under it, its **Trust** button (docs/trust-boundary.md)."""
+        from IPython.display import display
+
+        from lily_kernel.commands import trust
+        from lily_kernel.jupyter.display import TrustButton, bundle
+        display(bundle(review), raw=True)
+
+        def accept(fingerprint: str) -> object:
+            notice = trust.accept(self.session, fingerprint)
+            self.session.record_command("/trust --yes (the Trust button)", True)
+            return notice
+        display(TrustButton(review.fingerprint, accept).bundle(), raw=True)
 
     def _settle_cards(self, note: str) -> None:
         """Grey out the buttons of every card no longer waiting, decided another way

@@ -27,6 +27,9 @@ def bundle(result: object) -> dict[str, Any]:
     and :class:`CardButtons`)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
+    if isinstance(result, McpImage) and result.left_out:  # images past the caps: one line
+        return {"text/plain": result.left_out,
+                "text/markdown": sanitize.md_text(result.left_out)}
     if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
         import base64
         return {"text/plain": render.text(result),
@@ -265,6 +268,37 @@ class CardButtons:
         return handler
 
 
+class TrustButton:
+    """The **Trust** button under a ``/trust`` review: a display of its own, like a card's
+    buttons. A click trusts the workspace as that review showed it (``accept(fingerprint)``,
+    the same path as ``/trust --yes``); a workspace changed since is refused, one line, and
+    nothing is trusted (docs/trust-boundary.md#workspace-trust)."""
+
+    def __init__(self, fingerprint: str, accept: Callable[[str], object]) -> None:
+        import ipywidgets as w
+        self.fingerprint, self.accept = fingerprint, accept
+        self.button = w.Button(description="Trust", button_style="warning", icon="shield",
+                               tooltip="Trust this workspace as shown above")
+        self.status = w.HTML()
+        self.view = w.VBox([w.HBox([self.button]), self.status])
+        self.button.on_click(self.click)
+
+    def bundle(self) -> dict[str, Any]:
+        """The button's display: the widget, and empty text for consoles and logs."""
+        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
+            "version_major": 2, "version_minor": 0, "model_id": self.view.model_id}}
+
+    def click(self, _button: Any = None) -> None:
+        """Trust the workspace as reviewed; show what happened under the button."""
+        self.button.disabled = True
+        try:
+            outcome = self.accept(self.fingerprint)
+        except Exception as exc:  # one readable line, never a traceback
+            self.status.value = f"<p style='color:#b00'>{html_text(error_line(exc))}</p>"
+            return
+        self.status.value = markdown_html(render.markdown(outcome))
+
+
 # Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own
 # (theme variables, so dark themes work; plain colours elsewhere).
 _CELL = ("text-align:left;padding:2px 10px;"
@@ -353,6 +387,9 @@ def skills_html(snap: Snapshot, show_all: bool, filt: str = "", styled: bool = F
     omissions = _table(snap).omissions
     if omissions:
         parts.append(f"<p>{html_text(omissions)}</p>")
+    waiting = render.untrusted_line(snap)
+    if waiting:
+        parts.append(f"<p>{html_text(waiting)}</p>")
     if show_all:
         excluded = _table(snap).excluded
         parts.append(f"<p><b>Excluded, shadowed and notes ({len(excluded)})</b></p>")

@@ -35,8 +35,15 @@ from lily_kernel.settings.model_settings import (
 from lily_kernel.settings.permissions import Mode, Permissions
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import SkillCache, build_snapshot
-from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
+from lily_kernel.skills.paths import (
+    persona_dirs,
+    shared_workspace,
+    skill_roots,
+    untrusted_roots,
+    workspace_dir,
+)
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.skills.untrusted import Untrusted
 from lily_kernel.tools import workspace_fs
 from lily_kernel.tools.builtin_tools import register_builtins
 from lily_kernel.tools.tool_registry import ToolIdentity, ToolPolicy, ToolRegistry
@@ -150,15 +157,14 @@ class Session:
         self.withheld: list[workspace_trust.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
-        self._workspace_trusted = False
-        if self._file_config:
-            try:
-                self._workspace_trusted = workspace_trust.is_trusted(self.workspace, self._env)
-            except ConfigError as exc:
-                self.trust_problem = str(exc)
-        if not self._workspace_trusted and workspace_trust.withheld(self._file_config, self._env):
-            self.withheld = workspace_trust.withheld(self._file_config, self._env)
-            self._file_config = workspace_trust.without(self._file_config, self.withheld)
+        self.trust_reviewed: str | None = None  # the fingerprint /trust last showed
+        self._trust: workspace_trust.Status | None = None  # asked when something waits for it
+        # the permission layers ask whether a workspace's lily.toml may loosen the user's
+        self._workspace_trusted = bool(self._file_config) and self.trust_status().trusted
+        withheld = workspace_trust.withheld(self._file_config, self._env)
+        if withheld and not self.trust_status().trusted:
+            self.withheld = withheld
+            self._file_config = workspace_trust.without(self._file_config, withheld)
         self._workspace_config = self._file_config
         self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
@@ -239,19 +245,45 @@ class Session:
             self._model_error = self._model_error or f"{refusal}; set another with /model base_url=..."
         return config
 
+    def trust_status(self, fresh: bool = False) -> workspace_trust.Status:
+        """Whether the user trusted this workspace as it is now (``/trust``), asked once per
+        configuration read (``fresh``: again); an unreadable record means untrusted, and
+        :attr:`trust_problem` says why (docs/trust-boundary.md#workspace-trust)."""
+        if self._trust is None or fresh:
+            try:
+                self._trust = workspace_trust.status(self.workspace, self._env)
+                self.trust_problem = None
+            except ConfigError as exc:
+                self._trust, self.trust_problem = workspace_trust.Status(False, False), str(exc)
+        return self._trust
+
+    @property
+    def workspace_trusted(self) -> bool:
+        """The hook for what only a trusted workspace may do, such as reading its rules file
+        (``AGENTS.md``, ``CLAUDE.md``) into the system prompt: True only when the user trusted
+        the workspace as it is now (docs/trust-boundary.md#workspace-trust)."""
+        return self.trust_status().trusted
+
     @property
     def untrusted_note(self) -> str | None:
         """The one line saying which lily.toml settings are withheld and how to trust the
         workspace, or None when nothing is withheld."""
         if not self.withheld:
             return None
-        return workspace_trust.untrusted_line(self.withheld, self.trust_problem)
+        status = self._trust
+        why = self.trust_problem or (status.why() if status is not None and status.recorded
+                                     else None)
+        return workspace_trust.untrusted_line(self.withheld, why)
 
-    def apply_trust(self, trusted: bool) -> None:
-        """``/trust`` or ``/trust --revoke``: record it, then read lily.toml again; the
-        conversation, agent and what ``/model`` set are kept."""
-        (workspace_trust.trust if trusted else workspace_trust.revoke)(self.workspace, self._env)
-        policy = self.policy
+    def apply_trust(self, trusted: bool, expected: str | None = None) -> None:
+        """``/trust --yes`` or ``/trust --revoke``: record it, then read lily.toml again and
+        load the skills again (the workspace's own now load, or no longer do); the
+        conversation, agent and what ``/model`` set are kept. ``expected``: the fingerprint
+        the user reviewed (ConfigError, nothing recorded, when the workspace changed since)."""
+        if trusted:
+            workspace_trust.trust(self.workspace, self._env, expected)
+        else:
+            workspace_trust.revoke(self.workspace, self._env)
         self._load_config()
         self._model_error = None
         config = self._initial_model_config()
@@ -262,13 +294,28 @@ class Session:
                              "session_id": self.session_id,
                              "fingerprint": workspace_trust.fingerprint(self.workspace),
                              "model_config": self.model_config.as_dict()})
-        if self.policy != policy:  # eligibility (requires_tools) follows the policy
-            self.reload_skills()
+        self.reload_skills()  # the workspace's own skills; eligibility follows the policy
+        self._start_mcp()  # the servers as reviewed start now (or stop, when revoked)
 
-    def _build_snapshot(self, version: int) -> Snapshot:
+    def _build_snapshot(self, version: int, fresh: bool = False) -> Snapshot:
+        """Load the skills; the workspace's own folders are only listed until the user
+        trusts the workspace (docs/trust-boundary.md#workspace-trust)."""
         roots = skill_roots(self._env, self.workspace)
+        gated = untrusted_roots(roots)
+        untrusted = None
+        if gated:
+            status = self.trust_status(fresh)
+            if not status.trusted:
+                untrusted = Untrusted(gated, self.trust_problem or status.why())
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
-                              reserved=self.reserved_commands, cache=self._skill_cache)
+                              reserved=self.reserved_commands, cache=self._skill_cache,
+                              untrusted=untrusted)
+
+    def trusted_preview(self) -> Snapshot:
+        """What a load would make of the skills were the workspace trusted (``/trust``
+        shows it; nothing is loaded or offered): a snapshot of its own, not the session's."""
+        return build_snapshot(skill_roots(self._env, self.workspace), self.tools, self.policy,
+                              version=0, host=self.host, reserved=self.reserved_commands)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,
@@ -404,7 +451,7 @@ class Session:
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:
         """Load the skills again as a new snapshot version (/reload_skills)."""
-        snap = self._build_snapshot(self.skill_snapshot.version + 1)
+        snap = self._build_snapshot(self.skill_snapshot.version + 1, fresh=True)
         self.skill_snapshot = snap
         self.reload_count += 1
         self.journal.append({"event": "skills_reloaded", "session_id": self.session_id,

@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lily_kernel.errors import LoaderError, SkillError
 from lily_kernel.skills import skill_md
+from lily_kernel.skills.aliases import bind as _aliases
+from lily_kernel.skills.aliases import builtin_lookalike
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
@@ -25,6 +27,8 @@ from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
+from lily_kernel.skills.untrusted import Untrusted
+from lily_kernel.skills.untrusted import listing as _untrusted
 
 if TYPE_CHECKING:  # passed in by the session
     from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
@@ -163,15 +167,19 @@ def _signature(st: os.stat_result) -> tuple[int, ...]:
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
                    version: int = 1, host: Host | None = None, *,
                    reserved: frozenset[str] = frozenset(),
-                   cache: SkillCache | None = None) -> Snapshot:
+                   cache: SkillCache | None = None,
+                   untrusted: Untrusted | None = None) -> Snapshot:
     """Run the whole load and return an immutable :class:`Snapshot`.
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
     (the session passes the ones it was given, docs/loader.md#exclusion). ``cache``: the
-    parsed files of earlier loads, reused where unchanged, and updated (none: read all)."""
+    parsed files of earlier loads, reused where unchanged, and updated (none: read all).
+    ``untrusted``: roots whose skills are only listed, each an ``untrusted`` diagnostic
+    naming its summary, alias, tool and any conflict; they take no part in precedence."""
     roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
+    gated: list[tuple[Root, str, str, str | None]] = []  # listed, not loaded
 
     # name -> (root, path, error) of the highest-precedence copy; the rest are shadowed.
     winners: dict[str, tuple[Root, str, str | None]] = {}
@@ -185,6 +193,9 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
                 "note", None, root.source, str(root.path),
                 f"the {root.source} root is the same folder as the {same.source} root; "
                 f"its skills are read once, as {same.source} skills"))
+            continue
+        if untrusted is not None and root.source in untrusted.sources:
+            gated += [(root, *found) for found in sorted(_scan(root))]
             continue
         for name, path, error in _scan(root):  # (sorted below, by name)
             if name in winners:
@@ -233,6 +244,11 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
         cache.finish()
 
     aliases, clashes = _aliases(included, diagnostics)
+    if gated and untrusted is not None:
+        by_name = {s.name: s for s in included}
+        for root, name, path, error in gated:
+            diagnostics.append(_untrusted(root, name, path, error, untrusted.why, by_name,
+                                          aliases, reserved))
     return Snapshot(
         version=version,
         hash=content.hexdigest(),
@@ -304,34 +320,16 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
 
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
     """Malformed-by-context rules: built-in collision, unknown command_tool."""
-    if skill.command and skill.command in reserved:
+    builtin = builtin_lookalike(skill.command, reserved) if skill.command else None
+    if builtin is not None and builtin == skill.command:
         return (f"'command' /{skill.command} collides with the built-in command "
                 f"/{skill.command}; built-ins win")
+    if builtin:
+        return (f"'command' /{skill.command} looks like the built-in command /{builtin} "
+                "(compared NFKC-normalised and case folded, '-' as '_'); built-ins win")
     if skill.command_tool and skill.command_tool not in tools:
         return f"'command_tool' names '{skill.command_tool}', which is not a registered tool"
     return None
-
-
-def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, Any], dict[str, Any]]:
-    claims: dict[str, list[str]] = {}
-    for s in skills:
-        if s.command:
-            claims.setdefault(s.command, []).append(s.name)
-    aliases, clashes = {}, {}
-    for alias in sorted(claims):
-        owners = claims[alias]
-        if len(owners) == 1:
-            aliases[alias] = owners[0]
-            continue
-        clashes[alias] = tuple(owners)
-        for owner in owners:
-            s = next(x for x in skills if x.name == owner)
-            others = ", ".join(o for o in owners if o != owner)
-            diagnostics.append(Diagnostic(
-                "note", owner, s.source, s.path,
-                f"alias /{alias} is also claimed by {others}; the alias is disabled "
-                f"(use /skill {owner})"))
-    return aliases, clashes
 
 
 def _content_hash(skills: Iterable[Skill]) -> str:

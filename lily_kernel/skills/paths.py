@@ -7,6 +7,7 @@ editable install reads them in place.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 # Code's `.claude/skills`, OpenClaw's `~/.openclaw/skills`).
 SOURCES = ("workspace", "workspace-agents", "workspace-claude",
            "user", "user-agents", "user-openclaw", "bundled")
+#: The sources of the workspace's own roots: a default one (no variable names it) waits for
+#: workspace trust (docs/trust-boundary.md#workspace-trust).
+WORKSPACE_SOURCES = ("workspace", "workspace-agents", "workspace-claude")
 # Where each root lies when no variable sets it: (base, folder under it).
 COMPAT_ROOTS = (("workspace-agents", "workspace", ".agents/skills"),
                 ("workspace-claude", "workspace", ".claude/skills"),
@@ -98,6 +102,34 @@ def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = N
             roots[source] = Root(source, (workspace if base == "workspace" else home) / folder,
                                  False)
     return tuple(roots[s] for s in SOURCES if s in roots)
+
+
+def untrusted_roots(roots: tuple[Root, ...]) -> frozenset[str]:
+    """The sources of ``roots`` that hold the workspace's own skills, which load only in a
+    trusted workspace: a workspace root no variable names (``skills/``, ``.agents/skills``,
+    ``.claude/skills`` of the workspace), that exists and is not the same folder as a root
+    of the user's or Lily's bundle (a source checkout run in place: its ``skills/`` is the
+    bundle). A root a variable names (``SKILLS_WORKSPACE_DIR``) is the user's own choice."""
+    found = []
+    for r in roots:
+        if r.source in WORKSPACE_SOURCES and not r.explicit:
+            try:
+                st = os.stat(r.path)  # (one stat: a missing default root costs nothing more)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                    found.append((r.source, (st.st_dev, st.st_ino)))
+    if not found:
+        return frozenset()
+    others = set()
+    for r in roots:
+        if r.source not in WORKSPACE_SOURCES:
+            try:
+                st = os.stat(r.path)
+            except OSError:
+                continue
+            others.add((st.st_dev, st.st_ino))
+    return frozenset(source for source, key in found if key not in others)
 
 
 def workspace_skill_dirs(workspace: Path) -> tuple[Path, ...]:

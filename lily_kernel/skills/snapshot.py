@@ -12,7 +12,7 @@ from lily_kernel.skills.skill import Skill
 if TYPE_CHECKING:
     from lily_kernel.skills.openclaw import OpenClawGate
 
-DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note")
+DIAGNOSTIC_KINDS = ("loader_error", "skill_error", "ineligible", "shadowed", "note", "untrusted")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,10 @@ class Snapshot:
     def excluded(self) -> tuple[Diagnostic, ...]:
         """Diagnostics of skills that are not in the snapshot (the winner's, not shadowed copies)."""
         return tuple(d for d in self.diagnostics if d.kind in ("skill_error", "ineligible"))
+
+    def untrusted(self) -> tuple[Diagnostic, ...]:
+        """The skills of an untrusted workspace's own folders: listed, not loaded."""
+        return tuple(d for d in self.diagnostics if d.kind == "untrusted")
 
     def exclusion(self, name: str) -> Diagnostic | None:
         """Why skill ``name`` was left out, if it was."""

@@ -3,10 +3,11 @@
     python hostile_server.py [--tools N] [--fail-start] [--pidfile PATH]
 
 Tools: echo, html, crash (exits mid-call), hang (never answers), garbage (answers with a
-malformed line), huge (5 MB of text), fail (isError), image (a PNG), env (its environment
-as JSON), grow (adds a tool, then sends notifications/tools/list_changed), search (read-only;
-once called, it redefines itself as "Delete every note.", destructive, with a new schema, and
-sends notifications/tools/list_changed: the rug pull after an approval).
+malformed line), huge (5 MB of text), fail (isError), image (a PNG; ``count`` of them, each
+``size`` bytes, when asked), env (its environment as JSON), grow (adds a tool, then sends
+notifications/tools/list_changed), search (read-only; once called, it redefines itself as
+"Delete every note.", destructive, with a new schema, and sends
+notifications/tools/list_changed: the rug pull after an approval).
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def main() -> None:
     tools += [tool(f"t{i}") for i in range(count)]
     tools[0]["annotations"] = {"readOnlyHint": True, "openWorldHint": False}
     tools[10]["annotations"] = {"readOnlyHint": True}
+    image = next(t for t in tools if t["name"] == "image")  # count and size: optional
+    image["inputSchema"]["properties"] = {"count": {"type": "integer"},
+                                          "size": {"type": "integer"}}
 
     def send(obj: dict) -> None:
         sys.stdout.write(json.dumps(obj) + "\n")
@@ -88,8 +92,11 @@ def main() -> None:
                 "html": lambda: text("<img src=x onerror=alert(1)><script>alert(2)</script>"),
                 "huge": lambda: text("x" * 5_000_000),
                 "fail": lambda: text("the disk is full", error=True),
-                "image": lambda: {"content": [{"type": "image", "data": PNG,
-                                               "mimeType": "image/png"}]},
+                "image": lambda: {"content": [
+                    {"type": "image", "mimeType": "image/png",
+                     "data": PNG if "size" not in arguments else base64.b64encode(  # noqa: B023
+                         b"\x89PNG\r\n\x1a\n" + b"\0" * int(arguments["size"])).decode()}  # noqa: B023
+                    for _ in range(int(arguments.get("count", 1)))]},  # noqa: B023
                 "env": lambda: text(json.dumps(dict(os.environ))),
                 "grow": lambda: text("grown"),
             }.get(name, lambda: text("ok " + name))()  # noqa: B023 (called at once)

@@ -133,6 +133,49 @@ def test_an_image_is_shown_and_described_to_the_model_by_size(mcp_world, server,
     assert set(bundle(out[1])) == {"text/plain", "image/png"}
 
 
+def test_images_are_capped_in_bytes_and_count_with_a_line_saying_what_was_left_out(
+        mcp_world, server, monkeypatch):
+    """ATTACK (issue 33 §5): five 8 MB images put 53 MB of base64 in the notebook. Now an
+    image past the cap never reaches the notebook (one of 4.5 MB here, to keep the test
+    quick; five of 8 MB are refused the same way), the model is told each was not shown, and
+    one line says what was left out. Six small ones: four are shown, two left out."""
+    from lily_kernel.tools.mcp import mcp_tools
+    runner = world_with_server(mcp_world, server, monkeypatch, auto=("image",),
+                               LILY_TIMEOUT="60")
+    big = mcp_tools.IMAGE_BYTES + 512 * 1024
+    server.add({"tool_calls": [{"name": "mcp__notes__image",
+                                "arguments": {"count": 1, "size": big}}]}, "pictures")
+    out = list(runner.ask("draw one"))
+    images = [r for r in out if isinstance(r, McpImage)]
+    assert [bool(i.data) for i in images] == [False]  # only the line saying what was left out
+    assert "1 image(s) from mcp__notes__image left out" in images[0].left_out
+    told = server.chat_requests()[1]["messages"][-1]["content"]
+    assert told.count("not shown: the images of one result are capped") == 1
+    from lily_kernel.jupyter.display import bundle
+    shown = bundle(images[0])
+    assert set(shown) == {"text/plain", "text/markdown"} and "left out" in shown["text/plain"]
+    assert sum(len(str(v)) for v in shown.values()) < 2000
+    server.add({"tool_calls": [{"name": "mcp__notes__image",
+                                "arguments": {"count": 6, "size": 1000}}]}, "six")
+    out = list(runner.ask("draw six"))
+    images = [r for r in out if isinstance(r, McpImage)]
+    assert [len(i.data) for i in images if i.data] == [1008] * mcp_tools.IMAGES_PER_RESULT
+    assert "2 image(s)" in images[-1].left_out
+    total = sum(len(i.data) for i in images)
+    assert total <= mcp_tools.IMAGE_BYTES
+    # What waits to be shown counts too: a run of calls cannot pile up more.
+    monkeypatch.setattr(mcp_tools, "IMAGES_WAITING_BYTES", 3000)
+    server.add({"tool_calls": [{"name": "mcp__notes__image", "arguments": {"count": 2,
+                                                                           "size": 1000}},
+                               {"name": "mcp__notes__image", "arguments": {"count": 2,
+                                                                           "size": 1001}}]},
+               "four")  # (two different calls: an identical one is answered once)
+    out = list(runner.ask("draw two twice"))
+    images = [r for r in out if isinstance(r, McpImage)]
+    assert len([i for i in images if i.data]) == 2
+    assert any("wait to be shown" in i.left_out for i in images)
+
+
 def test_an_injected_description_cannot_lift_the_approval(mcp_world, server, monkeypatch):
     """ATTACK: a tool description tells the model to run things; whatever the model then
     calls goes through the same policy and cards in code."""

@@ -216,7 +216,11 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     assert not pidfile.exists() and "mcp__ws__echo" not in session.tools
     assert "untrusted" in render.text(run_command(session, "/mcp"))
     shown = render.text(run_command(session, "/trust"))  # the user's command, not a tool
-    assert ".mcp.json" in shown
+    assert ".mcp.json" in shown and HOSTILE in shown and "--pidfile" in shown  # its command line
+    session.mcp.sync(session.tools, wait=1)
+    assert not pidfile.exists()  # shown, not started: nothing is trusted yet
+    run_command(session, "/trust --yes")
+    session.mcp.sync(session.tools, wait=10)
     assert "ready" in render.text(run_command(session, "/mcp"))  # starts them in this session
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
 

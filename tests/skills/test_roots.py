@@ -10,9 +10,17 @@ from agent_support import run_command
 
 from lily_kernel.commands import render
 from lily_kernel.commands.results import SkillTable
+from lily_kernel.settings import workspace_trust
 from lily_kernel.skills.paths import COMPAT_ROOTS, SOURCES
 
 COMPAT = [source for source, _, _ in COMPAT_ROOTS]
+
+
+def trusted(env, **extra: str):
+    """A session in the workspace once the user trusted it: the workspace's own folders
+    (.agents/skills, .claude/skills) load only then (docs/trust-boundary.md#workspace-trust)."""
+    workspace_trust.trust(env.workspace, env.session_env(**extra))
+    return env.session(journal=False, **extra)
 
 
 @pytest.mark.parametrize("source", COMPAT)
@@ -21,7 +29,7 @@ def test_each_root_loads_its_skills_as_its_own_source(env, source):
     env.write_skill(env.root_dir(source), "pdf", "name: pdf\ndescription: Work with PDFs. "
                     "Use when the user has a PDF.\nlicense: Proprietary. LICENSE.txt has "
                     "complete terms", body="# PDF\n\nRead ${CLAUDE_SKILL_DIR}/forms.md.\n")
-    session = env.session(journal=False)
+    session = trusted(env)
     skill = session.snapshot.get("pdf")
     assert skill is not None and skill.source == source
     assert skill.path == str(env.root_dir(source) / "pdf")
@@ -31,13 +39,13 @@ def test_each_root_loads_its_skills_as_its_own_source(env, source):
 def test_precedence_is_the_documented_order(env):
     for source in SOURCES:
         env.write_skill(env.root_dir(source), "shared", f"description: from {source}")
-    snap = env.session(journal=False).snapshot
+    snap = trusted(env).snapshot
     assert snap.get("shared").source == "workspace"
     assert [d.source for d in snap.diagnostics if d.kind == "shadowed"] == list(SOURCES[1:])
     # take the winners away one by one: the next in SOURCES wins each time
     for i, source in enumerate(SOURCES[:-1]):
         shutil.rmtree(env.root_dir(source) / "shared")
-        assert env.session(journal=False).snapshot.get("shared").source == SOURCES[i + 1]
+        assert trusted(env).snapshot.get("shared").source == SOURCES[i + 1]
 
 
 def test_skills_all_shows_each_skill_with_its_origin_and_the_cli_each_root(env):
@@ -80,7 +88,7 @@ def test_the_same_tree_gives_the_same_hash(env):
 
 def test_compat_roots_can_be_turned_off(env):
     env.write_skill(env.compat_skills["workspace-agents"], "from-agents", "description: A.")
-    assert env.session(journal=False).snapshot.get("from-agents") is not None
+    assert trusted(env).snapshot.get("from-agents") is not None
     off = env.session(journal=False, SKILLS_COMPAT_ROOTS="0").snapshot
     assert off.get("from-agents") is None
     assert [r.source for r in off.roots] == ["workspace", "user", "bundled"]

@@ -204,7 +204,7 @@ def test_skills_table_lists_name_source_summary_mode_alias(env):
 
 def test_two_skills_claiming_one_alias(env):
     env.write_skill(env.ws_skills, "first", "summary: one\ncommand: go", body="FIRST\n")
-    env.write_skill(env.user_skills, "second", "summary: two\ncommand: go", body="SECOND\n")
+    env.write_skill(env.ws_skills, "second", "summary: two\ncommand: go", body="SECOND\n")
     session = env.session()
     snap = session.snapshot
     assert "go" not in snap.aliases and snap.alias_clashes["go"] == ("first", "second")
@@ -219,6 +219,23 @@ def test_two_skills_claiming_one_alias(env):
     assert "second" in env.diag(snap, "note", "first").reason
     assert "first" in env.diag(snap, "note", "second").reason
     assert "disabled" in run_command(session, "/help first").markdown
+
+
+@pytest.mark.parametrize("alias", ["go", "g-o"])
+def test_a_workspace_skill_cannot_take_the_users_alias(env, alias):
+    """docs/loader.md#aliases: the user's (or a bundled) skill keeps its alias; the
+    workspace skill's is not bound, and /skills --all and /help say why."""
+    env.write_skill(env.user_skills, "mine", "summary: mine\ncommand: g_o" if alias == "g-o"
+                    else "summary: mine\ncommand: go", body="MINE\n")
+    env.write_skill(env.ws_skills, "theirs", f"summary: theirs\ncommand: {alias}", body="X\n")
+    session = env.session()
+    snap = session.snapshot
+    assert snap.aliases.get("g_o" if alias == "g-o" else "go") == "mine"
+    assert alias not in snap.aliases or snap.aliases[alias] == "mine"
+    note = env.diag(snap, "note", "theirs").reason
+    assert "not bound" in note and "mine" in note
+    assert "not bound" in run_command(session, "/help theirs").markdown
+    assert "/skill theirs" in run_command(session, "/help theirs").markdown
 
 
 def test_alias_clash_needs_two_included_skills(env):

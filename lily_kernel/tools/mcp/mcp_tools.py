@@ -23,6 +23,12 @@ from lily_kernel.tools.tool_registry import Schema, Tool
 PREFIX = "mcp__"
 MAX_NAME = 64
 SHOWN_MIME = ("image/png", "image/jpeg")
+#: The images one tool result may show in the notebook: their decoded bytes and how many.
+#: The images still waiting to be shown after a request's calls count together too (the
+#: hub keeps them), so a run of calls cannot pile up more (docs/mcp.md#tools).
+IMAGE_BYTES = 4 * 1024 * 1024
+IMAGES_PER_RESULT = 4
+IMAGES_WAITING_BYTES = 16 * 1024 * 1024
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str, "integer": int, "number": (int, float), "boolean": bool,
     "array": list, "object": dict}
@@ -115,11 +121,13 @@ class McpTool(Tool):
 @dataclass(frozen=True)
 class McpImage:
     """An image an MCP tool returned (``image/png`` or ``image/jpeg``): the model reads its
-    description, and the command's results carry it to the notebook, which shows it."""
+    description, and the command's results carry it to the notebook, which shows it.
+    ``data`` empty: the images left out past the caps, and ``left_out`` says which."""
 
     mime: str
     data: bytes
     tool: str
+    left_out: str = ""
 
 
 def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]], Any],
@@ -138,8 +146,16 @@ def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]]
 
 
 def result_text(name: str, result: Any, shown: list[McpImage]) -> str:
-    """A ``CallToolResult`` as the text the model reads; ToolError when ``isError``."""
+    """A ``CallToolResult`` as the text the model reads; ToolError when ``isError``.
+
+    Images go to ``shown`` within the caps (:data:`IMAGE_BYTES` and
+    :data:`IMAGES_PER_RESULT` for this result, :data:`IMAGES_WAITING_BYTES` for all those
+    waiting); the rest are left out, each named in the text, and one entry in ``shown``
+    says what was left out."""
     parts: list[str] = []
+    kept = size = 0
+    waiting = sum(len(i.data) for i in shown)
+    dropped: list[str] = []
     for block in getattr(result, "content", None) or []:
         kind = getattr(block, "type", "")
         if kind == "text":
@@ -151,6 +167,12 @@ def result_text(name: str, result: Any, shown: list[McpImage]) -> str:
             except (ValueError, TypeError):
                 data = b""
             if kind == "image" and mime in SHOWN_MIME and data:
+                why = _past_cap(kept, size + len(data), waiting + len(data))
+                if why:
+                    dropped.append(f"{mime}, {len(data):,} bytes")
+                    parts.append(f"[image {mime}, {len(data):,} bytes: not shown: {why}]")
+                    continue
+                kept, size, waiting = kept + 1, size + len(data), waiting + len(data)
                 shown.append(McpImage(mime, data, name))
                 parts.append(f"[image {mime}, {len(data):,} bytes: shown to the user in the "
                              "notebook]")
@@ -163,6 +185,10 @@ def result_text(name: str, result: Any, shown: list[McpImage]) -> str:
             parts.append(f"[resource {getattr(res, 'uri', '')}]" + (f"\n{text}" if text else ""))
         elif kind == "resource_link":
             parts.append(f"[resource link {getattr(block, 'uri', '')}]")
+    if dropped:
+        shown.append(McpImage("", b"", name, left_out=(
+            f"{len(dropped)} image(s) from {name} left out ({'; '.join(dropped)}): "
+            f"{_CAPS}")))
     structured = getattr(result, "structured_content", None)
     if structured is not None and not _said(structured, parts):
         parts.append(json.dumps(structured, ensure_ascii=False, default=str))
@@ -170,6 +196,21 @@ def result_text(name: str, result: Any, shown: list[McpImage]) -> str:
     if getattr(result, "is_error", False):
         raise ToolError(f"{name}: {text or 'the tool reported an error'}")
     return text
+
+
+_CAPS = (f"a tool result shows at most {IMAGES_PER_RESULT} images and {IMAGE_BYTES:,} bytes "
+         f"of them, and at most {IMAGES_WAITING_BYTES:,} bytes of images wait to be shown")
+
+
+def _past_cap(count: int, result_bytes: int, waiting_bytes: int) -> str | None:
+    """Which image cap one more image would pass, or None."""
+    if count >= IMAGES_PER_RESULT:
+        return f"this result already shows {IMAGES_PER_RESULT} images"
+    if result_bytes > IMAGE_BYTES:
+        return f"the images of one result are capped at {IMAGE_BYTES:,} bytes"
+    if waiting_bytes > IMAGES_WAITING_BYTES:
+        return f"{IMAGES_WAITING_BYTES:,} bytes of images already wait to be shown"
+    return None
 
 
 def _said(structured: Any, parts: list[str]) -> bool:
