@@ -88,7 +88,7 @@ def redaction(n: int) -> None:
 
 def variables(n: int) -> None:
     """The model's list_variables over a namespace of 10,000 names."""
-    from lily_kernel.agent import notebook_tools
+    from lily_kernel.tools import notebook_tools
 
     class Book:
         def __init__(self, ns: dict[str, object]) -> None:

@@ -467,10 +467,10 @@ def _snapshot_setup(tmp: str, n: int):
 def _snapshot_build(tmp: str, root: Path):
     """The load the snapshot rows time: ``root`` as the workspace root, the user and bundled
     roots absent (in ``tmp``), the built-in tools, the default policy."""
-    from lily_kernel.agent.builtin_tools import register_builtins
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     from lily_kernel.skills.loader import build_snapshot
     from lily_kernel.skills.paths import Root
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, Path(tmp))
     roots = tuple(Root(s, root, True) if s == "workspace" else

@@ -34,10 +34,10 @@ if __name__ == "__main__":  # run as a script: this checkout's lily_kernel. Impo
     # perf.py, it must not put this checkout first: perf.py --tree chooses the checkout.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import SOURCES, Root
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 TEMPLATE = """---
 name: {name}

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot:
-    from lily_kernel.agent.builtin_tools import register_builtins
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
     return build_snapshot(skill_roots(), tools, ToolPolicy.from_env(), reserved=BUILTIN_NAMES)
@@ -100,8 +100,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """``lily skills validate``: check skill folders one by one."""
     from lily_kernel.skills.validator import validate, validate_lily, validate_strict
     if args.lily:
-        from lily_kernel.agent.builtin_tools import register_builtins
-        from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+        from lily_kernel.tools.builtin_tools import register_builtins
+        from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
         tools = ToolRegistry()
         register_builtins(tools, workspace_dir())
         policy = ToolPolicy.from_env()
@@ -142,9 +142,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _lily_checker() -> LilyCheck:
     """``lily skills validate --lily`` for one folder, with this host's tools and policy."""
-    from lily_kernel.agent.builtin_tools import register_builtins
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     from lily_kernel.skills.validator import validate_lily
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
     policy = ToolPolicy.from_env()
@@ -394,7 +394,7 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
     print(f"Wrote {script_path}")
     if not args.no_run:
-        from lily_kernel.jupyter.replay import record_outputs
+        from lily_kernel.jupyter.replay_notebook import record_outputs
         problem = record_outputs(nb_path)
         if problem:
             print(f"Wrote {nb_path}, but the replay already differs: {problem}",
@@ -485,7 +485,7 @@ def cmd_mcp_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from lily_kernel.errors import ConfigError
-    from lily_kernel.mcp.config import read_mcp_json, to_toml
+    from lily_kernel.tools.mcp.mcp_config import read_mcp_json, to_toml
     try:
         if not Path(args.file).is_file():
             raise ConfigError(f"{args.file}: no such file")

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.session.session import Session
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import COMPAT_ROOTS, SOURCES, Root
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 REPO = Path(__file__).resolve().parent.parent
 REPO_SKILLS = REPO / "skills"

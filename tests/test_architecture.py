@@ -25,8 +25,8 @@ FACES = ("lily_kernel.jupyter", "lily_kernel.cli", "lily_kernel.__main__", "lily
 TESTING = "lily_kernel.testing"
 # The rooms of the core from the bottom up; a room may import the rooms below it.
 # (docs/architecture.md#layers). redaction.py, safejson.py and errors.py are below everything.
-LAYERS = ("redaction", "safejson", "errors", "skills", "typed", "agent", "mcp", "session",
-          "commands")
+LAYERS = ("redaction", "safejson", "errors", "settings", "skills", "typed", "tools", "agent",
+          "session", "commands")
 # The imports that go up the layers, each one a known debt of the layout
 # (docs/architecture.md#known-back-edges): none today. A new one fails the test; so
 # would an entry that no longer exists (delete it here and in the docs).
@@ -94,8 +94,8 @@ def room(name: str) -> str:
 
 def test_the_walk_finds_every_room():
     rooms = {room(n) for n in modules()}
-    assert {"skills", "commands", "session", "agent", "typed", "jupyter", "testing", "cli",
-            "errors", "redaction", "safejson"} <= rooms
+    assert {"skills", "commands", "session", "agent", "tools", "settings", "typed", "jupyter",
+            "testing", "cli", "errors", "redaction", "safejson"} <= rooms
 
 
 def test_imports_inside_the_package_are_absolute():

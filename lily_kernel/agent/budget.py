@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel.agent import client
-from lily_kernel.agent.config import ModelConfig
+from lily_kernel.agent import model_client
 from lily_kernel.agent.tokens import Counter
 from lily_kernel.errors import ContextExceeded, ContextTooSmall
+from lily_kernel.settings.model_settings import ModelConfig
 
 DEFAULT_WINDOW = 8_192
 # Well-known model names (lowercase, matched at the start of the name or after a '-' / '/')
@@ -252,12 +252,12 @@ class Budget:
     def send(self, openai_client: Any, config: ModelConfig, system: dict[str, Any],
              tools: list[dict[str, Any]], history: list[dict[str, Any]],
              pending: list[dict[str, Any]], on_text: Callable[[str], None] | None,
-             max_chars: int | None) -> tuple[client.Turn, Fitted]:
+             max_chars: int | None) -> tuple[model_client.Turn, Fitted]:
         """Fit and send one model call. A context-length error teaches the window (and the
         endpoint's count); the call is fitted again and sent once more."""
         fitted = self.fit(config, system, tools, history, pending)
         try:
-            return client.complete(openai_client, config, fitted.messages, tools, on_text,
+            return model_client.complete(openai_client, config, fitted.messages, tools, on_text,
                                   max_chars=max_chars, max_tokens=fitted.max_tokens), fitted
         except ContextExceeded as exc:
             window = exc.window or window_of(config)
@@ -271,7 +271,7 @@ class Budget:
             except ContextTooSmall as small:
                 raise ContextTooSmall(f"the model endpoint said: {exc.detail}; {small}") from None
             try:
-                return client.complete(openai_client, config, fitted.messages, tools, on_text,
+                return model_client.complete(openai_client, config, fitted.messages, tools, on_text,
                                       max_chars=max_chars,
                                       max_tokens=fitted.max_tokens), fitted
             except ContextExceeded as again:

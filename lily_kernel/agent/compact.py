@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import budget, client, prompt, request
+from lily_kernel.agent import budget, model_client, prompt, request
 from lily_kernel.errors import AgentError, ContextTooSmall, ModelError
 
 ASK = "(/compact) Summarise our conversation so far."
@@ -50,7 +50,7 @@ def _transcript(messages: list[dict[str, Any]]) -> str:
 def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compacted | None:
     """Summarise the turns the next request would leave out; None when every turn fits.
     Raises :class:`AgentError` (one line) when no model can be asked."""
-    problem = session.config_error or client.not_configured(session.environ,
+    problem = session.config_error or model_client.not_configured(session.environ,
                                                            session.model_config)
     if problem:
         raise AgentError(problem)
@@ -74,7 +74,7 @@ def compact(session: Any, on_text: Callable[[str], None] | None = None) -> Compa
     messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": text}]
     openai_client = session.model_clients.get(config, session.environ)
     try:
-        turn = client.complete(openai_client, config, messages, [], on_text,
+        turn = model_client.complete(openai_client, config, messages, [], on_text,
                               max_chars=session.limits.answer_chars,
                               max_tokens=fitted.max_tokens)
     except ModelError as exc:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import client, pending
-from lily_kernel.agent.limits import Limits
+from lily_kernel.agent import model_client, pending
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
 from lily_kernel.errors import AgentError, ModelError, ToolError
+from lily_kernel.settings.limits import Limits
 
 if TYPE_CHECKING:
     from lily_kernel.commands.results import SkillRequest
@@ -72,7 +72,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     pending.decline_waiting(session)  # a new request first: a call still waiting is declined
     session.withdraw()  # a card offered by a request that failed was never shown
     env = session.environ
-    problem = session.config_error or client.not_configured(env, session.model_config)
+    problem = session.config_error or model_client.not_configured(env, session.model_config)
     if problem:
         if session.untrusted_note:  # a withheld endpoint explains the missing model
             problem = f"{problem} {session.untrusted_note}"
@@ -90,7 +90,7 @@ def resume(session: Session, call: HeldCall, result: str,
     """Continue a paused request with the confirmed tool call's ``result``."""
     paused = call.paused
     messages = paused.answered(result)
-    problem = session.config_error or client.not_configured(session.environ, session.model_config)
+    problem = session.config_error or model_client.not_configured(session.environ, session.model_config)
     if problem:
         _commit(session, messages)
         raise AgentError(problem)

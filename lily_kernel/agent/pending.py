@@ -21,9 +21,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ALWAYS_CONFIRM, Shown, Tool, ToolPolicy, ToolRegistry, invoke
 from lily_kernel.errors import ActionError, ToolError, Uncertain
+from lily_kernel.settings.limits import Limits
+from lily_kernel.tools.tool_registry import (
+    ALWAYS_CONFIRM,
+    Shown,
+    Tool,
+    ToolPolicy,
+    ToolRegistry,
+    invoke,
+)
 
 if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
     from lily_kernel.typed.actions import Action, Host

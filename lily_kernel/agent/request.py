@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import lean, pending, prompt
+from lily_kernel.agent import pending, prompt
 from lily_kernel.agent.pending import PendingItem
-from lily_kernel.agent.tools import check_args, invoke
-from lily_kernel.agent.workspace_fs import WorkspaceFS, split
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
+from lily_kernel.tools import offering
+from lily_kernel.tools.tool_registry import check_args, invoke
+from lily_kernel.tools.workspace_fs import WorkspaceFS, split
 
 if TYPE_CHECKING:
     from lily_kernel.session.session import (
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 def _one_argument(name: str, description: str, argument: str,
                   kind: str = "string") -> dict[str, Any]:
     """A built-in tool's schema: one required argument of JSON type ``kind``."""
-    return lean.spec(name, description, {"type": "object",
+    return offering.spec(name, description, {"type": "object",
                                          "properties": {argument: {"type": kind}},
                                          "required": [argument]})
 
@@ -107,12 +108,12 @@ class Request:
 
     def _build_specs(self) -> list[dict[str, Any]]:
         session = self.session
-        specs = [LOAD_SKILL, *lean.builtin_specs(session.snapshot, self.skill,
+        specs = [LOAD_SKILL, *offering.builtin_specs(session.snapshot, self.skill,
                                                  READ_SKILL_FILE, PROPOSE_ACTION, READ_CONFIG)]
         for tool in session.tools:
             if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
-            specs.append(lean.spec(tool.name, tool.description, tool.parameters))
+            specs.append(offering.spec(tool.name, tool.description, tool.parameters))
         return [s for s in specs if session.policy.offered(s["function"]["name"])]
 
     # -- executing one call ----------------------------------------------------

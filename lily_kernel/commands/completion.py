@@ -27,7 +27,7 @@ def takes_variable(skill: Skill) -> bool:
 
 
 def _model_settings() -> list[str]:
-    from lily_kernel.agent.config import ModelConfig
+    from lily_kernel.settings.model_settings import ModelConfig
     return [f"{f.name}=" for f in fields(ModelConfig) if f.name != "model"]
 
 

@@ -32,9 +32,9 @@ from lily_kernel.commands.results import (
     ToolOutput,
 )
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
-from lily_kernel.mcp.tools import McpImage
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
 HINT_COLUMNS = ("name", "source", "mode", "alias", "arguments", "summary")

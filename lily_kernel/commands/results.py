@@ -1,7 +1,7 @@
 """What a command returns. Pure data: each face renders it its own way.
 
 An image an MCP tool returned is yielded as the hub kept it,
-:class:`lily_kernel.mcp.tools.McpImage`.
+:class:`lily_kernel.tools.mcp.mcp_tools.McpImage`.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lily_kernel.agent import pending
-from lily_kernel.agent.config import SECRET_KEYS
 from lily_kernel.commands import table
 from lily_kernel.commands.results import (
     ActionDone,
@@ -37,6 +36,7 @@ from lily_kernel.errors import (
     command_error,
 )
 from lily_kernel.session.session import Session
+from lily_kernel.settings.model_settings import SECRET_KEYS
 from lily_kernel.skills.skill import Skill
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def redact(line: str) -> str:
     head, _, rest = line.partition(" ")
     if head != "/model":
         return _SECRET_RE.sub(lambda m: f"{m.group(1)}=***", line)
-    from lily_kernel.agent.config import ModelConfig
+    from lily_kernel.settings.model_settings import ModelConfig
     known = {f for f in ModelConfig.__dataclass_fields__}
     kept = []
     for i, token in enumerate(rest.split()):

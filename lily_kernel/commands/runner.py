@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from lily_kernel.agent import loop
-from lily_kernel.agent.notebook_tools import ProposedCell
 from lily_kernel.agent.pending import HeldCall, PendingItem, arguments_json, decline_waiting, short
 from lily_kernel.commands import completion, router, sanitize
 from lily_kernel.commands.results import (
@@ -31,6 +30,7 @@ from lily_kernel.commands.results import (
 from lily_kernel.errors import CommandError, Interrupted, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
+from lily_kernel.tools.notebook_tools import ProposedCell
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
 

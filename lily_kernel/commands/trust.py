@@ -1,7 +1,7 @@
 """``/trust``: show what the workspace's lily.toml would change, then trust the workspace.
 
 A command, never a tool: the model cannot call it. The record it writes lives in the user's
-data folder (``agent/trust.py``), out of the file tools' reach. ``/trust --revoke`` forgets
+data folder (``settings/workspace_trust.py``), out of the file tools' reach. ``/trust --revoke`` forgets
 it. Contract: docs/trust-boundary.md#workspace-trust.
 """
 from __future__ import annotations
@@ -10,12 +10,12 @@ import html
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.agent.config import CONFIG_FILE, read_config_file
-from lily_kernel.agent.trust import fingerprint
 from lily_kernel.commands.results import Notice
 from lily_kernel.errors import CommandError, ConfigError, command_error
 from lily_kernel.redaction import redact_urls
 from lily_kernel.session.session import Session
+from lily_kernel.settings.model_settings import CONFIG_FILE, read_config_file
+from lily_kernel.settings.workspace_trust import fingerprint
 
 #: What each lily.toml setting governs, in the order /trust shows them.
 _SHOWN: tuple[tuple[str, str, str], ...] = (

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from lily_kernel.agent import notebook_tools
 from lily_kernel.agent.timers import TIMERS
 from lily_kernel.commands import completion, render, sanitize
 from lily_kernel.commands.results import (
@@ -37,6 +36,7 @@ from lily_kernel.commands.runner import Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.jupyter.notebook import ShellNotebook, captured_text
 from lily_kernel.session.session import Session
+from lily_kernel.tools import notebook_tools
 
 if TYPE_CHECKING:
     from pathlib import Path

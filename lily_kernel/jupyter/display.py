@@ -18,8 +18,8 @@ from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
-from lily_kernel.mcp.tools import McpImage
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 
 def bundle(result: object) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The notebook as the agent's tools see it: IPython's namespace, history, errors and payloads.
 
-:class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.agent.notebook_tools`
+:class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.tools.notebook_tools`
 (the kernel and ``%load_ext lily`` both use it), made with the core on the first cell
 that needs it. The only per-cell work is two O(1) event hooks, installed at start with
 Lily (``integration.CellEvents``): ``pre_run_cell`` notes that a cell runs,
@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent.notebook_tools import Cell, ErrorInfo, RunResult
+from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
 
 if TYPE_CHECKING:
     from IPython.core.history import HistoryManager

@@ -8,7 +8,7 @@
   the workspace files the session's tools read (journaled when ``[journal] capture_reads``
   is on), plus where the session's workspace skills and persona live;
 - ``<id>.ipynb``, a notebook on the Lily kernel: a first cell that starts the replay
-  (:mod:`lily_kernel.jupyter.replay`), then the session's cells in order, then a cell that
+  (:mod:`lily_kernel.jupyter.replay_notebook`), then the session's cells in order, then a cell that
   checks every recorded model turn was used.
 
 Under ``pytest --nbval`` the cells run again for real against a scripted server that gives
@@ -160,7 +160,7 @@ def _setup_source(script_name: str, session_id: str) -> str:
             "# model's recorded answers come from a scripted server on 127.0.0.1, and the tools\n"
             "# run for real against a copy of the files the session read. Run it with\n"
             "# pytest --nbval; a cell whose request or tool result differs fails there.\n"
-            "from lily_kernel.jupyter import replay\n"
+            "from lily_kernel.jupyter import replay_notebook as replay\n"
             f"replay.start({script_name!r})")
 
 

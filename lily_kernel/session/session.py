@@ -15,21 +15,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import trust, workspace_fs
 from lily_kernel.agent.budget import Budget
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.client import ClientCache
-from lily_kernel.agent.config import ModelConfig, merged, read_config_file, user_config_path
-from lily_kernel.agent.limits import Limits
+from lily_kernel.agent.model_client import ClientCache
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.errors import ActionError, ConfigError
 from lily_kernel.session import persona
 from lily_kernel.session.journal import Journal, journal_path
+from lily_kernel.settings import workspace_trust
+from lily_kernel.settings.limits import Limits
+from lily_kernel.settings.model_settings import (
+    ModelConfig,
+    merged,
+    read_config_file,
+    user_config_path,
+)
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.tools import workspace_fs
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
     from lily_kernel.typed.outbox import Outbox
@@ -111,22 +117,22 @@ class Session:
             self._file_config = read_config_file(self.workspace)
         except ConfigError as exc:
             self._file_config, self._file_error = {}, self._file_error or str(exc)
-        self.withheld: list[trust.Withheld] = []
+        self.withheld: list[workspace_trust.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
-        if trust.withheld(self._file_config, self._env):
+        if workspace_trust.withheld(self._file_config, self._env):
             try:
-                trusted = trust.is_trusted(self.workspace, self._env)
+                trusted = workspace_trust.is_trusted(self.workspace, self._env)
             except ConfigError as exc:
                 trusted, self.trust_problem = False, str(exc)
             if not trusted:
-                self.withheld = trust.withheld(self._file_config, self._env)
-                self._file_config = trust.without(self._file_config, self.withheld)
+                self.withheld = workspace_trust.withheld(self._file_config, self._env)
+                self._file_config = workspace_trust.without(self._file_config, self.withheld)
         self._workspace_config = self._file_config
         self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
         if own_outbox:  # the user's own outbox wins over the file's
-            from lily_kernel.typed.outbox_http import plain_http_reason
+            from lily_kernel.settings.urls import plain_http_reason
             reason = plain_http_reason(own_outbox)
             if reason:
                 self._file_error = self._file_error or f"LILY_OUTBOX_URL: {reason}"
@@ -155,7 +161,7 @@ class Session:
         old, self.mcp = getattr(self, "mcp", None), None
         if old is not None:
             old.close()
-        from lily_kernel.mcp import config as mcp_config
+        from lily_kernel.tools.mcp import mcp_config
         if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
             return
         try:
@@ -164,7 +170,7 @@ class Session:
         except ConfigError as exc:
             self._file_error = self._file_error or str(exc)
             return
-        from lily_kernel.mcp.hub import Hub
+        from lily_kernel.tools.mcp.mcp_hub import Hub
         self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
         self.mcp.start()
 
@@ -181,12 +187,12 @@ class Session:
         workspace, or None when nothing is withheld."""
         if not self.withheld:
             return None
-        return trust.untrusted_line(self.withheld, self.trust_problem)
+        return workspace_trust.untrusted_line(self.withheld, self.trust_problem)
 
     def apply_trust(self, trusted: bool) -> None:
         """``/trust`` or ``/trust --revoke``: record it, then read lily.toml again; the
         conversation, agent and what ``/model`` set are kept."""
-        (trust.trust if trusted else trust.revoke)(self.workspace, self._env)
+        (workspace_trust.trust if trusted else workspace_trust.revoke)(self.workspace, self._env)
         policy = self.policy
         self._load_config()
         self._model_error = None
@@ -196,7 +202,7 @@ class Session:
         self.model_config = config
         self.journal.append({"event": "workspace_trusted" if trusted else "workspace_untrusted",
                              "session_id": self.session_id,
-                             "fingerprint": trust.fingerprint(self.workspace),
+                             "fingerprint": workspace_trust.fingerprint(self.workspace),
                              "model_config": self.model_config.as_dict()})
         if self.policy != policy:  # eligibility (requires_tools) follows the policy
             self.reload_skills()
@@ -474,10 +480,10 @@ def _capture_reads(table: Any) -> bool:
 
 
 def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
-    """Has the user trusted ``workspace`` (``/trust``, agent/trust.py)? An unreadable trust
+    """Has the user trusted ``workspace`` (``/trust``, settings/workspace_trust.py)? An unreadable trust
     record means untrusted."""
     try:
-        return trust.is_trusted(workspace, env)
+        return workspace_trust.is_trusted(workspace, env)
     except ConfigError:
         return False
 

@@ -19,9 +19,9 @@ from lily_kernel.skills import openclaw
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
 
 if TYPE_CHECKING:  # passed in by the session
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
-# How the tool policy ends its refusal of a notebook tool outside a notebook (agent/tools.py);
+# How the tool policy ends its refusal of a notebook tool outside a notebook (tools/tool_registry.py);
 # such a skill is ineligible here, not broken.
 NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
                   "%load_ext lily)")

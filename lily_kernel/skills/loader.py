@@ -36,7 +36,7 @@ from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from lily_kernel.skills.skill import (
 )
 
 if TYPE_CHECKING:
-    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
     from lily_kernel.skills.eligibility import Host
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 MAX_COMPATIBILITY = 500
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")

@@ -24,6 +24,7 @@ from email.message import Message
 from typing import IO, Any
 
 from lily_kernel.redaction import redact
+from lily_kernel.settings.urls import is_loopback, plain_http_reason
 from lily_kernel.typed.activity import CONTENT_TYPE, DispatchError, one_line
 
 __all__ = [
@@ -70,32 +71,6 @@ def redacted(text: str, token: str | None) -> str:
     """``text`` through the one redaction (docs/limits-and-secrets.md#secrets), the token in
     hand too."""
     return redact(text, also=(token,) if token else ())
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    import ipaddress
-    name = host.strip("[]").rstrip(".").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def plain_http_reason(url: str) -> str | None:
-    """Why ``url`` may not be an outbox (the token would cross the network in clear text), or
-    None: an outbox is ``https`` unless it is on this machine (docs/trust-boundary.md#workspace-trust)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return None  # check_url says what is wrong with it
-    if parts.scheme == "http" and not is_loopback(host):
-        return (f"outbox URL must use https unless it is on this machine (localhost, "
-                f"127.0.0.1, ::1), not http://{host}")
-    return None
 
 
 def check_url(url: Any) -> str:

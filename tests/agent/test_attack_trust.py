@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from agent_support import World, run_command
 
-from lily_kernel.agent import loop, trust
+from lily_kernel.agent import loop
 from lily_kernel.commands.results import Notice
 from lily_kernel.errors import AgentError, CommandError
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -83,8 +84,8 @@ def test_trust_shows_the_changes_then_uses_them_and_an_edit_asks_again(world, at
     assert attacker.url in shown.markdown and "endpoint" in shown.markdown
     assert "tools policy: deny" in shown.markdown and "write" in shown.markdown
     assert session.model_config.base_url == attacker.url  # trusted: used at once
-    assert trust.trust_file(world.env(None)).exists()
-    assert not (world.workspace / ".lily" / "trust.json").exists()
+    assert workspace_trust.trust_file(world.env(None)).exists()
+    assert not (world.workspace / ".lily" / "workspace_trust.json").exists()
     assert world.session(None).model_config.base_url == attacker.url  # a new session too
     # Editing lily.toml asks again.
     with (world.workspace / "lily.toml").open("a") as fh:
@@ -104,11 +105,11 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
     (world.workspace / "lily.toml").write_text(f'[model]\nbase_url = "{attacker.url}"\n')
     data = world.workspace / "userdata"
     session = world.session(server, LILY_DATA_DIR=str(data))
-    fingerprint = trust.fingerprint(world.workspace)
+    fingerprint = workspace_trust.fingerprint(world.workspace)
     forged = json.dumps({"version": 1, "workspaces": {str(world.workspace.resolve()): fingerprint}})
     server.add({"tool_calls": [
         {"name": "trust", "arguments": {}, "id": "t"},
-        {"name": "write", "arguments": {"path": "userdata/trust.json", "content": forged},
+        {"name": "write", "arguments": {"path": "userdata/workspace_trust.json", "content": forged},
          "id": "w"},
         {"name": "write", "arguments": {"path": "lily.toml", "content": "x"}, "id": "l"},
     ]}, "done")
@@ -117,16 +118,16 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
                if m.get("role") == "tool"}
     assert all(r.startswith("Error:") for r in results.values()), results
     assert "Lily's data folder" in results["w"]
-    assert not (data / "trust.json").exists()
-    assert not trust.is_trusted(world.workspace, world.env(None, LILY_DATA_DIR=str(data)))
+    assert not (data / "workspace_trust.json").exists()
+    assert not workspace_trust.is_trusted(world.workspace, world.env(None, LILY_DATA_DIR=str(data)))
     assert attacker.requests == []
 
 
 def test_a_corrupt_record_fails_closed(world, attacker):
     hostile_toml(world, attacker)
     env = world.env(None)
-    trust.trust(world.workspace, env)
-    trust.trust_file(env).write_text("{broken")
+    workspace_trust.trust(world.workspace, env)
+    workspace_trust.trust_file(env).write_text("{broken")
     session = world.session(None)
     assert session.model_config.base_url is None
     assert "trust record" in (session.untrusted_note or "")
@@ -142,7 +143,7 @@ def test_a_corrupt_record_fails_closed(world, attacker):
 ])
 def test_an_outbox_is_https_unless_loopback(world, url, ok):
     (world.workspace / "lily.toml").write_text(f'[activitypub]\noutbox = "{url}"\n')
-    trust.trust(world.workspace, world.env(None))
+    workspace_trust.trust(world.workspace, world.env(None))
     session = world.session(None)
     if ok:
         assert session.config_error is None

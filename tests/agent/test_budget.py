@@ -12,11 +12,11 @@ import pytest
 from agent_support import World, assert_consistent, run_command
 
 from lily_kernel.agent import budget, tokens
-from lily_kernel.agent.config import ModelConfig
 from lily_kernel.agent.request import offered_tools
 from lily_kernel.commands.results import Answer
 from lily_kernel.commands.runner import Runner
 from lily_kernel.errors import CommandError, ConfigError
+from lily_kernel.settings.model_settings import ModelConfig
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -208,7 +208,7 @@ def test_the_estimate_is_conservative_and_counts_are_cached_per_message():
 
 
 def test_context_length_messages_are_read():
-    from lily_kernel.agent.client import context_exceeded
+    from lily_kernel.agent.model_client import context_exceeded
     llama = context_exceeded("request (4130 tokens) exceeds the available context size "
                              "(4096 tokens), try increasing it")
     assert (llama.window, llama.requested) == (4096, 4130)
@@ -254,9 +254,10 @@ def test_tools_offer_narrows_what_the_model_is_offered(tmp_path):
 
 
 def test_schemas_are_short_and_the_system_prompt_lean(tmp_path):
-    from lily_kernel.agent import lean, prompt
-    assert lean.brief("First line\nwraps (docs/agent.md#tools).\n\nDetails.") == "First line wraps."
-    spec = lean.spec("t", "Does it.", {"type": "object", "properties": {}, "required": []})
+    from lily_kernel.agent import prompt
+    from lily_kernel.tools import offering
+    assert offering.brief("First line\nwraps (docs/agent.md#tools).\n\nDetails.") == "First line wraps."
+    spec = offering.spec("t", "Does it.", {"type": "object", "properties": {}, "required": []})
     assert "required" not in spec["function"]["parameters"]
     session = World(tmp_path).session(None, LILY_MODEL="scripted-model")
     count = session.budget.counter("scripted-model")

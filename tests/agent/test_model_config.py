@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from agent_support import run_command
 
-from lily_kernel.agent import loop, trust
-from lily_kernel.agent.config import DEFAULT_MODEL, ModelConfig
+from lily_kernel.agent import loop
 from lily_kernel.errors import AgentError, CommandError, ConfigError
 from lily_kernel.session import journal
 from lily_kernel.session.session import Session
+from lily_kernel.settings import workspace_trust
+from lily_kernel.settings.model_settings import DEFAULT_MODEL, ModelConfig
 from lily_kernel.testing.server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -32,7 +33,7 @@ def make_session(workspace: Path, toml: str | None = None, journal: bool = False
             "SKILLS_USER_DIR": str(workspace.parent / "user_skills"),
             "HOME": str(workspace.parent / "home"), **env}
     if trusted:  # docs/trust-boundary.md#workspace-trust: as /trust records it
-        trust.trust(workspace, full)
+        workspace_trust.trust(workspace, full)
     return Session(workspace=workspace, env=full, journal=journal)
 
 

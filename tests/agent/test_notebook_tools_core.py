@@ -9,10 +9,11 @@ import time
 import pytest
 from agent_support import World, run_shown
 
-from lily_kernel.agent import bounded, loop, notebook_tools
-from lily_kernel.agent.tools import ToolPolicy
+from lily_kernel.agent import loop
 from lily_kernel.errors import ActionError
 from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools import bounded, notebook_tools
+from lily_kernel.tools.tool_registry import ToolPolicy
 
 
 class Book:
@@ -27,7 +28,7 @@ class Book:
 
 
 def test_the_core_never_imports_pandas_or_numpy():
-    code = ("import sys\nfrom lily_kernel.agent import notebook_tools\n"
+    code = ("import sys\nfrom lily_kernel.tools import notebook_tools\n"
             "class B:\n    ns = {'x': [1, 2], 'y': 'abc', 'z': object()}\n"
             "    def namespace(self): return self.ns\n    def hidden(self): return {}\n"
             "notebook_tools.list_variables(B()); [notebook_tools.inspect_variable(B(), n) for n in 'xyz']\n"

@@ -75,8 +75,8 @@ def test_the_conversation_cap_counts_earlier_requests_from_cached_sizes(tmp_path
 def test_the_request_body_is_the_json_of_the_request_arguments():
     """What Lily sends is exactly the chat-completions request ``openai`` would send for the
     same arguments (stream_options, the completion cap, the tools), as JSON."""
-    from lily_kernel.agent import client
-    from lily_kernel.agent.config import ModelConfig
+    from lily_kernel.agent import model_client
+    from lily_kernel.settings.model_settings import ModelConfig
     config = ModelConfig(model="m", temperature=0.5)
     messages = [{"role": "system", "content": "Sé breve ✓"},
                 {"role": "user", "content": 'say "hi"\n'},
@@ -85,33 +85,33 @@ def test_the_request_body_is_the_json_of_the_request_arguments():
                      "function": {"name": "t", "arguments": "{\"n\": 1}"}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
     tools = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
-    body = client.request_body(config, messages, tools, True, 64, "max_tokens")
-    assert json.loads(body) == client.request_args(config, messages, tools, True, 64, "max_tokens")
+    body = model_client.request_body(config, messages, tools, True, 64, "max_tokens")
+    assert json.loads(body) == model_client.request_args(config, messages, tools, True, 64, "max_tokens")
     assert "✓".encode() in body  # UTF-8, as openai sends it (not \\u escapes)
-    assert json.loads(client.request_body(config, messages, [], False))["messages"] == messages
-    assert "tools" not in json.loads(client.request_body(config, messages, [], False))
+    assert json.loads(model_client.request_body(config, messages, [], False))["messages"] == messages
+    assert "tools" not in json.loads(model_client.request_body(config, messages, [], False))
 
 
 def test_a_message_is_serialised_once_however_often_it_is_sent():
     """A long conversation is not serialised again per request: each message's JSON is kept
     from its first request (issue 18), and a new message object is serialised afresh."""
-    from lily_kernel.agent import client
-    from lily_kernel.agent.config import ModelConfig
+    from lily_kernel.agent import model_client
+    from lily_kernel.settings.model_settings import ModelConfig
     config = ModelConfig(model="m")
     history = [{"role": "user", "content": f"turn {i}"} for i in range(50)]
-    client.request_body(config, history, [])
+    model_client.request_body(config, history, [])
     calls = []
-    real = client._dumps
+    real = model_client._dumps
 
     def counting(value: object) -> bytes:
         calls.append(value)
         return real(value)
-    client._dumps = counting  # type: ignore[assignment]
+    model_client._dumps = counting  # type: ignore[assignment]
     try:
         new = {"role": "user", "content": "the new turn"}
-        body = client.request_body(config, [*history, new], [])
+        body = model_client.request_body(config, [*history, new], [])
     finally:
-        client._dumps = real  # type: ignore[assignment]
+        model_client._dumps = real  # type: ignore[assignment]
     assert new in calls and not any(m in calls for m in history if m is not new)
     assert len(calls) == 2  # the request's own fields, and the one new message
     assert json.loads(body)["messages"][-1] == new
@@ -144,13 +144,13 @@ def test_a_body_follows_a_history_that_changed_in_the_middle():
     """The next request usually extends the last one's messages; when a message in the middle
     differs (a withdrawn proposal, a compacted turn, another session), the body is still the
     JSON of exactly the messages given."""
-    from lily_kernel.agent import client
-    from lily_kernel.agent.config import ModelConfig
+    from lily_kernel.agent import model_client
+    from lily_kernel.settings.model_settings import ModelConfig
     config = ModelConfig(model="m")
     history = [{"role": "user", "content": f"turn {i}"} for i in range(20)]
-    assert json.loads(client.request_body(config, history, []))["messages"] == history
+    assert json.loads(model_client.request_body(config, history, []))["messages"] == history
     longer = [*history, {"role": "assistant", "content": "answer"}]
-    assert json.loads(client.request_body(config, longer, []))["messages"] == longer
+    assert json.loads(model_client.request_body(config, longer, []))["messages"] == longer
     changed = [*longer[:5], {"role": "user", "content": "withdrawn"}, *longer[6:]]
-    assert json.loads(client.request_body(config, changed, []))["messages"] == changed
-    assert json.loads(client.request_body(config, history[:3], []))["messages"] == history[:3]
+    assert json.loads(model_client.request_body(config, changed, []))["messages"] == changed
+    assert json.loads(model_client.request_body(config, history[:3], []))["messages"] == history[:3]

@@ -14,7 +14,7 @@ import pytest
 from agent_support import World
 
 from lily_kernel.agent import loop, request
-from lily_kernel.agent.tools import ToolRegistry, check_args, param_docs, schema_for
+from lily_kernel.tools.tool_registry import ToolRegistry, check_args, param_docs, schema_for
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

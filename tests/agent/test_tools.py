@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from agent_support import run_command
 
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry, schema_for
-from lily_kernel.agent.workspace_fs import split
 from lily_kernel.commands.results import ToolOutput
 from lily_kernel.errors import CommandError, ToolError
 from lily_kernel.session.session import Session
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry, schema_for
+from lily_kernel.tools.workspace_fs import split
 
 
 @pytest.fixture

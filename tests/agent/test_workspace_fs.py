@@ -1,4 +1,4 @@
-"""The file boundary (agent/workspace_fs.py, agent/protected.py; docs/trust-boundary.md).
+"""The file boundary (tools/workspace_fs.py, tools/protected.py; docs/trust-boundary.md).
 
 Rules one by one against real folders, the /todos scan (notebooks as notebooks, skipped
 folders), read_skill_file through the agent loop, and a property test: no generated path
@@ -18,10 +18,11 @@ from agent_support import World, run_command
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lily_kernel.agent import loop, workspace_fs
-from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.workspace_fs import WorkspaceFS, split
+from lily_kernel.agent import loop
 from lily_kernel.errors import ToolError
+from lily_kernel.settings.limits import Limits
+from lily_kernel.tools import workspace_fs
+from lily_kernel.tools.workspace_fs import WorkspaceFS, split
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 

@@ -13,15 +13,15 @@ import re
 import pytest
 from agent_support import World, assert_consistent
 
-from lily_kernel.agent import notebook_tools
 from lily_kernel.agent.pending import HeldCall
-from lily_kernel.agent.tools import Tool
 from lily_kernel.commands import render
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer
 from lily_kernel.commands.runner import CARD_CHARS, Runner
 from lily_kernel.errors import CommandError
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools import notebook_tools
+from lily_kernel.tools.tool_registry import Tool
 
 KEY = "sk-live-SECRET-4242-never-shown"
 

@@ -7,8 +7,8 @@ from mcp_support import HOSTILE, toml_server
 
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer
 from lily_kernel.commands.runner import Runner
-from lily_kernel.mcp.tools import McpImage
 from lily_kernel.session import journal
+from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 PY = __import__("sys").executable
 SECRET = "notes-token-0123456789abcdef"

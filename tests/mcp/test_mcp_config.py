@@ -7,13 +7,13 @@ import tomllib
 import pytest
 
 from lily_kernel import cli, redaction
-from lily_kernel.agent.config import merged
-from lily_kernel.mcp import config
+from lily_kernel.settings.model_settings import merged
+from lily_kernel.tools.mcp import mcp_config
 
 
 def test_variables_expand_with_defaults_and_become_secrets():
     env = {"NOTES_TOKEN": "tok-0123456789-secret", "HOME": "/home/someone"}
-    server = config.parse_server("notes", {
+    server = mcp_config.parse_server("notes", {
         "command": "python", "args": ["${HOME}/notes.py"],
         "env": {"API_TOKEN": "${NOTES_TOKEN}", "DB": "${NOTES_DB:-notes.db}"}}, "user", env)
     assert server.error is None
@@ -25,7 +25,7 @@ def test_variables_expand_with_defaults_and_become_secrets():
 
 
 def test_an_unset_variable_is_one_error_line_naming_it():
-    server = config.parse_server("remote", {"url": "http://127.0.0.1:9/mcp",
+    server = mcp_config.parse_server("remote", {"url": "http://127.0.0.1:9/mcp",
                                             "headers": {"Authorization": "Bearer ${NOPE_TOKEN}"}},
                                  "workspace", {})
     assert server.error == "MCP server 'remote' (workspace): ${NOPE_TOKEN} is not set"
@@ -41,7 +41,7 @@ def test_an_unset_variable_is_one_error_line_naming_it():
     ({"command": "x", "bogus": 1}, "unknown setting 'bogus'"),
 ])
 def test_bad_tables_are_errors_not_crashes(table, why):
-    assert why in (config.parse_server("s", table, "user", {}).error or "")
+    assert why in (mcp_config.parse_server("s", table, "user", {}).error or "")
 
 
 def test_mcp_json_shapes_and_import_round_trip(tmp_path, capsys):
@@ -59,7 +59,7 @@ def test_mcp_json_shapes_and_import_round_trip(tmp_path, capsys):
         tables = tomllib.loads(out)["mcp"]["servers"]
         assert sorted(tables) == sorted(names)
         for name in names:  # what lily.toml reads back is the same server
-            assert config.parse_server(name, tables[name], "user",
+            assert mcp_config.parse_server(name, tables[name], "user",
                                        {"TOK": "t" * 9, "REMOTE_TOKEN": "r" * 9}).error is None
     path.write_text("{not json")
     assert cli.main(["mcp", "import", str(path)]) == 2
@@ -76,7 +76,7 @@ def test_import_keeps_variables_unexpanded(tmp_path, capsys):
 
 def test_load_reads_the_user_file_the_workspace_and_mcp_json(tmp_path):
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"b": {"command": "b"}}}))
-    servers = config.load(tmp_path, {}, {"mcp": {"servers": {"a": {"command": "a"},
+    servers = mcp_config.load(tmp_path, {}, {"mcp": {"servers": {"a": {"command": "a"},
                                                             "b": {"command": "user-b"}}}},
                           {"mcp": {"servers": {"c": {"url": "http://x/mcp"}}}})
     by = {s.name: s for s in servers}

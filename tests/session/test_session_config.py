@@ -16,7 +16,7 @@ import pytest
 from agent_support import run_command
 
 from lily_kernel.agent import loop
-from lily_kernel.agent.client import NO_KEY
+from lily_kernel.agent.model_client import NO_KEY
 from lily_kernel.errors import AgentError
 from lily_kernel.session.session import Session
 

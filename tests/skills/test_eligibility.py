@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import itertools
 
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.skills.eligibility import Host, ToolReasons, WhichCache, ineligibility
 from lily_kernel.skills.skill import Eligibility, Skill
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 HOST = Host("linux", {"SET": "1", "EMPTY": ""}, "")  # an empty PATH: no binary is found
 

@@ -5,12 +5,12 @@ import os
 
 import pytest
 
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.errors import LoaderError
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot, discover
 from lily_kernel.skills.paths import SOURCES, Root, skill_roots
 from lily_kernel.skills.snapshot import DIAGNOSTIC_KINDS
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 # -- docs/loader.md#exclusion: a skill must be excluded if ... ----------------------------------------
 
@@ -217,7 +217,7 @@ def test_a_rule_that_passed_vouches_only_for_the_same_rule_and_tools(env):
     """A load checks a shared eligibility rule with the same required tools once (the first
     skill's pass stands for the next); any other skill is still checked whole: other tools,
     a command_tool, an OpenClaw gate."""
-    from lily_kernel.agent.tools import ToolPolicy
+    from lily_kernel.tools.tool_registry import ToolPolicy
     same = "eligibility:\n  os: [linux, darwin]\nrequires_tools: [read]"
     env.write_skill(env.ws_skills, "a-passes", same)
     env.write_skill(env.ws_skills, "b-other-tool",

@@ -9,13 +9,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.errors import SkillError
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill, parse
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.errors import InstallError
 from lily_kernel.skills.install import install, remove
 from lily_kernel.skills.validator import validate_lily
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 GOOD = ("---\nname: {name}\ndescription: Fills PDF forms. Use when the user has a form.\n"
         "license: Apache-2.0\n---\n# Forms\n\nRun `python {{baseDir}}/scripts/fill.py`.\n")

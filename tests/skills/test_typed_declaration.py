@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from agent_support import run_command
 
-from lily_kernel.agent.tools import ToolPolicy, ToolRegistry
 from lily_kernel.commands.results import HelpPage
 from lily_kernel.errors import ParamError, TypedError
 from lily_kernel.session.session import Session
@@ -26,6 +25,7 @@ from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.typed_declaration import check_value
+from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
 # -- building SKILL.md files -------------------------------------------------------------
 

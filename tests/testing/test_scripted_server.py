@@ -10,11 +10,11 @@ from urllib.parse import urlsplit
 import openai
 import pytest
 
-from lily_kernel.agent.builtin_tools import register_builtins
-from lily_kernel.agent.tools import ToolRegistry
 from lily_kernel.testing import standin
 from lily_kernel.testing.server import ScriptedServer
 from lily_kernel.testing.standin import demo_responder
+from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.tool_registry import ToolRegistry
 
 USER = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": name, "description": name,

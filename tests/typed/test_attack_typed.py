@@ -14,9 +14,9 @@ from agent_support import World, assert_consistent, run_command, run_shown
 from receiver_support import keep_loopback_direct, receivers
 
 from lily_kernel import safejson
-from lily_kernel.agent import trust
 from lily_kernel.commands.results import ActionDone
 from lily_kernel.errors import AgentError, CommandError
+from lily_kernel.settings import workspace_trust
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -189,7 +189,7 @@ def outbox_settings(world: World, url: str, timeout: float = 0.3, retries: int =
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "{url}"\ntimeout = {timeout}\n'
         f"retries = {retries}\n", encoding="utf-8")
-    trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
+    workspace_trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
 
 
 SEND = '/skill send_message {"recipient": "' + BOB + '", "content": "exactly once"}'
@@ -243,7 +243,7 @@ def test_bad_outbox_settings_are_one_error_line(world, table, words):
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "http://127.0.0.1:9/x"\n{table}\n',
         encoding="utf-8")
-    trust.trust(world.workspace, world.env(None))
+    workspace_trust.trust(world.workspace, world.env(None))
     assert words in error_line(world.session(None), SEND)
 
 

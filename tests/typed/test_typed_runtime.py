@@ -21,10 +21,11 @@ from agent_support import run_command, run_shown
 from contacts_support import ALICE, BOB, CONTACTS
 from receiver_support import Receiver, keep_loopback_direct, receivers
 
-from lily_kernel.agent import pending, trust
+from lily_kernel.agent import pending
 from lily_kernel.commands.results import ActionDone, Answer
 from lily_kernel.errors import ActionError, CommandError
 from lily_kernel.session.session import Session
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 from lily_kernel.typed import actions
 from lily_kernel.typed.activity import AS_CONTEXT, CONTENT_TYPE
@@ -445,7 +446,7 @@ def receiver():
 def configure_outbox(world: World, receiver: Receiver, monkeypatch) -> None:
     (world.workspace / "lily.toml").write_text(
         f'[activitypub]\nactor = "{ME}"\noutbox = "{receiver.url}"\n', encoding="utf-8")
-    trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
+    workspace_trust.trust(world.workspace, world.env(None))  # the user's own outbox (/trust)
     monkeypatch.setenv("LILY_OUTBOX_TOKEN", TOKEN)
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel import redaction
-from lily_kernel.agent.config import read_config_file, user_config_path
 from lily_kernel.errors import ConfigError
+from lily_kernel.settings.model_settings import read_config_file, user_config_path
 
 MCP_JSON = ".mcp.json"
 DEFAULT_TIMEOUT = 30.0

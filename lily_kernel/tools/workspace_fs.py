@@ -19,9 +19,9 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.protected import MARKERS, Protected, fold, protected_set
 from lily_kernel.errors import ToolError
+from lily_kernel.settings.limits import Limits
+from lily_kernel.tools.protected import MARKERS, Protected, fold, protected_set
 
 _SEP = re.compile(r"[/\\]")
 # getattr: the module must import everywhere; _root_fd refuses where dir_fd is missing.
@@ -443,7 +443,7 @@ def decode_capped(data: bytes, cap: int, size: int) -> str:
 def for_session(workspace: Path, limits: Limits, persona_dirs: Iterable[Path],
                 env: Mapping[str, str]) -> WorkspaceFS:
     """The boundary of one session: its workspace, protected set and caps."""
-    from lily_kernel.agent.trust import data_dir
+    from lily_kernel.settings.workspace_trust import data_dir
     from lily_kernel.skills.paths import skill_roots
     roots = [r.path for r in skill_roots(env, workspace)]
     protected, guard = protected_set(Path(workspace), persona_dirs, roots, [data_dir(env)])

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.agent.config import ModelConfig
 from lily_kernel.errors import ContextExceeded, ModelError
+from lily_kernel.settings.model_settings import ModelConfig
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
     import openai

@@ -210,7 +210,7 @@ def _name_set(value: str | None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.replace(",", " ").split() if part.strip())
 
 
-# The notebook tools (agent/notebook_tools.py) exist only where a face registers them: the
+# The notebook tools (tools/notebook_tools.py) exist only where a face registers them: the
 # Lily kernel and %load_ext lily. A skill that needs one is ineligible elsewhere (lily CLI).
 NOTEBOOK_TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error",
                   "propose_cell", "run_python")

@@ -21,7 +21,7 @@ from lily_kernel.commands.runner import Runner
 from lily_kernel.jupyter.cells import session_label
 from lily_kernel.jupyter.integration import current
 from lily_kernel.session.session import Session
-from lily_kernel.testing.replay import Replayer
+from lily_kernel.testing.replay_model import Replayer
 from lily_kernel.testing.server import ScriptedServer
 
 _state: dict[str, Any] = {}

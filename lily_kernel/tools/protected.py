@@ -98,7 +98,7 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
     """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
     absolute paths whose inodes are guarded as well. ``data_dirs``: the user's data folder
     for Lily (the workspace trust record), protected when it lies inside the workspace."""
-    from lily_kernel.agent.config import CONFIG_FILE
+    from lily_kernel.settings.model_settings import CONFIG_FILE
     from lily_kernel.typed.contacts import CONTACTS_FILE
     items: list[tuple[Path, str, bool]] = [
         (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),

@@ -4,7 +4,7 @@
 backs the ``todo_scan`` skill (``/todos``) and ``compile_plan`` turns notes into
 the plan format of docs/agent.md#tools without a model; both serve deterministic
 ``tool_dispatch`` skills. Every file operation goes through the session's
-:class:`~lily_kernel.agent.workspace_fs.WorkspaceFS` (docs/trust-boundary.md):
+:class:`~lily_kernel.tools.workspace_fs.WorkspaceFS` (docs/trust-boundary.md):
 no symlink followed, regular files only, protected paths refused, reads and
 writes capped.
 """
@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.agent import workspace_fs
-from lily_kernel.agent.limits import Limits
-from lily_kernel.agent.tools import ToolRegistry
 from lily_kernel.errors import ToolError
+from lily_kernel.settings.limits import Limits
+from lily_kernel.tools import workspace_fs
+from lily_kernel.tools.tool_registry import ToolRegistry
 
 # Folders /todos never enters (docs/trust-boundary.md#scan_todos); any folder whose name
 # starts with "." and any virtual environment (pyvenv.cfg, conda-meta) is skipped too.

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lily_kernel.agent.tools import Schema, Tool
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import redact
+from lily_kernel.tools.tool_registry import Schema, Tool
 
 PREFIX = "mcp__"
 MAX_NAME = 64

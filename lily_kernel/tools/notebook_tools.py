@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lily_kernel.agent import bounded
-from lily_kernel.agent.tools import NOTEBOOK_TOOLS, Shown, ToolRegistry
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
+from lily_kernel.tools import bounded
+from lily_kernel.tools.tool_registry import NOTEBOOK_TOOLS, Shown, ToolRegistry
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
 LIST_CHARS = 8_000          # characters of one list_variables answer

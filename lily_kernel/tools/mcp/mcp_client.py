@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from lily_kernel.errors import ToolError
-from lily_kernel.mcp.config import ServerConfig
 from lily_kernel.redaction import redact
+from lily_kernel.tools.mcp.mcp_config import ServerConfig
 
 T = TypeVar("T")
 START_TIMEOUT = 30.0  # seconds for a server to start and list its tools

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.agent.tools import ToolRegistry
-from lily_kernel.mcp.client import START_TIMEOUT, Server
-from lily_kernel.mcp.config import ServerConfig
-from lily_kernel.mcp.tools import McpImage, McpTool, make_tool, tool_name
+from lily_kernel.tools.mcp.mcp_client import START_TIMEOUT, Server
+from lily_kernel.tools.mcp.mcp_config import ServerConfig
+from lily_kernel.tools.mcp.mcp_tools import McpImage, McpTool, make_tool, tool_name
+from lily_kernel.tools.tool_registry import ToolRegistry
 
 _LIVE: weakref.WeakSet[Hub] = weakref.WeakSet()
 

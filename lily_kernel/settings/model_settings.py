@@ -73,7 +73,7 @@ def read_config_file(workspace: str | os.PathLike[str],
             raise ConfigError(f"{path}: [{table}] must be a table")
     outbox = data.get("activitypub", {}).get("outbox")
     if isinstance(outbox, str):
-        from lily_kernel.typed.outbox_http import plain_http_reason
+        from lily_kernel.settings.urls import plain_http_reason
         reason = plain_http_reason(outbox)
         if reason:
             raise ConfigError(f"{path}: [activitypub] {reason}")
