@@ -41,6 +41,7 @@ from proxy import Proxy
 from tasks import BY_NAME, TASKS, Call, Outcome, Task
 
 CARD = re.compile(r"card `([0-9a-f]{8})`")
+TEXT_CALL = re.compile(r'"(name|function)"\s*:\s*"|<tool_call>|<tools>|<function=|\[TOOL_CALLS\]')
 MAX_CONFIRMS = 4
 _INHERITED = ("OPENAI_", "SKILLS_", "LILY_", "JPY_")
 
@@ -186,6 +187,9 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
     finally:
         kernel.shutdown()
     steps = proxy.of_task(task.name)
+    if why:
+        cause = diagnose(outcome, steps)
+        why += f" [{cause}]" if cause else ""
     first = steps[0] if steps else None
     return Result(task.name, not why, why, outcome.tools, len(steps), j["tokens_in"],
                   j["tokens_out"], first.first_token if first else None,
@@ -193,6 +197,25 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
                   outcome.final[:300],
                   [e.text[:200] if e.text.strip() else f"calls {e.calls}" if e.calls
                    else f"(empty, finish={e.finish})" for e in steps])
+
+
+def diagnose(outcome: Outcome, steps: list[Any]) -> str:
+    """The failure shape the model's steps show (issue 30's kinds), if one does."""
+    said = [e for e in steps if e.status == 200]
+    if said and said[-1].finish == "length":
+        return "answer cut at max_tokens"
+    if any(TEXT_CALL.search(e.text) for e in said if not e.calls):
+        return "tool call written as text"
+    if said and not said[-1].text.strip() and not said[-1].calls:
+        return "empty final answer"
+    calls = [tuple(e.calls) for e in said if e.calls]
+    if len(calls) >= 3 and len(set(calls)) <= len(calls) // 2:
+        return f"repeated calls ({', '.join(calls[-1])})"
+    if any(e.status != 200 for e in steps):
+        return f"endpoint answered HTTP {next(e.status for e in steps if e.status != 200)}"
+    if not outcome.calls and said:
+        return "no tool called"
+    return ""
 
 
 # -- serving a local model -----------------------------------------------------------------
@@ -271,6 +294,21 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def markdown(path: Path) -> str:
+    """A results file (--json) as the Markdown table bench/README.md keeps."""
+    data = json.loads(path.read_text())
+    out = [f"{data['model']} at Lily {data['commit']}: **{data['passed']}/{data['total']}**"
+           f" ({100 * data['passed'] / max(data['total'], 1):.0f}%)", "",
+           "| task | ok | steps | tokens in/out | ttft s | time s | tools | why it failed |",
+           "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in data["results"]:
+        out.append(f"| {r['task']} | {'yes' if r['ok'] else '**no**'} | {r['steps']} | "
+                   f"{_fmt(r['prompt_tokens'])}/{_fmt(r['completion_tokens'])} | "
+                   f"{_fmt(r['ttft'], '.1f')} | {r['seconds']:.0f} | "
+                   f"{', '.join(r['tools']) or '-'} | {r['why'].replace('|', '/')} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Lily's real-model eval suite")
     p.add_argument("--serve", choices=sorted(fetch.MODELS),
@@ -283,7 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--list", action="store_true", help="list the tasks and exit")
+    p.add_argument("--markdown", type=Path, metavar="JSON",
+                   help="print a results file as a Markdown table and exit")
     args = p.parse_args(argv)
+    if args.markdown:
+        print(markdown(args.markdown))
+        return 0
     if args.list:
         for t in TASKS:
             print(f"{t.name:16} {t.prompt}")
