@@ -84,8 +84,10 @@ class EvalKernel:
                     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-local-eval"),
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
         self.env = env
+        self._log = (base / "kernel.log").open("wb")  # the kernel's own stderr, not the report's
         self.km, self.kc = start_new_kernel(kernel_name=kernel_name, cwd=str(self.workspace),
-                                            env=env, startup_timeout=120)
+                                            env=env, startup_timeout=120, stdout=self._log,
+                                            stderr=self._log)
 
     def run(self, code: str, timeout: float) -> tuple[str, list[dict[str, Any]]]:
         """Run one cell: its status and the outputs it showed."""
@@ -110,6 +112,7 @@ class EvalKernel:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
+            self._log.close()
 
 
 def cards_in(messages: list[dict[str, Any]]) -> list[str]:
