@@ -283,7 +283,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
          "tokens in", "tokens out", "models"),
-        [(s.id[:12], s.label, logs.iso(s.started), logs.iso(s.last), str(s.requests),
+        [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else ""),
+          logs.iso(s.started), logs.iso(s.last), str(s.requests),
           str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
          for s in rows]))
     return 0

@@ -18,6 +18,47 @@ if TYPE_CHECKING:
     from lily_kernel.skills.install_scan import Finding
 
 
+# ---------------------------------------------------------------- signals between rooms
+# Not for a reader as they are: the room that catches one turns it into a LilyError.
+
+
+class JSONInputError(ValueError):
+    """JSON from outside is not acceptable (``safejson``); ``str()`` is one line."""
+
+
+class DispatchError(RuntimeError):
+    """A dispatch problem, described in one readable line (never containing the token);
+    ``typed/actions.py`` turns it into an ``ActionError`` or ``Uncertain``.
+
+    ``uncertain`` is True when the activity may have been delivered anyway: an attempt sent
+    the whole request and then timed out or lost the connection before the answer.
+    """
+
+    def __init__(self, message: str, uncertain: bool = False):
+        text = " ".join(str(message).split())
+        super().__init__(text if len(text) <= 500 else text[:499] + "…")
+        self.uncertain = uncertain
+
+
+class AttemptFailed(Exception):
+    """One failed POST to an outbox (``typed/outbox_http.py``), which ``typed/outbox.py``
+    retries or turns into a :class:`DispatchError`. ``retryable``: another attempt may
+    succeed; ``retry_after``: the server's wish, if any; ``uncertain``: the request was sent
+    whole, so the server may have acted on it."""
+
+    def __init__(self, reason: str, *, retryable: bool, http_status: int | None = None,
+                 retry_after: float | None = None, uncertain: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+        self.uncertain = uncertain
+        self.http_status = http_status
+        self.retry_after = retry_after
+
+
+# ---------------------------------------------------------------- what a reader sees
+
+
 class LilyError(Exception):
     """Base of every error Lily shows to a reader; ``str()`` is one line.
 

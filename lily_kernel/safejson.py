@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, NoReturn
 
+from lily_kernel.errors import JSONInputError
+
 MAX_DEPTH = 64
 MAX_DIGITS = 100
-
-
-class JSONInputError(ValueError):
-    """The text is not acceptable JSON; ``str()`` is one line."""
 
 
 def depth(text: str) -> int:

@@ -25,7 +25,7 @@ FACES = ("lily_kernel.jupyter", "lily_kernel.cli", "lily_kernel.__main__", "lily
 TESTING = "lily_kernel.testing"
 # The rooms of the core from the bottom up; a room may import the rooms below it.
 # (docs/architecture.md#layers). redaction.py, safejson.py and errors.py are below everything.
-LAYERS = ("redaction", "safejson", "errors", "settings", "skills", "typed", "tools", "agent",
+LAYERS = ("redaction", "errors", "safejson", "settings", "skills", "typed", "tools", "agent",
           "session", "commands")
 # The imports that go up the layers, each one a known debt of the layout
 # (docs/architecture.md#known-back-edges): none today. A new one fails the test; so

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.errors import ContextExceeded, ModelError
+from lily_kernel.errors import ContextExceeded, JSONInputError, ModelError
 from lily_kernel.settings.model_settings import ModelConfig
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
@@ -39,7 +39,7 @@ class ToolCall:
         from lily_kernel import safejson
         try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
             value = safejson.loads(self.arguments or "{}")
-        except safejson.JSONInputError as exc:
+        except JSONInputError as exc:
             raise ModelError(f"the model sent invalid JSON arguments for tool '{self.name}': "
                              f"{exc}") from None
         if not isinstance(value, dict):

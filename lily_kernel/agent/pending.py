@@ -33,7 +33,7 @@ from lily_kernel.tools.tool_registry import (
 )
 
 if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
-    from lily_kernel.typed.actions import Action, Host
+    from lily_kernel.typed.actions import Action, ActionHost
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
@@ -192,7 +192,7 @@ def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | No
     if held is None:
         return None
     from lily_kernel.typed import actions
-    blocked = actions.uncertain_block(cast("Host", session))  # the session is both
+    blocked = actions.uncertain_block(cast("ActionHost", session))  # the session is both
     if blocked:
         return blocked
     what = f"the call of {held.tool}" if isinstance(held, HeldCall) else f"{held.skill}"
@@ -295,9 +295,9 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
         return Decision(item, f"Cancelled: **{item.skill}** did nothing.")
     from lily_kernel.typed import actions
     try:
-        outcome = actions.execute(cast("Host", session), item)
+        outcome = actions.execute(cast("ActionHost", session), item)
     except Uncertain as exc:
-        raise actions.held(cast("Host", session), item, exc) from None
+        raise actions.held(cast("ActionHost", session), item, exc) from None
     except ActionError as exc:
         raise ActionError(f"{exc}; the action is still waiting (/confirm to retry, "
                           "/cancel to drop it)") from None

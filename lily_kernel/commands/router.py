@@ -292,6 +292,16 @@ def _model(session: Session, cmd: Command) -> Any:
     return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
 
 
+def _rewind(session: Session, cmd: Command) -> Any:
+    from lily_kernel.commands import conversation
+    return conversation.rewind(session, cmd.args)
+
+
+def _fork(session: Session, cmd: Command) -> Any:
+    from lily_kernel.commands import conversation
+    return conversation.fork(session, cmd.args)
+
+
 def _trust(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands import trust
     return trust.run(session, cmd.args)
@@ -398,6 +408,8 @@ _HANDLERS = {
     "reload_skills": _reload_skills,
     "reload_persona": _reload_persona,
     "new": _new,
+    "rewind": _rewind,
+    "fork": _fork,
     "model": _model,
     "trust": _trust,
     "compact": _compact,

@@ -94,6 +94,7 @@ class Runner:
         cmd = router.parse(cell)
         if cmd is None:
             raise CommandError("not a command: a command cell starts with '/'.")
+        yield from self._resumed()
         if self._session is None and cmd.name in RECOVERING:
             self.start()
             if self.ready:
@@ -115,6 +116,13 @@ class Runner:
         else:
             yield result
 
+    def _resumed(self) -> Iterator[Notice]:
+        """The line that says a conversation was resumed, before the session's first output
+        (docs/session.md#resume)."""
+        note = self._session.take_resume_note() if self._session is not None else None
+        if note:
+            yield Notice(note)
+
     def _check_variable(self, request: SkillRequest) -> None:
         """A skill whose argument is a notebook variable: a missing name fails here, in code,
         before the model is asked (docs/commands.md#variables-as-arguments)."""
@@ -133,6 +141,8 @@ class Runner:
         A tool call still waiting for its card's decision is declined first, and a notice
         says so (docs/notebook-tools.md#confirmation)."""
         session = self.session
+        if skill is None:
+            yield from self._resumed()
         waiting = session.pending
         if isinstance(waiting, HeldCall):
             decline_waiting(session)

@@ -34,6 +34,11 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "Re-read the active agent's persona files."),
     BuiltinCommand("new", "/new",
                    "Start a new session: new id, fresh snapshot, empty conversation."),
+    BuiltinCommand("rewind", "/rewind [N]",
+                   "List the requests the model sees, or drop request N and everything after it "
+                   "(the cells and the journal keep them)."),
+    BuiltinCommand("fork", "/fork [name]",
+                   "Go on in a new session that carries this conversation, to try another direction."),
     BuiltinCommand("model", "/model [name] [key=value ...]",
                    "Show or change the model configuration "
                    "(temperature, reasoning_effort, verbosity, base_url, timeout, max_retries, "

@@ -66,15 +66,16 @@ class Cells:
         self.notebook = notebook
         self._terminal: _TerminalText | None = None  # this cell's live text, in a console
         self._buttons: list[Any] = []  # the live buttons of cards that may still wait (CardButtons)
-        self.runner = Runner(lambda: self.new_session(label=session_label(os.environ)),
+        self.runner = Runner(lambda: self.new_session(label=session_label(os.environ),
+                                                      resume=True),
                              variables=self.variable_names)
 
     def new_session(self, workspace: Path | None = None, *, label: str | None = None,
-                    env: Mapping[str, str] | None = None) -> Session:
+                    env: Mapping[str, str] | None = None, resume: bool = False) -> Session:
         """A session for this shell (and for a replay in it): the notebook tools added, and the
         built-in command names reserved, so no skill alias takes one (docs/loader.md#exclusion)."""
         return Session(workspace, label=label, env=env, add_tools=self.add_tools,
-                       reserved_commands=BUILTIN_NAMES)
+                       reserved_commands=BUILTIN_NAMES, resume=resume)
 
     @property
     def session(self) -> Session:

@@ -128,6 +128,8 @@ class SessionSummary:
     tools: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     records: int = 0
+    parent: str = ""  # the session this one resumed or forked from (docs/session.md#resume)
+    parent_kind: str = ""  # "resumed" or "forked"
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (``--json``)."""
@@ -135,7 +137,8 @@ class SessionSummary:
                 "last_activity": iso(self.last), "requests": self.requests,
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
-                "files": self.files, "records": self.records}
+                "files": self.files, "records": self.records,
+                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None}
 
 
 def iso(t: float) -> str:
@@ -155,6 +158,9 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
             files.append(r["_file"])
         if event == "session_created":
             s.label = str(r.get("label") or "")
+            for key, kind in (("resumed_from", "resumed"), ("forked_from", "forked")):
+                if isinstance(r.get(key), str):
+                    s.parent, s.parent_kind = r[key], kind
             _add(s.models, (r.get("model_config") or {}).get("model")
                  if isinstance(r.get("model_config"), dict) else None)
         elif event == "model_changed" and isinstance(r.get("model_config"), dict):

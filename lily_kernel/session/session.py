@@ -6,6 +6,7 @@ each field changes only through the method its command calls.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -21,6 +22,8 @@ from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, s
 from lily_kernel.errors import ActionError, ConfigError
 from lily_kernel.session import persona
 from lily_kernel.session.journal import Journal, journal_path
+from lily_kernel.session.logs import Notes, read_file
+from lily_kernel.session.resume import Restored, latest_session, requests, restore
 from lily_kernel.settings import workspace_trust
 from lily_kernel.settings.limits import Limits
 from lily_kernel.settings.model_settings import (
@@ -48,12 +51,14 @@ class Session:
     ``reserved_commands``: the names of the built-in commands of the face that runs the
     session (``commands.table.BUILTIN_NAMES``, passed in: the session sits below the
     commands); no skill's ``command`` alias may take one (docs/loader.md#exclusion).
+    ``resume``: take up the conversation of the journal's previous session of the same
+    label (a notebook's kernel after a restart; docs/session.md#resume).
     """
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
                  add_tools: Callable[[Session], None] | None = None,
-                 reserved_commands: frozenset[str] = frozenset()) -> None:
+                 reserved_commands: frozenset[str] = frozenset(), resume: bool = False) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -72,10 +77,14 @@ class Session:
         self._config_registry: ConfigRegistry | None = None
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
-        self._start()
+        self._start(resume=resume)
 
     # -- lifecycle -----------------------------------------------------------
-    def _start(self) -> None:
+    def _start(self, resume: bool = False, parent: dict[str, Any] | None = None,
+               carried: Restored | None = None) -> None:
+        """Start afresh; ``resume``: with the previous session's conversation from the
+        journal; ``carried``: with this conversation (``/fork``, whose ``parent`` names the
+        session it came from in the new ``session_created`` record)."""
         self._model_error: str | None = None
         self._model_set: dict[str, object] = {}  # what /model changed, kept across /trust
         self._load_config()
@@ -85,6 +94,8 @@ class Session:
         self.active_agent = persona.DEFAULT_AGENT
         self.model_config = self._initial_model_config()
         self.conversation: list[dict[str, Any]] = []
+        self.conversation_times: list[float] = []  # when each message was journaled
+        self.resume_note: str | None = None  # shown once, before the first output
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
         self.pending: PendingItem | None = None  # shown, waiting for /confirm or /cancel
@@ -97,12 +108,21 @@ class Session:
         self.persona = persona.load(self.active_agent, self.persona_dirs)
         label = self.label or f"session-{self.session_id[:12]}"
         path = journal_path(self.workspace, label) if self._journal_enabled else None
+        if resume and path is not None and self.label and self.resume_enabled:
+            carried = self._restored(path)
+            parent = {"resumed_from": carried.session_id} if carried and carried.messages else None
+        if carried is not None and carried.messages:
+            self.conversation, self.conversation_times = carried.messages, carried.times
+            for key, value in carried.model_set.items():  # what /model had set, if still valid
+                with contextlib.suppress(ConfigError):
+                    self.model_config = self.model_config.changed(**{key: value})
+                    self._model_set[key] = value
         self.journal = Journal(path, self.limits.journal_record_bytes,
                                            self._env if self._explicit_env else None)
         self.journal.append({"event": "session_created", "session_id": self.session_id,
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),
-                             **self._snapshot_record()})
+                             **(parent or {}), **self._snapshot_record()})
 
     def _load_config(self) -> None:
         """Read lily.toml (at session start, /new and /trust); a broken file is reported by
@@ -369,7 +389,8 @@ class Session:
         self._model_set.update(values)
         self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
-                             "model_config": self.model_config.as_dict()})
+                             "model_config": self.model_config.as_dict(),
+                             "set": {k: v for k, v in values.items() if k != "base_url"}})
         return self.model_config
 
     def learn_context_window(self, tokens: int) -> None:
@@ -382,8 +403,9 @@ class Session:
     def replace_turns(self, end: int, summary: list[dict[str, Any]], turns: int) -> None:
         """``/compact``: the conversation up to ``end`` (``turns`` turns) becomes ``summary``."""
         self.conversation[:end] = summary
+        self.conversation_times[:end] = [time.time()] * len(summary)
         self.journal.append({"event": "conversation_compacted", "session_id": self.session_id,
-                             "turns": turns, "messages": summary})
+                             "turns": turns, "end": end, "messages": summary})
 
     def _record_fit(self, entry: dict[str, Any]) -> None:
         """Journal what a request left out to fit the context window."""
@@ -407,6 +429,66 @@ class Session:
             self._env = dict(os.environ)
         self._start()
 
+    def _restored(self, path: Path) -> Restored | None:
+        """The previous session's conversation in the journal at ``path``, or None; a journal
+        that cannot be read resumes nothing, and the note says why."""
+        if not path.exists():
+            return None
+        notes = Notes()
+        records = read_file(path, notes)
+        previous = latest_session(records)
+        if previous is None:
+            if notes.lines:
+                self.resume_note = f"Nothing resumed: the journal cannot be read ({notes.lines[0]})."
+            return None
+        carried = restore(records, previous)
+        if carried.problem:
+            self.resume_note = f"Nothing resumed: {carried.problem}."
+            return None
+        if carried.messages:
+            self.resume_note = carried.line()
+        return carried
+
+    @property
+    def resume_enabled(self) -> bool:
+        """``[session] resume`` (default true): does a notebook's new kernel resume?"""
+        try:
+            return _flag(self._file_config.get("session"), "session", "resume", True)
+        except ValueError:
+            return False
+
+    def take_resume_note(self) -> str | None:
+        """The resume line, once: the first output of the session shows it."""
+        note, self.resume_note = self.resume_note, None
+        return note
+
+    def requests(self) -> list[tuple[int, float, str]]:
+        """``/rewind``: (index, time, first line) of each request the model still sees."""
+        return requests(self.conversation, self.conversation_times)
+
+    def rewind(self, number: int) -> list[tuple[int, float, str]]:
+        """``/rewind N``: drop request ``number`` (1-based) and all after it from the
+        conversation; the journal keeps them and records the rewind. The dropped requests."""
+        listed = self.requests()
+        if not 1 <= number <= len(listed):
+            raise ConfigError(f"no request {number}: this conversation has "
+                              f"{len(listed)} (see /rewind)")
+        keep = listed[number - 1][0]
+        del self.conversation[keep:], self.conversation_times[keep:]
+        self.journal.append({"event": "conversation_rewound", "session_id": self.session_id,
+                             "request": number, "keep": keep})
+        return listed[number - 1:]
+
+    def fork(self, name: str | None = None) -> str:
+        """``/fork [name]``: a new session carrying this conversation; the old id."""
+        old = self.session_id
+        carried = Restored(session_id=old, messages=list(self.conversation),
+                           times=list(self.conversation_times), model_set=dict(self._model_set))
+        self.journal.append({"event": "session_ended", "session_id": old, "reason": "/fork"})
+        self._start(parent={"forked_from": old, **({"fork_name": name} if name else {})},
+                    carried=carried)
+        return old
+
     def record_command(self, line: str, ok: bool) -> None:
         """Keep one command in the history and the journal: ``line`` is redacted here, once,
         where it is stored (URL userinfo, live secret values), and both keep that text
@@ -420,6 +502,7 @@ class Session:
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""
         self.conversation.append(message)
+        self.conversation_times.append(time.time())
         self.journal.append({"event": "message", "session_id": self.session_id,
                              "message": message})
 

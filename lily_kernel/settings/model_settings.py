@@ -101,7 +101,7 @@ class ModelConfig:
         env = os.environ if env is None else env
         config = cls()
         if file_values:
-            config = config.changed(**{k: str(v) for k, v in file_values.items()})
+            config = config.changed(**file_values)
         from_env = {key: env[var] for var, key in ENV_VARS.items() if env.get(var)}
         return config.changed(**from_env) if from_env else config
 
@@ -111,7 +111,8 @@ class ModelConfig:
         """Like :meth:`from_env`, but a bad setting is skipped (and reported), not fatal:
         the other settings, e.g. the endpoint, still apply."""
         config, errors = cls(), []
-        sources = [(f"lily.toml [model] {k}", k, str(v)) for k, v in (file_values or {}).items()]
+        sources: list[tuple[str, str, object]] = [
+            (f"lily.toml [model] {k}", k, v) for k, v in (file_values or {}).items()]
         sources += [(var, key, env[var]) for var, key in ENV_VARS.items() if env.get(var)]
         for where, key, raw in sources:
             try:
@@ -129,8 +130,9 @@ class ModelConfig:
         return data
 
     def changed(self, **values: object) -> ModelConfig:
-        """A copy with ``values`` parsed and checked: strings as typed after /model, or
-        numbers and None from Python (``lily.session().set_model(timeout=20)``)."""
+        """A copy with ``values`` checked: text as typed after /model or found in the
+        environment, TOML's numbers and strings as they are, numbers and None from Python
+        (``lily.session().set_model(timeout=20)``)."""
         known = {f.name for f in fields(self)}
         parsed: dict[str, Any] = {}
         for key, raw in values.items():
@@ -140,30 +142,41 @@ class ModelConfig:
             if key not in known:
                 raise ConfigError(f"unknown model setting '{key}' "
                                   f"(known: {', '.join(sorted(known))})")
-            parsed[key] = _parse(key, _as_text(key, raw))
+            parsed[key] = _parse(key, raw)
         return replace(self, **parsed)
 
 
-def _as_text(key: str, raw: object) -> str:
-    """A Python value as the text /model would take: numbers as written, None as "none"."""
-    if isinstance(raw, str):
-        return raw
-    if raw is None:
+def _parse(key: str, raw: object) -> Any:
+    """``raw`` checked as the value of setting ``key``, keeping its type: a number from TOML
+    or Python stays a number; text (as typed after /model, or from the environment) is
+    read as the setting's type; None or "none"/"default" means unset where that is allowed."""
+    if raw is None or (isinstance(raw, str) and raw.lower() in ("", "none", "default")):
         if key in NOT_NONE:
-            raise ConfigError(f"{key} cannot be None")
-        return "none"
-    if not isinstance(raw, bool) and isinstance(raw, numbers.Real):
-        return str(raw)
-    raise ConfigError(f"{key} must be text or a number, not {raw!r}")
-
-
-def _parse(key: str, raw: str) -> Any:
-    if raw.lower() in ("", "none", "default") and key not in NOT_NONE:
-        return None
+            if raw is None:
+                raise ConfigError(f"{key} cannot be None")
+        else:
+            return None
+    if key in ("temperature", "timeout", "context_window", "max_tokens", "max_retries"):
+        return _checked_number(key, raw)
+    if isinstance(raw, bool) or not isinstance(raw, str | numbers.Real):
+        raise ConfigError(f"{key} must be text or a number, not {raw!r}")
+    raw = str(raw)  # a model named by a number (`model = 4` in TOML) is that text
     if key == "model":
         if not raw:
             raise ConfigError("model name must not be empty")
         return raw
+    if key == "reasoning_effort" and raw not in REASONING_EFFORTS:
+        raise ConfigError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, not '{raw}'")
+    if key == "verbosity" and raw not in VERBOSITIES:
+        raise ConfigError(f"verbosity must be one of {', '.join(VERBOSITIES)}, not '{raw}'")
+    if key == "base_url" and not raw.startswith(("http://", "https://")):
+        raise ConfigError(f"base_url must start with http:// or https://, not '{raw}'")
+    return raw
+
+
+def _checked_number(key: str, raw: object) -> float | int:
+    if isinstance(raw, bool) or not isinstance(raw, str | numbers.Real):
+        raise ConfigError(f"{key} must be text or a number, not {raw!r}")
     if key == "temperature":
         value = _number(key, raw)
         if not 0 <= value <= 2:
@@ -175,26 +188,21 @@ def _parse(key: str, raw: str) -> Any:
             raise ConfigError(f"timeout must be a number of seconds above 0 and at most "
                               f"{MAX_TIMEOUT:g}, not {raw}")
         return value
-    if key in ("context_window", "max_tokens"):
-        digits = raw.replace("_", "").replace(",", "")
-        if not digits.isascii() or not digits.isdigit() or not 0 < int(digits) <= 100_000_000:
-            raise ConfigError(f"{key} must be a positive whole number of tokens, not '{raw}'")
-        return int(digits)
     if key == "max_retries":
-        if not raw.isdigit() or len(raw) > 3 or int(raw) > MAX_RETRIES:
+        text = str(raw)
+        if not text.isdigit() or len(text) > 3 or int(text) > MAX_RETRIES:
             raise ConfigError(f"max_retries must be a whole number from 0 to {MAX_RETRIES}, "
-                              f"not '{raw[:20]}'")
-        return int(raw)
-    if key == "reasoning_effort" and raw not in REASONING_EFFORTS:
-        raise ConfigError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, not '{raw}'")
-    if key == "verbosity" and raw not in VERBOSITIES:
-        raise ConfigError(f"verbosity must be one of {', '.join(VERBOSITIES)}, not '{raw}'")
-    if key == "base_url" and not raw.startswith(("http://", "https://")):
-        raise ConfigError(f"base_url must start with http:// or https://, not '{raw}'")
-    return raw
+                              f"not '{text[:20]}'")
+        return int(text)
+    digits = str(raw).replace("_", "").replace(",", "")  # context_window, max_tokens
+    if not digits.isascii() or not digits.isdigit() or not 0 < int(digits) <= 100_000_000:
+        raise ConfigError(f"{key} must be a positive whole number of tokens, not '{raw}'")
+    return int(digits)
 
 
-def _number(key: str, raw: str) -> float:
+def _number(key: str, raw: str | numbers.Real) -> float:
+    if not isinstance(raw, str):
+        return float(raw)
     try:
         return float(raw)
     except ValueError:

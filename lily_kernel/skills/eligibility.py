@@ -21,10 +21,6 @@ from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, body_summary
 if TYPE_CHECKING:  # passed in by the session
     from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 
-# How the tool policy ends its refusal of a notebook tool outside a notebook (tools/tool_registry.py);
-# such a skill is ineligible here, not broken.
-NEEDS_NOTEBOOK = ("a notebook tool, registered only in a notebook (the Lily kernel or "
-                  "%load_ext lily)")
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
     notebook = []
     for tool in skill.requires_tools:
         reason = tool_reasons[tool]
-        if reason and reason.endswith(NEEDS_NOTEBOOK):
+        if reason and tool_reasons.needs_notebook(tool):  # ineligible here, not broken
             notebook.append(tool)
         elif reason:
             problems.append(f"requires tool '{tool}': {reason}")
@@ -124,6 +120,10 @@ class ToolReasons(dict[str, Any]):
     def __missing__(self, name: str) -> str | None:
         reason = self[name] = self._policy.unavailable_reason(self._tools, name)
         return reason
+
+    def needs_notebook(self, name: str) -> bool:
+        """Is tool ``name`` missing only because this is no notebook?"""
+        return self._policy.needs_notebook(self._tools, name)
 
 
 class WhichCache:

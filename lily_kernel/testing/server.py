@@ -17,10 +17,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from lily_kernel.testing import streams
 from lily_kernel.testing.messages import context_error, message_text, prompt_tokens
 from lily_kernel.testing.replies import Replies
 from lily_kernel.testing.script import Responder, Script, Turn, TurnError
+from lily_kernel.testing.streams import gzip_line, stream_events, stream_raw
 from lily_kernel.testing.transport import Handler, Listener, send_bytes, send_error, send_json
 
 __all__ = ["ScriptedServer"]
@@ -231,14 +231,14 @@ class ScriptedServer:
                 message = f"{message or 'bad request'} (request headers: {echoed})"
             return send_error(h, turn["status"], message, extra, truncate)
         if "gzip_line" in turn:
-            return send_bytes(h, 200, streams.gzip_line(turn["gzip_line"]), "text/event-stream",
+            return send_bytes(h, 200, gzip_line(turn["gzip_line"]), "text/event-stream",
                               {"Content-Encoding": "gzip"})
         model = request.get("model") or self.model
         if stream and "raw" in turn:
-            return streams.stream_raw(h, turn, self._wait)
+            return stream_raw(h, turn, self._wait)
         if stream:
             body, closing = self._replies.chunks(request, turn, model)
-            return streams.stream_events(h, turn, body, closing, self._wait)
+            return stream_events(h, turn, body, closing, self._wait)
         if "raw" in turn:
             return send_bytes(h, 200, turn["raw"].encode("utf-8"), "application/json",
                               truncate=truncate)

@@ -24,7 +24,6 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from lily_kernel.errors import ToolError
-from lily_kernel.skills.eligibility import NEEDS_NOTEBOOK
 
 if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
     from pydantic import BaseModel, ConfigDict
@@ -261,11 +260,17 @@ class ToolPolicy:
         ``agent/pending.asks``."""
         return matches(name, self.confirm)
 
+    @staticmethod
+    def needs_notebook(registry: ToolRegistry, name: str) -> bool:
+        """Is ``name`` a notebook tool this face did not register (no notebook here)?"""
+        return name not in registry and name in NOTEBOOK_TOOLS
+
     def unavailable_reason(self, registry: ToolRegistry, name: str) -> str | None:
         """Why tool ``name`` cannot be used at all, or None when it can."""
         if name not in registry:
             if name in NOTEBOOK_TOOLS:
-                return f"tool '{name}' is {NEEDS_NOTEBOOK}"
+                return (f"tool '{name}' is a notebook tool, registered only in a notebook "
+                        "(the Lily kernel or %load_ext lily)")
             return f"tool '{name}' is not registered"
         if matches(name, self.deny):
             return f"tool '{name}' is denied by the tool policy"

@@ -20,7 +20,14 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lily_kernel.errors import AclError, ActionError, ConfigError, ParamError, Uncertain
+from lily_kernel.errors import (
+    AclError,
+    ActionError,
+    ConfigError,
+    JSONInputError,
+    ParamError,
+    Uncertain,
+)
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.typed_declaration import TypedSpec
 from lily_kernel.typed import contacts
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
     from lily_kernel.typed.registry import ConfigRegistry
 
 
-class Host(Protocol):
+class ActionHost(Protocol):
     """What a typed action needs of its session, which passes itself in (typed sits below
     session: docs/architecture.md#layers)."""
 
@@ -120,14 +127,14 @@ def parse_json_params(text: str) -> dict[str, Any] | None:
         return None
     try:  # bounded depth, digits and text: docs/limits-and-secrets.md#bad-input
         value = safejson.loads(text)
-    except safejson.JSONInputError as exc:
+    except JSONInputError as exc:
         raise ActionError(f"the parameters are not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ActionError("the parameters must be a JSON object")
     return value
 
 
-def uncertain_block(session: Host) -> str | None:
+def uncertain_block(session: ActionHost) -> str | None:
     """Why no new action may be held now: a delivery that may have happened is pending, and
     only /confirm or /cancel may end it (docs/limits-and-secrets.md#dispatch)."""
     held = getattr(session, "pending", None)
@@ -138,7 +145,7 @@ def uncertain_block(session: Host) -> str | None:
             "/cancel to drop it, before a new action")
 
 
-def prepare(session: Host, skill: Skill, values: dict[str, Any]) -> Action:
+def prepare(session: ActionHost, skill: Skill, values: dict[str, Any]) -> Action:
     """Validate ``values`` for ``skill`` and compute its effect, changing nothing."""
     spec = spec_of(skill)
     blocked = uncertain_block(session)
@@ -169,16 +176,16 @@ def prepare(session: Host, skill: Skill, values: dict[str, Any]) -> Action:
                   activity=_activity(session, spec, params), target=_target(session))
 
 
-def _activity_settings(session: Host) -> dict[str, Any]:
+def _activity_settings(session: ActionHost) -> dict[str, Any]:
     table = session.file_config.get("activitypub", {})
     return table if isinstance(table, dict) else {}
 
 
-def _target(session: Host) -> str:
+def _target(session: ActionHost) -> str:
     return _activity_settings(session).get("outbox") or "local outbox" + _withheld(session)
 
 
-def _withheld(session: Host) -> str:
+def _withheld(session: ActionHost) -> str:
     """`` (the line saying so)`` when an untrusted lily.toml's outbox is not used, else ''
     (docs/trust-boundary.md#workspace-trust)."""
     if any(w.table == "activitypub" for w in getattr(session, "withheld", ())):
@@ -186,7 +193,7 @@ def _withheld(session: Host) -> str:
     return ""
 
 
-def _activity(session: Host, spec: TypedSpec, params: dict[str, Any]) -> dict[str, Any]:
+def _activity(session: ActionHost, spec: TypedSpec, params: dict[str, Any]) -> dict[str, Any]:
     from lily_kernel.typed.activity import build_activity, new_activity_id
     actor = _activity_settings(session).get("actor") or DEFAULT_ACTOR
     actors = [params[p.name] for p in spec.params if p.type == "actorUri" and p.name in params]
@@ -217,7 +224,7 @@ def _activity(session: Host, spec: TypedSpec, params: dict[str, Any]) -> dict[st
         raise ActionError(str(exc)) from None
 
 
-def execute(session: Host, action: Action) -> Outcome:
+def execute(session: ActionHost, action: Action) -> Outcome:
     """Carry out ``action``. Internal: one transaction under the skill's ACL. External: deliver."""
     skill = session.snapshot.get(action.skill)
     if skill is None or skill.typed is None:
@@ -235,7 +242,7 @@ def execute(session: Host, action: Action) -> Outcome:
         return Outcome(action, f"**{skill.name}** changed {len(entries)} setting"
                                f"{'s' if len(entries) != 1 else ''}:\n\n| setting | was | now |\n"
                                f"| --- | --- | --- |\n{rows}")
-    from lily_kernel.typed.activity import DispatchError
+    from lily_kernel.errors import DispatchError
     assert action.activity is not None  # prepare() builds one for every external action
     url = _activity_settings(session).get("outbox")
     timeout, retries = _delivery_settings(session)
@@ -254,7 +261,7 @@ def execute(session: Host, action: Action) -> Outcome:
                            f"{verb}.")
 
 
-def _delivery_settings(session: Host) -> tuple[float, int]:
+def _delivery_settings(session: ActionHost) -> tuple[float, int]:
     """``[activitypub] timeout`` (seconds per attempt, default 10) and ``retries`` (default 2)."""
     table = _activity_settings(session)
     timeout, retries = table.get("timeout", 10.0), table.get("retries", 2)
@@ -272,14 +279,14 @@ def _activity_id(action: Action) -> str:
     return (action.activity or {}).get("id") or action.id
 
 
-def held(session: Host, action: Action, exc: Exception) -> ActionError:
+def held(session: ActionHost, action: Action, exc: Exception) -> ActionError:
     """Keep ``action`` pending as uncertain; the one line that says so."""
     session.keep(replace(action, uncertain=True))
     return ActionError(f"{exc}; it may have been delivered, so it stays pending: /confirm "
                        "retries it with the same id and Idempotency-Key, /cancel drops it")
 
 
-def execute_now(session: Host, action: Action) -> Outcome:
+def execute_now(session: ActionHost, action: Action) -> Outcome:
     """A programmatic call: run ``action`` at once; an uncertain delivery stays pending."""
     try:
         return execute(session, action)

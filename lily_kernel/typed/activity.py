@@ -18,13 +18,14 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from lily_kernel.errors import DispatchError
+
 __all__ = [
     "AS_CONTEXT",
     "AS_PUBLIC",
     "CONTENT_TYPE",
     "MAX_RETRY_AFTER",
     "SUPPORTED_TYPES",
-    "DispatchError",
     "build_activity",
     "new_activity_id",
 ]
@@ -42,18 +43,6 @@ def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (runs of whitespace made one space), cut to ``limit`` with "…"."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-class DispatchError(RuntimeError):
-    """A dispatch problem, described in one readable line (never containing the token).
-
-    ``uncertain`` is True when the activity may have been delivered anyway: an attempt sent
-    the whole request and then timed out or lost the connection before the answer.
-    """
-
-    def __init__(self, message: str, uncertain: bool = False):
-        super().__init__(one_line(message, 500))
-        self.uncertain = uncertain
 
 
 # --------------------------------------------------------------------------- building

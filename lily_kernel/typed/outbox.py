@@ -20,18 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lily_kernel.errors import AttemptFailed, DispatchError
 from lily_kernel.typed.activity import (
     MAX_RETRY_AFTER,
-    DispatchError,
     check_activity_id,
     now_iso,
     one_line,
 )
 from lily_kernel.typed.outbox_http import (
-    AttemptFailed,
     check_token,
     check_url,
-    no_redirect_opener,
+    client,
     post_headers,
     post_once,
     redacted,
@@ -227,45 +226,45 @@ class Outbox:
     def _post(self, activity_id: str, body: bytes, url: str, target: str, token: str | None,
               timeout: float, retries: int, backoff: float) -> Delivery:
         headers = post_headers(activity_id, token)
-        opener = no_redirect_opener()
         total = retries + 1
         last: AttemptFailed | None = None
         maybe = False  # an attempt sent the whole request and got no answer
-        for n in range(1, total + 1):
-            with self._connect() as conn:
-                conn.execute("UPDATE activities SET attempts = attempts + 1, updated = ? WHERE id = ?",
-                             (now_iso(), activity_id))
-            try:
-                status, location = post_once(opener, url, body, headers, timeout, token)
-            except AttemptFailed as failure:
-                last = failure
-                maybe = maybe or failure.uncertain
-                self._update(activity_id, http_status=failure.http_status,
-                             last_error=redacted(failure.reason, token))
-                if not failure.retryable:
-                    self._update(activity_id, status="failed", lease_until=None)
-                    raise DispatchError(redacted(f"{target} refused activity {activity_id}: "
-                                                f"{failure.reason}", token), maybe) from None
-                if n == total:
-                    break
-                delay = backoff * (2 ** (n - 1))
-                if failure.retry_after is not None:
-                    if failure.retry_after > MAX_RETRY_AFTER:
+        with client(timeout) as http:
+            for n in range(1, total + 1):
+                with self._connect() as conn:
+                    conn.execute("UPDATE activities SET attempts = attempts + 1, updated = ? WHERE id = ?",
+                                 (now_iso(), activity_id))
+                try:
+                    status, location = post_once(http, url, body, headers, timeout, token)
+                except AttemptFailed as failure:
+                    last = failure
+                    maybe = maybe or failure.uncertain
+                    self._update(activity_id, http_status=failure.http_status,
+                                 last_error=redacted(failure.reason, token))
+                    if not failure.retryable:
                         self._update(activity_id, status="failed", lease_until=None)
-                        raise DispatchError(redacted(
-                            f"could not deliver {activity_id} to {target} after {n} attempt"
-                            f"{'s' if n != 1 else ''}: {failure.reason}; the server asks to retry "
-                            f"after {failure.retry_after:.0f} s, try again later", token),
-                            maybe) from None
-                    delay = max(delay, failure.retry_after)
-                time.sleep(delay)
-                continue
-            self._update(activity_id, status="delivered", delivered_at=now_iso(),
-                         http_status=status, last_error=None, lease_until=None)
-            detail = f"delivered to {target} (HTTP {status}) after {n} attempt{'s' if n != 1 else ''}"
-            if location:
-                detail += f"; server copy at {location}"
-            return Delivery(activity_id, "delivered", target, n, status, redacted(detail, token))
+                        raise DispatchError(redacted(f"{target} refused activity {activity_id}: "
+                                                    f"{failure.reason}", token), maybe) from None
+                    if n == total:
+                        break
+                    delay = backoff * (2 ** (n - 1))
+                    if failure.retry_after is not None:
+                        if failure.retry_after > MAX_RETRY_AFTER:
+                            self._update(activity_id, status="failed", lease_until=None)
+                            raise DispatchError(redacted(
+                                f"could not deliver {activity_id} to {target} after {n} attempt"
+                                f"{'s' if n != 1 else ''}: {failure.reason}; the server asks to retry "
+                                f"after {failure.retry_after:.0f} s, try again later", token),
+                                maybe) from None
+                        delay = max(delay, failure.retry_after)
+                    time.sleep(delay)
+                    continue
+                self._update(activity_id, status="delivered", delivered_at=now_iso(),
+                             http_status=status, last_error=None, lease_until=None)
+                detail = f"delivered to {target} (HTTP {status}) after {n} attempt{'s' if n != 1 else ''}"
+                if location:
+                    detail += f"; server copy at {location}"
+                return Delivery(activity_id, "delivered", target, n, status, redacted(detail, token))
         self._update(activity_id, status="failed", lease_until=None)
         reason = last.reason if last else "unknown error"
         raise DispatchError(redacted(f"could not deliver {activity_id} to {target} after {total} "

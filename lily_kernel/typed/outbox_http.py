@@ -1,5 +1,6 @@
 """The HTTP side of delivering an activity: which outbox URLs and tokens may be used, one
-POST to an ActivityPub outbox, and how its failure reads.
+POST to an ActivityPub outbox (httpx2, Lily's one HTTP library: proxies from the environment
+honoured, no redirect followed), and how its failure reads.
 
 :func:`post_once` sends the recorded bytes once, never following a redirect, and returns
 the 2xx status, or raises :class:`AttemptFailed` saying whether a retry may help, how long
@@ -12,27 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import http.client
+import http.client as http_client
 import json
 import re
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
-from email.message import Message
-from typing import IO, Any
+from typing import Any
 
+import httpx2
+
+from lily_kernel.errors import AttemptFailed, DispatchError
 from lily_kernel.redaction import redact
 from lily_kernel.settings.urls import is_loopback, plain_http_reason
-from lily_kernel.typed.activity import CONTENT_TYPE, DispatchError, one_line
+from lily_kernel.typed.activity import CONTENT_TYPE, one_line
 
 __all__ = [
-    "AttemptFailed",
     "check_token",
     "check_url",
+    "client",
     "is_loopback",
-    "no_redirect_opener",
     "plain_http_reason",
     "post_headers",
     "post_once",
@@ -41,30 +41,6 @@ __all__ = [
 
 _MAX_BODY = 64 * 1024  # most bytes of a server's answer read for a message
 _USER_AGENT = "lily-kernel (ActivityPub C2S client)"
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Never follow a redirect: it would turn the POST into a GET, or carry the token elsewhere."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
-                         headers: Message, newurl: str) -> None:
-        """No redirect request: the POST fails with the redirect's status."""
-        return None
-
-
-class AttemptFailed(Exception):
-    """One failed attempt. ``retryable``: another attempt may succeed; ``retry_after``: the
-    server's wish, if any; ``uncertain``: the request was sent whole, so the server may have
-    acted on it."""
-
-    def __init__(self, reason: str, *, retryable: bool, http_status: int | None = None,
-                 retry_after: float | None = None, uncertain: bool = False):
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.uncertain = uncertain
-        self.http_status = http_status
-        self.retry_after = retry_after
 
 
 def redacted(text: str, token: str | None) -> str:
@@ -122,11 +98,6 @@ def post_headers(activity_id: str, token: str | None) -> dict[str, str]:
     return headers
 
 
-def no_redirect_opener() -> urllib.request.OpenerDirector:
-    """A urllib opener that follows no redirect."""
-    return urllib.request.build_opener(_NoRedirect())
-
-
 def _parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
@@ -160,68 +131,68 @@ def _server_message(raw: bytes) -> str:
     return one_line(text, 200)
 
 
-def _describe_oserror(exc: BaseException, timeout: float) -> tuple[str, bool]:
-    """(reason, retryable) for a transport-level failure."""
-    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
-        inner = exc.reason
-        if isinstance(inner, BaseException):
-            return _describe_oserror(inner, timeout)
-        return f"connection failed: {inner}", True
-    if isinstance(exc, TimeoutError):
-        return f"timed out after {timeout:g} s", True
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS error: {getattr(exc, 'reason', None) or exc}", False
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused", True
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return "server closed the connection without answering", True
-    if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
-        return "connection reset", True
-    if isinstance(exc, http.client.HTTPException):
-        return f"bad HTTP answer: {type(exc).__name__}", True
-    if isinstance(exc, OSError):
-        return f"network error: {exc.strerror or exc}", True
-    return f"{type(exc).__name__}: {exc}", False
+def _describe_transport(exc: httpx2.TransportError, timeout: float) -> tuple[str, bool, bool]:
+    """(reason, retryable, uncertain) for a failure below HTTP: ``uncertain`` when the whole
+    request may have reached the server (the failure came while waiting for its answer)."""
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(cause, ssl.SSLError) or (isinstance(exc, httpx2.ConnectError) and "SSL" in str(exc)):
+        return f"TLS error: {getattr(cause, 'reason', None) or exc}", False, False
+    if isinstance(exc, httpx2.ConnectTimeout | httpx2.PoolTimeout):
+        return f"timed out after {timeout:g} s", True, False
+    if isinstance(exc, httpx2.ProxyError):
+        return f"proxy refused the connection: {exc}", True, False
+    if isinstance(exc, httpx2.ConnectError):
+        text = str(exc).lower()
+        return ("connection refused" if "refused" in text else f"connection failed: {exc}"), True, False
+    if isinstance(exc, httpx2.WriteError | httpx2.WriteTimeout):
+        return "connection reset while sending", True, False
+    if isinstance(exc, httpx2.ReadTimeout):
+        return f"timed out after {timeout:g} s", True, True
+    if isinstance(exc, httpx2.RemoteProtocolError):
+        return "server closed the connection without answering", True, True
+    if isinstance(exc, httpx2.ReadError):
+        return "connection reset", True, True
+    if isinstance(exc, httpx2.UnsupportedProtocol):
+        return f"unsupported URL: {exc}", False, False
+    return f"network error: {type(exc).__name__}: {exc}", True, True
 
 
-def post_once(opener: urllib.request.OpenerDirector, url: str, body: bytes,
+def client(timeout: float) -> httpx2.Client:
+    """The HTTP client of one delivery: it follows no redirect (it would turn the POST into a
+    GET, or carry the token elsewhere) and honours ``HTTP(S)_PROXY``/``ALL_PROXY``/``NO_PROXY``
+    as httpx2 does by default."""
+    return httpx2.Client(follow_redirects=False, timeout=timeout, trust_env=True)
+
+
+def post_once(http: httpx2.Client, url: str, body: bytes,
               headers: dict[str, Any], timeout: float, token: str | None) -> tuple[int, str | None]:
     """One POST. Returns (status, Location) on 2xx; raises :class:`AttemptFailed` otherwise."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        response = opener.open(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        code = exc.code
-        try:
-            raw = exc.read(_MAX_BODY)
-        except Exception:
+        with http.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
+            code = response.status_code
+            location = response.headers.get("Location")
             raw = b""
-        finally:
-            exc.close()
-        message = redacted(_server_message(raw), token)
-        phrase = http.client.responses.get(code, "")
-        reason = f"HTTP {code}{' ' + phrase if phrase else ''}{': ' + message if message else ''}"
-        if 300 <= code < 400:
-            where = exc.headers.get("Location") if exc.headers else None
-            raise AttemptFailed(f"HTTP {code} redirect{' to ' + where if where else ''}; "
-                                "configure the final outbox URL (redirects are not followed)",
-                                retryable=False, http_status=code) from None
-        if code == 429 or 500 <= code < 600:
-            retry_after = _parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-            raise AttemptFailed(reason, retryable=True, http_status=code,
-                                retry_after=retry_after) from None
-        raise AttemptFailed(reason, retryable=False, http_status=code) from None
-    except (urllib.error.URLError, ValueError) as exc:  # before or while sending
-        reason, retryable = _describe_oserror(exc, timeout)
-        raise AttemptFailed(redacted(reason, token), retryable=retryable) from None
-    except (OSError, http.client.HTTPException) as exc:
-        # urllib wraps failures of sending in URLError; this one came after the whole
-        # request was sent (no answer in time, connection dropped): it may have been acted on
-        reason, retryable = _describe_oserror(exc, timeout)
-        raise AttemptFailed(redacted(reason, token), retryable=retryable, uncertain=True) from None
-    with response:
-        status = response.status
-        location = response.headers.get("Location")
-        with contextlib.suppress(Exception):  # the 2xx status is the answer; the body is courtesy
-            response.read(_MAX_BODY)
-    return status, location
+            with contextlib.suppress(httpx2.HTTPError):  # the status is the answer; the body courtesy
+                for chunk in response.iter_bytes():
+                    raw += chunk
+                    if len(raw) >= _MAX_BODY:
+                        break
+    except httpx2.TransportError as exc:
+        reason, retryable, uncertain = _describe_transport(exc, timeout)
+        raise AttemptFailed(redacted(reason, token), retryable=retryable,
+                            uncertain=uncertain) from None
+    except (httpx2.InvalidURL, ValueError) as exc:
+        raise AttemptFailed(redacted(f"bad URL: {exc}", token), retryable=False) from None
+    if 200 <= code < 300:
+        return code, location
+    message = redacted(_server_message(raw[:_MAX_BODY]), token)
+    phrase = http_client.responses.get(code, "")
+    reason = f"HTTP {code}{' ' + phrase if phrase else ''}{': ' + message if message else ''}"
+    if 300 <= code < 400:
+        raise AttemptFailed(f"HTTP {code} redirect{' to ' + location if location else ''}; "
+                            "configure the final outbox URL (redirects are not followed)",
+                            retryable=False, http_status=code)
+    if code == 429 or 500 <= code < 600:
+        raise AttemptFailed(reason, retryable=True, http_status=code,
+                            retry_after=_parse_retry_after(response.headers.get("Retry-After")))
+    raise AttemptFailed(reason, retryable=False, http_status=code)

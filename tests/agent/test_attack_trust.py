@@ -85,7 +85,7 @@ def test_trust_shows_the_changes_then_uses_them_and_an_edit_asks_again(world, at
     assert "tools policy: deny" in shown.markdown and "write" in shown.markdown
     assert session.model_config.base_url == attacker.url  # trusted: used at once
     assert workspace_trust.trust_file(world.env(None)).exists()
-    assert not (world.workspace / ".lily" / "workspace_trust.json").exists()
+    assert not (world.workspace / ".lily" / "trust.json").exists()
     assert world.session(None).model_config.base_url == attacker.url  # a new session too
     # Editing lily.toml asks again.
     with (world.workspace / "lily.toml").open("a") as fh:
@@ -109,7 +109,7 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
     forged = json.dumps({"version": 1, "workspaces": {str(world.workspace.resolve()): fingerprint}})
     server.add({"tool_calls": [
         {"name": "trust", "arguments": {}, "id": "t"},
-        {"name": "write", "arguments": {"path": "userdata/workspace_trust.json", "content": forged},
+        {"name": "write", "arguments": {"path": "userdata/trust.json", "content": forged},
          "id": "w"},
         {"name": "write", "arguments": {"path": "lily.toml", "content": "x"}, "id": "l"},
     ]}, "done")
@@ -118,7 +118,7 @@ def test_the_model_cannot_trust_the_workspace(world, server, attacker):
                if m.get("role") == "tool"}
     assert all(r.startswith("Error:") for r in results.values()), results
     assert "Lily's data folder" in results["w"]
-    assert not (data / "workspace_trust.json").exists()
+    assert not (data / "trust.json").exists()
     assert not workspace_trust.is_trusted(world.workspace, world.env(None, LILY_DATA_DIR=str(data)))
     assert attacker.requests == []
 

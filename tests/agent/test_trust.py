@@ -25,9 +25,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def test_trust_file_follows_the_data_folder_variables(tmp_path: Path) -> None:
-    assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d"}) == Path("/d/workspace_trust.json")
-    assert workspace_trust.trust_file({"XDG_DATA_HOME": "/x"}) == Path("/x/lily/workspace_trust.json")
-    assert workspace_trust.trust_file({"HOME": "/h"}) == Path("/h/.local/share/lily/workspace_trust.json")
+    assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d"}) == Path("/d/trust.json")
+    assert workspace_trust.trust_file({"XDG_DATA_HOME": "/x"}) == Path("/x/lily/trust.json")
+    assert workspace_trust.trust_file({"HOME": "/h"}) == Path("/h/.local/share/lily/trust.json")
     assert workspace_trust.trust_file({"LILY_DATA_DIR": "/d", "XDG_DATA_HOME": "/x"}).parent == Path("/d")
 
 

@@ -15,11 +15,11 @@ import time
 import pytest
 from receiver_support import keep_loopback_direct, receivers
 
+from lily_kernel.errors import DispatchError
 from lily_kernel.typed.activity import (
     AS_CONTEXT,
     AS_PUBLIC,
     CONTENT_TYPE,
-    DispatchError,
     build_activity,
     new_activity_id,
 )
@@ -140,6 +140,18 @@ def test_list_is_oldest_first(outbox):
 
 
 # --------------------------------------------------------------------------- HTTP
+
+def test_delivery_goes_through_the_proxy_the_environment_names(outbox, receiver, monkeypatch):
+    """docs/architecture.md#http: HTTP_PROXY is honoured as httpx does by default; here the
+    proxy is a recording outbox, so the POST it gets names the real target in full."""
+    proxy = receiver()
+    target = closed_port_url()  # nothing listens there: only the proxy can answer
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.split("/users/")[0])
+    d = outbox.deliver(note(), url=target, token=TOKEN)
+    assert (d.status, d.http_status) == ("delivered", 201)
+    assert [r["path"] for r in proxy.requests] == [target]
+
 
 def test_http_delivery_exactly_one_post(outbox, receiver):
     r = receiver()

@@ -15,7 +15,7 @@ from receiver_support import keep_loopback_direct, receivers
 
 from lily_kernel import safejson
 from lily_kernel.commands.results import ActionDone
-from lily_kernel.errors import AgentError, CommandError
+from lily_kernel.errors import AgentError, CommandError, JSONInputError
 from lily_kernel.settings import workspace_trust
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -104,9 +104,9 @@ def test_safejson_depth_check_is_exact_and_refuses_deep_input():
     """How long deep input takes (linear in its length) is ``bench/limits.py typed``'s figure."""
     assert safejson.depth('{"a": "[[[[", "b": [[1]]}') == 3
     assert safejson.loads("[" * 64 + "]" * 64) is not None
-    with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
+    with pytest.raises(JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 65 + "]" * 65)
-    with pytest.raises(safejson.JSONInputError, match="deeper than 64"):
+    with pytest.raises(JSONInputError, match="deeper than 64"):
         safejson.loads("[" * 500_000)
 
 

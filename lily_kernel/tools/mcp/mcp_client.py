@@ -43,9 +43,36 @@ LAUNCHER = ("import ctypes,os,signal,sys\n"
             " sys.stderr.write(f'cannot start {sys.argv[2]}: {e.strerror}\\n'); os._exit(127)\n")
 
 
-# The SDK logs a server's faults with tracebacks; Lily reports them as one line instead.
-logging.getLogger("mcp").addHandler(logging.NullHandler())
+log = logging.getLogger(__name__)
+
+
+class _SdkRecords(logging.Handler):
+    """The SDK's own records, routed into Lily's logging (docs/architecture.md#logging) at
+    debug level: a server's fault reaches the user as one line from Lily, and its traceback
+    stays in the log for whoever turns it on, instead of printing in the notebook."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log.debug("mcp SDK (%s): %s", record.name, record.getMessage(), exc_info=record.exc_info)
+
+
+logging.getLogger("mcp").addHandler(_SdkRecords())
 logging.getLogger("mcp").propagate = False
+
+
+# What the SDK's own HTTP client sets (its private create_mcp_http_client, which Lily does not
+# import): 30 s to connect/write, 300 s to read an event stream; redirects are left to the
+# SDK's transports (within the endpoint's origin). tests/mcp/test_mcp_sdk_contract.py
+# compares these with the installed SDK's, so an SDK that changes them fails a test.
+HTTP_TIMEOUT = 30.0
+HTTP_READ_TIMEOUT = 300.0
+
+
+def http_client(headers: dict[str, str]) -> Any:
+    """The httpx2 client of one MCP server over HTTP: the SDK's defaults, and the proxy
+    settings of the environment honoured (``HTTP(S)_PROXY``, ``NO_PROXY``), as httpx2 does."""
+    import httpx2
+    return httpx2.AsyncClient(headers=headers, trust_env=True,
+                             timeout=httpx2.Timeout(HTTP_TIMEOUT, read=HTTP_READ_TIMEOUT))
 
 
 class _Loop:
@@ -233,8 +260,7 @@ class Server:
         cfg = self.config
         if cfg.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
-            async with create_mcp_http_client(headers=dict(cfg.headers)) as client, \
+            async with http_client(dict(cfg.headers)) as client, \
                     streamable_http_client(cfg.url or "", http_client=client) as streams:
                 yield streams
             return
