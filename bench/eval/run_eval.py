@@ -338,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.serve and not args.base_url:
         p.error("give --serve MODEL, or --base-url (LILY_EVAL_BASE_URL)")
     server = None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the server
     try:
         if args.serve:
             server = LlamaServer(args.serve, args.threads, args.ctx)
