@@ -349,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             base_url, model = args.base_url, args.model or "default"
         proxy = Proxy(base_url).start()
+        import lily_kernel  # the Lily the kernels run (PYTHONPATH may name another checkout)
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=Path(__file__).parent).stdout.strip()
+                                text=True, cwd=Path(lily_kernel.__file__).parent).stdout.strip()
         print(f"model {model} at {base_url}; Lily at {commit or '?'}; {len(tasks)} tasks", flush=True)
         results: list[Result] = []
         with tempfile.TemporaryDirectory(prefix="lily-eval-") as tmp:
