@@ -60,6 +60,7 @@ class Result:
     seconds: float
     cards: int
     answer: str
+    ran_proposed: bool = False  # the suite ran the cell Lily proposed, as the user would
     model_said: list[str] = field(default_factory=list)  # per step: text or tool names
 
 
@@ -84,14 +85,17 @@ class EvalKernel:
                     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-local-eval"),
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
         self.env = env
+        self.proposed: str | None = None
         self._log = (base / "kernel.log").open("wb")  # the kernel's own stderr, not the report's
         self.km, self.kc = start_new_kernel(kernel_name=kernel_name, cwd=str(self.workspace),
                                             env=env, startup_timeout=120, stdout=self._log,
                                             stderr=self._log)
 
     def run(self, code: str, timeout: float) -> tuple[str, list[dict[str, Any]]]:
-        """Run one cell: its status and the outputs it showed."""
+        """Run one cell: its status and the outputs it showed (``proposed``: the cell it put
+        below, if any)."""
         messages: list[dict[str, Any]] = []
+        self.proposed = None
         try:
             reply = self.kc.execute_interactive(code, output_hook=messages.append,
                                                 timeout=timeout, allow_stdin=False)
@@ -100,6 +104,9 @@ class EvalKernel:
             with contextlib.suppress(Exception):
                 self.kc.get_shell_msg(timeout=30)
             return "timeout", messages
+        for p in reply["content"].get("payload") or []:
+            if p.get("source") == "set_next_input" and p.get("text"):
+                self.proposed = p["text"]
         return reply["content"]["status"], messages
 
     def python(self, code: str) -> str:
@@ -156,6 +163,7 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
     kernel = EvalKernel(base, proxy.url, model, timeout)
     started = time.monotonic()
     cards = 0
+    ran_proposed = False
     j: dict[str, Any] = {"answers": [], "calls": [], "errors": [], "tokens_in": None,
                          "tokens_out": None}
     outcome = Outcome([], [], [], kernel.workspace, kernel.python)
@@ -168,6 +176,7 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
         proxy.task = task.name
         started = time.monotonic()
         status, messages = kernel.run(task.prompt, timeout)
+        proposed = kernel.proposed
         seen: list[str] = []
         while status != "timeout" and cards < MAX_CONFIRMS:
             waiting = [c for c in cards_in(messages) if c not in seen]
@@ -176,7 +185,11 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
             seen.append(waiting[0])
             cards += 1
             status, messages = kernel.run(f"/confirm {waiting[0]}", timeout)
+            proposed = kernel.proposed or proposed
         seconds = time.monotonic() - started
+        if task.run_proposed and proposed and status != "timeout":
+            kernel.run(proposed, 60)  # the user runs the cell Lily put below
+            ran_proposed = True
         proxy.task = "check:" + task.name
         j = journal(kernel.workspace, task.prompt)
         outcome = Outcome(j["answers"], j["calls"], j["errors"], kernel.workspace, kernel.python,
@@ -197,7 +210,7 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -
     return Result(task.name, not why, why, outcome.tools, len(steps), j["tokens_in"],
                   j["tokens_out"], first.first_token if first else None,
                   (first.usage or {}).get("prompt_tokens") if first else None, seconds, cards,
-                  outcome.final[:300],
+                  outcome.final[:300], ran_proposed,
                   [e.text[:200] if e.text.strip() else f"calls {e.calls}" if e.calls
                    else f"(empty, finish={e.finish})" for e in steps])
 

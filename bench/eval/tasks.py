@@ -89,6 +89,9 @@ class Task:
     setup: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     kind: str = "prose"
+    # a task that changes the notebook: a cell Lily proposes (propose_cell) is run, as the
+    # user would run it, before the check
+    run_proposed: bool = False
 
 
 # -- check helpers -------------------------------------------------------------------------
@@ -209,7 +212,7 @@ TASKS: list[Task] = [
     Task("add_column", "Add a column z = x*2 to df.",
          python_prints("print(list(df['z']) == [v * 2 for v in df['x']] if 'z' in df else 'no z')",
                        "True", "df has no column z = x*2"),
-         setup=[DF_SETUP]),
+         setup=[DF_SETUP], run_proposed=True),
     Task("mean", "What is the mean of column y in df?", all_of(number(40), no_raw_call()),
          setup=[DF_SETUP]),
     Task("largest_sum", "Which numeric column of df has the largest sum?",
