@@ -220,8 +220,10 @@ def diagnose(outcome: Outcome, steps: list[Any]) -> str:
     said = [e for e in steps if e.status == 200]
     if said and said[-1].finish == "length":
         return "answer cut at max_tokens"
-    if any(TEXT_CALL.search(e.text) for e in said if not e.calls):
-        return "tool call written as text"
+    texts = [e.text.strip() for e in said if not e.calls and TEXT_CALL.search(e.text)]
+    if texts:
+        whole = all(t[:1] in "{<`[" and t[-1:] in "}>`]" for t in texts)
+        return "tool call written as text" if whole else "tool call shown inside prose"
     if said and not said[-1].text.strip() and not said[-1].calls:
         return "empty final answer"
     calls = [tuple(e.calls) for e in said if e.calls]
