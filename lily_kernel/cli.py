@@ -11,6 +11,8 @@
     lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
     lily mcp list [--json]              start the configured MCP servers, list their tools
     lily mcp import FILE                a .mcp.json / mcp_settings.json as lily.toml tables
+    lily acp                            Lily as an ACP agent on stdin/stdout (Zed, jupyter-ai)
+    lily acp install-persona --python PATH   Lily as a persona in jupyter-ai's environment
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -212,6 +214,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(render.text(result))
         if isinstance(result, ActionCard):
             runner.shown(result)  # printed: it waits (until this process ends)
+    return 0
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    """``lily acp``: serve the Agent Client Protocol on stdin/stdout (docs/front-ends.md#acp)."""
+    try:
+        from lily_kernel.acp.acp_server import serve
+    except ImportError as exc:
+        if exc.name not in ("acp", "pydantic") and not str(exc.name).startswith("acp."):
+            raise
+        raise CommandError("lily acp needs the Agent Client Protocol SDK: "
+                           "pip install 'lily-kernel[acp]'.") from None
+    return serve()
+
+
+def cmd_acp_install_persona(args: argparse.Namespace) -> int:
+    """``lily acp install-persona``: Lily as a persona in jupyter-ai's own environment."""
+    from lily_kernel.acp import persona_install
+    path = persona_install.install(args.python)
+    print(f"Installed the Lily persona in {path.parent} (it runs {persona_install.lily_executable()} acp).\n"
+          "Restart JupyterLab. To make Lily the default persona, add to jupyter_server_config.py:\n"
+          f"    c.PersonaManager.default_persona_id = \"{persona_install.PERSONA_ID}\"")
     return 0
 
 
@@ -549,6 +573,16 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
+
+    acp = sub.add_parser("acp", help="Lily as an Agent Client Protocol agent over stdio "
+                         "(jupyter-ai, Zed, JetBrains)")
+    acp.set_defaults(func=cmd_acp)
+    asub = acp.add_subparsers(dest="action")
+    persona = asub.add_parser("install-persona", help="install Lily as a persona into "
+                              "jupyter-ai's environment")
+    persona.add_argument("--python", required=True, metavar="PATH",
+                         help="the Python of jupyter-ai's environment")
+    persona.set_defaults(func=cmd_acp_install_persona)
 
     mcp = sub.add_parser("mcp", help="MCP tool servers")
     msub = mcp.add_subparsers(dest="action", required=True)

@@ -73,7 +73,7 @@ def margin_of(window: int) -> int:
 def reserve_of(config: ModelConfig, window: int) -> int:
     """The answer's room: ``max_tokens``, at most a quarter of the window (also the cap
     sent), so that a small window still holds the prompt."""
-    return max(1, min(config.max_tokens, window // 4))
+    return max(1, min(config.answer_tokens(), window // 4))
 
 
 @dataclass
@@ -283,7 +283,8 @@ class Budget:
 
 
 def parts(config: ModelConfig, system_parts: dict[str, str],
-          tools: list[dict[str, Any]], budget: Budget) -> dict[str, Any]:
+          tools: list[dict[str, Any]], budget: Budget, source: str | None = None
+          ) -> dict[str, Any]:
     """Token counts of each fixed part of a request, for ``/model``."""
     count = budget.counter(config.model)
     out: dict[str, Any] = {name: count.text(text) for name, text in system_parts.items()}
@@ -292,7 +293,7 @@ def parts(config: ModelConfig, system_parts: dict[str, str],
     window = window_of(config)
     out.update(context_window=window, max_tokens=reserve_of(config, window),
                margin=margin_of(window), counted=count.method,
-               window_from=("setting" if config.context_window else
+               window_from=((source or "setting") if config.context_window else
                             "table" if known_window(config.model) else "default"))
     return out
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.agent.hygiene import AnswerStopped
 from lily_kernel.errors import ContextExceeded, JSONInputError, ModelError
 from lily_kernel.settings.model_settings import ModelConfig
 
@@ -343,6 +344,11 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
                                          "was done with it")
             if choice.finish_reason:
                 turn.finish_reason = choice.finish_reason
+    except AnswerStopped:  # the loop's guard stopped a runaway answer (agent/hygiene.py)
+        if stream is not None:
+            stream.close()  # the server stops generating when the connection closes
+        turn.content, turn.finish_reason = "".join(parts), "stopped"
+        return turn
     except openai.APITimeoutError:
         raise ModelError(_late(config, client)) from None
     except openai.APIConnectionError as exc:

@@ -2,10 +2,13 @@
 
 Both work on the first line of a command cell only: the command word after
 ``/`` (built-ins and the snapshot's aliases), and the argument of ``/skill``,
-``/help`` (skills and commands) and ``/agent`` (agents).
+``/help`` (skills and commands), ``/agent`` (agents) and ``/model`` (the endpoint's models,
+then the settings).
 """
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
@@ -24,6 +27,13 @@ def takes_variable(skill: Skill) -> bool:
     a name that does not exist fails before the model is called (docs/commands.md#variables-as-arguments)."""
     hint = getattr(skill, "argument_hint", None) or ""
     return "variable" in hint.lower()
+
+
+def _endpoint_models(session: Session) -> list[str]:
+    """The models the configured endpoint lists (asked once: agent/endpoint_info.py)."""
+    from lily_kernel.agent import endpoint_info
+    info = endpoint_info.of_session(session)
+    return list(info.models or ()) if info else []
 
 
 def _model_settings() -> list[str]:
@@ -72,6 +82,9 @@ def complete(session: Session, code: str, cursor: int,
              variables: Variables | None = None) -> Completion | None:
     """What Tab offers at ``cursor`` in a command cell; ``variables`` lists the notebook's
     variables where the face has a notebook."""
+    mention = _MENTION_AT.search(code[:cursor])
+    if mention is not None and not code.lstrip().startswith("/"):
+        return _mention(session, mention.group(1), cursor, variables)
     found = _first_line(code, cursor)
     if found is None:
         return None
@@ -85,8 +98,11 @@ def complete(session: Session, code: str, cursor: int,
         arg = rest.split(" ")[-1]
         if "=" in arg:
             return Completion(cursor, cursor, ())
+        choices = _model_settings()
+        if not any("=" not in w for w in rest.split(" ")[:-1]):  # no model named yet
+            choices = _endpoint_models(session) + choices
         return Completion(cursor - len(arg), cursor,
-                          tuple(o for o in _model_settings() if o.startswith(arg)))
+                          tuple(o for o in choices if o.startswith(arg)))
     if " " in rest.strip() or rest.endswith("  "):
         return Completion(cursor, cursor, ())
     arg = rest.lstrip()
@@ -106,6 +122,30 @@ def complete(session: Session, code: str, cursor: int,
     elif head == "/skills":
         options = ["--all"]
     return Completion(arg_start, cursor, tuple(o for o in options if o.startswith(arg)))
+
+
+_MENTION_AT = re.compile(r"(?:^|(?<=[\s(\[{'\"]))@([\w.\-/\[\]]*)\Z")
+_MAX_FILES = 200  # names a folder offers after @
+
+
+def _mention(session: Session, word: str, cursor: int,
+             variables: Variables | None) -> Completion:
+    """Tab after ``@`` in a request: the notebook's variables, workspace files (a folder's
+    entries after ``@folder/``), ``error`` and the cell forms (docs/notebook-tools.md#mentions)."""
+    options = ["error", "In[", "cell[-1]"]
+    if variables is not None:
+        options += sorted(variables())
+    folder, _, _ = word.rpartition("/")
+    base = session.workspace / folder if folder else session.workspace
+    try:
+        with os.scandir(base) as entries:
+            names = sorted(e.name + ("/" if e.is_dir() else "") for e in entries
+                           if not e.name.startswith("."))[:_MAX_FILES]
+    except OSError:
+        names = []
+    options += [f"{folder}/{n}" if folder else n for n in names]
+    return Completion(cursor - len(word), cursor,
+                      tuple(dict.fromkeys(o for o in options if o.startswith(word))))
 
 
 def _skill_of(session: Session, alias: str) -> Skill | None:

@@ -229,10 +229,22 @@ def _model_rows(r: ModelInfo) -> list[tuple[str, ...]]:
     return [(k, "—" if v is None else str(v)) for k, v in r.config.items()]
 
 
+def models_line(r: ModelInfo) -> str:
+    """The endpoint's models, the one in use marked (``/model NAME`` switches)."""
+    if r.models is None:
+        return ""
+    if not r.models:
+        return "The endpoint lists no models."
+    shown = [f"{m} (in use)" if m == r.config.get("model") else m for m in r.models[:40]]
+    more = f", and {len(r.models) - 40} more" if len(r.models) > 40 else ""
+    return f"Models at the endpoint (/model NAME switches): {', '.join(shown)}{more}."
+
+
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
+        + (f"\n\n{models_line(r)}" if r.models is not None else "") \
         + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
@@ -242,6 +254,7 @@ def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (
         f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
+        + (f"\n\n{sanitize.md_text(models_line(r))}" if r.models is not None else "") \
         + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
 
@@ -249,7 +262,9 @@ def _(r: ModelInfo) -> str:
 def parts_line(parts: dict[str, Any]) -> str:
     """The prompt's fixed parts in tokens and the window they share (docs/agent.md#context-budget)."""
     counted = "estimated" if parts["counted"] == "estimate" else f"counted with {parts['counted']}"
-    source = {"setting": "set", "table": "built-in table", "default": "default"}[parts["window_from"]]
+    source = {"setting": "set", "endpoint": "stated by the endpoint", "table": "built-in table",
+              "default": "guessed: the endpoint does not say and the model is not in the "
+                         "built-in table; set [model] context_window"}[parts["window_from"]]
     return (f"Every request: system {parts['system']:,} · tools {parts['tools']:,} "
             f"({parts['tool_count']}) · skills index {parts['skills index']:,} tokens "
             f"({counted}); context window {parts['context_window']:,} ({source}), "

@@ -96,6 +96,7 @@ class ModelInfo:
     changed: tuple[str, ...] = ()
     usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
     parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
+    models: tuple[str, ...] | None = None  # what the endpoint lists (agent/endpoint_info.py)
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,14 @@ class Answer:
     model: str = ""
     usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
+    notes: tuple[str, ...] = ()  # what the loop did for the model: docs/agent.md#loop-hygiene
+    attached: tuple[str, ...] = ()  # what the request's @ mentions attached
 
     def footer(self) -> str:
         """The line under an answer: the skill and tools used, the step and tokens."""
         parts = [f"skill: {self.skill}" if self.skill else "no skill"]
+        if self.attached:
+            parts.append("attached: " + ", ".join(self.attached))
         if self.tools:
             parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))
         if self.model:
@@ -129,6 +134,7 @@ class Answer:
         if results:
             parts.append(f"{results:,} tool result{'s' if results != 1 else ''} "
                          "shortened")
+        parts.extend(self.notes)
         return " · ".join(parts)
 
 

@@ -268,14 +268,18 @@ def _prompt_parts(session: Session) -> dict[str, Any]:
     system = "\n\n".join([session.persona.system_text().strip(), prompt.RULES])
     return budget.parts(session.model_config,
                         {"system": system, "skills index": prompt.skills_index(session.snapshot)},
-                        request.offered_tools(session), session.budget)
+                        request.offered_tools(session), session.budget,
+                        source=session.window_source)
 
 
 def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
+        from lily_kernel.agent import endpoint_info
+        endpoint_info.learn_window(session)
+        info = endpoint_info.of_session(session)
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
-                         parts=_prompt_parts(session))
+                         parts=_prompt_parts(session), models=info.models if info else None)
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:

@@ -30,9 +30,13 @@ from lily_kernel.commands.results import (
 from lily_kernel.errors import CommandError, Interrupted, LoaderError
 from lily_kernel.redaction import redact
 from lily_kernel.session.session import Session
+from lily_kernel.tools import mentions
 from lily_kernel.tools.notebook_tools import ProposedCell
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
+#: The answer of a request that ends in a card without text of its own (a face that shows
+#: the card itself, as the ACP face's permission request does, may leave it out).
+WAITING = "I would like to run the call below; it waits for your confirmation."
 
 
 class Live(Protocol):
@@ -150,10 +154,17 @@ class Runner:
             yield Notice(f"Card `{short(waiting.id)}` ({tool}) was "
                          "declined: you asked something else, and the agent is told the user "
                          "declined the call.")
+        attached: list[mentions.Attached] = []
         if skill is None:
             session.record_prose(text)
+            attached = mentions.attach(session, text, self.variables() if self.variables else ())
+            if attached:
+                session.journal.append({"event": "attached", "session_id": session.session_id,
+                                        "items": [f"@{a.mention}" for a in attached]})
+        sent = mentions.with_attachments(text, attached)
         yield from self._agent(lambda on_text, on_event: loop.run(
-            session, text, skill=skill, on_text=on_text, on_event=on_event), live)
+            session, sent, skill=skill, on_text=on_text, on_event=on_event), live,
+            attached=tuple(f"@{a.mention}" for a in attached))
 
     def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator[Any]:
         """After a held tool call ran: the same request goes on with its output."""
@@ -201,7 +212,8 @@ class Runner:
         self.session.show(card.action.id)
 
     # -- the agent's part ------------------------------------------------------------------
-    def _agent(self, step: Callable[..., Any], live: Callable[[], Live] | None) -> Iterator[Any]:
+    def _agent(self, step: Callable[..., Any], live: Callable[[], Live] | None,
+               attached: tuple[str, ...] = ()) -> Iterator[Any]:
         shown = live() if live is not None else None
         interrupted = False
         try:
@@ -220,9 +232,10 @@ class Runner:
                 shown.close()
         text = reply.text
         if not text.strip() and reply.proposal is not None:
-            text = "I would like to run the call below; it waits for your confirmation."
+            text = WAITING
         yield Answer(text, reply.skill, tuple(reply.tools_used),
-                     self.session.model_config.model, reply.usage, reply.left_out)
+                     self.session.model_config.model, reply.usage, reply.left_out,
+                     tuple(reply.notes), attached)
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)

@@ -18,6 +18,7 @@ cell that needs it, in :attr:`Integration.cells`, the one place that decides it
 from __future__ import annotations
 
 import contextlib
+import sys
 from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from lily_kernel import redaction
 from lily_kernel.commands.table import is_command
 from lily_kernel.errors import CommandError, error_line
+from lily_kernel.jupyter import plots
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
@@ -89,6 +91,7 @@ class Integration:
         self.shell.set_custom_exc((CommandError,), _show_command_error)
         self.shell.register_magics(LilyMagics(self.shell, self))
         _redact_history(self.shell, install=True)
+        _describe_figures(self.shell, install=True)
         self.events.install()
 
     def uninstall(self) -> None:
@@ -102,6 +105,7 @@ class Integration:
         for kind in ("line", "cell"):
             self.shell.magics_manager.magics[kind].pop("lily", None)
         _redact_history(self.shell, install=False)
+        _describe_figures(self.shell, install=False)
         if getattr(self.shell, _ATTR, None) is self:
             delattr(self.shell, _ATTR)
 
@@ -153,6 +157,10 @@ class Integration:
             self.cells.run_agent(text)
 
 
+MAX_FIGURES = 4  # figures a cell's description keeps for read_cells
+MAX_FIGURE_CELLS = 100  # cells whose figures are kept
+
+
 class CellEvents:
     """What the notebook tools need to know of the cells that ran, recorded from start
     (docs/notebook-tools.md): whether a cell runs now, the last failed cell (a reference
@@ -164,15 +172,19 @@ class CellEvents:
         self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
         self.error: tuple[int | None, str, BaseException] | None = None
         self.proposals: list[str] = []
+        self.figures: dict[int, list[str]] = {}  # a cell's count -> what its plots showed
+        self._drawn: list[str] = []  # the figures this cell leaves open, described
 
     def install(self) -> None:
         """Listen to the shell's cell events."""
         self.shell.events.register("pre_run_cell", self._before)
+        self.shell.events.register("post_execute", self._drawing)
         self.shell.events.register("post_run_cell", self._after)
 
     def uninstall(self) -> None:
         """Stop listening to the shell's cell events."""
-        for name, hook in (("pre_run_cell", self._before), ("post_run_cell", self._after)):
+        for name, hook in (("pre_run_cell", self._before), ("post_execute", self._drawing),
+                           ("post_run_cell", self._after)):
             with contextlib.suppress(ValueError):
                 self.shell.events.unregister(name, hook)
 
@@ -180,12 +192,45 @@ class CellEvents:
         self.running = True
         self.proposals = []
 
+    def _drawing(self) -> None:
+        """Before the inline backend shows and closes the cell's open figures (its hook
+        comes after this one): describe them, for read_cells, and make sure the figures it
+        shows carry their description as text."""
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        plots.describe_figures(self.shell)
+        from lily_kernel.tools.figures import describe
+        self._drawn = [describe(pyplot.figure(n)) for n in pyplot.get_fignums()][:MAX_FIGURES]
+
     def _after(self, result: ExecutionResult) -> None:
         self.running = False
+        if self._drawn and result.execution_count is not None:
+            self.figures[result.execution_count] = self._drawn
+            while len(self.figures) > MAX_FIGURE_CELLS:
+                del self.figures[min(self.figures)]
+        self._drawn = []
         exc = result.error_in_exec or result.error_before_exec
         if exc is not None and not isinstance(exc, CommandError):
             raw = result.info.raw_cell if result.info is not None else None
             self.error = (result.execution_count, raw or "", exc)
+
+
+def _describe_figures(shell: InteractiveShell, install: bool) -> None:
+    """Make a figure's text its description, so the notebook tools read what a plot shows
+    instead of ``<Figure size 640x480 with 1 Axes>`` (docs/notebook-tools.md#figures). The
+    image itself is untouched; only the text form a notebook keeps beside it changes.
+    Choosing a backend (``import matplotlib.pyplot`` in a kernel) pops every formatter of
+    ``Figure``, so :func:`describe_figures` puts it back before figures are shown."""
+    if shell.display_formatter is None:
+        return
+    formatter = shell.display_formatter.formatters["text/plain"]
+    if install:
+        plots.describe_figures(shell)
+    else:
+        with contextlib.suppress(KeyError):
+            if formatter.lookup_by_type("matplotlib.figure.Figure") is plots.figure_text:
+                formatter.pop("matplotlib.figure.Figure")
 
 
 def _redact_history(shell: InteractiveShell, install: bool) -> None:

@@ -104,16 +104,20 @@ class LilyKernel(IPythonKernel):
         return info
 
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
-        """Complete a command cell (names, skills, variables); IPython completes the rest."""
+        """Complete a command cell (names, skills, variables) and an ``@`` mention in a prose
+        cell (variables, files, cells); IPython completes the rest."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
-        if is_command(code) and self.lily.cells.runner.ready:
+        stripped = code.lstrip()
+        prose = bool(stripped) and stripped[0] not in "%!/"
+        if (is_command(code) or prose) and self.lily.cells.runner.ready:
             found = self.lily.cells.complete(code, cursor_pos)
             if found is not None:
                 return {"status": "ok", "matches": list(found.matches),
                         "cursor_start": found.start, "cursor_end": found.end,
                         "metadata": {}}
-            return {"status": "ok", "matches": [], "cursor_start": cursor_pos,
-                    "cursor_end": cursor_pos, "metadata": {}}
+            if not prose:
+                return {"status": "ok", "matches": [], "cursor_start": cursor_pos,
+                        "cursor_end": cursor_pos, "metadata": {}}
         return await _settle(super().do_complete(code, cursor_pos))
 
     async def do_inspect(self, code: str, cursor_pos: int | None, detail_level: int = 0,

@@ -15,9 +15,10 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.jupyter import plots
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ class ShellNotebook:
         current = self.shell.execution_count - (1 if self.events.running else 0)  # not the asking cell
         raw = hm.input_hist_raw
         first = max(1, current - last)
-        return [Cell(n, raw[n] if n < len(raw) else "", _output_text(hm, n))
+        return [Cell(n, raw[n] if n < len(raw) else "", _with_figures(
+                    _output_text(hm, n), self.events.figures.get(n, ())))
                 for n in range(first, current)]
 
     def last_error(self) -> ErrorInfo | None:
@@ -92,6 +94,7 @@ class ShellNotebook:
         from IPython.utils.capture import capture_output
         shell = self.shell
         error = None
+        figures = _open_figures()
         with capture_output(display=True) as captured:
             try:
                 source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
@@ -111,7 +114,30 @@ class ShellNotebook:
                 self.events.error = (None, code, exc)
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
+            _show_new_figures(shell, figures, display)
         return RunResult(captured_text(captured), error, captured)
+
+
+def _open_figures() -> set[int]:
+    """The numbers of pyplot's open figures (none when pyplot is not imported)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return set(pyplot.get_fignums()) if pyplot is not None else set()
+
+
+def _show_new_figures(shell: InteractiveShell, before: set[int], display: Any) -> None:
+    """Show, inside the capture, each figure the code opened, then close it: the card shows
+    the plot where the user decided, and its text (its description, tools/figures.py)
+    reaches the model with the output. The inline backend would show it only after the
+    cell, outside run_python's output."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    plots.describe_figures(shell)
+    for number in pyplot.get_fignums():
+        if number not in before:
+            figure = pyplot.figure(number)
+            display(figure)
+            pyplot.close(figure)
 
 
 def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
@@ -121,6 +147,16 @@ def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo
         tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
+
+
+def _with_figures(text: str, figures: Iterable[str]) -> str:
+    """A cell's text output and what its plots showed (shown after the cell, so not in
+    IPython's history): the ``<Figure size …>`` line gives way to the description."""
+    described = "\n".join(figures)
+    if not described:
+        return text
+    kept = [line for line in text.splitlines() if not line.startswith("<Figure size ")]
+    return "\n".join([*kept, described])
 
 
 def _output_text(hm: HistoryManager, n: int) -> str:

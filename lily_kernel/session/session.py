@@ -53,12 +53,15 @@ class Session:
     commands); no skill's ``command`` alias may take one (docs/loader.md#exclusion).
     ``resume``: take up the conversation of the journal's previous session of the same
     label (a notebook's kernel after a restart; docs/session.md#resume).
+    ``client_mcp``: MCP server tables (as in ``[mcp.servers]``) an ACP client passed in
+    ``session/new``, started as the user's own (docs/front-ends.md#acp).
     """
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
                  add_tools: Callable[[Session], None] | None = None,
-                 reserved_commands: frozenset[str] = frozenset(), resume: bool = False) -> None:
+                 reserved_commands: frozenset[str] = frozenset(), resume: bool = False,
+                 client_mcp: Mapping[str, Any] | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -67,6 +70,7 @@ class Session:
         self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
         self.reserved_commands = reserved_commands
         self._journal_enabled = journal
+        self._client_mcp = dict(client_mcp or {})  # an ACP client's servers: the user's layer
         if tools is None:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace, files=lambda: self.files)
@@ -95,6 +99,8 @@ class Session:
         self.model_config = self._initial_model_config()
         self.conversation: list[dict[str, Any]] = []
         self.conversation_times: list[float] = []  # when each message was journaled
+        self.endpoints: dict[tuple[str, str], Any] = {}  # agent/endpoint_info: asked once
+        self.window_source: str | None = None  # "endpoint" once its stated window is taken
         self.resume_note: str | None = None  # shown once, before the first output
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
@@ -182,11 +188,12 @@ class Session:
         if old is not None:
             old.close()
         from lily_kernel.tools.mcp import mcp_config
-        if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
+        if not (self._client_mcp or mcp_config.configured(self.workspace, self._user_config,
+                                                          self._workspace_config)):
             return
         try:
             servers = mcp_config.load(self.workspace, self._env, self._user_config,
-                                      self._workspace_config)
+                                      self._workspace_config, self._client_mcp)
         except ConfigError as exc:
             self._file_error = self._file_error or str(exc)
             return
@@ -387,6 +394,8 @@ class Session:
         """Change model settings (/model key=value); ConfigError for a bad value."""
         self.model_config = self.model_config.changed(**values)  # raises ConfigError
         self._model_set.update(values)
+        if "context_window" in values:
+            self.window_source = None
         self._model_error = None  # an explicit, valid configuration replaces a broken one
         self.journal.append({"event": "model_changed", "session_id": self.session_id,
                              "model_config": self.model_config.as_dict(),

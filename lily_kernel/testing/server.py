@@ -34,7 +34,7 @@ def _route(path: str) -> str | None:
     bare = path.split("?", 1)[0].rstrip("/")
     if bare.startswith("/v1/"):
         bare = bare[3:]
-    return {"/chat/completions": "chat", "/models": "models"}.get(bare)
+    return {"/chat/completions": "chat", "/models": "models", "/props": "props"}.get(bare)
 
 
 class ScriptedServer:
@@ -60,12 +60,17 @@ class ScriptedServer:
             longer gets HTTP 400 with llama.cpp's message (``context_style="llama.cpp"``)
             or OpenAI's (``"openai"``, which counts the completion cap too) and uses no turn.
         prompt_sizes: the prompt tokens of every chat request, as counted, in order.
+        models: more model ids ``GET /v1/models`` lists after ``model``.
+        max_model_len: when set, each listed model carries it, as vLLM lists its window.
+        props: when set, ``GET /props`` answers it, as llama.cpp's server does
+            (``{"default_generation_settings": {"n_ctx": 4096}}``); else 404.
     """
 
     def __init__(self, script: list[Turn] | Responder | None = None, *,
                  host: str = "127.0.0.1", port: int = 0, model: str = "scripted-model",
                  reject_params: Iterable[str] = (), context_window: int | None = None,
-                 context_style: str = "llama.cpp"):
+                 context_style: str = "llama.cpp", models: Iterable[str] = (),
+                 max_model_len: int | None = None, props: dict[str, Any] | None = None):
         if context_style not in ("llama.cpp", "openai"):
             raise ValueError("context_style must be 'llama.cpp' or 'openai'")
         self.host = host
@@ -75,6 +80,9 @@ class ScriptedServer:
         self.reject_params = frozenset(reject_params)
         self.port = port
         self.model = model
+        self.models = list(models)
+        self.max_model_len = max_model_len
+        self.props = props
         self.requests: list[dict[str, Any]] = []
         self._script = Script(script)
         self._replies = Replies()
@@ -173,8 +181,12 @@ class ScriptedServer:
                                   "headers": headers, "json": parsed})
         route = _route(h.path)
         if route == "models" and h.command == "GET":
+            extra = {"max_model_len": self.max_model_len} if self.max_model_len else {}
             return send_json(h, 200, {"object": "list", "data": [
-                {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}]})
+                {"id": name, "object": "model", "created": 0, "owned_by": "scripted", **extra}
+                for name in [self.model, *self.models]]})
+        if route == "props" and h.command == "GET" and self.props is not None:
+            return send_json(h, 200, self.props)
         if route != "chat" or h.command != "POST":
             return send_error(h, 404, f"Invalid URL ({h.command} {h.path.split('?')[0]})")
         if bad_json or not isinstance(parsed, dict):

@@ -32,6 +32,7 @@ INSPECT_SECONDS = 1.0       # time one inspect_variable may take (a slow __repr_
 CELLS_MAX = 20              # read_cells(last=...) at most
 CELL_SOURCE_CHARS = 2_000   # characters of one cell's source
 CELL_OUTPUT_CHARS = 1_500   # characters of one cell's output
+CELL_LOOKBACK = 200         # cells an @In[n] mention looks back through
 ERROR_CHARS = 4_000         # characters of last_error's traceback
 RUN_OUTPUT_CHARS = 6_000    # characters of run_python's output given to the model
 STATS_MAX_ELEMENTS = 10_000_000  # ndarray min/max/mean only below this size (C loops ignore the bound)
@@ -410,6 +411,20 @@ def refusal(nb: Notebook, name: str) -> str | None:
     return None
 
 
+def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
+    """Why ``name`` is not shown, and the call that would work: an expression such as
+    ``df['y']`` or ``df.y`` names the variable it starts with (docs/agent.md#loop-hygiene)."""
+    head = re.match(r"\s*([A-Za-z_]\w*)", name)
+    if head and head.group(1) != name and head.group(1) in ns \
+            and refusal(nb, head.group(1)) is None:
+        var = head.group(1)
+        return (f"'{name}' is an expression, not a variable name: inspect_variable takes one "
+                f"variable's name and shows its parts (a DataFrame's columns, a dict's keys); "
+                f'call inspect_variable(name="{var}")')
+    return (f"no variable named '{name}' in the notebook (see list_variables); "
+            'inspect_variable takes a variable\'s name, e.g. inspect_variable(name="df")')
+
+
 def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
     """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
@@ -419,7 +434,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
         raise ToolError(reason)
     ns = nb.namespace()
     if name not in ns:
-        raise ToolError(f"no variable named '{name}' in the notebook (see list_variables)")
+        raise ToolError(_not_a_variable(nb, name, ns))
     value = ns[name]
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
@@ -446,6 +461,24 @@ def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
                                            if share else NOT_SHARED))
     note = f" (at most {CELLS_MAX})" if last > CELLS_MAX else ""
     return f"The last {len(cells)} executed cell(s){note}, oldest first:\n" + "\n".join(out)
+
+
+def read_cell(nb: Notebook, number: int, share: bool = True) -> str:
+    """One cell, for an ``@In[3]`` / ``@cell[-1]`` mention (tools/mentions.py): ``number``
+    is its execution count, or counted back from the last cell when 0 or below."""
+    cells = nb.cells(CELL_LOOKBACK)
+    if number <= 0:
+        cell = cells[number - 1] if -number < len(cells) else None
+    else:
+        cell = next((c for c in cells if c.count == number), None)
+    if cell is None:
+        raise ToolError(f"no cell {'In[' + str(number) + ']' if number > 0 else f'cell[{number}]'} "
+                        f"among the last {CELL_LOOKBACK} executed cells")
+    text = f"--- cell [{cell.count}] ---\n{clip(cell.source.rstrip(), CELL_SOURCE_CHARS)}"
+    if cell.output.strip():
+        text += "\n--- output ---\n" + (clip(plain(cell.output).rstrip(), CELL_OUTPUT_CHARS)
+                                        if share else NOT_SHARED)
+    return text
 
 
 def format_error(err: ErrorInfo, share: bool = True) -> str:
@@ -555,6 +588,13 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
         """The last failed cell: source, exception, traceback."""
         share = share_values()
         return _guarded("last_error", share, lambda: last_error(nb, share))
+
+    @registry.register(name="read_cell", origin="notebook", annotations=READ_ONLY,
+                       owner_only=True)
+    def _read_cell(number: int) -> str:
+        """One executed cell by its number (0 and below count back from the last)."""
+        share = share_values()
+        return _guarded("read_cell", share, lambda: read_cell(nb, number, share))
 
     @registry.register(name="propose_cell", origin="notebook",
                        annotations={"readOnlyHint": False, "destructiveHint": False})

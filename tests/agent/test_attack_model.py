@@ -110,9 +110,10 @@ def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
 
 def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
     """100 calls in one step: 16 run (the default cap), the rest are answered, not run."""
-    (world.workspace / "notes.md").write_text("n\n")
+    for i in range(100):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"notes{i}.md").write_text("n\n")
     session = world.session(server)
-    calls = [{"name": "read", "arguments": {"path": "notes.md"}, "id": f"c{i}"}
+    calls = [{"name": "read", "arguments": {"path": f"notes{i}.md"}, "id": f"c{i}"}
              for i in range(100)]
     server.add({"tool_calls": calls}, "done")
     reply = loop.run(session, "flood")
@@ -127,11 +128,12 @@ def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
 
 
 def test_the_conversation_cap_stops_a_request_that_grows_without_end(world, server):
-    (world.workspace / "big.txt").write_text("y" * 40_000)
+    for i in range(5):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"big{i}.txt").write_text("y" * 40_000)
     limits(world, conversation_chars=100_000)
     session = world.session(server)
-    step = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"b{i}"}
-                           for i in range(5)]}
+    step = {"tool_calls": [{"name": "read", "arguments": {"path": f"big{i}.txt"},
+                            "id": f"b{i}"} for i in range(5)]}
     server.add(step, "done")
     loop.run(session, "grow")
     results = [m["content"] for m in server.chat_requests()[-1]["messages"]

@@ -113,7 +113,7 @@ def test_a_server_that_rejects_stream_options_is_asked_again_without(tmp_path):
         session = World(tmp_path).session(server)
         reply = run_shown(session, "hello")
         assert reply.text == "PLAIN-ANSWER" and reply.usage is None
-        first, second = server.requests[0]["json"], server.requests[1]["json"]
+        first, second = server.chat_requests()[0], server.chat_requests()[1]
         assert "stream_options" in first and "stream_options" not in second
         server.add("AGAIN")
         run_shown(session, "once more")

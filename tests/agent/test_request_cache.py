@@ -54,9 +54,10 @@ def test_the_conversation_cap_counts_earlier_requests_from_cached_sizes(tmp_path
     requests still counts, so a later request stops at the cap as it did when the whole
     history was serialised per request."""
     world = World(tmp_path)
-    (world.workspace / "big.txt").write_text("y" * 40_000)
+    for i in range(2):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"big{i}.txt").write_text("y" * 40_000)
     (world.workspace / "lily.toml").write_text("[limits]\nconversation_chars = 100000\n")
-    two = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"r{i}"}
+    two = {"tool_calls": [{"name": "read", "arguments": {"path": f"big{i}.txt"}, "id": f"r{i}"}
                           for i in range(2)]}
     with ScriptedServer([two, "first done", two, "second done"]) as server:
         session = world.session(server)

@@ -380,7 +380,7 @@ def test_reload_skills_makes_a_new_skill_appear(start_kernel, world):
 MODEL_FREE_COMMANDS = [
     "/help", "/help plan_compiler", "/help /skills", "/skills", "/skills --all",
     "/agent", "/agent reviewer", "/agent default", "/reload_skills", "/reload_persona",
-    "/model", "/model temperature=0.2", "/todos", "/skill todo_scan",
+    "/model temperature=0.2", "/todos", "/skill todo_scan",
     "/nope", "/skill", "/skill nothing_here", "/agent nobody", "/confirm", "/cancel",
     "/model api_key=sk-leak", "/new",
 ]
@@ -394,8 +394,11 @@ def test_commands_never_contact_the_model_endpoint(start_kernel, recorder):
     time.sleep(0.2)
     assert recorder.connections == [], "a command cell opened a connection to the model endpoint"
 
+    # /model alone asks the endpoint what it lists (GET /v1/models, the window: never the
+    # model, docs/agent.md#the-endpoints-models); this one never answers, and /model still shows
     model = only_display(kernel.run("/model"))
     assert recorder.url in model["text/plain"]
+    assert "Models at the endpoint" not in model["text/plain"]
     assert secret not in json.dumps(model)
     journals = list((kernel.workspace / ".lily" / "journal").glob("*.jsonl"))
     assert journals
@@ -486,11 +489,12 @@ def test_jpy_session_name_names_the_journal(start_kernel):
 
 
 #: What a Lily kernel imports of Lily at start: the kernel, the integration that installs
-#: Lily in the shell, the command table (which cells are commands), the errors and the
-#: workspace paths. The rest of the core loads with the first cell that needs it
+#: Lily in the shell, the command table (which cells are commands), the errors, the
+#: workspace paths and the hook that gives a figure its text (jupyter/plots.py). The rest of the core loads with the first cell that needs it
 #: (docs/architecture.md#import-rules).
 KERNEL_START = {"lily_kernel", "lily_kernel.commands", "lily_kernel.commands.table",
                 "lily_kernel.errors", "lily_kernel.jupyter", "lily_kernel.jupyter.integration",
+                "lily_kernel.jupyter.plots",
                 "lily_kernel.jupyter.kernel", "lily_kernel.redaction", "lily_kernel.skills",
                 "lily_kernel.skills.paths"}
 

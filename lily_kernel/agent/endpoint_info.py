@@ -1,0 +1,133 @@
+"""What an OpenAI-compatible endpoint says of itself: its models and their context windows
+(docs/agent.md#the-endpoints-models).
+
+``GET /v1/models`` lists the models (vLLM adds each one's ``max_model_len``); llama.cpp's
+server answers ``GET /props`` with the loaded model's ``n_ctx``; Ollama answers
+``POST /api/show`` with the model's ``<architecture>.context_length``. Each is asked at
+most once per endpoint and model in a session, with a short timeout, and only of an
+endpoint the user configured (``base_url``): a hosted default is never probed.
+A failed probe is not an error: the window then comes from the table, then a guess.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lily_kernel.session.session import Session
+
+PROBE_TIMEOUT = 3.0  # seconds for each question to the endpoint
+MAX_MODELS = 200  # models kept from a listing
+MAX_ANSWER = 1_000_000  # bytes of one answer read; a longer one counts as silence
+
+
+@dataclass(frozen=True)
+class EndpointInfo:
+    """The endpoint's own word: the models it lists (None: it lists none) and the context
+    windows it states, by model."""
+
+    models: tuple[str, ...] | None = None
+    windows: dict[str, int] = field(default_factory=dict)
+
+    def window(self, model: str) -> int | None:
+        """The context window the endpoint states for ``model``, or None."""
+        return self.windows.get(model)
+
+
+def probe(base_url: str, api_key: str | None, model: str) -> EndpointInfo:
+    """Ask the endpoint at ``base_url`` for its models and ``model``'s window."""
+    import httpx2
+    # identity: no compressed answer is ever inflated (a gzip bomb), as for model requests
+    headers = {"Accept-Encoding": "identity",
+               **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    base = base_url.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    models: tuple[str, ...] | None = None
+    windows: dict[str, int] = {}
+    with httpx2.Client(headers=headers, timeout=PROBE_TIMEOUT, follow_redirects=False) as http:
+        try:
+            listing = _json(http, "GET", f"{base}/models")
+        except httpx2.TransportError:  # unreachable or silent: ask nothing more
+            return EndpointInfo()
+        if isinstance(listing, dict) and isinstance(listing.get("data"), list):
+            entries = [e for e in listing["data"] if isinstance(e, dict)
+                       and isinstance(e.get("id"), str)][:MAX_MODELS]
+            models = tuple(e["id"] for e in entries)
+            for entry in entries:  # vLLM
+                size = _positive(entry.get("max_model_len"))
+                if size:
+                    windows[entry["id"]] = size
+        with contextlib.suppress(httpx2.TransportError):
+            _windows_of(http, root, model, windows)
+    return EndpointInfo(models, windows)
+
+
+def _windows_of(http: Any, root: str, model: str, windows: dict[str, int]) -> None:
+    """``model``'s window as llama.cpp or Ollama states it, into ``windows``."""
+    if model in windows:
+        return
+    props = _json(http, "GET", f"{root}/props")  # llama.cpp: the one loaded model
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    size = _positive(settings.get("n_ctx") if isinstance(settings, dict) else None) or \
+        _positive(props.get("n_ctx") if isinstance(props, dict) else None)
+    if size:
+        windows[model] = size
+    else:
+        shown = _json(http, "POST", f"{root}/api/show", {"model": model})  # Ollama
+        info = shown.get("model_info") if isinstance(shown, dict) else None
+        if isinstance(info, dict):
+            size = next((_positive(v) for k, v in sorted(info.items())
+                         if isinstance(k, str) and k.endswith(".context_length")), None)
+            if size:
+                windows[model] = size
+
+
+def _json(http: Any, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    """The JSON answer to one question, or None when it has none (not an error here); a
+    transport failure (no connection, no answer in time) is raised for the caller."""
+    with http.stream(method, url, json=body) as response:
+        if response.status_code != 200:
+            return None
+        raw = b""
+        for chunk in response.iter_raw():
+            raw += chunk
+            if len(raw) > MAX_ANSWER:
+                return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _positive(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 100_000_000:
+        return None
+    return value
+
+
+def of_session(session: Session) -> EndpointInfo | None:
+    """What the session's configured endpoint says of itself (asked once per endpoint and
+    model), or None when no ``base_url`` is configured."""
+    config = session.model_config
+    if not config.base_url:
+        return None
+    key = (config.base_url, config.model)
+    if key not in session.endpoints:
+        session.endpoints[key] = probe(config.base_url, session.environ.get("OPENAI_API_KEY"),
+                                       config.model)
+    info: EndpointInfo = session.endpoints[key]
+    return info
+
+
+def learn_window(session: Session) -> None:
+    """Before a request: unless a window is set, take the one the endpoint states (it comes
+    before the built-in table, docs/agent.md#context-budget)."""
+    if session.model_config.context_window is not None:
+        return
+    info = of_session(session)
+    window = info.window(session.model_config.model) if info else None
+    if window:
+        session.learn_context_window(window)
+        session.window_source = "endpoint"
