@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results))
         print(f"\nsuccess: {passed}/{len(results)} ({100 * passed / max(len(results), 1):.0f}%)")
         if args.json:
-            sent = next((e.request_params for e in proxy.exchanges if e.request_params), {})
+            sent = next((e.request_params for e in proxy.exchanges
+                         if e.path.endswith("/chat/completions") and e.request_params), {})
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({
                 "model": model, "base_url": base_url, "commit": commit, "sent": sent,
