@@ -306,27 +306,39 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
-         "tokens in", "tokens out", "models"),
+         "tokens in", "tokens out", "models", "first request"),
         [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else ""),
           logs.iso(s.started), logs.iso(s.last), str(s.requests),
-          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
+          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
+          s.first)
          for s in rows]))
     return 0
 
 
-def _one_session(args: argparse.Namespace
+def _one_session(args: argparse.Namespace, strict: bool = True
                  ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
-    """The session ``args.session`` names: the journal, its id, summary and turns."""
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
-    records = read.records(sid)
+    """The session ``args.session`` names: the journal, its id, summary and turns. Its
+    hash chain is checked (docs/logs.md#hash-chain): a break is refused with LogsError when
+    ``strict`` (export, replay), else (show) said in one line on stderr."""
+    read = logs.Logs(_logs_workspace(args))
+    try:
+        sid = read.resolve(args.session)
+        try:
+            records = read.checked(sid)
+        except LogsError as exc:
+            if strict:
+                raise
+            read.notes.add(str(exc).replace("; refusing to use it", ""))
+            records = read.records(sid)
+    finally:
+        _print_notes(read.notes)
     return read, sid, logs.summarize(sid, records), logs.turns(records)
 
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
     """``lily logs show SESSION``: one session as a transcript."""
-    from lily_kernel.session import logs_export
-    _, _, summary, turns = _one_session(args)
+    from lily_kernel.commands import logs_export
+    _, _, summary, turns = _one_session(args, strict=False)
     if args.n:
         cells = [i for i, t in enumerate(turns) if t.is_cell]
         turns = turns[cells[-args.n]:] if len(cells) > args.n else turns
@@ -397,7 +409,7 @@ def cmd_logs_prune(args: argparse.Namespace) -> int:
 
 def cmd_logs_export(args: argparse.Namespace) -> int:
     """``lily logs export SESSION --md FILE | --ipynb FILE``."""
-    from lily_kernel.session import logs_export
+    from lily_kernel.commands import logs_export
     if not (args.md or args.ipynb):
         raise LogsError("export needs --md FILE or --ipynb FILE")
     _, _, summary, turns = _one_session(args)
@@ -413,11 +425,17 @@ def cmd_logs_export(args: argparse.Namespace) -> int:
 def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
-    from lily_kernel.session import logs_replay
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
-    nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
+    from lily_kernel.commands import logs_replay
+    read, sid, _, _ = _one_session(args)
+    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
     print(f"Wrote {script_path}")
+    if code:  # what the replay would run, read from the journal: the user decides
+        print("The replay runs code the journal names; review it (docs/logs.md#replay-and-code):")
+        for line in code:
+            print(f"  {line}")
+        print("  Written as cells (--include-code)." if args.include_code else
+              "  Cells that are code are shown as Markdown, not run; after reviewing them, "
+              "--include-code writes them as cells.")
     if not args.no_run:
         from lily_kernel.jupyter.replay_notebook import record_outputs
         problem = record_outputs(nb_path)
@@ -477,6 +495,8 @@ def add_logs_parser(sub: Any) -> None:
     rep.add_argument("--to", required=True, metavar="DIR")
     rep.add_argument("--no-run", action="store_true",
                      help="do not run it once to record its outputs (nbval then has none)")
+    rep.add_argument("--include-code", action="store_true",
+                     help="write the cells that run code (%%%%python, /confirm, ...) as cells")
 
 
 
@@ -592,7 +612,30 @@ def parser() -> argparse.ArgumentParser:
     mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
     mimp.add_argument("file")
     mimp.set_defaults(func=cmd_mcp_import)
+
+    policy = sub.add_parser("policy", help="the administrator's permission policy")
+    psub = policy.add_subparsers(dest="action", required=True)
+    pcheck = psub.add_parser("check", help="validate an administrator's policy file "
+                             "(one Error: line per problem, exit 2)")
+    pcheck.add_argument("file")
+    pcheck.set_defaults(func=cmd_policy_check)
     return p
+
+
+def cmd_policy_check(args: argparse.Namespace) -> int:
+    """``lily policy check FILE``: every problem of an administrator's policy file, one
+    ``Error:`` line each, exit 2; silent but for one line, exit 0, when it is valid
+    (docs/permissions.md#the-administrators-policy)."""
+    from pathlib import Path
+
+    from lily_kernel.settings import admin_policy
+    found = admin_policy.check(Path(args.file))
+    for problem in found:
+        print(error_line(ConfigError(f"{args.file}: {problem}")), file=sys.stderr)
+    if found:
+        return 2
+    print(f"{args.file}: a valid administrator's policy.")
+    return 0
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:

@@ -285,7 +285,8 @@ def test_model_prints_the_same_table_as_in_a_notebook(env):
     from lily_kernel.commands import render
     from lily_kernel.commands.results import ModelInfo
     out = env.cli("run", "/model", check_rc=0).stdout
-    assert out.splitlines()[:2] == ["Model configuration", ""]
+    assert out.splitlines()[:2] == [
+        "Model configuration; permission mode: ask (/mode, /policy)", ""]
     assert out.splitlines()[2].split() == ["setting", "value"]
     md = render.markdown(ModelInfo({"model": "m", "timeout": None}))
     assert "| setting | value |" in md and "| timeout | — |" in md

@@ -8,9 +8,9 @@ tool calls or the step budget is spent. Refusals are tool errors the model can
 read; only endpoint faults end the request. The conversation is committed only
 in a consistent state: every assistant tool call has its result.
 
-A call the user must approve (``agent/pending.asks``: ``run_python`` always, a
-tool marked ``ask`` or listed in ``[tools] confirm``, a ``write`` over an existing
-file) pauses the request: it ends with a card, and the call is answered when the
+A call the user must approve (``agent/pending.verdict``, which asks the session's
+permissions: the mode's table, ``[tools] confirm``, a file that runs by itself;
+docs/permissions.md) pauses the request: it ends with a card, and the call is answered when the
 user decides (``agent/pending.decide``) — :func:`resume` goes on with the tool's
 result after Confirm; Cancel, or a new request first, answers it "declined by the
 user". See docs/notebook-tools.md#confirmation.
@@ -258,7 +258,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                                 step, usage, at)
                 tool = session.tools.get(call.name)
                 assert tool is not None  # needs_confirmation found it
-                item = pending.hold(tool, args, paused)
+                item = pending.hold(session, tool, args, paused)
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown, left_out, notes.lines)

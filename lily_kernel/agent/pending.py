@@ -2,8 +2,8 @@
 
 Two things can wait: a typed skill's :class:`~lily_kernel.typed.actions.Action` (a
 settings change, a message to send) and a model's tool call the policy asks the user
-about (:class:`HeldCall`: ``run_python`` always, a tool marked ``ask``, a tool listed in
-``[tools] confirm``, a ``write`` over an existing file). Both satisfy :class:`Pending`.
+about (:class:`HeldCall`: what the session's permissions say asks, :func:`verdict`,
+docs/permissions.md#the-table). Both satisfy :class:`Pending`.
 
 An item is *offered* by the agent loop and becomes *pending* only once the face has
 displayed its card (:meth:`Holder.show`); a request that fails first leaves nothing
@@ -18,18 +18,22 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from lily_kernel.errors import ActionError, ToolError, Uncertain
+from lily_kernel.settings import autorun
 from lily_kernel.settings.limits import Limits
+from lily_kernel.settings.permissions import Call, Permissions, Verdict
+from lily_kernel.tools.builtin_tools import NO_CHANGE
 from lily_kernel.tools.tool_registry import (
-    ALWAYS_CONFIRM,
     Shown,
     Tool,
+    ToolIdentity,
     ToolPolicy,
     ToolRegistry,
     invoke,
+    kind_of,
 )
 
 if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
@@ -37,6 +41,9 @@ if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (be
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
+#: The most a card shows of a call (its arguments and a write's diff), always in full: a
+#: call that needs more is refused, never confirmed half-seen (docs/permissions.md#cards).
+CARD_CHARS = 200_000
 
 
 class Pending(Protocol):
@@ -100,6 +107,8 @@ class HeldCall:
     annotations: Mapping[str, bool] = field(default_factory=dict)
     change: str | None = None  # a write over an existing file: the unified diff
     always_refusal: str | None = None  # why --always is refused for this tool, if it is
+    reason: str = ""  # why it asks (the card's second line)
+    identity: ToolIdentity | None = field(default=None, compare=False, repr=False)
     kind: Literal["tool"] = "tool"
     uncertain: bool = False
 
@@ -131,17 +140,24 @@ class Holder(Protocol):
     """What pending work needs of a session (docs/session.md#state)."""
 
     pending: PendingItem | None
-    approved: set[str]
+    approved: dict[str, ToolIdentity]
+    revoked: dict[str, str]  # tool -> the line saying its approval was revoked, until a card shows it
     tools: ToolRegistry
     policy: ToolPolicy
+    permissions: Permissions
     limits: Limits
 
     def settle(self, item: Pending, outcome: str) -> None:
         """Drop ``item`` from pending and journal ``outcome``."""
         ...
 
-    def approve(self, tool: str) -> None:
-        """Let ``tool`` run without a card for the rest of the session (journaled)."""
+    def approve(self, tool: str, identity: ToolIdentity) -> None:
+        """Let ``tool``, as ``identity``, run without a card for the rest of the session
+        (journaled)."""
+        ...
+
+    def revoke(self, tool: str, why: str) -> None:
+        """Forget the approval of ``tool``: ``why`` (one line) says what changed (journaled)."""
         ...
 
     def add_message(self, message: dict[str, Any]) -> None:
@@ -156,34 +172,60 @@ def short(item_id: str) -> str:
 
 # -- holding a call ---------------------------------------------------------------------
 
-def asks(session: Holder, tool: Tool, args: Mapping[str, Any]) -> bool:
-    """Must the user approve this call of ``tool`` first (docs/notebook-tools.md#confirmation)?
-
-    ``run_python`` always; a tool approved with ``/confirm --always`` not again this
-    session; else a tool marked ``ask`` or listed in ``[tools] confirm``; else a call that
-    changes something that exists (``write`` over a file).
-    """
-    if tool.name in ALWAYS_CONFIRM:
-        return True
-    if tool.name in session.approved:
-        return False
-    if tool.ask or session.policy.needs_confirmation(tool.name):
-        return True
-    return tool.change is not None and tool.change(args) is not None
-
-
-def hold(tool: Tool, args: Mapping[str, Any], paused: Paused) -> HeldCall:
-    """A :class:`HeldCall` for ``tool`` called with ``args``: its card's data, diff included."""
-    change = None
+def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
+    """Run, ask or refuse this call of ``tool``: the session's permissions decide
+    (settings/permissions.py, docs/permissions.md#the-table). An approval given to another
+    identity of the tool (redefined, or another server's under the same name) is revoked
+    here, with one line saying what changed."""
+    kind = kind_of(tool)
+    runs, change = None, None
     if tool.change is not None:
         try:
             change = tool.change(args)
-        except ToolError:
-            change = None
-    refusal = (f"{tool.name} is always asked: it runs code in your namespace"
-               if tool.name in ALWAYS_CONFIRM else None)
+        except ToolError as exc:  # the call refuses it too (a file that is not text)
+            return Verdict("refuse", str(exc))
+    if kind == "write":
+        path = args.get("path")
+        runs = autorun.reason(path) if isinstance(path, str) else None
+    approved, revoked = False, ""
+    if tool.name in session.approved:
+        was, now = session.approved[tool.name], tool.identity()
+        approved = was == now
+        if not approved:
+            revoked = (f"your /confirm --always for {tool.name} is revoked: "
+                       f"{', '.join(now.changes(was))} changed")
+            session.revoke(tool.name, revoked)
+    revoked = revoked or session.revoked.get(tool.name, "")
+    call = Call(tool.name, kind, read_only=tool.annotations.get("readOnlyHint") is True,
+                asks=tool.ask, approved=approved, runs_by_itself=runs,
+                changes_nothing=change == NO_CHANGE)
+    said = session.permissions.verdict(call)
+    if said.action == "ask":
+        shown = len(arguments_json(args)) + len(change or "")
+        if shown > CARD_CHARS:
+            return Verdict("refuse", f"not run: a card shows a call's arguments in full, and "
+                                     f"these are {shown:,} characters (more than {CARD_CHARS:,}); "
+                                     "split the work into smaller calls")
+    return replace(said, reason=f"{said.reason}; {revoked}") if revoked else said
+
+
+def _change(tool: Tool, args: Mapping[str, Any]) -> str | None:
+    if tool.change is None:
+        return None
+    try:
+        return tool.change(args)
+    except ToolError:
+        return None
+
+
+def hold(session: Holder, tool: Tool, args: Mapping[str, Any], paused: Paused) -> HeldCall:
+    """A :class:`HeldCall` for ``tool`` called with ``args``: its card's data, diff included,
+    the reason it asks and the identity an approval would be bound to."""
+    said = verdict(session, tool, args)
+    session.revoked.pop(tool.name, None)  # said on this card
     return HeldCall(uuid.uuid4().hex, paused.skill or "", tool.name, dict(args), paused,
-                    tool.origin, tool.server, dict(tool.annotations), change, refusal)
+                    tool.origin, tool.server, dict(tool.annotations), _change(tool, args),
+                    said.no_always, said.reason, tool.identity())
 
 
 def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | None:
@@ -240,6 +282,12 @@ def _run(session: Holder, call: HeldCall) -> Shown:
     refusal = session.policy.model_refusal(session.tools, call.tool)
     if refusal or tool is None:
         return Shown(f"Error: {refusal}")
+    if call.identity is not None and tool.identity() != call.identity:
+        return Shown(f"Error: not run: {call.tool} changed since its card was shown "
+                     f"({', '.join(tool.identity().changes(call.identity))}); ask again")
+    if _change(tool, call.args) != call.change:
+        return Shown(f"Error: not run: the file {call.args.get('path')!r} changed since the "
+                     "card was shown; ask again to see the new change")
     try:
         value = invoke(tool, call.args)
     except ToolError as exc:
@@ -317,8 +365,8 @@ def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool) -> Dec
         raise ActionError(f"--always is refused: {call.always_refusal}; /confirm runs this "
                           "call once")
     session.settle(call, "confirmed")  # settled first: a second click finds nothing
-    if always:
-        session.approve(call.tool)
+    if always and call.identity is not None:
+        session.approve(call.tool, call.identity)
     try:
         ran = _run(session, call)
     except KeyboardInterrupt:

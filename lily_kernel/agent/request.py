@@ -125,7 +125,8 @@ class Request:
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
-        """Is this a valid, allowed call the user must approve first (``pending.asks``)?
+        """Is this a valid, allowed call the user must approve first (``pending.verdict``)?
+        A call the permissions refuse raises :class:`ToolError` with the reason.
         While another item waits, it is refused (a :class:`ToolError`): never replaced."""
         session = self.session
         tool = session.tools.get(name)
@@ -134,7 +135,10 @@ class Request:
         args, _ = fit_arguments(tool, args)
         if check_args(tool.parameters, args) is not None or no_change(tool, args):
             return False  # an argument error, or a write that changes nothing: no card
-        if not pending.asks(session, tool, args):
+        said = pending.verdict(session, tool, args)
+        if said.action == "refuse":  # never run: the refusal is the call's result
+            raise ToolError(said.reason)
+        if said.action == "run":
             return False
         refusal = pending.waiting_refusal(session, self.proposal)
         if refusal:
@@ -295,6 +299,10 @@ class Request:
         if no_change(tool, args):
             return (f"no change: {args.get('path', 'the file')} already holds exactly this "
                     "content; nothing was written")
+        said = pending.verdict(session, tool, args)
+        if said.action != "run":  # needs_confirmation held it or refused it first
+            raise ToolError(said.reason if said.action == "refuse" else
+                            f"not run: {name} waits for the user's confirmation")
         self.tools_used.append(name)
         log.debug("tool call %s (%s)", name, tool.origin)
         out = invoke(tool, args)  # a tool's own failure is information for the model

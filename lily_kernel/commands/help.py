@@ -17,15 +17,17 @@ def _cell(text: str) -> str:
     return str(text).replace("\n", " ")
 
 
-def commands_page(snap: Snapshot) -> HelpPage:
-    """/help: the built-in commands and the skills' aliases."""
-    return _commands_page(tuple(sorted(snap.aliases.items())))
+def commands_page(snap: Snapshot, mode: str = "ask") -> HelpPage:
+    """/help: the permission mode, the built-in commands and the skills' aliases."""
+    return _commands_page(tuple(sorted(snap.aliases.items())), mode)
 
 
 @lru_cache(maxsize=8)
-def _commands_page(aliases: tuple[tuple[str, str], ...]) -> HelpPage:
+def _commands_page(aliases: tuple[tuple[str, str], ...], mode: str) -> HelpPage:
     """The page for these aliases: built once, not on every ``/help`` of one snapshot."""
-    lines = ["| command | what it does |", "| --- | --- |"]
+    lines = [f"Permission mode: **{md_text(mode)}** (`/mode` changes it, `/policy` shows "
+             "where each setting comes from).", "",
+             "| command | what it does |", "| --- | --- |"]
     lines += [f"| `{c.usage}` | {_cell(c.summary)} |" for c in table.BUILTINS]
     if aliases:
         lines += ["", "**Skill aliases** in this snapshot:", "",

@@ -26,6 +26,7 @@ from lily_kernel.commands.results import (
     McpStatus,
     ModelInfo,
     Notice,
+    PolicyView,
     ProposedCells,
     SkillRequest,
     SkillTable,
@@ -243,6 +244,7 @@ def models_line(r: ModelInfo) -> str:
 @text.register
 def _(r: ModelInfo) -> str:
     head = "Model configuration" + (f" (changed: {', '.join(r.changed)})" if r.changed else "")
+    head += f"; permission mode: {r.mode} (/mode, /policy)" if r.mode else ""
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{models_line(r)}" if r.models is not None else "") \
         + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
@@ -253,6 +255,7 @@ def _(r: ModelInfo) -> str:
 def _(r: ModelInfo) -> str:
     head = "**Model configuration**" + (
         f" (changed: {sanitize.md_text(', '.join(r.changed))})" if r.changed else "")
+    head += f"; permission mode: **{r.mode}** (`/mode`, `/policy`)" if r.mode else ""
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{sanitize.md_text(models_line(r))}" if r.models is not None else "") \
         + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
@@ -322,10 +325,16 @@ def hints(annotations: Mapping[str, bool]) -> str:
 
 
 def origin_of(call: HeldCall) -> str:
-    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME"."""
+    """Where a held call's tool comes from: "built-in", "notebook", "MCP server NAME" (hidden
+    characters in the name made visible, docs/permissions.md#cards)."""
     if call.origin == "mcp":
-        return f"MCP server {call.server or '?'}"
+        return f"MCP server {sanitize.visible(call.server or '?')[0]}"
     return {"builtin": "built-in"}.get(call.origin, call.origin)
+
+
+def tool_of(call: HeldCall) -> str:
+    """A held call's tool name as a card shows it: hidden characters made visible."""
+    return sanitize.visible(call.tool)[0]
 
 
 def decide_line(card: ActionCard) -> str:
@@ -346,25 +355,28 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
-    row = (a.tool, origin_of(a), hints(a.annotations))
+    name = tool_of(a)
+    row = (name, origin_of(a), hints(a.annotations))
     block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
-        head = f"Approve {a.tool} (tool call, card {short(a.id)})"
+        head = f"Approve {name} (tool call, card {short(a.id)})"
         grid = table(("tool", "from", "hints"), [row], width=100)
         def block(body: str, _lang: str) -> str:
             return textwrap.indent(body, "    ")
     else:
-        head = f"**Approve {md_text(a.tool)}** (tool call, card `{short(a.id)}`)"
+        head = f"**Approve {md_text(name)}** (tool call, card `{short(a.id)}`)"
         grid = md_table(("tool", "from", "hints"),
-                        [(code_span(a.tool), md_cell(row[1]), md_cell(row[2]))],
+                        [(code_span(name), md_cell(row[1]), md_cell(row[2]))],
                         markup=(0, 1, 2))
         block = code_block
     purpose = (card.purpose if plain else md_text(card.purpose)) if card.purpose else ""
-    out = [head + (f": {purpose}" if purpose else ""), "", grid,
-           "", "Arguments:", "", block(card.arguments, "json")]
-    code = a.args.get("code")
-    if a.tool == "run_python" and isinstance(code, str):
-        out += ["", "The code:", "", block(code, "python")]
+    first = [card.warning if plain else f"**{md_text(card.warning)}**", ""] if card.warning else []
+    why = [f"It asks because {card.reason if plain else md_text(card.reason)}.", ""] \
+        if card.reason else []
+    out = [*first, head + (f": {purpose}" if purpose else ""), "", *why, grid,
+           "", "Arguments (in full):", "", block(card.arguments, "json")]
+    if card.code is not None:
+        out += ["", "The code:", "", block(card.code, "python")]
     if card.change is not None:
         out += ["", "The change to the file:", "", block(card.change, "diff")]
     if footer:
@@ -534,3 +546,25 @@ def _(r: McpStatus) -> str:
 @text.register
 def _(r: McpImage) -> str:
     return f"[image from {r.tool}: {r.mime}, {len(r.data):,} bytes]"
+
+
+def _policy_markdown(r: PolicyView) -> str:
+    head = (f"Permission mode is now **{r.mode}**" if r.changed
+            else f"Permission mode: **{r.mode}**") + f" — {r.what}."
+    if not r.rows:
+        return head
+    out = [head, "", md_table(("setting", "value", "from"), list(r.rows))]
+    out += ["", *(f"- {md_text(n)}" for n in r.notes)] if r.notes else []
+    return "\n".join(out)
+
+
+markdown.register(PolicyView, _policy_markdown)
+
+
+@text.register
+def _(r: PolicyView) -> str:
+    head = _plain(_policy_markdown(PolicyView(r.mode, changed=r.changed, what=r.what)))
+    if not r.rows:
+        return head
+    return "\n".join([head, "", table(("setting", "value", "from"), list(r.rows), width=100),
+                      *(["", *(f"- {n}" for n in r.notes)] if r.notes else [])])

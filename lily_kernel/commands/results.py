@@ -97,6 +97,18 @@ class ModelInfo:
     usage: dict[str, Any] | None = None  # the session's reported token totals, if any were reported
     parts: dict[str, Any] | None = None  # token counts of the prompt's fixed parts: budget.parts
     models: tuple[str, ...] | None = None  # what the endpoint lists (agent/endpoint_info.py)
+    mode: str = ""  # the permission mode (docs/permissions.md#modes)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """``/mode`` and ``/policy``: the permission mode and, for /policy, every effective
+    setting with the layer it came from (docs/permissions.md#policy)."""
+    mode: str
+    rows: tuple[tuple[str, str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    changed: bool = False
+    what: str = ""  # one line: what the mode lets run without a card
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,7 @@ class Answer:
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
     notes: tuple[str, ...] = ()  # what the loop did for the model: docs/agent.md#loop-hygiene
     attached: tuple[str, ...] = ()  # what the request's @ mentions attached
+    mode: str = ""  # the permission mode the request ran under
 
     def footer(self) -> str:
         """The line under an answer: the skill and tools used, the step and tokens."""
@@ -125,6 +138,8 @@ class Answer:
             parts.append("tools: " + ", ".join(dict.fromkeys(self.tools)))
         if self.model:
             parts.append(f"model: {self.model}")
+        if self.mode:
+            parts.append(f"mode: {self.mode}")
         if self.usage:
             parts.append(f"tokens: {self.usage['prompt_tokens']:,} prompt + "
                          f"{self.usage['completion_tokens']:,} completion")
@@ -144,8 +159,11 @@ class ActionCard:
     tells the runner once it is displayed (``Runner.shown``); only then does it wait."""
     action: PendingItem
     purpose: str = ""
-    arguments: str = ""  # a held call: its arguments as pretty JSON, redacted and capped
-    change: str | None = None  # a write over an existing file: the diff, redacted and capped
+    arguments: str = ""  # a held call: its arguments as pretty JSON, redacted, in full
+    change: str | None = None  # a write over an existing file: the diff, redacted, in full
+    code: str | None = None  # run_python's code, again, to highlight
+    reason: str = ""  # why this call asks
+    warning: str = ""  # hidden characters made visible: the card's first line says so
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,11 @@ from lily_kernel.errors import (
     ActionError,
     CommandError,
     ConfigError,
+    LogsError,
     PersonaError,
     ToolError,
     command_error,
+    error_line,
 )
 from lily_kernel.session.session import Session
 from lily_kernel.settings.model_settings import SECRET_KEYS
@@ -101,8 +103,8 @@ def execute(session: Session, cmd: Command) -> Any:
     log.debug("command /%s", cmd.name)
     try:
         result = _dispatch(session, cmd)
-    except CommandError:
-        session.record_command(redact(cmd.line), ok=False)
+    except CommandError as exc:
+        session.record_command(redact(cmd.line), ok=False, error=error_line(exc))
         raise
     session.record_command(redact(cmd.line), ok=True)
     return result
@@ -204,7 +206,7 @@ def _help(session: Session, cmd: Command) -> Any:
     from lily_kernel.commands.help import command_help, commands_page, skill_help
     topic = cmd.args
     if not topic:
-        return commands_page(session.snapshot)
+        return commands_page(session.snapshot, session.permissions.mode.value)
     snap = session.snapshot
     if topic.startswith("/"):
         name = topic[1:]
@@ -279,7 +281,8 @@ def _model(session: Session, cmd: Command) -> Any:
         info = endpoint_info.of_session(session)
         return ModelInfo(session.model_config.as_dict(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
-                         parts=_prompt_parts(session), models=info.models if info else None)
+                         parts=_prompt_parts(session), models=info.models if info else None,
+                         mode=session.permissions.mode.value)
     values: dict[str, str] = {}
     for token in cmd.args.split():
         if "=" in token:
@@ -293,7 +296,19 @@ def _model(session: Session, cmd: Command) -> Any:
         session.set_model(**values)
     except ConfigError as exc:
         raise command_error(exc) from None
-    return ModelInfo(session.model_config.as_dict(), changed=tuple(values))
+    return ModelInfo(session.model_config.as_dict(), changed=tuple(values),
+                     mode=session.permissions.mode.value)
+
+
+def _mode(session: Session, cmd: Command) -> Any:
+    from lily_kernel.commands import policy
+    return policy.mode(session, cmd.args)
+
+
+def _policy(session: Session, cmd: Command) -> Any:
+    _no_args(cmd)
+    from lily_kernel.commands import policy
+    return policy.show(session)
 
 
 def _rewind(session: Session, cmd: Command) -> Any:
@@ -340,7 +355,8 @@ def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
 
-    from lily_kernel.session import logs, logs_export
+    from lily_kernel.commands import logs_export
+    from lily_kernel.session import logs
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
     read = logs.Logs(session.workspace)
@@ -349,6 +365,11 @@ def _logs(session: Session, cmd: Command) -> Any:
     cells = [t for t in logs.turns(records) if t.is_cell]
     word, _, rest = cmd.args.partition(" ")
     if word == "export":
+        if records:  # an export refuses a journal edited under the kernel (docs/logs.md#hash-chain)
+            try:
+                read.checked(session.session_id)
+            except LogsError as exc:
+                raise CommandError(str(exc)) from None
         target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
         if not target.is_absolute():
             target = session.workspace / target
@@ -395,8 +416,10 @@ def _mcp(session: Session, cmd: Command) -> Any:
     if hub is None:
         return McpStatus(())
     hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
-    return McpStatus(tuple(hub.status(session.tools, session.policy)), tuple(hub.problems),
-                     restarted)
+    words_of = {"run": "auto", "ask": "approval", "refuse": "denied"}
+    rows = hub.status(session.tools, session.policy,
+                      lambda tool: words_of[pending.verdict(session, tool, {}).action])
+    return McpStatus(tuple(rows), tuple(hub.problems), restarted)
 
 
 def _no_args(cmd: Command) -> None:
@@ -419,6 +442,8 @@ _HANDLERS = {
     "compact": _compact,
     "logs": _logs,
     "mcp": _mcp,
+    "mode": _mode,
+    "policy": _policy,
     "confirm": _confirm,
     "cancel": _confirm,
 }

@@ -221,6 +221,7 @@ class Runner:
         except KeyboardInterrupt:
             # the cell still fails (Run All stops there); the text shown so far stays
             interrupted = True
+            self.session.record_interrupted()
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         except CommandError as exc:  # the request failed: the journal says why (lily logs)
             self.session.record_error(str(exc))
@@ -235,7 +236,7 @@ class Runner:
             text = WAITING
         yield Answer(text, reply.skill, tuple(reply.tools_used),
                      self.session.model_config.model, reply.usage, reply.left_out,
-                     tuple(reply.notes), attached)
+                     tuple(reply.notes), attached, self.session.permissions.mode.value)
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)
@@ -247,28 +248,30 @@ class Runner:
 
     def card(self, action: PendingItem) -> ActionCard:
         """The card of pending work, with the purpose it is shown under; a held call's
-        arguments (and a write's diff) redacted and capped here, once, for every face."""
+        arguments (and a write's diff) redacted here, once, for every face, shown in full
+        (a call whose arguments a card cannot show whole is refused before it is held:
+        docs/permissions.md#cards), hidden characters made visible."""
         session = self.session
         if isinstance(action, HeldCall):
             tool = session.tools.get(action.tool)
             words = " ".join((tool.description if tool else "").split())
             purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
             env = session.environ
-            change = action.change
-            return ActionCard(action, purpose,
-                              _capped(redact(arguments_json(action.args), env), "arguments"),
-                              None if change is None else _capped(redact(change, env), "diff"))
+            code = action.args.get("code") if action.tool == "run_python" else None
+            shown = [purpose, redact(arguments_json(action.args), env),
+                     None if action.change is None else redact(action.change, env),
+                     code if isinstance(code, str) else None, action.reason,
+                     action.tool, action.server]  # the name and server: render shows them
+            found: dict[str, None] = {}
+            for i, part in enumerate(shown):
+                if part is not None:
+                    shown[i], marks = sanitize.visible(part)
+                    found.update(dict.fromkeys(marks))
+            warning = (f"Warning: this call holds {len(found)} kind(s) of invisible or "
+                       f"direction-changing character, shown as {', '.join(list(found)[:6])}: "
+                       "what you see may not read as it runs" if found else "")
+            return ActionCard(action, shown[0] or "", shown[1] or "", shown[2], shown[3],
+                              shown[4] or "", warning)  # render makes the name visible too
         skill = session.snapshot.get(action.skill)
         purpose = skill.typed.purpose if skill and skill.typed else ""
         return ActionCard(action, purpose)
-
-
-CARD_CHARS = 20_000  # what a card shows of a call's arguments, and of a diff
-
-
-def _capped(text: str, what: str) -> str:
-    """``text`` within :data:`CARD_CHARS`, saying how much of the ``what`` is not shown."""
-    if len(text) <= CARD_CHARS:
-        return text
-    return (text[:CARD_CHARS] + f"\n[… {len(text) - CARD_CHARS:,} more characters of the "
-            f"{what} are not shown …]")

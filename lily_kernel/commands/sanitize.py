@@ -306,3 +306,26 @@ def _is_inert(md: str) -> bool:
             if isinstance(value, str) and not safe_url(value):
                 return False
     return True
+
+
+#: Characters a card makes visible: controls (but newline and tab), format characters
+#: (bidirectional overrides and isolates, zero-width spaces and joiners, the BOM), line and
+#: paragraph separators, private use and unassigned code points (docs/permissions.md#cards).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
+
+
+def visible(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` with every character that draws differently from what runs shown as
+    ``⟨U+202E⟩``, and the names of those found (in order, once each): what a card shows is
+    what runs."""
+    import unicodedata
+    found: dict[str, None] = {}
+    out = []
+    for ch in text:
+        if ch in "\n\t" or unicodedata.category(ch) not in _HIDDEN_CATEGORIES:
+            out.append(ch)
+            continue
+        mark = f"⟨U+{ord(ch):04X}⟩"
+        found[mark] = None
+        out.append(mark)
+    return "".join(out), tuple(found)

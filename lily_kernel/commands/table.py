@@ -54,6 +54,13 @@ BUILTINS: tuple[BuiltinCommand, ...] = (
                    "and trust it; --revoke undoes it."),
     BuiltinCommand("mcp", "/mcp [restart NAME]",
                    "Show each MCP server's state and tools with their approval mode, or restart one."),
+    BuiltinCommand("mode", "/mode [name]",
+                   "Show or change the permission mode: plan (read-only), ask (every write and "
+                   "run asks; the default), edits (workspace edits run), auto (what the policy "
+                   "allows runs)."),
+    BuiltinCommand("policy", "/policy",
+                   "Show every effective permission setting and the layer it came from "
+                   "(administrator, user, environment, workspace, session)."),
     BuiltinCommand("confirm", "/confirm [id] [--always]",
                    "Carry out the change, dispatch or tool call waiting for confirmation "
                    "(--always: that tool runs without a card until /new)."),

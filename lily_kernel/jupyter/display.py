@@ -44,6 +44,10 @@ def card_html(card: ActionCard) -> str:
     title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
+    if card.warning:
+        title = f"<p><b>{html_text(card.warning)}</b></p>\n" + title
+    if card.reason:
+        title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
     parts = [title, _html_table(("parameter", "value"),
                                 [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
                                 styled=True)]
@@ -65,16 +69,21 @@ def tool_card_html(card: ActionCard) -> str:
     run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
     assert isinstance(a, HeldCall)
-    title = (f"<p><b>Approve {html_text(a.tool)}</b> (tool call, card "
+    title = (f"<p><b>Approve {html_text(render.tool_of(a))}</b> (tool call, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
+    if card.warning:
+        title = f"<p><b>{html_text(card.warning)}</b></p>\n" + title
+    if card.reason:
+        title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
     parts = [title, _html_table(("tool", "from", "hints"),
-                                [(a.tool, render.origin_of(a), render.hints(a.annotations))],
+                                [(render.tool_of(a), render.origin_of(a),
+                                  render.hints(a.annotations))],
                                 styled=True),
-             "<p>Arguments:</p>", f"<pre>{html_text(card.arguments)}</pre>"]
-    code = a.args.get("code")
-    if a.tool == "run_python" and isinstance(code, str):
-        parts += ["<p>The code:</p>", _highlight(code, a.tool)]
+             "<p>Arguments (in full):</p>",
+             f"<pre style=\"max-height:24em;overflow:auto\">{html_text(card.arguments)}</pre>"]
+    if card.code is not None:
+        parts += ["<p>The code:</p>", _highlight(card.code, a.tool)]
     if card.change is not None:
         parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
     parts.append(f"<p>{_inline(render.decide_line(card))}</p>")

@@ -7,6 +7,7 @@ each field changes only through the method its command calls.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import time
@@ -24,21 +25,21 @@ from lily_kernel.session import persona
 from lily_kernel.session.journal import Journal, journal_path
 from lily_kernel.session.logs import Notes, read_file
 from lily_kernel.session.resume import Restored, latest_session, requests, restore
-from lily_kernel.settings import workspace_trust
-from lily_kernel.settings.limits import Limits
+from lily_kernel.settings import policy_layers, workspace_trust
 from lily_kernel.settings.model_settings import (
     ModelConfig,
     merged,
     read_config_file,
     user_config_path,
 )
+from lily_kernel.settings.permissions import Mode, Permissions
 from lily_kernel.skills.eligibility import Host
-from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.loader import SkillCache, build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.tools import workspace_fs
 from lily_kernel.tools.builtin_tools import register_builtins
-from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+from lily_kernel.tools.tool_registry import ToolIdentity, ToolPolicy, ToolRegistry
 
 if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
     from lily_kernel.typed.outbox import Outbox
@@ -81,6 +82,7 @@ class Session:
         self._config_registry: ConfigRegistry | None = None
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
+        self._skill_cache = SkillCache()  # parsed SKILL.md files, for the session's life (/new too)
         self._start(resume=resume)
 
     # -- lifecycle -----------------------------------------------------------
@@ -91,6 +93,7 @@ class Session:
         session it came from in the new ``session_created`` record)."""
         self._model_error: str | None = None
         self._model_set: dict[str, object] = {}  # what /model changed, kept across /trust
+        self._session_mode: Mode | None = None  # what /mode chose, kept across /trust
         self._load_config()
         self._start_mcp()
         self.session_id = uuid.uuid4().hex
@@ -106,7 +109,8 @@ class Session:
         self.command_history: list[dict[str, Any]] = []
         self.pending: PendingItem | None = None  # shown, waiting for /confirm or /cancel
         self.offered: PendingItem | None = None  # proposed; pending once its card is shown
-        self.approved: set[str] = set()  # tools `/confirm --always` let run without a card
+        self.approved: dict[str, ToolIdentity] = {}  # `/confirm --always`: tool -> identity
+        self.revoked: dict[str, str] = {}  # approvals revoked, until a card says so
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}  # as reported
         self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
         self._ended = False
@@ -146,14 +150,15 @@ class Session:
         self.withheld: list[workspace_trust.Withheld] = []
         self.trust_problem: str | None = None  # e.g. an unreadable trust record (fails closed)
         self.trust_note_shown = False
-        if workspace_trust.withheld(self._file_config, self._env):
+        self._workspace_trusted = False
+        if self._file_config:
             try:
-                trusted = workspace_trust.is_trusted(self.workspace, self._env)
+                self._workspace_trusted = workspace_trust.is_trusted(self.workspace, self._env)
             except ConfigError as exc:
-                trusted, self.trust_problem = False, str(exc)
-            if not trusted:
-                self.withheld = workspace_trust.withheld(self._file_config, self._env)
-                self._file_config = workspace_trust.without(self._file_config, self.withheld)
+                self.trust_problem = str(exc)
+        if not self._workspace_trusted and workspace_trust.withheld(self._file_config, self._env):
+            self.withheld = workspace_trust.withheld(self._file_config, self._env)
+            self._file_config = workspace_trust.without(self._file_config, self.withheld)
         self._workspace_config = self._file_config
         self._file_config = merged(self._user_config, self._workspace_config)
         own_outbox = self._env.get("LILY_OUTBOX_URL")
@@ -164,23 +169,41 @@ class Session:
                 self._file_error = self._file_error or f"LILY_OUTBOX_URL: {reason}"
             else:
                 self._file_config.setdefault("activitypub", {})["outbox"] = own_outbox
-        try:
-            self.limits = Limits.from_table(self._file_config.get("limits"))
-        except ValueError as exc:  # fail closed: a broken cap must not mean "no cap"
-            self.limits, self._file_error = Limits(), self._file_error or f"lily.toml {exc}"
-        try:
-            self.policy = ToolPolicy.from_env(self._env, self._file_config.get("tools"))
-            self.share_values = _share_values(self._file_config.get("notebook"))
-        except ValueError as exc:  # fail closed, like a broken cap
-            self.policy, self.share_values = ToolPolicy(), False
-            self._file_error = self._file_error or f"lily.toml {exc}"
+        self._set_permissions(self._permission_layers())
         self._files: workspace_fs.WorkspaceFS | None = None  # the file boundary, built on first use with these caps
-        try:
-            self.capture_reads = _capture_reads(self._file_config.get("journal"))
-        except ValueError as exc:
-            self.capture_reads = False
-            self._file_error = self._file_error or f"lily.toml {exc}"
         self._captured: set[tuple[str, int]] = set()
+
+    def _permission_layers(self) -> Permissions:
+        """The policy of this session's layers (docs/permissions.md#layers); a malformed
+        layer fails closed: the strictest defaults, and the agent does not run."""
+        try:
+            return policy_layers.permissions(
+                self._env, user_config_path(self._env), self._user_config,
+                self._workspace_config, self._workspace_trusted, self._session_mode)
+        except ConfigError as exc:
+            self._file_error = self._file_error or str(exc)
+            return Permissions(mode=Mode.PLAN, max_mode=Mode.PLAN, share_values=False)
+
+    def _set_permissions(self, perms: Permissions) -> None:
+        """Everything that follows from the permissions: caps, tool policy, switches."""
+        self.permissions = perms
+        self.limits = perms.limits
+        self.policy = ToolPolicy.of(perms)
+        self.share_values = perms.share_values
+        self.capture_reads = perms.capture_reads
+
+    def set_mode(self, mode: Mode) -> Permissions:
+        """``/mode NAME`` (until /new); ConfigError (one line) when a layer caps it lower, or
+        when the policy could not be read (the session holds to plan mode until it is fixed)."""
+        if not self.permissions.layers:
+            raise ConfigError(f"the mode cannot change while the policy cannot be read: "
+                              f"{self.config_error}")
+        perms = policy_layers.with_mode(self.permissions, mode)
+        self._session_mode = mode
+        self._set_permissions(perms)
+        self.journal.append({"event": "mode_changed", "session_id": self.session_id,
+                             "mode": mode.value})
+        return perms
 
     def _start_mcp(self) -> None:
         """Start the configured MCP servers (docs/mcp.md); the SDK is imported only then."""
@@ -197,6 +220,11 @@ class Session:
         except ConfigError as exc:
             self._file_error = self._file_error or str(exc)
             return
+        if not self.permissions.workspace_mcp:  # the administrator forbids them
+            from dataclasses import replace
+            servers = [replace(s, error="the administrator's policy forbids the workspace's "
+                                        "MCP servers") if s.from_workspace else s
+                       for s in servers]
         from lily_kernel.tools.mcp.mcp_hub import Hub
         self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
         self.mcp.start()
@@ -206,6 +234,9 @@ class Session:
         if errors:
             self._model_error = (f"model configuration: {'; '.join(errors)}; fix it, "
                                  "or set it with /model")
+        refusal = self.permissions.endpoint_refusal(config.base_url)
+        if refusal:  # the administrator's allowlist (docs/permissions.md)
+            self._model_error = self._model_error or f"{refusal}; set another with /model base_url=..."
         return config
 
     @property
@@ -237,7 +268,7 @@ class Session:
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
-                              reserved=self.reserved_commands)
+                              reserved=self.reserved_commands, cache=self._skill_cache)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,
@@ -263,16 +294,19 @@ class Session:
 
     def _capture(self, path: str, data: bytes) -> None:
         """Journal a file a tool read (``[journal] capture_reads``), once per content, so
-        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay). A file that is not UTF-8
+        is recorded by size and hash only: redaction reads text, so a ``.env`` holding a key
+        in another encoding must not reach the journal (docs/logs.md#captured-reads)."""
         key = (path, hash(data))
         if key in self._captured:
             return
         self._captured.add(key)
         try:
             record: dict[str, Any] = {"text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            import base64
-            record = {"base64": base64.b64encode(data).decode("ascii")}
+        except UnicodeDecodeError:  # bytes redaction cannot see: never their content
+            digest = hashlib.sha256(data).hexdigest()
+            record = {"binary": f"binary, {len(data):,} bytes, sha256 {digest}",
+                      "sha256": digest}
         self.journal.append({"event": "file_read", "session_id": self.session_id,
                              "path": path, "bytes": len(data), **record})
 
@@ -353,11 +387,19 @@ class Session:
         self.journal.append({"event": "action_" + outcome, "session_id": self.session_id,
                              "action_id": item.id, "skill": item.skill})
 
-    def approve(self, tool: str) -> None:
-        """``/confirm --always``: ``tool`` runs without a card until /new or a restart."""
-        self.approved.add(tool)
+    def approve(self, tool: str, identity: ToolIdentity) -> None:
+        """``/confirm --always``: ``tool``, as ``identity``, runs without a card until /new or
+        a restart; any change to it revokes that (docs/permissions.md#approvals)."""
+        self.approved[tool] = identity
         self.journal.append({"event": "tool_approved", "session_id": self.session_id,
-                             "tool": tool, "until": "/new"})
+                             "tool": tool, "source": identity.source, "until": "/new"})
+
+    def revoke(self, tool: str, why: str) -> None:
+        """Forget the approval of ``tool``: it changed (``why``, one line)."""
+        if self.approved.pop(tool, None) is not None:
+            self.revoked[tool] = why
+            self.journal.append({"event": "tool_approval_revoked",
+                                 "session_id": self.session_id, "tool": tool, "why": why})
 
     # -- explicit changes, one per command -----------------------------------
     def reload_skills(self) -> Snapshot:
@@ -392,7 +434,11 @@ class Session:
 
     def set_model(self, **values: object) -> ModelConfig:
         """Change model settings (/model key=value); ConfigError for a bad value."""
-        self.model_config = self.model_config.changed(**values)  # raises ConfigError
+        config = self.model_config.changed(**values)  # raises ConfigError
+        refusal = self.permissions.endpoint_refusal(config.base_url)
+        if refusal:
+            raise ConfigError(refusal)
+        self.model_config = config
         self._model_set.update(values)
         if "context_window" in values:
             self.window_source = None
@@ -498,15 +544,27 @@ class Session:
                     carried=carried)
         return old
 
-    def record_command(self, line: str, ok: bool) -> None:
+    def record_command(self, line: str, ok: bool, error: str | None = None) -> None:
         """Keep one command in the history and the journal: ``line`` is redacted here, once,
         where it is stored (URL userinfo, live secret values), and both keep that text
-        (docs/limits-and-secrets.md#secrets)."""
+        (docs/limits-and-secrets.md#secrets); a failed command's ``error`` line too."""
         line = redaction.redact(line, self.environ)
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
+        extra = {} if error is None else {"error": redaction.redact(error, self.environ)}
         self.journal.append({"event": "command", "session_id": self.session_id,
-                             "command": line, "ok": ok}, redacted=True)
+                             "command": line, "ok": ok, **extra}, redacted=True)
+
+    def record_interrupted(self) -> None:
+        """Journal that the user interrupted the running request (``lily logs show``)."""
+        self.journal.append({"event": "interrupted", "session_id": self.session_id})
+
+    def record_python(self, source: str, ok: bool, error: str | None,
+                      outputs: list[dict[str, Any]]) -> None:
+        """Journal a ``%%python`` cell: its source and a bounded summary of its outputs
+        (text, image hashes), redacted like every record (docs/logs.md#python-cells)."""
+        self.journal.append({"event": "python", "session_id": self.session_id,
+                             "source": source, "ok": ok, "error": error, "outputs": outputs})
 
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""
@@ -566,11 +624,6 @@ def _flag(table: Any, section: str, key: str, default: bool) -> bool:
     return value
 
 
-def _capture_reads(table: Any) -> bool:
-    """``[journal] capture_reads`` (default false): journal the files tools read, for replay."""
-    return _flag(table, "journal", "capture_reads", False)
-
-
 def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
     """Has the user trusted ``workspace`` (``/trust``, settings/workspace_trust.py)? An unreadable trust
     record means untrusted."""
@@ -578,8 +631,3 @@ def _trusted(workspace: Path, env: Mapping[str, str]) -> bool:
         return workspace_trust.is_trusted(workspace, env)
     except ConfigError:
         return False
-
-
-def _share_values(table: Any) -> bool:
-    """``[notebook] share_values`` (default true): may the notebook tools show values and outputs?"""
-    return _flag(table, "notebook", "share_values", True)

@@ -10,7 +10,9 @@ writes capped.
 """
 from __future__ import annotations
 
+import codecs
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -66,6 +68,7 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
                        annotations={"readOnlyHint": False, "destructiveHint": True})
     def write_file(path: str, content: str) -> str:
         """Write a workspace text file."""
+        write_change(fs(), {"path": path, "content": content})  # refuses a non-text file
         fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
@@ -104,20 +107,31 @@ NO_CHANGE = "(no change: the file already holds exactly this content)"
 
 def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
     """What a ``write`` would change in a file that exists: a unified diff; None for a new
-    file (or one the boundary refuses: the write is refused too). Read through the file
-    boundary, never around it (docs/notebook-tools.md#confirmation)."""
+    file. ToolError when the write would be refused (a protected path, past the cap, a file
+    the boundary will not open, a file that is not UTF-8 text): no card is shown for it.
+    Read through the file boundary, never around it (docs/notebook-tools.md#confirmation)."""
     path, content = args.get("path"), args.get("content")
     if not isinstance(path, str) or not isinstance(content, str):
         return None
+    fs.check_write(path, content)
     try:
-        data, size = fs.read_bytes_of(path)
+        data, size = fs.read_bytes_of(path, verb="write")
     except ToolError:
+        if os.path.lexists(os.path.join(fs.root, *workspace_fs.split(path))):
+            raise  # there is something there the boundary refuses: so is the write
+        fs.check_new(path)  # a new file: the folders on its way must pass too
         return None
-    if size > fs.read_bytes:
+    shown = "/".join(workspace_fs.split(path))
+    complete = size <= fs.read_bytes
+    try:  # a cut file may end inside a character: only what was read must be text
+        old = codecs.getincrementaldecoder("utf-8")().decode(data[:fs.read_bytes], complete)
+    except UnicodeDecodeError:
+        raise ToolError(f"'{shown}' is not UTF-8 text ({size:,} bytes, sha256 "
+                        f"{hashlib.sha256(data).hexdigest()[:16]}…{'' if complete else ' of the first bytes'}); "
+                        "write replaces text files only, so it leaves this one as it is") from None
+    if not complete:
         return (f"(the file exists and holds {size:,} bytes, more than a read shows: "
                 "the whole file is replaced)")
-    old = data.decode("utf-8", errors="replace")
-    shown = "/".join(workspace_fs.split(path))
     diff = "".join(difflib.unified_diff(old.splitlines(keepends=True),
                                         content.splitlines(keepends=True),
                                         f"a/{shown}", f"b/{shown}"))

@@ -12,6 +12,7 @@ may call (never an owner-only tool). Each session owns its own registry, so two 
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
@@ -24,6 +25,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from lily_kernel.errors import ToolError
+from lily_kernel.settings.permissions import Kind, Mode, Permissions
 
 if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
     from pydantic import BaseModel, ConfigDict
@@ -71,6 +73,27 @@ Origin = Literal["builtin", "notebook", "mcp"]
 
 
 @dataclass(frozen=True)
+class ToolIdentity:
+    """A tool as an approval knows it: its source (origin, MCP server and its command or
+    URL, or a function's module and name), name, and hashes of its description,
+    annotations and input schema. Any difference revokes an approval."""
+
+    source: str
+    name: str
+    description: str
+    annotations: str
+    schema: str
+
+    def changes(self, other: ToolIdentity) -> list[str]:
+        """What differs from ``other``, in words ("its description", "its source")."""
+        return [f"its {label}" for label, a, b in (
+            ("source", self.source, other.source), ("name", self.name, other.name),
+            ("description", self.description, other.description),
+            ("annotations", self.annotations, other.annotations),
+            ("input schema", self.schema, other.schema)) if a != b]
+
+
+@dataclass(frozen=True)
 class Tool:
     """A registered tool: the callable, what the model reads, and how approval works.
 
@@ -91,6 +114,7 @@ class Tool:
     annotations: Mapping[str, bool] = field(default_factory=dict)
     ask: bool = False
     change: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, compare=False)
+    source: str = ""  # where it comes from beyond ``origin``: an MCP server's command or URL
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the tool's function."""
@@ -100,6 +124,17 @@ class Tool:
     def parameters(self) -> Schema:
         """The JSON schema of the arguments; built (and pydantic imported) on first use."""
         return _derive(self.func)
+
+    def identity(self) -> ToolIdentity:
+        """What an approval is bound to (docs/permissions.md#approvals)."""
+        def digest(value: object) -> str:
+            text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        func = getattr(self.func, "__wrapped__", self.func)
+        where = self.source or f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
+        return ToolIdentity(f"{self.origin}:{self.server or ''}:{where}", self.name,
+                            digest(self.description), digest(dict(self.annotations)),
+                            digest(dict(self.parameters)))
 
     @property
     def takes_arguments(self) -> bool:
@@ -196,6 +231,21 @@ class ToolRegistry:
         return new
 
 
+def kind_of(tool: Tool) -> Kind:
+    """What a tool does, as the permission model sorts it (docs/permissions.md#the-table):
+    the built-in ``write`` writes, ``run_python`` runs, ``propose_cell`` proposes, an MCP
+    tool is the server's, a tool declared read-only reads, anything else is ``other``."""
+    if tool.name in ALWAYS_CONFIRM:
+        return "run"
+    if tool.origin == "mcp":
+        return "mcp"
+    if tool.name == "write" and tool.origin == "builtin" and tool.change is not None:
+        return "write"
+    if tool.name == "propose_cell" and tool.origin == "notebook":
+        return "propose"
+    return "read" if tool.annotations.get("readOnlyHint") is True else "other"
+
+
 def matches(name: str, names: frozenset[str]) -> bool:
     """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)?"""
     if name in names:
@@ -227,6 +277,15 @@ class ToolPolicy:
     deny: frozenset[str] = field(default_factory=frozenset)
     confirm: frozenset[str] = ALWAYS_CONFIRM
     offer: frozenset[str] | None = None  # [tools] offer: the tools offered to the model
+    read_only: bool = False  # plan mode: only tools that read (or propose) may be called
+
+    @classmethod
+    def of(cls, permissions: Permissions) -> ToolPolicy:
+        """The tool lists of a session's :class:`Permissions` (settings/permissions.py, their
+        one owner): the registry and the loader read them here."""
+        return cls(allow=permissions.allow, deny=permissions.deny,
+                   confirm=ALWAYS_CONFIRM | permissions.confirm, offer=permissions.offer,
+                   read_only=permissions.mode is Mode.PLAN)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -256,8 +315,8 @@ class ToolPolicy:
 
     def needs_confirmation(self, name: str) -> bool:
         """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``, a
-        glob such as ``mcp__notes__*``)? The whole rule, with a tool's own ``ask``, is
-        ``agent/pending.asks``."""
+        glob such as ``mcp__notes__*``)? The whole rule is ``agent/pending.verdict``
+        (docs/permissions.md#the-table)."""
         return matches(name, self.confirm)
 
     @staticmethod
@@ -283,15 +342,22 @@ class ToolPolicy:
         reason = self.unavailable_reason(registry, name)
         if reason:
             return reason
-        if registry.get(name).owner_only:  # type: ignore[union-attr]
+        tool = registry.get(name)
+        assert tool is not None  # unavailable_reason names an unregistered tool
+        if tool.owner_only:
             return f"tool '{name}' is owner-only: only a /command may run it"
+        if self.read_only and kind_of(tool) not in ("read", "propose") and \
+                not tool.annotations.get("readOnlyHint"):
+            return (f"tool '{name}' is not available in plan mode (read-only: nothing is "
+                    "written or run; the user can switch with /mode ask)")
         return None
 
     def as_dict(self) -> dict[str, Any]:
         """The policy as JSON data (for /model and the journal)."""
         return {"allow": sorted(self.allow) if self.allow is not None else None,
                 "deny": sorted(self.deny), "confirm": sorted(self.confirm),
-                "offer": sorted(self.offer) if self.offer is not None else None}
+                "offer": sorted(self.offer) if self.offer is not None else None,
+                "read_only": self.read_only}
 
 
 # -- deriving schemas (pydantic, imported here on first use) -------------------------

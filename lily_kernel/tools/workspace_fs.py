@@ -134,8 +134,9 @@ class WorkspaceFS:
             raise ToolError(f"cannot open the {self.name} folder: {exc.strerror or exc}") from None
 
     def _open_dir(self, parts: tuple[str, ...], verb: str, ids: set[tuple[int, int]],
-                  create: bool = False) -> int:
-        """A descriptor of the folder ``parts`` under the root, no symlink followed."""
+                  create: bool = False, partial: bool = False) -> int:
+        """A descriptor of the folder ``parts`` under the root, no symlink followed
+        (``partial``: of the deepest one that exists)."""
         fd = self._root_fd()
         try:
             self._check_identity(os.fstat(fd), (), verb, ids)
@@ -144,6 +145,8 @@ class WorkspaceFS:
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
+                    if partial:
+                        return fd
                     if not create:
                         raise ToolError(f"cannot {verb} '{'/'.join(parts)}': no folder "
                                         f"'{'/'.join(here)}'") from None
@@ -232,16 +235,18 @@ class WorkspaceFS:
             raise
 
     # -- the operations ------------------------------------------------------------
-    def read_bytes_of(self, relpath: str, limit: int | None = None) -> tuple[bytes, int]:
-        """At most ``limit`` + 1 bytes of a file, and the file's size."""
+    def read_bytes_of(self, relpath: str, limit: int | None = None,
+                      verb: str = "read") -> tuple[bytes, int]:
+        """At most ``limit`` + 1 bytes of a file, and the file's size; ``verb`` names what
+        a refusal says tools cannot do (``write`` when a write reads the file it replaces)."""
         parts = split(relpath)
         if not parts:
             raise ToolError(f"'{relpath or '.'}' is the {self.name} folder; use the list tool")
-        self._check(parts, "read")
+        self._check(parts, verb)
         ids = self.identities()
         limit = self.read_bytes if limit is None else limit
-        with _Fd(self._open_dir(parts[:-1], "read", ids)) as dfd:
-            fd, st = self._open_file(dfd, parts[-1], parts, "read", ids)
+        with _Fd(self._open_dir(parts[:-1], verb, ids)) as dfd:
+            fd, st = self._open_file(dfd, parts[-1], parts, verb, ids)
         with _Fd(fd):
             data = _read_upto(fd, limit + 1)
         self._seen("/".join(parts), data)
@@ -252,12 +257,29 @@ class WorkspaceFS:
         data, size = self.read_bytes_of(relpath)
         return decode_capped(data, self.read_bytes, size)
 
-    def write(self, relpath: str, content: str) -> int:
-        """Replace (or create) a file with ``content``; the number of bytes written."""
+    def check_write(self, relpath: str, content: str) -> tuple[str, ...]:
+        """The checks a write makes before it opens anything (a protected path, the cap):
+        ToolError naming the rule; the path's components when they pass."""
         parts = split(relpath)
         if not parts:
             raise ToolError(f"cannot write to the {self.name} folder itself")
         self._check(parts, "write")
+        if len(content) > self.write_bytes:
+            raise ToolError(f"content is {len(content)} characters, more than the "
+                            f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
+                            "in lily.toml)")
+        return parts
+
+    def check_new(self, relpath: str) -> None:
+        """The folders a write of a new file would walk, as far as they exist: ToolError
+        for a symlink, a protected alias or a folder where code runs by itself on the way
+        (what the write itself would refuse), without creating anything."""
+        parts = split(relpath)
+        os.close(self._open_dir(parts[:-1], "write", self.identities(), partial=True))
+
+    def write(self, relpath: str, content: str) -> int:
+        """Replace (or create) a file with ``content``; the number of bytes written."""
+        parts = self.check_write(relpath, content)
         if len(content) > self.write_bytes:  # UTF-8 has at least a byte per character
             raise ToolError(f"content is {len(content)} characters, more than the "
                             f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import agent_support
 from acp import PROTOCOL_VERSION, spawn_agent_process
 from acp.schema import (
     AgentMessageChunk,
@@ -79,16 +80,11 @@ def prompt(text: str) -> list[TextContentBlock]:
     return [TextContentBlock(type="text", text=text)]
 
 
-class World:
+class World(agent_support.World):
     """A workspace, private skill roots and HOME for one `lily acp` process."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.workspace = base / "ws"
-        self.skills = self.workspace / "skills"
-        self.user = base / "user_skills"
-        for d in (self.skills, self.user, base / "home"):
-            d.mkdir(parents=True, exist_ok=True)
+        super().__init__(base)
         self.stderr = base / "stderr.txt"
 
     def env(self, server: ScriptedServer | None) -> dict[str, str]:

@@ -26,9 +26,17 @@ pytestmark = pytest.mark.usefixtures("no_machine_model")
 FORGED = "FORGED-BY-THE-MODEL"
 
 
+class EditsWorld(World):
+    """These attacks test the file boundary itself, so writes run without a card (edits
+    mode, docs/permissions.md#modes); files that run by themselves still ask."""
+
+    def env(self, server, **extra: str) -> dict[str, str]:
+        return super().env(server, **{"LILY_MODE": "edits", **extra})
+
+
 @pytest.fixture
 def world(tmp_path) -> World:
-    return World(tmp_path)
+    return EditsWorld(tmp_path)
 
 
 def call(name: str, args: dict, id: str) -> dict:
@@ -298,7 +306,7 @@ def test_symlink_swap_race_on_read_and_write_never_escapes(world, server):
     outside = _outside(world.base)
     before = _snapshot(outside)
     session = world.session(server)
-    session.approve("write")  # /confirm --always: a write over t.txt runs without a card
+    session.approve("write", session.tools.get("write").identity())  # /confirm --always: a write over t.txt runs without a card
     turns = []
     for r in range(ROUNDS):
         turns.append({"tool_calls": [

@@ -22,6 +22,7 @@ from lily_kernel.agent import loop
 from lily_kernel.commands import render, router
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.session import journal
+from lily_kernel.testing.streams import gzip_line
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -35,8 +36,12 @@ def world(tmp_path) -> World:
 
 
 def limits(world: World, **values: int) -> None:
+    """The caps in the user's lily.toml: a workspace's may only lower them
+    (docs/permissions.md#layers), and answer_chars=10,000,000 raises one."""
     rows = "\n".join(f"{k} = {v}" for k, v in values.items())
-    (world.workspace / "lily.toml").write_text(f"[limits]\n{rows}\n", encoding="utf-8")
+    user = world.base / "home" / ".config" / "lily"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "lily.toml").write_text(f"[limits]\n{rows}\n", encoding="utf-8")
 
 
 def one_line_failure(session, text: str = "the question") -> str:
@@ -75,6 +80,7 @@ def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
     """0.3 MB on the wire, 300 MB as one SSE line: Lily asks for no compression, refuses a
     compressed answer and never buffers the line (docs/limits-and-secrets.md#caps)."""
     session = world.session(server, journal=True)
+    gzip_line(300_000_000)  # made before the request: making it is no part of the deadline
     server.add({"gzip_line": 300_000_000})
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     line = one_line_failure(session, "compress it")

@@ -122,7 +122,7 @@ def test_the_console_shows_the_waiting_line_then_streams_the_answer(agent_consol
     early = agent_console.wait("STREAMED-ANSWER")
     assert "LAST-WORD" not in early  # shown as it arrives, not at the end
     screen += early + agent_console.wait(PROMPT.format(n=2))
-    assert re.search(r"LAST-WORD\s+\[no skill · model: scripted-test-model\]", screen), screen
+    assert re.search(r"LAST-WORD\s+\[no skill · model: scripted-test-model · mode: ask\]", screen), screen
     assert screen.count("STREAMED-ANSWER") == 1, screen  # not printed again at the end
 
 

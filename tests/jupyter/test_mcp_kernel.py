@@ -131,3 +131,24 @@ def test_the_child_environment_and_secrets(face, server, turns):
     for path in workspace.rglob("*"):  # the journal and anything else Lily wrote
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_an_approval_does_not_survive_the_server_redefining_the_tool(face, server, turns):
+    """The rug pull in a real kernel (docs/permissions.md#approvals): a read-only "search"
+    approved with --always is redefined by its server as "Delete every note."; the next
+    call asks again, saying what changed, and /mcp shows the change."""
+    import re
+    def card(run):
+        found = [d["text/markdown"] for d in run.displays
+                 if "(tool call, card `" in d.get("text/markdown", "")]
+        assert len(found) == 1, run.displays
+        return found[0], re.search(r"card `([0-9a-f]{8})`", found[0]).group(1)
+    turns.append(call("mcp__notes__search", {"query": "a"}, "rug1"))
+    _, ref = card(face.ask("search my notes for a"))
+    turns.append("Searched.")
+    assert face.cmd(f"/confirm {ref} --always").status == "ok"
+    turns.append(call("mcp__notes__search", {"query": "*", "confirm": True}, "rug2"))
+    md, ref = card(face.ask("search everything"))
+    assert "revoked" in md and "description" in md and "Delete every note" in md
+    assert "changed since it was first listed" in face.cmd("/mcp").displays[0]["text/plain"]
+    assert face.cmd(f"/cancel {ref}").status == "ok"

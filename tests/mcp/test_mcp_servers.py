@@ -15,6 +15,7 @@ from mcp_support import BIN, HOSTILE, toml_server
 
 from lily_kernel.commands import render
 from lily_kernel.errors import CommandError, ToolError
+from lily_kernel.tools.mcp.mcp_tools import tool_name
 
 PY = sys.executable
 
@@ -220,16 +221,36 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
 
 
-def test_a_name_collision_is_one_line_naming_both(mcp_world):
+def test_names_are_escaped_so_two_servers_never_share_one(mcp_world):
+    """'a.b' and 'a_b' used to both become mcp__a_b__echo (the first won, and an approval
+    could pass to the other): each part is escaped now (docs/permissions.md#approvals)."""
     table = toml_server("x", PY, [HOSTILE])
     mcp_world.user(table.replace("[mcp.servers.x]", '[mcp.servers."a.b"]')
-                   + table.replace("[mcp.servers.x]", "[mcp.servers.a_b]"))
+                   + table.replace("[mcp.servers.x]", "[mcp.servers.a_b]")
+                   + table.replace("[mcp.servers.x]", "[mcp.servers.a_]"))
+    session = mcp_world.session()
+    session.mcp.sync(session.tools)
+    assert session.mcp.problems == []
+    assert session.tools.get("mcp__a_b__echo").server == "a_b"
+    assert session.tools.get("mcp__-612e62__echo").server == "a.b"
+    assert session.tools.get("mcp__-615f__echo").server == "a_"
+    assert tool_name("a_", "_b") != tool_name("a", "__b") != tool_name("a__", "b")
+    assert len({tool_name(s, t) for s, t in [("a_", "b"), ("a", "_b"), ("a", "b_"),
+                                               ("a__b", "c"), ("a", "b__c")]}) == 5
+
+
+def test_a_name_collision_refuses_both_with_one_line(mcp_world, monkeypatch):
+    from lily_kernel.tools.mcp import mcp_hub
+    table = toml_server("x", PY, [HOSTILE])
+    mcp_world.user(table.replace("[mcp.servers.x]", "[mcp.servers.one]")
+                   + table.replace("[mcp.servers.x]", "[mcp.servers.two]"))
+    monkeypatch.setattr(mcp_hub, "tool_name", lambda server, tool: f"mcp__same__{tool}")
     session = mcp_world.session()
     session.mcp.sync(session.tools)
     problems = session.mcp.problems
-    assert any("mcp__a_b__echo" in p and "'echo' of server 'a.b'" in p
-               and "'echo' of server 'a_b'" in p for p in problems), problems
-    assert session.tools.get("mcp__a_b__echo").server == "a.b"  # the first keeps the name
+    assert any("mcp__same__echo is claimed by 'echo' of server 'one' and 'echo' of server "
+               "'two'; both are left out" in p for p in problems), problems
+    assert "mcp__same__echo" not in session.tools
     assert problems[0] in render.text(run_command(session, "/mcp"))
 
 
@@ -245,3 +266,18 @@ def test_lily_mcp_list_json_starts_the_servers(mcp_world, monkeypatch, capsys):
     assert (server["name"], server["state"]) == ("time", "ready")
     assert {"name": "mcp__time__get_current_time", "tool": "get_current_time",
             "mode": "auto"} in server["tools"]
+
+
+def test_an_administrator_can_forbid_the_workspaces_servers(mcp_world, tmp_path):
+    """docs/permissions.md#the-administrators-policy: not even /trust starts them."""
+    pidfile = tmp_path / "child.pid"
+    (mcp_world.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ws": {"command": PY, "args": [HOSTILE, "--pidfile", str(pidfile)]}}}))
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[mcp]\nworkspace_servers = false\n")
+    session = mcp_world.session(LILY_POLICY_FILE=str(policy))
+    run_command(session, "/trust")
+    session.mcp.sync(session.tools, wait=1)
+    (row,) = session.mcp.status()
+    assert "administrator's policy forbids the workspace's MCP servers" in (row["reason"] or "")
+    assert not pidfile.exists() and "mcp__ws__echo" not in session.tools

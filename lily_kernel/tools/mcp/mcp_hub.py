@@ -18,7 +18,7 @@ from typing import Any
 from lily_kernel.tools.mcp.mcp_client import START_TIMEOUT, Server
 from lily_kernel.tools.mcp.mcp_config import ServerConfig
 from lily_kernel.tools.mcp.mcp_tools import McpImage, McpTool, make_tool, tool_name
-from lily_kernel.tools.tool_registry import ToolRegistry
+from lily_kernel.tools.tool_registry import ToolIdentity, ToolRegistry
 
 _LIVE: weakref.WeakSet[Hub] = weakref.WeakSet()
 
@@ -35,6 +35,8 @@ class Hub:
         self.problems: list[str] = []  # one line each: name collisions
         self.shown: list[McpImage] = []  # images returned since the face last took them
         self._synced: dict[str, int] = {}
+        self._seen: dict[str, ToolIdentity] = {}  # each tool's identity when last listed
+        self.changes: dict[str, list[str]] = {}  # server -> what its tools/list changed
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:
             server = Server(config, str(self.workspace))
@@ -94,22 +96,41 @@ class Hub:
             if isinstance(tool, McpTool):
                 registry.remove(tool.name)
         self.problems = []
-        owners: dict[str, str] = {}
+        claims: dict[str, list[tuple[str, Server, Any]]] = {}
         for name, server in self.servers.items():
-            if server.state != "ready":
+            if server.state == "ready":
+                for listed in server.tools:
+                    claims.setdefault(tool_name(name, listed.name), []).append(
+                        (name, server, listed))
+        for full, owners in claims.items():
+            who = " and ".join(f"'{listed.name}' of server '{name}'"
+                               for name, _, listed in owners)
+            if len(owners) > 1:  # neither wins: an approval must never pass to the other
+                self.problems.append(f"MCP tool name {full} is claimed by {who}; both are "
+                                     "left out")
                 continue
-            for listed in server.tools:
-                full = tool_name(name, listed.name)
-                where = f"'{listed.name}' of server '{name}'"
-                if full in registry or full in owners:
-                    first = owners.get(full, f"the tool '{full}'")
-                    self.problems.append(f"MCP tool name {full} of {where} collides with "
-                                         f"{first}; {where} is left out")
-                    continue
-                owners[full] = where
-                registry.add(make_tool(full, name, listed, self._caller(server, listed.name),
-                                       server.config.auto_approve, self.shown))
+            if full in registry:
+                self.problems.append(f"MCP tool name {full} of {who} collides with the "
+                                     f"tool '{full}'; {who} is left out")
+                continue
+            name, server, listed = owners[0]
+            tool = make_tool(full, name, listed, self._caller(server, listed.name),
+                             server.config.auto_approve, self.shown, _source(server))
+            self._note_change(name, tool)
+            registry.add(tool)
         self._synced = current
+
+    def _note_change(self, server: str, tool: McpTool) -> None:
+        """Remember what each tool was when first seen; a later tools/list that redefines
+        one is a line in ``/mcp`` (its approval is revoked when it is next called)."""
+        was = self._seen.setdefault(tool.name, tool.identity())
+        now = tool.identity()
+        if now != was:
+            line = (f"{tool.name} changed since it was first listed: "
+                    f"{', '.join(now.changes(was))}; it asks again if it was approved")
+            if line not in self.changes.setdefault(server, []):
+                self.changes[server].append(line)
+            self._seen[tool.name] = now
 
     def _caller(self, server: Server, tool: str) -> Any:
         def call(args: dict[str, Any]) -> Any:
@@ -120,9 +141,10 @@ class Hub:
         return call
 
     # -- /mcp ------------------------------------------------------------------------
-    def status(self, registry: ToolRegistry | None = None,
-               policy: Any = None) -> list[dict[str, Any]]:
-        """Each server's state, reason, stderr's last lines and tools (approval mode)."""
+    def status(self, registry: ToolRegistry | None = None, policy: Any = None,
+               decide: Callable[[McpTool], str] | None = None) -> list[dict[str, Any]]:
+        """Each server's state, reason, stderr's last lines and tools (approval mode:
+        ``decide(tool)`` says it, from the session's permissions, when given)."""
         rows = []
         for name, server in self.servers.items():
             tools = []
@@ -133,15 +155,27 @@ class Hub:
                 if policy is not None and registry is not None and \
                         policy.unavailable_reason(registry, full):
                     mode = "denied"
+                elif decide is not None and isinstance(tool, McpTool):
+                    mode = decide(tool)
                 elif policy is not None and policy.needs_confirmation(full):
                     mode = "approval"
                 tools.append({"name": full, "tool": listed.name, "mode": mode})
+            note = "; ".join([*([server.note] if server.note else []),
+                              *self.changes.get(name, [])]) or None
             rows.append({"name": name, "source": server.config.source,
                          "transport": server.config.transport, "state": server.state,
-                         "reason": server.reason, "note": server.note,
+                         "reason": server.reason, "note": note,
                          "stderr": server.stderr_tail() if server.state == "failed" else [],
                          "tools": tools})
         return rows
+
+
+def _source(server: Server) -> str:
+    """What an approval of the server's tools is bound to: its configured name and command
+    (with its arguments) or URL."""
+    config = server.config
+    where = config.url or " ".join([config.command or "", *config.args])
+    return f"MCP server '{config.name}' ({config.transport}: {where})"
 
 
 @atexit.register

@@ -23,16 +23,34 @@ from lily_kernel.tools.tool_registry import Schema, Tool
 PREFIX = "mcp__"
 MAX_NAME = 64
 SHOWN_MIME = ("image/png", "image/jpeg")
-_BAD = re.compile(r"[^A-Za-z0-9_-]")
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str, "integer": int, "number": (int, float), "boolean": bool,
     "array": list, "object": dict}
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*")
+
+
+def _part(name: str) -> str:
+    """One part of a prefixed name, escaped so no two names meet: kept as it is when it is
+    letters and digits joined by single ``_`` or ``-`` (it then holds no ``__`` and neither
+    starts nor ends with ``_``), else ``-`` and the hex of its UTF-8 bytes (no ``_`` at all)."""
+    if _PLAIN.fullmatch(name):
+        return name
+    return "-" + name.encode("utf-8", "surrogatepass").hex()
+
+
 def tool_name(server: str, tool: str) -> str:
-    """``mcp__<server>__<tool>`` with characters outside ``[A-Za-z0-9_-]`` as ``_``, at most
-    64 characters."""
-    return (PREFIX + _BAD.sub("_", server) + "__" + _BAD.sub("_", tool))[:MAX_NAME]
+    """``mcp__<server>__<tool>``, each part escaped (:func:`_part`), so the name splits back
+    one way only: ``mcp__a___b`` cannot come from both ``a_``/``b`` and ``a``/``_b``
+    (docs/permissions.md#approvals). Past 64 characters the tool part is shortened and ends
+    with a hash of the whole name."""
+    name = PREFIX + _part(server) + "__" + _part(tool)
+    if len(name) <= MAX_NAME:
+        return name
+    import hashlib
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return name[:MAX_NAME - 13] + "-" + digest
 
 
 def annotations_of(tool: Any) -> dict[str, bool]:
@@ -105,7 +123,7 @@ class McpImage:
 
 
 def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]], Any],
-              auto_approve: frozenset[str], shown: list[McpImage]) -> McpTool:
+              auto_approve: frozenset[str], shown: list[McpImage], source: str = "") -> McpTool:
     """The registry entry for one listed tool; ``call`` sends the arguments to the server.
 
     Every field the approval card reads is set here, in one place (``origin``, ``server``,
@@ -115,7 +133,7 @@ def make_tool(name: str, server: str, tool: Any, call: Callable[[dict[str, Any]]
     description = redact(str(getattr(tool, "description", None) or tool.name))[:2000]
     ask = tool.name not in auto_approve and name not in auto_approve
     return McpTool(name, run, description, origin="mcp", server=server,
-                   annotations=annotations_of(tool), ask=ask,
+                   annotations=annotations_of(tool), ask=ask, source=source,
                    schema=input_schema(getattr(tool, "input_schema", None)))
 
 
