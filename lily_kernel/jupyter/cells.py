@@ -198,7 +198,7 @@ class Cells:
             if isinstance(result, Answer):
                 answer = result
             elif isinstance(result, ProposedCells):
-                proposed = result.cells
+                proposed = tuple(self.notebook.cell_code(c) for c in result.cells)
             elif isinstance(result, ActionCard):
                 card = result
         return ConfirmedRun(done, output, answer, proposed, card)

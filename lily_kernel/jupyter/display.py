@@ -18,6 +18,7 @@ from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
 from lily_kernel.commands.sanitize import html_text
 from lily_kernel.errors import error_line
+from lily_kernel.jupyter import proposals
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.tools.mcp.mcp_tools import McpImage
 
@@ -134,7 +135,8 @@ def outcome_parts(outcome: object) -> tuple[str, str, str]:
     if outcome.answer is not None:
         html.append(answer_html(outcome.answer))
     for code in outcome.proposed:
-        html += ["<p>Proposed cell:</p>", _highlight(code.rstrip(), "run_python")]
+        html += ["<p>Proposed as a new cell below this one (not run):</p>",
+                 _highlight(code.rstrip(), "run_python")]
     if outcome.card is not None:
         html.append(card_html(outcome.card))
     return "\n\n".join(text), render.markdown(outcome), "\n".join(html)
@@ -195,6 +197,12 @@ class CardButtons:
         self.view = w.VBox([self.row, self.status])
         self.first = card
         self.outcomes: list[tuple[str, str, str]] = []
+        self.proposed: list[str] = []  # the cells the clicks proposed, for the placer
+        self._said = 0  # how many of the placer's notes the card already says
+        self.placer: Any = None  # placed below the card's cell by the front end (proposals.py)
+        if proposals.available():
+            self.placer = proposals.placer(self.view.model_id, (), self._placed)
+            self.view.children = (self.row, self.status, self.placer)
         self._arm(card)
 
     @property
@@ -231,6 +239,19 @@ class CardButtons:
             b.disabled = True
         self.status.value = f"<p>{html_text(note)}</p>"
 
+    def _update(self) -> None:
+        if self.handle is not None:
+            self.handle.update(card_bundle(self.first, tuple(self.outcomes)), raw=True)
+
+    def _placed(self, notes: list[str]) -> None:
+        """The front end placed the proposed cells: the card says where."""
+        line = proposals.where(notes[self._said:])
+        self._said = len(notes)
+        if not line:
+            return
+        self.outcomes.append((line, line, f"<p>{html_text(line)}</p>"))
+        self._update()
+
     def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
         def handler(_button: Any) -> None:
             for b in self.buttons:
@@ -246,8 +267,11 @@ class CardButtons:
                 self.status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
             self.outcomes.append(outcome_parts(outcome))
-            if self.handle is not None:
-                self.handle.update(card_bundle(self.first, tuple(self.outcomes)), raw=True)
+            self._update()
+            codes = getattr(outcome, "proposed", ())
+            if codes and self.placer is not None:
+                self.proposed += codes
+                self.placer.proposals = list(self.proposed)
             further = getattr(outcome, "card", None)
             if further is not None:
                 if self.shown is not None:
