@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lily_kernel.errors import ContextExceeded, JSONInputError, ModelError
 from lily_kernel.settings.model_settings import ModelConfig
+from lily_kernel.tools import images
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
     import openai
@@ -101,6 +102,8 @@ class ClientCache:
 
 # Endpoints (base URLs) that answered HTTP 400 to ``stream_options``: asked without it since.
 _NO_STREAM_OPTIONS: set[str] = set()
+# Endpoints (base URLs) that answered HTTP 400 to image parts: asked without them since.
+_NO_IMAGES: set[str] = set()
 # The completion cap's name per endpoint, once one refused the other (HTTP 400 naming it).
 _CAP_PARAM: dict[str, str] = {}
 CAP_PARAMS = ("max_completion_tokens", "max_tokens")
@@ -244,7 +247,8 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
     longer than ``max_chars`` is cut there: Lily stops reading the stream and keeps the head
     with a visible marker (tool calls of a cut answer are dropped). Usage is asked for with
     ``stream_options``; an endpoint that rejects that parameter (HTTP 400 naming it) is
-    asked again without it, and from then on. ``max_tokens`` (the answer's cap) is sent
+    asked again without it, and from then on; so are image parts (``[model] vision``,
+    tools/images.py: HTTP 400 naming an image or the content). ``max_tokens`` (the answer's cap) is sent
     as :func:`cap_param` names it; an endpoint that refuses that name is asked with the
     other one, and from then on. A prompt longer than the endpoint's window is a
     :class:`ContextExceeded`.
@@ -256,19 +260,24 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
               len(messages), len(tools))
     try:
         with deadline(transport, config.timeout):
-            for _ in range(3):  # at most one refusal of each optional parameter
+            for _ in range(4):  # at most one refusal of each optional parameter
                 usage = where not in _NO_STREAM_OPTIONS
                 cap = cap_param(config, where)
+                sent = images.prepared(messages, config.vision and where not in _NO_IMAGES)
                 try:
-                    return _complete(client, config, messages, tools, on_text, max_chars,
+                    return _complete(client, config, sent, tools, on_text, max_chars,
                                      usage, max_tokens, cap)
                 except _Refused as refused:
                     if refused.param == "stream_options":
                         _NO_STREAM_OPTIONS.add(where)
+                    elif refused.param == "images":
+                        log.info("%s refused image parts: asked without them from now on",
+                                 where)
+                        _NO_IMAGES.add(where)
                     else:
                         _CAP_PARAM[where] = CAP_PARAMS[1 - CAP_PARAMS.index(cap)]
-            return _complete(client, config, messages, tools, on_text, max_chars, False,
-                             max_tokens, cap_param(config, where))
+            return _complete(client, config, images.prepared(messages, False), tools, on_text,
+                             max_chars, False, max_tokens, cap_param(config, where))
     except Exception:
         if transport is not None and transport.expired:
             raise ModelError(_late(config, client)) from None
@@ -374,6 +383,8 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
         exceeded = context_exceeded(said)
         if exceeded is not None:
             raise exceeded from None
+        if images.has_images(messages) and any(w in said.lower() for w in ("image", "content")):
+            raise _Refused("images") from None
         raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
                          f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.jupyter import plots, proposals
+from lily_kernel.tools import images
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class ShellNotebook:
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
             _show_new_figures(shell, figures, display)
+        for out in captured.outputs:  # for a model that sees images (tools/images.py)
+            images.offer_bundle(out.data)
         return RunResult(captured_text(captured), error, captured)
 
 
@@ -207,6 +210,7 @@ def _output_text(hm: HistoryManager, n: int) -> str:
     if outputs is not None:  # IPython 9 keeps every cell's streams and results
         for out in outputs.get(n, ()):
             bundle = out.bundle
+            images.offer_bundle(bundle)  # a plot read_cells returns (tools/images.py)
             if out.output_type in ("out_stream", "err_stream"):
                 parts.append("".join(bundle.get("stream", [])))
             else:

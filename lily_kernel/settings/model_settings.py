@@ -26,9 +26,10 @@ SECRET_KEYS = ("api_key", "key", "token", "openai_api_key")
 ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
             "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries",
-            "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens"}
+            "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens",
+            "LILY_VISION": "vision"}
 DEFAULT_MAX_TOKENS = 4_096
-NOT_NONE = ("model", "timeout", "max_retries", "max_tokens")
+NOT_NONE = ("model", "timeout", "max_retries", "max_tokens", "vision")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -93,6 +94,8 @@ class ModelConfig:
     # tokens; None: the built-in table of well-known models, else 8,192 (agent/budget.py)
     context_window: int | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS  # the answer's cap, sent to the endpoint
+    # the model sees image outputs as image parts (tools/images.py); off: their text only
+    vision: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -158,6 +161,13 @@ def _parse(key: str, raw: object) -> Any:
             return None
     if key in ("temperature", "timeout", "context_window", "max_tokens", "max_retries"):
         return _checked_number(key, raw)
+    if key == "vision":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
+            raise ConfigError(f"vision must be true or false, not '{str(raw)[:20]}'")
+        return text in ("true", "on", "1", "yes")
     if isinstance(raw, bool) or not isinstance(raw, str | numbers.Real):
         raise ConfigError(f"{key} must be text or a number, not {raw!r}")
     raw = str(raw)  # a model named by a number (`model = 4` in TOML) is that text
