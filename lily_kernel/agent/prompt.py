@@ -86,7 +86,10 @@ def skills_index(snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
     return "".join(out)
 
 
-def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
-    """The system prompt: the persona, the skills index within ``budget`` and the rules."""
-    parts = [persona.system_text(), skills_index(snap, budget), RULES]
+def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET,
+                  workspace_rules: str = "") -> str:
+    """The system prompt: the persona, the workspace's rules files (AGENTS.md, when the
+    workspace is trusted: agent/workspace_rules.py), the skills index within ``budget``
+    and the rules."""
+    parts = [persona.system_text(), workspace_rules, skills_index(snap, budget), RULES]
     return "\n\n".join(p.strip() for p in parts if p.strip())

@@ -193,7 +193,14 @@ _renders(HelpPage,
 @text.register
 def _(r: AgentList) -> str:
     head = f"Switched to agent {r.active}." if r.switched else "Agents:"
-    return head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+    out = head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+    return out + _rules_text(r.rules)
+
+
+def _rules_text(rules: tuple[str, ...]) -> str:
+    if not rules:
+        return "\nWorkspace rules files: none (AGENTS.md, CLAUDE.md)."
+    return "\nWorkspace rules files (after the persona):\n" + "\n".join(f"  {x}" for x in rules)
 
 
 @markdown.register
@@ -201,7 +208,10 @@ def _(r: AgentList) -> str:
     md = sanitize.md_text
     head = f"Switched to agent **{md(r.active)}**." if r.switched else "**Agents**"
     return head + "\n\n" + "\n".join(
-        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents)
+        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents) + (
+        "\n\n**Workspace rules files** (after the persona):\n\n" + "\n".join(
+            f"- {md(x)}" for x in r.rules) if r.rules else
+        "\n\nWorkspace rules files: none (`AGENTS.md`, `CLAUDE.md`).")
 
 
 _markdown_first(Notice, lambda r: sanitize.markdown(r.markdown))

@@ -225,13 +225,18 @@ def _help(session: Session, cmd: Command) -> Any:
 
 
 def _agent(session: Session, cmd: Command) -> Any:
-    if not cmd.args:
-        return AgentList(tuple(session.agents()), session.active_agent)
-    try:
-        session.switch_agent(cmd.args)
-    except PersonaError:
-        raise CommandError(f"no agent named '{cmd.args}'. Run /agent for the list of agents.") from None
-    return AgentList(tuple(session.agents()), session.active_agent, switched=True)
+    if cmd.args:
+        try:
+            session.switch_agent(cmd.args)
+        except PersonaError:
+            raise CommandError(f"no agent named '{cmd.args}'. Run /agent for the list of "
+                               "agents.") from None
+    from lily_kernel.agent import workspace_rules
+    rules = tuple(f"{f.name}: " + (f"applies ({f.chars:,} characters{', cut' if f.why else ''})"
+                                   if f.applies else f.why)
+                  for f in workspace_rules.read(session.workspace, session.environ).files)
+    return AgentList(tuple(session.agents()), session.active_agent, switched=bool(cmd.args),
+                     rules=rules)
 
 
 def _reload_skills(session: Session, cmd: Command) -> Any:
