@@ -324,8 +324,14 @@ HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
          ("openWorldHint", "open world"))
 
 
-def hints(annotations: Mapping[str, bool]) -> str:
-    """A tool's annotations in words ("destructive, open world"); "none given" when empty."""
+RUN_PYTHON_HINT = "runs code in your kernel (your variables, files and network)"
+
+
+def hints(annotations: Mapping[str, bool], tool: str = "", origin: str = "") -> str:
+    """A tool's annotations in words ("destructive, open world"); "none given" when empty.
+    The notebook's run_python says what it does instead of MCP's defaults."""
+    if tool == "run_python" and origin == "notebook":
+        return RUN_PYTHON_HINT
     said = [f"{word}" if annotations[key] else f"not {word}"
             for key, word in HINTS if key in annotations]
     return ", ".join(said) or "none given"
@@ -349,14 +355,27 @@ def decide_line(card: ActionCard) -> str:
             f"`/cancel {ref}` (deny).")
 
 
+def code_only(a: HeldCall) -> str | None:
+    """run_python's code when it is the call's only argument (the card shows it once)."""
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str) and set(a.args) == {"code"}:
+        return code
+    return None
+
+
+def decided_line(note: str) -> str:
+    """A decided card's last line, in place of how to decide it (a saved notebook)."""
+    return f"Decided: {note}" if note else "Decided."
+
+
 def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:
     """The approval card of a held call: tool, origin, hints, the full arguments as JSON
-    (redacted and capped by the runner), a write's diff; the code of run_python again,
+    (redacted and capped by the runner), a write's diff; run_python's code once,
     highlighted. Everything from outside is escaped (commands/sanitize.py), except in
     the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
-    row = (a.tool, origin_of(a), hints(a.annotations))
+    row = (a.tool, origin_of(a), hints(a.annotations, a.tool, a.origin))
     block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
         head = f"Approve {a.tool} (tool call, card {short(a.id)})"
@@ -370,10 +389,11 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
                         markup=(0, 1, 2))
         block = code_block
     purpose = (card.purpose if plain else md_text(card.purpose)) if card.purpose else ""
-    out = [head + (f": {purpose}" if purpose else ""), "", grid,
-           "", "Arguments:", "", block(card.arguments, "json")]
-    code = a.args.get("code")
-    if a.tool == "run_python" and isinstance(code, str):
+    out = [head + (f": {purpose}" if purpose else ""), "", grid]
+    code = code_only(a)
+    if code is None:
+        out += ["", "Arguments:", "", block(card.arguments, "json")]
+    else:  # shown once, as code
         out += ["", "The code:", "", block(code, "python")]
     if card.change is not None:
         out += ["", "The change to the file:", "", block(card.change, "diff")]

@@ -154,7 +154,8 @@ class Cells:
         buttons as a display of their own under it (none in a terminal console)."""
         from IPython.display import display
 
-        from lily_kernel.jupyter.display import CardButtons, bundle, card_bundle
+        from lily_kernel.jupyter.card_buttons import CardButtons
+        from lily_kernel.jupyter.display import bundle, card_bundle
         if _from_terminal(getattr(self.shell, "kernel", None)):
             display(bundle(card), raw=True)
             return

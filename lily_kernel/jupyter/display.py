@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lily_kernel.agent.pending import HeldCall, PendingItem, short
+from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
 from lily_kernel.commands.sanitize import html_text
-from lily_kernel.errors import error_line
-from lily_kernel.jupyter import proposals
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 
 def bundle(result: object) -> dict[str, Any]:
     """The MIME bundle for any command result (a card with buttons: :func:`card_bundle`
-    and :class:`CardButtons`)."""
+    and ``card_buttons.CardButtons``)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
     if isinstance(result, McpImage):  # the image itself, as Jupyter shows one (docs/mcp.md#tools)
@@ -35,13 +33,13 @@ def bundle(result: object) -> dict[str, Any]:
     return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
 
 
-def card_html(card: ActionCard) -> str:
+def card_html(card: ActionCard, decided: str | None = None) -> str:
     """The confirmation card as HTML (widgets cannot hold Markdown without an Output widget,
     whose captured display would leak into saved notebooks)."""
     import json
     a = card.action
     if isinstance(a, HeldCall):
-        return tool_card_html(card)
+        return tool_card_html(card, decided)
     title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
@@ -57,11 +55,11 @@ def card_html(card: ActionCard) -> str:
         parts.append(f"<p>Sends a <b>{html_text(activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
-    parts.append(markdown_html(render.decide_line(card)))
+    parts.append(markdown_html(_last_line(card, decided)))
     return "\n".join(parts)
 
 
-def tool_card_html(card: ActionCard) -> str:
+def tool_card_html(card: ActionCard, decided: str | None = None) -> str:
     """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
     run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
@@ -69,17 +67,21 @@ def tool_card_html(card: ActionCard) -> str:
     title = (f"<p><b>Approve {html_text(a.tool)}</b> (tool call, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
-    parts = [title, _html_table(("tool", "from", "hints"),
-                                [(a.tool, render.origin_of(a), render.hints(a.annotations))],
-                                styled=True),
-             "<p>Arguments:</p>", f"<pre>{html_text(card.arguments)}</pre>"]
-    code = a.args.get("code")
-    if a.tool == "run_python" and isinstance(code, str):
-        parts += ["<p>The code:</p>", _highlight(code, a.tool)]
+    parts = [title, _html_table(("tool", "from", "hints"), [
+        (a.tool, render.origin_of(a), render.hints(a.annotations, a.tool, a.origin))],
+        styled=True)]
+    code = render.code_only(a)
+    parts += (["<p>Arguments:</p>", f"<pre>{html_text(card.arguments)}</pre>"] if code is None
+              else ["<p>The code:</p>", _highlight(code, a.tool)])  # shown once
     if card.change is not None:
         parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
-    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
+    parts.append(f"<p>{_inline(_last_line(card, decided))}</p>")
     return "\n".join(parts)
+
+
+def _last_line(card: ActionCard, decided: str | None) -> str:
+    """How to decide the card; once decided (``decided``: how), that it was."""
+    return render.decide_line(card) if decided is None else render.decided_line(decided)
 
 
 def _inline(md: str) -> str:
@@ -106,15 +108,24 @@ _HIDE_DEAD_BUTTONS = ("<style>.jp-OutputArea-child:has(.lily-card) + .jp-OutputA
                       ":has(> .jp-OutputArea-output.jupyter-widgets) {display: none}</style>")
 
 
-def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = ()) -> dict[str, Any]:
+def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = (),
+                decided: str | None = None) -> dict[str, Any]:
     """A card as a display of its own, restorable: ``text/plain``, ``text/markdown`` (for
     nbconvert and the like) and ``text/html`` (what front ends show), the card and, under
     it, what its buttons did (``outcomes``: ``(text, markdown, html)``). Its
     buttons are a separate display right after it (:class:`CardButtons`), so a saved
-    notebook shows the card and its outcome after a restart (docs/jupyter-display.md)."""
-    text = "\n\n".join([render.text(card), *(t for t, _, _ in outcomes)])
-    md = "\n\n".join([render.markdown(card), *(m for _, m, _ in outcomes)])
-    body = "\n".join([card_html(card), *(h for _, _, h in outcomes)])
+    notebook shows the card and its outcome after a restart (docs/jupyter-display.md);
+    once decided (a click, or ``decided`` says how) it says so, not how to decide it."""
+    if outcomes and decided is None:
+        decided = "with this card's buttons; what happened is below."
+    line, now = render.decide_line(card), render.decided_line(decided or "")
+    text, md = render.text(card), render.markdown(card)
+    if decided is not None:
+        plain = line.replace("**", "").replace("`", "")
+        text, md = text.replace(plain, now.replace("`", "")), md.replace(line, now)
+    text = "\n\n".join([text, *(t for t, _, _ in outcomes)])
+    md = "\n\n".join([md, *(m for _, m, _ in outcomes)])
+    body = "\n".join([card_html(card, decided), *(h for _, _, h in outcomes)])
     return {"text/plain": text, "text/markdown": md,
             "text/html": f"{_HIDE_DEAD_BUTTONS}\n<div class='lily-card'>\n{body}\n</div>"}
 
@@ -172,112 +183,6 @@ def captured_html(captured: Any) -> str:
         elif "text/plain" in data:
             parts.append(f"<pre>{html_text(str(data['text/plain']))}</pre>")
     return "\n".join(parts)
-
-
-class CardButtons:
-    """The live buttons of a card in a notebook, a display of their own under the card.
-
-    A typed action: Confirm / Cancel. A held call: Run once / Always this session (not for
-    run_python) / Deny. A click decides through ``decide(action, ok, always)`` (the same
-    path as ``/confirm``) and writes the outcome into the card's display (``handle``, an
-    update by display id, which a front end applies to the card's cell and saves with the
-    notebook). A further card the outcome holds takes over the buttons (``shown(card)``
-    tells the runner it is displayed). :meth:`deactivate` greys them out once the card is
-    decided another way (``/confirm``, ``/cancel``, a new request).
-    """
-
-    def __init__(self, card: ActionCard, handle: Any,
-                 decide: Callable[[PendingItem, bool, bool], object],
-                 shown: Callable[[ActionCard], None] | None = None) -> None:
-        import ipywidgets as w
-        self._w = w
-        self.handle, self.decide, self.shown = handle, decide, shown
-        self.status = w.HTML()
-        self.row = w.HBox()
-        self.view = w.VBox([self.row, self.status])
-        self.first = card
-        self.outcomes: list[tuple[str, str, str]] = []
-        self.proposed: list[str] = []  # the cells the clicks proposed, for the placer
-        self._said = 0  # how many of the placer's notes the card already says
-        self.placer: Any = None  # placed below the card's cell by the front end (proposals.py)
-        if proposals.available():
-            self.placer = proposals.placer(self.view.model_id, (), self._placed)
-            self.view.children = (self.row, self.status, self.placer)
-        self._arm(card)
-
-    @property
-    def model_id(self) -> str:
-        """The widget model id of the buttons' view."""
-        model_id: str = self.view.model_id
-        return model_id
-
-    def bundle(self) -> dict[str, Any]:
-        """The buttons' display: the widget, and empty text for consoles and logs."""
-        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
-            "version_major": 2, "version_minor": 0, "model_id": self.view.model_id}}
-
-    def _arm(self, card: ActionCard) -> None:
-        w = self._w
-        self.card = card
-        call = isinstance(card.action, HeldCall)
-        yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
-                       icon="check")
-        no = w.Button(description="Deny" if call else "Cancel", icon="times")
-        self.buttons = [yes]
-        if isinstance(card.action, HeldCall) and card.action.always_refusal is None:
-            always = w.Button(description="Always this session", icon="check-double")
-            always.on_click(self._click(True, always=True))
-            self.buttons.append(always)
-        self.buttons.append(no)
-        yes.on_click(self._click(True))
-        no.on_click(self._click(False))
-        self.row.children = tuple(self.buttons)
-
-    def deactivate(self, note: str) -> None:
-        """The card was decided another way: the buttons go inactive, with ``note``."""
-        for b in self.buttons:
-            b.disabled = True
-        self.status.value = f"<p>{html_text(note)}</p>"
-
-    def _update(self) -> None:
-        if self.handle is not None:
-            self.handle.update(card_bundle(self.first, tuple(self.outcomes)), raw=True)
-
-    def _placed(self, notes: list[str]) -> None:
-        """The front end placed the proposed cells: the card says where."""
-        line = proposals.where(notes[self._said:])
-        self._said = len(notes)
-        if not line:
-            return
-        self.outcomes.append((line, line, f"<p>{html_text(line)}</p>"))
-        self._update()
-
-    def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
-        def handler(_button: Any) -> None:
-            for b in self.buttons:
-                b.disabled = True
-            self.status.value = ""
-            try:
-                outcome = self.decide(self.card.action, ok, always)
-            except Exception as exc:  # one readable line, never a traceback
-                line = error_line(exc)
-                still = "still waiting" in line or "to retry" in line
-                for b in self.buttons:
-                    b.disabled = not still
-                self.status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
-                return
-            self.outcomes.append(outcome_parts(outcome))
-            self._update()
-            codes = getattr(outcome, "proposed", ())
-            if codes and self.placer is not None:
-                self.proposed += codes
-                self.placer.proposals = list(self.proposed)
-            further = getattr(outcome, "card", None)
-            if further is not None:
-                if self.shown is not None:
-                    self.shown(further)
-                self._arm(further)
-        return handler
 
 
 # Inside a widget, JupyterLab's rendered-HTML styles do not reach a table: it gets its own
