@@ -535,8 +535,9 @@ def _mcp_markdown(r: McpStatus) -> str:
         if row.get("stderr"):
             out.append("\n" + "\n".join(f"> {esc(line)}" for line in row["stderr"]))
         if row["tools"]:
-            out.append("\n" + md_table(("tool", "approval"),
-                                        [(esc(t["name"]), t["mode"]) for t in row["tools"]]))
+            out.append("\n" + md_table(("tool", "approval"),  # escaped once: a code span
+                                        [(code_span(t["name"]), t["mode"]) for t in row["tools"]],
+                                        markup=(0,)))
         out.append("")
     out += [f"*{esc(p)}*" for p in r.problems]
     return "\n".join(out).strip()
