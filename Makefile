@@ -9,8 +9,13 @@ STAMP  := $(VENV)/.lily-installed
 EG_VENV  := .venv-eg
 EG_REQS  := tests/jupyter/enterprise-gateway-requirements.txt
 EG_STAMP := $(EG_VENV)/.eg-installed
+# jupyter-ai's own environment, for the ACP face's tests: jupyter-ai 3.2 needs mcp<2, Lily mcp>=2
+# (docs/front-ends.md#jupyter-ai); Lily's persona is installed into it by the tests, as a user would.
+JAI_VENV  := .venv-jai
+JAI_REQS  := tests/acp_face/jupyter-ai-requirements.txt
+JAI_STAMP := $(JAI_VENV)/.jai-installed
 
-.PHONY: all venv eg-venv lint test demo lab bench golden clean
+.PHONY: all venv eg-venv jai-venv lint test demo lab bench golden clean
 
 all: test
 
@@ -30,6 +35,13 @@ $(EG_STAMP): $(EG_REQS)
 	$(EG_VENV)/bin/python -m pip install --quiet -r $(EG_REQS)
 	touch $(EG_STAMP)
 
+jai-venv: $(JAI_STAMP)
+
+$(JAI_STAMP): $(JAI_REQS)
+	$(PYTHON) -m venv $(JAI_VENV)
+	$(JAI_VENV)/bin/python -m pip install --quiet -r $(JAI_REQS)
+	touch $(JAI_STAMP)
+
 # The gate .ci/run keeps: ruff (the selection in pyproject.toml; tests, benches and scripts
 # have a lighter one) and mypy --strict over lily_kernel/ and lily/ (docs/testing.md#the-gate).
 lint: $(STAMP)
@@ -38,7 +50,7 @@ lint: $(STAMP)
 
 # One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
 # Debian's Chromium is installed) and nbval over the golden notebooks.
-test: $(STAMP) $(EG_STAMP)
+test: $(STAMP) $(EG_STAMP) $(JAI_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
 	$(BIN)/python -m pytest tests notebooks --nbval
@@ -63,4 +75,4 @@ golden: $(STAMP)
 	$(BIN)/python scripts/regenerate.py
 
 clean:
-	rm -rf $(VENV) $(EG_VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(EG_VENV) $(JAI_VENV) build dist *.egg-info .pytest_cache

@@ -10,11 +10,13 @@
     .venv/bin/python bench/perf.py agent     [--sessions 3] agent request / bare openai stream at
                                                             turns 1, 50 and 200 (100 skills, 20 tools)
     .venv/bin/python bench/perf.py snapshot  [--n 9] [--clock cpu]
-                                                            10,000 skills / the bare stat+read
+                                                            a cold load of 10,000 skills / the
+                                                            bare stat+read (issue 31: <= 12x)
+    .venv/bin/python bench/perf.py reload    [--n 9] [--clock wall]
+                                                            `/reload_skills` of 10,000 skills, one
+                                                            changed / the bare stat walk (<= 2x)
     .venv/bin/python bench/perf.py loadext   [--n 9] [--baseline-python PY]
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
-    .venv/bin/python bench/perf.py stages    [--n 9]        a snapshot stage by stage / the bare
-                                                            stat+read, and the floors of its parse
     .venv/bin/python bench/perf.py aa        [--n 200]      the cell harness against itself: the
                                                             same cell, two positions (A/A)
     .venv/bin/python bench/perf.py profile   [--what cell,agent,snapshot,loadext]
@@ -469,8 +471,12 @@ def _snapshot_build(tmp: str, root: Path):
     roots absent (in ``tmp``), the built-in tools, the default policy."""
     from lily_kernel.skills.loader import build_snapshot
     from lily_kernel.skills.paths import Root
-    from lily_kernel.tools.builtin_tools import register_builtins
-    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+    try:
+        from lily_kernel.tools.builtin_tools import register_builtins
+        from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+    except ImportError:  # a checkout (--tree, --ab) from before the rooms of issue 31
+        from lily_kernel.agent.builtin_tools import register_builtins  # type: ignore[no-redef]
+        from lily_kernel.agent.tools import ToolPolicy, ToolRegistry  # type: ignore[no-redef]
     tools = ToolRegistry()
     register_builtins(tools, Path(tmp))
     roots = tuple(Root(s, root, True) if s == "workspace" else
@@ -560,81 +566,75 @@ def snapshot_ab(rounds: int, skills: int, clock: str, ab: str, per_child: int = 
     print(f"this checkout's ratio / that of {trees[1]}: {ratios[0] / ratios[1]:.3f}", flush=True)
 
 
-def stages(n: int, skills: int) -> None:
-    """Where a snapshot's time goes, stage by stage, each against the bare stat+read in the
-    same rounds (CPU clock, gc untimed before each, paused in each stage as the load pauses
-    it), then two floors for the frontmatter stage: ``json.loads`` making the same mappings
-    from their JSON text (C), and PyYAML's C loader (libyaml) on the first 500 files."""
-    import copy
+def bare_stat(root: Path) -> None:
+    """What any reload pays: list the root and ``stat`` every SKILL.md."""
+    for entry in os.scandir(root):
+        os.stat(os.path.join(entry.path, "SKILL.md"))
 
-    import yaml
 
-    from lily_kernel.skills import frontmatter, loader, skill
-    try:
-        from lily_kernel.skills.skill_md import read as read_skill_md
-    except ImportError:  # a checkout (--tree) from before skills/skill_md.py
-        read_skill_md = loader._read  # type: ignore[attr-defined]
+def reload(n: int, skills: int, clock: str = "cpu") -> None:
+    """``/reload_skills`` in a session over ``skills`` generated skills, one of them changed
+    before each (a different one each round, then 2.1 s left for its change to settle, as
+    after an edit: docs/loader.md#reloads), against the bare stat walk, alternating which
+    goes first. The command runs through the router, as a cell would run it, journal on.
+    Each reload must read exactly the changed file (counted on ``skill_md.read``) and see
+    its new text. A checkout before issue 31 (``--tree``) keeps nothing: each reload is
+    a whole load."""
+    from lily_kernel.commands import router
+    from lily_kernel.commands.table import BUILTIN_NAMES
+    from lily_kernel.session.session import Session
+    from lily_kernel.skills import loader
+    sys.path.insert(0, str(HERE))
+    from snapshot_bench import generate
+    now = time.process_time if clock == "cpu" else time.perf_counter
     with tempfile.TemporaryDirectory() as tmp:
-        root, build = _snapshot_setup(tmp, skills)
-        build()
-        workspace = loader.Root("workspace", root, True)
-        found = sorted(loader._scan(workspace))
-        datas = [read_skill_md(path) for _, path, _ in found]
-        docs = [frontmatter.parse_document(data) for data in datas]
-        made = [skill.parse(name, "workspace", path, data)
-                for (name, path, _), data in zip(found, datas, strict=True)]
-        jsons = [json.dumps(meta) for _, _, meta in docs]
-        sources = [text[4:text.find("\n---\n", 3) + 1] for text, _, _ in docs][:500]
-        loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-        def rules(metas: list) -> list:
-            return [skill._from_mapping(name, "workspace", path, text, body, meta)
-                    for (name, path, _), (text, body, _), meta
-                    in zip(found, docs, metas, strict=True)]
-        stage = {
-            "bare stat+read": (lambda _: bare_stat_read(root), None),
-            "whole snapshot (build_snapshot)": (lambda _: build(), None),
-            "1 list the root and read each SKILL.md (loader._scan, skill_md.read)":
-                (lambda _: [read_skill_md(p) for _, p, _ in sorted(loader._scan(workspace))],
-                 None),
-            "2 decode, split, read the frontmatter (frontmatter.parse_document)":
-                (lambda _: [frontmatter.parse_document(d) for d in datas], None),
-            "3 the skill's rules and its Skill (skill._from_mapping)":
-                (rules, lambda: [copy.deepcopy(meta) for _, _, meta in docs]),
-            "4 content hash (loader._content_hash)": (lambda _: loader._content_hash(made), None),
-            "floor of 2: json.loads of the same mappings": (
-                lambda _: [json.loads(j) for j in jsons], None),
-        }
-        times: dict[str, list[float]] = {label: [] for label in stage}
-        for _ in range(n):
-            for label, (run, prepare) in stage.items():
-                arg = prepare() if prepare else None
+        root = Path(tmp) / "skills"
+        root.mkdir()
+        generate(root, skills)
+        env = {**os.environ, "SKILLS_WORKSPACE_DIR": str(root), "HOME": tmp,
+               "SKILLS_USER_DIR": str(Path(tmp) / "none-user"),
+               "SKILLS_BUNDLED_DIR": str(Path(tmp) / "none-bundled"),
+               "LILY_DATA_DIR": str(Path(tmp) / "data")}
+        Path(env["SKILLS_USER_DIR"]).mkdir()
+        Path(env["SKILLS_BUNDLED_DIR"]).mkdir()
+        time.sleep(2.1)  # the tree was written before the session (SETTLED_NS)
+        session = Session(workspace=Path(tmp), env=env, reserved_commands=BUILTIN_NAMES)
+        assert len(session.snapshot.skills) == skills, session.snapshot.diagnostics[:3]
+        command = router.parse("/reload_skills")
+        assert command is not None
+        skill_md = getattr(loader, "skill_md", None)  # (None before issue 31)
+        reads: list[str] = []
+        real = skill_md.read if skill_md is not None else None
+        if skill_md is not None:
+            def counted(path: str):  # type: ignore[no-untyped-def]
+                reads.append(path)
+                return real(path)  # type: ignore[misc]
+            skill_md.read = counted
+        walks, reloads = [], []
+        for i in range(n):
+            md = root / f"skill-{i % skills:05d}" / "SKILL.md"
+            md.write_text(md.read_text() + f"\nEdited {i}.\n")
+            time.sleep(2.1)
+            reads.clear()
+            for which in (("walk", "reload") if i % 2 == 0 else ("reload", "walk")):
                 gc.collect()
-                whole = label.startswith("whole")
-                if not whole:
-                    gc.disable()
-                t0 = time.process_time()
-                out = run(arg)
-                times[label].append(time.process_time() - t0)
-                gc.enable()
-                del out, arg
-        bare = times.pop("bare stat+read")
-        per = 1e6 / skills
-        print(f"# {skills:,} skills; each stage / the bare stat+read, and per skill "
-              f"(bare: {statistics.median(bare) * per:.2f} µs a skill)")
-        for label, values in times.items():
-            row(f"{label} [{statistics.median(values) * per:.2f} µs a skill]", values, bare,
-                "bare stat+read")
-        whole = statistics.median(times["whole snapshot (build_snapshot)"])
-        parts = sum(statistics.median(v) for k, v in times.items() if k[0] in "1234")
-        print(f"rest of the load (precedence, exclusion, eligibility, notes, aliases, collector "
-              f"passes): {(whole - parts) * 1000:.2f} ms = {(whole - parts) * per:.2f} µs a skill, "
-              f"{(whole - parts) / statistics.median(bare):.3f}x the bare read", flush=True)
-        t0 = time.process_time()
-        for text in sources:
-            yaml.load(text, Loader=loader_cls)
-        print(f"floor of 2, PyYAML's {loader_cls.__name__}: "
-              f"{(time.process_time() - t0) / len(sources) * 1e6:.2f} µs a skill", flush=True)
+                t0 = now()
+                if which == "walk":
+                    bare_stat(root)
+                else:
+                    router.execute(session, command)
+                (walks if which == "walk" else reloads).append(now() - t0)
+            assert session.snapshot.get(md.parent.name).text.endswith(f"Edited {i}.\n")
+            if skill_md is not None:
+                assert reads == [str(md.parent)], reads[:3]
+        if skill_md is not None:
+            skill_md.read = real
+        row(f"/reload_skills of {skills:,} skills, one changed", reloads, walks,
+            "bare stat walk")
+        paired = [r / w for r, w in zip(reloads, walks, strict=True)]
+        print(f"  paired: median of each reload / the stat walk beside it "
+              f"{statistics.median(paired):.3f}x (p10 {pct(paired, .1):.3f}, "
+              f"p90 {pct(paired, .9):.3f})", flush=True)
 
 
 # -- %load_ext ---------------------------------------------------------------------------
@@ -805,8 +805,8 @@ def profile(what: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "loadext",
-                                       "profile", "first", "aa", "stages"])
+    ap.add_argument("figure", choices=["start", "memory", "cell", "agent", "snapshot", "reload",
+                                       "loadext", "profile", "first", "aa"])
     ap.add_argument("--tree", help="another checkout of Lily to measure (default: this one)")
     ap.add_argument("--n", type=int, default=None, help="repetitions (each side)")
     ap.add_argument("--sessions", type=int, default=3)
@@ -820,8 +820,9 @@ def main() -> None:
                     "(snapshot: --n rounds of short child processes, one a checkout)")
     ap.add_argument("--history", type=int, default=0, help="cell: each kernel first runs this "
                     "many cells, unmeasured (a session that long)")
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="snapshot: time with the wall clock or this process's CPU time")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default=None,
+                    help="snapshot, reload: time with the wall clock or this process's CPU "
+                    "time (default: snapshot wall, reload cpu)")
     args = ap.parse_args()
     print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
           flush=True)
@@ -833,12 +834,13 @@ def main() -> None:
         first(args.n or 9, args.ab)
     elif args.figure == "aa":
         aa(args.n or 200)
-    elif args.figure == "stages":
-        stages(args.n or 9, args.skills)
+    elif args.figure == "reload":
+        reload(args.n or 9, args.skills, "wall" if args.clock == "wall" else "cpu")
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)
     elif args.figure == "snapshot":
+        args.clock = args.clock or "wall"
         if args.clock == "cpu":
             print("# clock: this process's CPU time (user + system)", flush=True)
         if args.ab:

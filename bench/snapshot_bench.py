@@ -14,8 +14,8 @@ and their ratio. The machines are shared and noisy: only the ratio, measured
 in the same run, is meant to be compared.
 
 No file content is kept between builds: each one lists, reads and parses every
-SKILL.md (only the classification of scalar strings like "yes" or "read" is
-cached). Before each timed section the garbage collector is run to completion,
+SKILL.md (no cache is given to build_snapshot: a session's reload is
+``perf.py reload``). Before each timed section the garbage collector is run to completion,
 outside the timer, so neither section pays for collections the other one caused;
 the collector passes a build makes over its own objects are timed with it.
 """
@@ -36,8 +36,13 @@ if __name__ == "__main__":  # run as a script: this checkout's lily_kernel. Impo
 
 from lily_kernel.skills.loader import build_snapshot
 from lily_kernel.skills.paths import SOURCES, Root
-from lily_kernel.tools.builtin_tools import register_builtins
-from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+
+try:
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+except ImportError:  # a checkout (perf.py --tree, --ab) from before the rooms of issue 31
+    from lily_kernel.agent.builtin_tools import register_builtins  # type: ignore[no-redef]
+    from lily_kernel.agent.tools import ToolPolicy, ToolRegistry  # type: ignore[no-redef]
 
 TEMPLATE = """---
 name: {name}

@@ -11,6 +11,8 @@
     lily logs [-q TEXT] | show | usage | export | replay | rm | prune   the journal (docs/logs.md)
     lily mcp list [--json]              start the configured MCP servers, list their tools
     lily mcp import FILE                a .mcp.json / mcp_settings.json as lily.toml tables
+    lily acp                            Lily as an ACP agent on stdin/stdout (Zed, jupyter-ai)
+    lily acp install-persona --python PATH   Lily as a persona in jupyter-ai's environment
 
 Roots come from SKILLS_WORKSPACE_DIR, SKILLS_USER_DIR and SKILLS_BUNDLED_DIR,
 as in the kernel. Exit codes: 0 fine, 1 problems found, 2 usage or loader error;
@@ -215,6 +217,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_acp(args: argparse.Namespace) -> int:
+    """``lily acp``: serve the Agent Client Protocol on stdin/stdout (docs/front-ends.md#acp)."""
+    try:
+        from lily_kernel.acp.acp_server import serve
+    except ImportError as exc:
+        if exc.name not in ("acp", "pydantic") and not str(exc.name).startswith("acp."):
+            raise
+        raise CommandError("lily acp needs the Agent Client Protocol SDK: "
+                           "pip install 'lily-kernel[acp]'.") from None
+    return serve()
+
+
+def cmd_acp_install_persona(args: argparse.Namespace) -> int:
+    """``lily acp install-persona``: Lily as a persona in jupyter-ai's own environment."""
+    from lily_kernel.acp import persona_install
+    path = persona_install.install(args.python)
+    print(f"Installed the Lily persona in {path.parent} (it runs {persona_install.lily_executable()} acp).\n"
+          "Restart JupyterLab. To make Lily the default persona, add to jupyter_server_config.py:\n"
+          f"    c.PersonaManager.default_persona_id = \"{persona_install.PERSONA_ID}\"")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with Lily's error shape: one ``Error:`` line and exit 2, no usage dump."""
 
@@ -282,27 +306,39 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
-         "tokens in", "tokens out", "models"),
+         "tokens in", "tokens out", "models", "first request"),
         [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else ""),
           logs.iso(s.started), logs.iso(s.last), str(s.requests),
-          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models))
+          str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
+          s.first)
          for s in rows]))
     return 0
 
 
-def _one_session(args: argparse.Namespace
+def _one_session(args: argparse.Namespace, strict: bool = True
                  ) -> tuple[logs.Logs, str, logs.SessionSummary, list[logs.Turn]]:
-    """The session ``args.session`` names: the journal, its id, summary and turns."""
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
-    records = read.records(sid)
+    """The session ``args.session`` names: the journal, its id, summary and turns. Its
+    hash chain is checked (docs/logs.md#hash-chain): a break is refused with LogsError when
+    ``strict`` (export, replay), else (show) said in one line on stderr."""
+    read = logs.Logs(_logs_workspace(args))
+    try:
+        sid = read.resolve(args.session)
+        try:
+            records = read.checked(sid)
+        except LogsError as exc:
+            if strict:
+                raise
+            read.notes.add(str(exc).replace("; refusing to use it", ""))
+            records = read.records(sid)
+    finally:
+        _print_notes(read.notes)
     return read, sid, logs.summarize(sid, records), logs.turns(records)
 
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
     """``lily logs show SESSION``: one session as a transcript."""
-    from lily_kernel.session import logs_export
-    _, _, summary, turns = _one_session(args)
+    from lily_kernel.commands import logs_export
+    _, _, summary, turns = _one_session(args, strict=False)
     if args.n:
         cells = [i for i, t in enumerate(turns) if t.is_cell]
         turns = turns[cells[-args.n]:] if len(cells) > args.n else turns
@@ -373,7 +409,7 @@ def cmd_logs_prune(args: argparse.Namespace) -> int:
 
 def cmd_logs_export(args: argparse.Namespace) -> int:
     """``lily logs export SESSION --md FILE | --ipynb FILE``."""
-    from lily_kernel.session import logs_export
+    from lily_kernel.commands import logs_export
     if not (args.md or args.ipynb):
         raise LogsError("export needs --md FILE or --ipynb FILE")
     _, _, summary, turns = _one_session(args)
@@ -389,11 +425,17 @@ def cmd_logs_export(args: argparse.Namespace) -> int:
 def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
-    from lily_kernel.session import logs_replay
-    read = _read_logs(args)
-    sid = read.resolve(args.session)
-    nb_path, script_path = logs_replay.build(read, sid, Path(args.to))
+    from lily_kernel.commands import logs_replay
+    read, sid, _, _ = _one_session(args)
+    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
     print(f"Wrote {script_path}")
+    if code:  # what the replay would run, read from the journal: the user decides
+        print("The replay runs code the journal names; review it (docs/logs.md#replay-and-code):")
+        for line in code:
+            print(f"  {line}")
+        print("  Written as cells (--include-code)." if args.include_code else
+              "  Cells that are code are shown as Markdown, not run; after reviewing them, "
+              "--include-code writes them as cells.")
     if not args.no_run:
         from lily_kernel.jupyter.replay_notebook import record_outputs
         problem = record_outputs(nb_path)
@@ -453,6 +495,8 @@ def add_logs_parser(sub: Any) -> None:
     rep.add_argument("--to", required=True, metavar="DIR")
     rep.add_argument("--no-run", action="store_true",
                      help="do not run it once to record its outputs (nbval then has none)")
+    rep.add_argument("--include-code", action="store_true",
+                     help="write the cells that run code (%%%%python, /confirm, ...) as cells")
 
 
 
@@ -549,6 +593,16 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
     run.add_argument("command")
     run.set_defaults(func=cmd_run)
+
+    acp = sub.add_parser("acp", help="Lily as an Agent Client Protocol agent over stdio "
+                         "(jupyter-ai, Zed, JetBrains)")
+    acp.set_defaults(func=cmd_acp)
+    asub = acp.add_subparsers(dest="action")
+    persona = asub.add_parser("install-persona", help="install Lily as a persona into "
+                              "jupyter-ai's environment")
+    persona.add_argument("--python", required=True, metavar="PATH",
+                         help="the Python of jupyter-ai's environment")
+    persona.set_defaults(func=cmd_acp_install_persona)
 
     mcp = sub.add_parser("mcp", help="MCP tool servers")
     msub = mcp.add_subparsers(dest="action", required=True)

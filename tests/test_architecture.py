@@ -21,7 +21,8 @@ import lily_kernel
 JUPYTER = frozenset({"IPython", "ipykernel", "ipywidgets", "jupyter_client", "jupyter_core", "zmq",
                      "nbformat", "nbclient", "comm", "traitlets", "tornado", "jupyter_server"})
 # The faces: the only modules that may import Jupyter (docs/architecture.md#rooms).
-FACES = ("lily_kernel.jupyter", "lily_kernel.cli", "lily_kernel.__main__", "lily")
+FACES = ("lily_kernel.jupyter", "lily_kernel.acp", "lily_kernel.cli", "lily_kernel.__main__",
+         "lily")
 TESTING = "lily_kernel.testing"
 # The rooms of the core from the bottom up; a room may import the rooms below it.
 # (docs/architecture.md#layers). redaction.py, safejson.py and errors.py are below everything.
@@ -95,7 +96,7 @@ def room(name: str) -> str:
 def test_the_walk_finds_every_room():
     rooms = {room(n) for n in modules()}
     assert {"skills", "commands", "session", "agent", "tools", "settings", "typed", "jupyter",
-            "testing", "cli", "errors", "redaction", "safejson"} <= rooms
+            "acp", "testing", "cli", "errors", "redaction", "safejson"} <= rooms
 
 
 def test_imports_inside_the_package_are_absolute():
@@ -106,6 +107,15 @@ def test_imports_inside_the_package_are_absolute():
 def test_no_jupyter_import_outside_the_faces():
     found = [f"{n}:{line} imports {target}" for n in modules() if not is_face(n)
              for target, line, _ in imports_of(n) if target.split(".")[0] in JUPYTER]
+    assert found == [], "\n".join(found)
+
+
+def test_the_acp_face_needs_no_jupyter():
+    """`lily acp` runs where no Jupyter is (Zed, JetBrains): the face may import the core and
+    the ACP SDK, nothing of Jupyter nor of the Jupyter face (docs/front-ends.md#acp)."""
+    found = [f"{n}:{line} imports {target}" for n in modules() if n.startswith("lily_kernel.acp")
+             for target, line, _ in imports_of(n)
+             if target.split(".")[0] in JUPYTER or target.startswith("lily_kernel.jupyter")]
     assert found == [], "\n".join(found)
 
 

@@ -59,8 +59,9 @@ def test_limits_bench_prints_a_ratio_per_figure():
                    for line in lines), lines
 
 
-def test_perf_snapshot_and_stages_print_their_rows():
-    """`perf.py snapshot` keeps its result line; `perf.py stages` prints a row per stage."""
+def test_perf_snapshot_and_reload_print_their_rows():
+    """`perf.py snapshot` keeps its result line (and `--ab`); `perf.py reload` prints its row
+    (and checks, as it runs, that each reload read exactly the changed file)."""
     perf = BENCH.parent / "perf.py"
     run = subprocess.run([sys.executable, str(perf), "snapshot", "--n", "1", "--skills", "30"],
                          capture_output=True, text=True, timeout=300)
@@ -77,13 +78,12 @@ def test_perf_snapshot_and_stages_print_their_rows():
     assert rows == ["this checkout", f"checkout {BENCH.parent.parent}"], run.stdout
     assert len(re.findall(r"^  paired: median .* [\d.]+x \(p10", run.stdout, re.MULTILINE)) == 2
     assert re.search(r"^this checkout's ratio / that of .+: [\d.]+$", run.stdout, re.MULTILINE)
-    run = subprocess.run([sys.executable, str(perf), "stages", "--n", "1", "--skills", "30"],
+    # reload: /reload_skills with one skill changed, against the bare stat walk.
+    run = subprocess.run([sys.executable, str(perf), "reload", "--n", "2", "--skills", "30"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    rows = re.findall(r"^(.+?) \[[\d.]+ µs a skill\]: lily median .* ratio [\d.]+x", run.stdout,
-                      re.MULTILINE)
-    assert [r.split()[0] for r in rows] == ["whole", "1", "2", "3", "4", "floor"], rows
-    assert "rest of the load" in run.stdout and "PyYAML's" in run.stdout
+    assert re.search(r"^/reload_skills of 30 skills, one changed: lily median .* ratio [\d.]+x "
+                     r"\([+-][\d.]+ ms\), n=2$", run.stdout, re.MULTILINE), run.stdout
 
 
 @pytest.mark.parametrize("kernels", [(2, 2), (2, 2, 2), (2, 3), (1, 4)])

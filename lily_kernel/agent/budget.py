@@ -73,7 +73,7 @@ def margin_of(window: int) -> int:
 def reserve_of(config: ModelConfig, window: int) -> int:
     """The answer's room: ``max_tokens``, at most a quarter of the window (also the cap
     sent), so that a small window still holds the prompt."""
-    return max(1, min(config.max_tokens, window // 4))
+    return max(1, min(config.answer_tokens(), window // 4))
 
 
 @dataclass

@@ -18,12 +18,15 @@ user". See docs/notebook-tools.md#confirmation.
 from __future__ import annotations
 
 import html
+import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import endpoint_info, model_client, pending
+from lily_kernel.agent import endpoint_info, hygiene, model_client, pending, text_calls
+from lily_kernel.agent.model_client import ToolCall, Turn
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
 from lily_kernel.errors import AgentError, ModelError, ToolError
@@ -64,6 +67,7 @@ class Reply:
     usage: dict[str, Any] | None = None  # tokens over the request's model calls, when the endpoint reports them
     shown: list[object] = field(default_factory=list)  # what tools returned for the face
     left_out: tuple[int, int] = (0, 0)  # (earlier turns not sent, results shortened): budget.Fitted
+    notes: list[str] = field(default_factory=list)  # footer lines: docs/agent.md#loop-hygiene
 
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
@@ -150,6 +154,10 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     system = system_message(session)
     tools = request.tool_specs()
     emit = on_event or (lambda kind, data: None)
+    offered = [t["function"]["name"] for t in tools]
+    skills = {s.name for s in session.snapshot.skills if s.model_invocable}
+    notes = _Notes()
+    asked_again = asking = False  # the one extra request after an empty final answer
 
     def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
@@ -162,15 +170,33 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
         for step in range(first_step, MAX_STEPS + 1):
             turn_start = len(messages)
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
+            guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
-                openai_client, session.model_config, system, tools, session.conversation, messages,
-                on_text, session.limits.answer_chars)
+                openai_client, session.model_config, system, tools, session.conversation,
+                [*messages, hygiene.ASK_AGAIN] if asking else messages, guard.feed,
+                session.limits.answer_chars)
+            asking = False
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             session.add_usage(turn.usage, config.model)
+            if turn.finish_reason == "stopped":  # the guard stopped a runaway answer
+                turn.content = guard.text
+                notes.add(f"answer stopped: {guard.stopped}")
+            elif not turn.tool_calls and turn.finish_reason != "cut":
+                _read_text_calls(turn, offered, skills, notes)
+            if not turn.tool_calls or turn.content:
+                guard.release()  # not a call written as text: the face shows it now
+            broken = _arguments(request, turn, notes)
             messages.append(turn.message())
+            if not turn.tool_calls and not turn.content.strip() and not asked_again and \
+                    step < MAX_STEPS and any(m.get("role") == "tool" for m in messages):
+                asked_again = asking = True  # empty after tool steps: asked once more
+                messages.pop()
+                continue
             if not turn.tool_calls:
-                if turn.finish_reason == "length":
+                if not turn.content.strip() and turn.finish_reason != "cut":
+                    turn.content = _no_answer(messages, notes)
+                elif turn.finish_reason == "length":
                     turn.content += ("\n\n*(The model stopped at its length limit; the answer "
                                      "may be cut short.)*")
                     messages[-1] = turn.message()
@@ -186,7 +212,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     session.trust_note_shown = True
                     shown += f"\n\n*({html.escape(session.untrusted_note)})*"  # sanitize
                 return Reply(shown, request.skill, request.tools_used, step,
-                             request.proposal, usage, request.shown, left_out)
+                             request.proposal, usage, request.shown, left_out, notes.lines)
             held = None
             size += chars(messages[-1])
             result: str | None
@@ -196,9 +222,22 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     # Answered, not run: every call needs a result, none runs past a cap.
                     result = too_many(limits)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-                    emit("tool", {"name": call.name, "ok": False})
+                    emit("tool", {"name": call.name, "ok": False, "id": call.id, "result": result})
+                    continue
+                if call.id in broken:  # arguments not JSON even after the repairs
+                    messages.append({"role": "tool", "tool_call_id": call.id,
+                                     "content": broken[call.id]})
+                    size += len(broken[call.id])
+                    emit("tool", {"name": call.name, "ok": False, "id": call.id,
+                                  "result": broken[call.id]})
                     continue
                 args = call.parsed()
+                again = request.repeated(call.name, args) if held is None else None
+                if again is not None:  # the same call answered before: not run again
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": again})
+                    size += len(again)
+                    emit("tool", {"name": call.name, "ok": True, "id": call.id, "result": again})
+                    continue
                 try:
                     confirm_first = held is None and request.needs_confirmation(call.name, args)
                 except ToolError as exc:
@@ -207,17 +246,24 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     result = None
                 if confirm_first:
                     held = (call, args, len(messages))
-                    emit("tool", {"name": call.name, "ok": True, "waiting": True})
+                    emit("tool", {"name": call.name, "ok": True, "waiting": True, "id": call.id,
+                                  "args": args})
                     continue
-                if result is None:
-                    result = NOT_RUN if held is not None else request.execute(call.name, args)
+                if result is None and held is None:
+                    # a face may show the call before it runs (the ACP face's tool_call)
+                    emit("tool_start", {"name": call.name, "id": call.id, "args": args})
+                    result = request.execute(call.name, args)
+                    request.remember(call.name, args, result)
+                elif result is None:
+                    result = NOT_RUN
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 if request.proposal is not None and request.proposal_call is None:
                     request.proposal_call = call.id
                 size += len(result)
                 if request.skill != before:
                     emit("skill", {"name": request.skill, "forced": False})
-                emit("tool", {"name": call.name, "ok": not result.startswith("Error:")})
+                emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
+                              "id": call.id, "args": args, "result": result})
             if held is None:
                 _seen(session, messages)
             if held is not None:
@@ -229,7 +275,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 item = pending.hold(tool, args, paused)
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
-                             request.shown, left_out)
+                             request.shown, left_out, notes.lines)
         _withdraw(request, messages)  # the request ends in an error: its card is never shown
         commit(messages)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
@@ -245,3 +291,64 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
         if len(messages) > 1:
             commit(messages)
         raise
+
+
+class _Notes:
+    """The footer lines of one request, each once; a line with ``{n}`` counts."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, line: str, n: int = 0) -> None:
+        self.counts[line] = self.counts.get(line, 0) + n
+
+    @property
+    def lines(self) -> list[str]:
+        return [line.format(n=n, s="" if n == 1 else "s") if n else line
+                for line, n in self.counts.items()]
+
+
+def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
+                     notes: _Notes) -> None:
+    """An answer that is tool calls written as text becomes those calls (agent/text_calls.py)."""
+    found = text_calls.read(turn.content, offered, skills)
+    if found:
+        # ids unique in the conversation, and 9 letters or digits (Mistral's templates
+        # refuse any other id)
+        turn.tool_calls = [ToolCall(uuid.uuid4().hex[:9], c.name, c.arguments) for c in found]
+        turn.content = ""
+        notes.add("{n} tool call{s} read from text", len(found))
+
+
+def _arguments(request: Request, turn: Turn, notes: _Notes) -> dict[str, str]:
+    """Each call's arguments as a JSON object: repaired once when they are not
+    (agent/text_calls.py), else answered with an error naming the tool's signature (by
+    call id); the assistant message then carries the repaired (or empty) arguments."""
+    broken: dict[str, str] = {}
+    for call in turn.tool_calls:
+        try:
+            call.parsed()
+            continue
+        except ModelError as exc:
+            problem = str(exc)
+        fixed = text_calls.repair_arguments(call.arguments)
+        if fixed is not None:
+            call.arguments = json.dumps(fixed, ensure_ascii=False)
+            notes.add("arguments of {n} tool call{s} repaired", 1)
+            continue
+        call.arguments = "{}"
+        schema = request.schema_of(call.name)
+        how = f"; {hygiene.usage(call.name, schema)}" if schema is not None else ""
+        broken[call.id] = (f"Error: not run: {problem.removeprefix('the model sent ')}; send "
+                           f"the arguments as one JSON object{how}")
+    return broken
+
+
+def _no_answer(messages: list[dict[str, Any]], notes: _Notes) -> str:
+    """The text shown for an answer still empty: the last tool result, with a note."""
+    last = hygiene.last_result(messages)
+    if last is None:
+        notes.add("the model's answer was empty")
+        return "*(The model's answer was empty.)*"
+    notes.add("no final answer: the last tool result is shown")
+    return hygiene.shown_result(*last)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.agent.hygiene import AnswerStopped
 from lily_kernel.errors import ContextExceeded, JSONInputError, ModelError
 from lily_kernel.settings.model_settings import ModelConfig
 from lily_kernel.tools import images
@@ -163,72 +163,13 @@ def _dumps(value: object) -> bytes:
                       allow_nan=False).encode()
 
 
-#: Each message's JSON, by identity (a message is never changed once sent): a request's body
-#: serialises only the messages new since the last one (docs/agent.md#model-client).
-_FRAGMENTS: dict[int, tuple[dict[str, Any], bytes]] = {}
-_KEPT = [0]  # bytes of JSON kept in _FRAGMENTS (its messages too are kept alive by it)
-#: The last offered tool list's JSON (the same list object while nothing changed: request.py).
-_TOOLS_JSON: list[tuple[list[dict[str, Any]], bytes]] = []
-
-
-def _fragment(message: dict[str, Any]) -> bytes:
-    hit = _FRAGMENTS.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    data = _dumps(message)
-    _KEPT[0] += len(data)
-    if len(_FRAGMENTS) > 100_000 or _KEPT[0] > 64 << 20:  # a bound: serialising again is cheap
-        _FRAGMENTS.clear()
-        _KEPT[0] = len(data)
-    _FRAGMENTS[id(message)] = (message, data)
-    return data
-
-
-#: The last request's messages and their JSON list items (joined): the next request of a
-#: conversation starts with the same messages (the steps of a request, then the turns of a
-#: session), so only what follows them is joined (issue 18: O(new turn), not O(history)).
-_LAST: list[tuple[list[dict[str, Any]], bytes]] = []
-
-
-def _messages_json(messages: list[dict[str, Any]]) -> bytes:
-    """The JSON items of ``messages`` (without the brackets)."""
-    if _LAST:
-        seen, data = _LAST[0]
-        n = len(seen)
-        # The same message objects first (one pass in C: map, operator.is_ and all).
-        if 0 < n <= len(messages) and all(map(operator.is_, messages, seen)):
-            rest = messages[n:]
-            if rest:
-                data = b",".join([data, *map(_fragment, rest)])
-            _LAST[0] = (list(messages), data)
-            return data
-    data = b",".join(map(_fragment, messages))
-    _LAST[:] = [(list(messages), data)]
-    return data
-
-
-def _tools_json(tools: list[dict[str, Any]]) -> bytes:
-    if _TOOLS_JSON and _TOOLS_JSON[0][0] is tools:
-        return _TOOLS_JSON[0][1]
-    data = _dumps(tools)
-    _TOOLS_JSON[:] = [(tools, data)]
-    return data
-
-
 def request_body(config: ModelConfig, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]], usage: bool = True,
                  max_tokens: int | None = None, cap: str = CAP_PARAMS[1]) -> bytes:
-    """The JSON body of one chat-completions request (:func:`request_args` as bytes), built
-    from each message's JSON kept since it was first sent and the tool list's: a long
-    conversation is not serialised again, nor walked by ``openai``'s per-request
-    transform of typed parameters (plain JSON data needs none)."""
-    args = request_args(config, [], [], usage, max_tokens, cap)
-    del args["messages"]
-    out = [_dumps(args)[:-1], b',"messages":[', _messages_json(messages), b"]"]
-    if tools:
-        out += [b',"tools":', _tools_json(tools)]
-    out.append(b"}")
-    return b"".join(out)
+    """The JSON body of one chat-completions request: :func:`request_args` as bytes, posted
+    as they are, so ``openai`` does not walk every message of the history with its
+    per-request transform of typed parameters (plain JSON data needs none)."""
+    return _dumps(request_args(config, messages, tools, usage, max_tokens, cap))
 
 
 def cut_marker(cap: int) -> str:
@@ -352,6 +293,11 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
                                          "was done with it")
             if choice.finish_reason:
                 turn.finish_reason = choice.finish_reason
+    except AnswerStopped:  # the loop's guard stopped a runaway answer (agent/hygiene.py)
+        if stream is not None:
+            stream.close()  # the server stops generating when the connection closes
+        turn.content, turn.finish_reason = "".join(parts), "stopped"
+        return turn
     except openai.APITimeoutError:
         raise ModelError(_late(config, client)) from None
     except openai.APIConnectionError as exc:

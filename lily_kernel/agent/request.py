@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import pending, prompt, workspace_rules
+from lily_kernel.agent import hygiene, pending, prompt, workspace_rules
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
 from lily_kernel.tools import offering
-from lily_kernel.tools.tool_registry import check_args, invoke
+from lily_kernel.tools.builtin_tools import NO_CHANGE
+from lily_kernel.tools.tool_registry import Tool, check_args, invoke
 from lily_kernel.tools.workspace_fs import WorkspaceFS, split
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ PROPOSE_ACTION = _one_argument("propose_action", "Propose parameters for the loa
 READ_CONFIG = _one_argument("read_config", "Read a setting (dotted path) of the loaded typed "
                             "skill.", "path")
 RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
+_BUILTIN = {"load_skill": LOAD_SKILL, "read_skill_file": READ_SKILL_FILE,
+            "propose_action": PROPOSE_ACTION, "read_config": READ_CONFIG}
+_READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
@@ -87,6 +91,9 @@ class Request:
         self.proposal_call: str | None = None  # the propose_action call that offered it
         self.shown: list[object] = []  # what tools returned for the face (a proposed cell)
         self.cut_results = 0  # tool results cut at [limits] tool_result_chars
+        # identical calls answered since the last call that may change something: their
+        # results (docs/agent.md#loop-hygiene)
+        self.answered: dict[str, str] = {}
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -126,14 +133,41 @@ class Request:
         tool = session.tools.get(name)
         if name in RESERVED or tool is None or session.policy.model_refusal(session.tools, name):
             return False  # refused anyway: execute() answers with the refusal
-        if check_args(tool.parameters, args) is not None:
-            return False
+        args, _ = fit_arguments(tool, args)
+        if check_args(tool.parameters, args) is not None or no_change(tool, args):
+            return False  # an argument error, or a write that changes nothing: no card
         if not pending.asks(session, tool, args):
             return False
         refusal = pending.waiting_refusal(session, self.proposal)
         if refusal:
             raise ToolError(refusal)
         return True
+
+    def schema_of(self, name: str) -> dict[str, Any] | None:
+        """The parameters' schema of tool ``name`` (a built-in model tool's too), or None."""
+        if name in _BUILTIN:
+            schema: dict[str, Any] = _BUILTIN[name]["function"]["parameters"]
+            return schema
+        tool = self.session.tools.get(name)
+        return None if tool is None else tool.parameters
+
+    def repeated(self, name: str, args: dict[str, Any]) -> str | None:
+        """The answer to a call identical to one already answered in this request (since
+        the last call that may change something), or None: it is not run again."""
+        if name == "load_skill" or hygiene.call_key(name, args) not in self.answered:
+            return None  # a load_skill again answers "already loaded" itself
+        return hygiene.already_answered(name, args)
+
+    def remember(self, name: str, args: dict[str, Any], result: str) -> None:
+        """Keep ``result`` as the answer to this call; a call that may change something
+        (not read-only) forgets every earlier one first."""
+        tool = self.session.tools.get(name)
+        read_only = name in _READ_ONLY_BUILTINS or (
+            name not in RESERVED and tool is not None
+            and bool(tool.annotations.get("readOnlyHint")))
+        if not read_only:
+            self.answered.clear()
+        self.answered[hygiene.call_key(name, args)] = result
 
     def execute(self, name: str, args: dict[str, Any]) -> str:
         """The tool result text, redacted then capped; refusals and tool failures start with
@@ -166,10 +200,11 @@ class Request:
     def load_skill(self, args: dict[str, Any]) -> str:
         """``load_skill``: the skill's body from the snapshot; the first declares the
         request's skill, a second different one is refused."""
-        problem = check_args(LOAD_SKILL["function"]["parameters"], args)
-        if problem:
-            raise ToolError(f"load_skill: {problem}")
+        _check_builtin("load_skill", args)
         name = args["name"]
+        if self.skill is not None and self.skill == name:
+            return (f"Skill '{name}' is already loaded: its instructions are above in this "
+                    "request. Follow them now; do not load it again.")
         snap = self.session.snapshot
         skill = snap.get(name)
         if skill is None:
@@ -204,9 +239,7 @@ class Request:
         """``propose_action``: the loaded typed skill's action, checked in code and offered
         for the user's confirmation (docs/typed-skills.md#confirmation)."""
         from lily_kernel.typed import actions
-        problem = check_args(PROPOSE_ACTION["function"]["parameters"], args)
-        if problem:
-            raise ToolError(f"propose_action: {problem}")
+        _check_builtin("propose_action", args)
         skill = self._typed_skill()
         refusal = pending.waiting_refusal(self.session, self.proposal)
         if refusal:  # a new proposal never replaces one that waits
@@ -223,9 +256,7 @@ class Request:
 
     def read_config(self, args: dict[str, Any]) -> str:
         """``read_config``: one setting the loaded typed skill may read, as JSON."""
-        problem = check_args(READ_CONFIG["function"]["parameters"], args)
-        if problem:
-            raise ToolError(f"read_config: {problem}")
+        _check_builtin("read_config", args)
         from lily_kernel.typed.actions import spec_of  # typed skills load on first use
         skill = self._typed_skill()
         spec = spec_of(skill)
@@ -237,9 +268,7 @@ class Request:
 
     def read_skill_file(self, args: dict[str, Any]) -> str:
         """``read_skill_file``: a file under the loaded skill's ``references/``."""
-        problem = check_args(READ_SKILL_FILE["function"]["parameters"], args)
-        if problem:
-            raise ToolError(f"read_skill_file: {problem}")
+        _check_builtin("read_skill_file", args)
         if self.skill is None:
             raise ToolError("load a skill with load_skill before reading its files")
         skill = self.session.snapshot.get(self.skill)
@@ -261,15 +290,46 @@ class Request:
         tool = session.tools.get(name)
         if tool is None:  # model_refusal names an unknown tool first
             raise ToolError(f"{name}: no such tool")
+        args, note = fit_arguments(tool, args)
         problem = check_args(tool.parameters, args)
         if problem:
-            raise ToolError(f"{name}: {problem}")
+            raise ToolError(f"{name}: {problem}; {hygiene.usage(name, tool.parameters)}")
+        if no_change(tool, args):
+            return (f"no change: {args.get('path', 'the file')} already holds exactly this "
+                    "content; nothing was written")
         self.tools_used.append(name)
         log.debug("tool call %s (%s)", name, tool.origin)
         out = invoke(tool, args)  # a tool's own failure is information for the model
         if out.display is not None:
             self.shown.append(out.display)
-        return out.text
+        return f"{note}\n{out.text}" if note else out.text
+
+
+def _check_builtin(name: str, args: dict[str, Any]) -> None:
+    """A built-in model tool's arguments checked; the error names its signature."""
+    schema = _BUILTIN[name]["function"]["parameters"]
+    problem = check_args(schema, args)
+    if problem:
+        raise ToolError(f"{name}: {problem}; {hygiene.usage(name, schema)}")
+
+
+def fit_arguments(tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A tool that takes no arguments is run without those it was given, and says so
+    (the note put before its result); other tools' arguments are checked as they are."""
+    if args and not (tool.parameters.get("properties") or {}):
+        return {}, (f"(Note: {tool.name} takes no arguments; it ran without "
+                    f"{', '.join(sorted(args))}.)")
+    return args, ""
+
+
+def no_change(tool: Tool, args: dict[str, Any]) -> bool:
+    """Would this call change nothing (a ``write`` of the content the file holds)?"""
+    if tool.change is None:
+        return False
+    try:
+        return tool.change(args) == NO_CHANGE
+    except ToolError:
+        return False
 
 
 def offered_tools(session: Session) -> list[dict[str, Any]]:

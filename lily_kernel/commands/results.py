@@ -114,6 +114,7 @@ class Answer:
     model: str = ""
     usage: dict[str, Any] | None = None  # {"prompt_tokens", "completion_tokens"} when the endpoint reported it
     left_out: tuple[int, int] = (0, 0)  # earlier turns not sent, tool results shortened
+    notes: tuple[str, ...] = ()  # what the loop did for the model: docs/agent.md#loop-hygiene
     attached: tuple[str, ...] = ()  # what the request's @ mentions attached
 
     def footer(self) -> str:
@@ -134,6 +135,7 @@ class Answer:
         if results:
             parts.append(f"{results:,} tool result{'s' if results != 1 else ''} "
                          "shortened")
+        parts.extend(self.notes)
         return " · ".join(parts)
 
 

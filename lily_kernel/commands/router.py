@@ -31,9 +31,11 @@ from lily_kernel.errors import (
     ActionError,
     CommandError,
     ConfigError,
+    LogsError,
     PersonaError,
     ToolError,
     command_error,
+    error_line,
 )
 from lily_kernel.session.session import Session
 from lily_kernel.settings.model_settings import SECRET_KEYS
@@ -101,8 +103,8 @@ def execute(session: Session, cmd: Command) -> Any:
     log.debug("command /%s", cmd.name)
     try:
         result = _dispatch(session, cmd)
-    except CommandError:
-        session.record_command(redact(cmd.line), ok=False)
+    except CommandError as exc:
+        session.record_command(redact(cmd.line), ok=False, error=error_line(exc))
         raise
     session.record_command(redact(cmd.line), ok=True)
     return result
@@ -345,7 +347,8 @@ def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
     from pathlib import Path
 
-    from lily_kernel.session import logs, logs_export
+    from lily_kernel.commands import logs_export
+    from lily_kernel.session import logs
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
     read = logs.Logs(session.workspace)
@@ -354,6 +357,11 @@ def _logs(session: Session, cmd: Command) -> Any:
     cells = [t for t in logs.turns(records) if t.is_cell]
     word, _, rest = cmd.args.partition(" ")
     if word == "export":
+        if records:  # an export refuses a journal edited under the kernel (docs/logs.md#hash-chain)
+            try:
+                read.checked(session.session_id)
+            except LogsError as exc:
+                raise CommandError(str(exc)) from None
         target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
         if not target.is_absolute():
             target = session.workspace / target

@@ -34,6 +34,9 @@ from lily_kernel.tools import mentions
 from lily_kernel.tools.notebook_tools import ProposedCell
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
+#: The answer of a request that ends in a card without text of its own (a face that shows
+#: the card itself, as the ACP face's permission request does, may leave it out).
+WAITING = "I would like to run the call below; it waits for your confirmation."
 
 
 class Live(Protocol):
@@ -218,6 +221,7 @@ class Runner:
         except KeyboardInterrupt:
             # the cell still fails (Run All stops there); the text shown so far stays
             interrupted = True
+            self.session.record_interrupted()
             raise Interrupted("interrupted; the conversation keeps only completed steps.") from None
         except CommandError as exc:  # the request failed: the journal says why (lily logs)
             self.session.record_error(str(exc))
@@ -229,9 +233,10 @@ class Runner:
                 shown.close()
         text = reply.text
         if not text.strip() and reply.proposal is not None:
-            text = "I would like to run the call below; it waits for your confirmation."
+            text = WAITING
         yield Answer(text, reply.skill, tuple(reply.tools_used),
-                     self.session.model_config.model, reply.usage, reply.left_out, attached)
+                     self.session.model_config.model, reply.usage, reply.left_out,
+                     tuple(reply.notes), attached)
         cells = tuple(s.code for s in reply.shown if isinstance(s, ProposedCell))
         if cells:
             yield ProposedCells(cells)

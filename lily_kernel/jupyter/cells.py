@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -110,6 +111,7 @@ class Cells:
         finally:
             word = cell.split(maxsplit=1)[0] if cell.split() else cell
             self._settle_cards(f"Decided in another cell ({word}).")
+            self._journal_notice()
 
     def run_agent(self, text: str) -> None:
         """Send ``text`` to the agent and show what it answers."""
@@ -117,6 +119,16 @@ class Cells:
             self._show_all(self.runner.ask(text, live=self._live()))
         finally:
             self._settle_cards("Declined: a new request was sent before a decision.")
+            self._journal_notice()
+
+    def _journal_notice(self) -> None:
+        """One line in the cell when the journal could not write this cell's records (or
+        writes again): Lily never loses a record silently (docs/logs.md#fail-loud)."""
+        if not self.runner.ready:
+            return
+        notice = self.session.journal.take_notice()
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
 
     def _live(self) -> Callable[[], Live] | None:
         """The factory of this cell's live display: None outside a kernel; tokens on stdout

@@ -29,6 +29,7 @@ from lily_kernel import redaction
 from lily_kernel.commands.table import is_command
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.jupyter import plots
+from lily_kernel.jupyter.python_cells import PythonCells
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
@@ -58,6 +59,16 @@ class Integration:
         self._checking = False  # True while is_complete asks IPython about a %%python cell
         self._saved_custom_exc = (shell.custom_exceptions, shell.CustomTB)
         self.events = CellEvents(shell)
+        self.python_cells = PythonCells(shell, lambda: self._session(start=False),
+                                        lambda: self._session(start=True))
+
+    def _session(self, start: bool) -> Session | None:
+        """The running session, or None: before the first Lily cell (unless ``start``),
+        or when none could start."""
+        if not start and not self.started:
+            return None
+        runner = self.cells.runner
+        return runner.session if runner.ready else None
 
     @cached_property
     def cells(self) -> Cells:
@@ -93,6 +104,8 @@ class Integration:
         _redact_history(self.shell, install=True)
         _describe_figures(self.shell, install=True)
         self.events.install()
+        if self.kernel_mode:  # the journal keeps each %%python cell (docs/logs.md#python-cells)
+            self.python_cells.install()
         completer = getattr(self.shell, "Completer", None)
         if not self.kernel_mode and completer is not None:  # the kernel has do_complete
             completer.custom_matchers.append(self.complete_command)
@@ -103,6 +116,7 @@ class Integration:
         completer = getattr(self.shell, "Completer", None)
         if completer is not None and self.complete_command in completer.custom_matchers:
             completer.custom_matchers.remove(self.complete_command)
+        self.python_cells.uninstall()
         cleanup = self.shell.input_transformers_cleanup
         if self.transform in cleanup:
             cleanup.remove(self.transform)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import LogsError
+from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
 
@@ -94,15 +95,16 @@ def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
 
 
 def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
-    """The good records of one journal file, each with ``_file`` set to its name."""
+    """The good records of one journal file, each with ``_file`` set to its name and
+    ``_line`` to its line number (journal.READER_KEYS)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         notes.add(f"{path.name}: cannot be read: {exc.strerror or exc}")
         return []
     out = []
-    for _, record in parse_lines(data, path, 1, notes):
-        record["_file"] = path.name
+    for number, record in parse_lines(data, path, 1, notes):
+        record["_file"], record["_line"] = path.name, number
         out.append(record)
     return out
 
@@ -128,6 +130,7 @@ class SessionSummary:
     tools: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     records: int = 0
+    first: str = ""  # the first request (one line, clipped): names the session with the label
     parent: str = ""  # the session this one resumed or forked from (docs/session.md#resume)
     parent_kind: str = ""  # "resumed" or "forked"
 
@@ -137,7 +140,7 @@ class SessionSummary:
                 "last_activity": iso(self.last), "requests": self.requests,
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
-                "files": self.files, "records": self.records,
+                "files": self.files, "records": self.records, "first_request": self.first,
                 "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None}
 
 
@@ -156,8 +159,12 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
         event = r.get("event")
         if r.get("_file") and r["_file"] not in files:
             files.append(r["_file"])
+        if isinstance(r.get("notebook"), str) and r["notebook"]:
+            s.label = r["notebook"]  # the notebook's path as last known (a front end told)
+        if not s.first and event in ("prose", "message"):
+            s.first = _first_request(r)
         if event == "session_created":
-            s.label = str(r.get("label") or "")
+            s.label = s.label or str(r.get("label") or "")
             for key, kind in (("resumed_from", "resumed"), ("forked_from", "forked")):
                 if isinstance(r.get(key), str):
                     s.parent, s.parent_kind = r[key], kind
@@ -182,6 +189,19 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
     if not s.label:
         s.label = files[0].rsplit(".", 1)[0] if files else ""
     return s
+
+
+def _first_request(r: dict[str, Any]) -> str:
+    """The request a prose record, or a user message, holds: one line, at most 60 characters."""
+    text: object = r.get("text")
+    if r.get("event") == "message":
+        message = r.get("message")
+        text = (message.get("content") if isinstance(message, dict)
+                and message.get("role") == "user" else None)
+    if not isinstance(text, str):
+        return ""
+    one = " ".join(text.split())
+    return one if len(one) <= 60 else one[:59] + "…"
 
 
 def _add(items: list[str], value: object) -> None:
@@ -252,6 +272,19 @@ class Logs:
                             "give more of the id")
         return found[0]
 
+    def checked(self, session_id: str) -> list[dict[str, Any]]:
+        """The records of one session once its hash chain holds (docs/logs.md#hash-chain):
+        LogsError naming the record that breaks it; a journal from before the chain is
+        read with one note saying it cannot be checked."""
+        records = self.by_session[session_id]
+        problem = verify_chain(records)
+        if problem == UNCHAINED:
+            self.notes.add(f"session {session_id[:12]}: {UNCHAINED}")
+        elif problem is not None:
+            raise LogsError(f"the journal of session {session_id[:12]} has been tampered with "
+                            f"or damaged: {problem}; refusing to use it")
+        return records
+
     def records(self, session_id: str) -> list[dict[str, Any]]:
         """The records of one session (a full id, see :meth:`resolve`), in time order."""
         return self.by_session[session_id]
@@ -271,7 +304,7 @@ class Call:
 class Turn:
     """One cell of a session: a command or prose, with what followed it."""
 
-    kind: str  # command | prose | event
+    kind: str  # command | prose | python | event
     text: str
     t: float
     ok: bool = True
@@ -286,11 +319,13 @@ class Turn:
     tokens_out: int | None = None
     cut: bool = False
     asked: bool = False  # its request (the user message) has been seen
+    interrupted: bool = False  # the user interrupted its request
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # a python cell's, as journaled
 
     @property
     def is_cell(self) -> bool:
         """Whether this turn was a cell the user ran (not a session event)."""
-        return self.kind in ("command", "prose")
+        return self.kind in ("command", "prose", "python")
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as plain JSON data (``show --json``)."""
@@ -300,10 +335,12 @@ class Turn:
                                 "result": c.result} for c in self.calls],
                 "approvals": self.approvals, "errors": self.errors, "reads": self.reads,
                 "models": self.models, "tokens_in": self.tokens_in,
-                "tokens_out": self.tokens_out, "cut": self.cut}
+                "tokens_out": self.tokens_out, "cut": self.cut,
+                "interrupted": self.interrupted, "outputs": self.outputs}
 
 
-_QUIET = {"message", "command", "prose", "model_call", "file_read", "error"}
+_QUIET = {"message", "command", "prose", "model_call", "file_read", "error", "interrupted",
+          "python"}
 _BETWEEN = {"model_call", "file_read", "error"}  # may come between a cell and its request
 
 
@@ -324,6 +361,14 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             out.append(turn)
         elif event == "command":
             cur = Turn("command", str(r.get("command", "")), t, ok=bool(r.get("ok", True)))
+            if isinstance(r.get("error"), str):  # a failed command's one line
+                cur.errors.append(r["error"])
+            out.append(cur)
+        elif event == "python":  # a %%python cell: its source and a summary of its outputs
+            cur = Turn("python", str(r.get("source", "")), t, ok=bool(r.get("ok", True)))
+            if isinstance(r.get("error"), str):
+                cur.errors.append(r["error"])
+            cur.outputs = [o for o in r.get("outputs") or [] if isinstance(o, dict)]
             out.append(cur)
         elif event == "prose":
             cur = Turn("prose", str(r.get("text", "")), t)
@@ -366,6 +411,8 @@ def turns(records: Iterable[dict[str, Any]]) -> list[Turn]:
             _add(cur.reads, r.get("path"))
         elif event == "error" and cur is not None:
             cur.errors.append(str(r.get("error", "")))
+        elif event == "interrupted" and cur is not None:
+            cur.interrupted = True
         elif isinstance(event, str) and event.startswith("action_") and event != "action_proposed":
             target = cur or Turn("event", "", t)
             target.approvals.append(f"{event[7:]}: {r.get('skill') or r.get('action_id')}")
@@ -397,6 +444,10 @@ def _event_text(r: dict[str, Any]) -> str:
         return f"agent switched to {r.get('agent')}"
     if event == "session_ended":
         return f"session ended ({r.get('reason')})"
+    if event == "journal_gap":
+        lost = f", {r.get('lost')} lost" if r.get("lost") else ""
+        return (f"journal gap: writes failed ({r.get('reason')}); the next "
+                f"{r.get('late')} record(s) were written late{lost}")
     return event.replace("_", " ")
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lily_kernel.session.journal import UNCHAINED, verify_chain
+
 MAX_PARENTS = 50  # sessions followed back through resumes and forks
 
 
@@ -67,6 +69,9 @@ def restore(records: list[dict[str, Any]], session_id: str) -> Restored:
             if chain:  # a parent that is gone (pruned): what the child added still stands
                 break
             return Restored(problem=f"session {current[:12]} has no records in the journal")
+        broken = verify_chain(own)  # a tampered journal must not put words in the history
+        if broken is not None and broken != UNCHAINED:
+            return Restored(problem=f"the journal does not match its hash chain ({broken})")
         chain.append(current)
         created = next((r for r in own if r.get("event") == "session_created"), {})
         parent = created.get("resumed_from") or created.get("forked_from")

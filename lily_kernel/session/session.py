@@ -7,6 +7,7 @@ each field changes only through the method its command calls.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import time
@@ -33,7 +34,7 @@ from lily_kernel.settings.model_settings import (
     user_config_path,
 )
 from lily_kernel.skills.eligibility import Host
-from lily_kernel.skills.loader import build_snapshot
+from lily_kernel.skills.loader import SkillCache, build_snapshot
 from lily_kernel.skills.paths import persona_dirs, shared_workspace, skill_roots, workspace_dir
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.tools import workspace_fs
@@ -53,12 +54,15 @@ class Session:
     commands); no skill's ``command`` alias may take one (docs/loader.md#exclusion).
     ``resume``: take up the conversation of the journal's previous session of the same
     label (a notebook's kernel after a restart; docs/session.md#resume).
+    ``client_mcp``: MCP server tables (as in ``[mcp.servers]``) an ACP client passed in
+    ``session/new``, started as the user's own (docs/front-ends.md#acp).
     """
     def __init__(self, workspace: str | Path | None = None, *, label: str | None = None,
                  env: Mapping[str, str] | None = None, tools: ToolRegistry | None = None,
                  host: Host | None = None, journal: bool = True,
                  add_tools: Callable[[Session], None] | None = None,
-                 reserved_commands: frozenset[str] = frozenset(), resume: bool = False) -> None:
+                 reserved_commands: frozenset[str] = frozenset(), resume: bool = False,
+                 client_mcp: Mapping[str, Any] | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._explicit_env = env is not None
         self.workspace = Path(workspace) if workspace is not None else workspace_dir(self._env)
@@ -67,6 +71,7 @@ class Session:
         self.host = host if host is not None else Host(sys.platform, self._env, self._env.get("PATH"))
         self.reserved_commands = reserved_commands
         self._journal_enabled = journal
+        self._client_mcp = dict(client_mcp or {})  # an ACP client's servers: the user's layer
         if tools is None:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace, files=lambda: self.files)
@@ -77,6 +82,7 @@ class Session:
         self._config_registry: ConfigRegistry | None = None
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
+        self._skill_cache = SkillCache()  # parsed SKILL.md files, for the session's life (/new too)
         self._start(resume=resume)
 
     # -- lifecycle -----------------------------------------------------------
@@ -184,11 +190,12 @@ class Session:
         if old is not None:
             old.close()
         from lily_kernel.tools.mcp import mcp_config
-        if not mcp_config.configured(self.workspace, self._user_config, self._workspace_config):
+        if not (self._client_mcp or mcp_config.configured(self.workspace, self._user_config,
+                                                          self._workspace_config)):
             return
         try:
             servers = mcp_config.load(self.workspace, self._env, self._user_config,
-                                      self._workspace_config)
+                                      self._workspace_config, self._client_mcp)
         except ConfigError as exc:
             self._file_error = self._file_error or str(exc)
             return
@@ -232,7 +239,7 @@ class Session:
     def _build_snapshot(self, version: int) -> Snapshot:
         roots = skill_roots(self._env, self.workspace)
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
-                              reserved=self.reserved_commands)
+                              reserved=self.reserved_commands, cache=self._skill_cache)
 
     def _snapshot_record(self) -> dict[str, Any]:
         return {"snapshot_version": self.skill_snapshot.version,
@@ -258,16 +265,19 @@ class Session:
 
     def _capture(self, path: str, data: bytes) -> None:
         """Journal a file a tool read (``[journal] capture_reads``), once per content, so
-        ``lily logs replay`` can rebuild it (docs/logs.md#replay)."""
+        ``lily logs replay`` can rebuild it (docs/logs.md#replay). A file that is not UTF-8
+        is recorded by size and hash only: redaction reads text, so a ``.env`` holding a key
+        in another encoding must not reach the journal (docs/logs.md#captured-reads)."""
         key = (path, hash(data))
         if key in self._captured:
             return
         self._captured.add(key)
         try:
             record: dict[str, Any] = {"text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            import base64
-            record = {"base64": base64.b64encode(data).decode("ascii")}
+        except UnicodeDecodeError:  # bytes redaction cannot see: never their content
+            digest = hashlib.sha256(data).hexdigest()
+            record = {"binary": f"binary, {len(data):,} bytes, sha256 {digest}",
+                      "sha256": digest}
         self.journal.append({"event": "file_read", "session_id": self.session_id,
                              "path": path, "bytes": len(data), **record})
 
@@ -493,15 +503,27 @@ class Session:
                     carried=carried)
         return old
 
-    def record_command(self, line: str, ok: bool) -> None:
+    def record_command(self, line: str, ok: bool, error: str | None = None) -> None:
         """Keep one command in the history and the journal: ``line`` is redacted here, once,
         where it is stored (URL userinfo, live secret values), and both keep that text
-        (docs/limits-and-secrets.md#secrets)."""
+        (docs/limits-and-secrets.md#secrets); a failed command's ``error`` line too."""
         line = redaction.redact(line, self.environ)
         entry = {"command": line, "ok": ok, "t": round(time.time(), 3)}
         self.command_history.append(entry)
+        extra = {} if error is None else {"error": redaction.redact(error, self.environ)}
         self.journal.append({"event": "command", "session_id": self.session_id,
-                             "command": line, "ok": ok}, redacted=True)
+                             "command": line, "ok": ok, **extra}, redacted=True)
+
+    def record_interrupted(self) -> None:
+        """Journal that the user interrupted the running request (``lily logs show``)."""
+        self.journal.append({"event": "interrupted", "session_id": self.session_id})
+
+    def record_python(self, source: str, ok: bool, error: str | None,
+                      outputs: list[dict[str, Any]]) -> None:
+        """Journal a ``%%python`` cell: its source and a bounded summary of its outputs
+        (text, image hashes), redacted like every record (docs/logs.md#python-cells)."""
+        self.journal.append({"event": "python", "session_id": self.session_id,
+                             "source": source, "ok": ok, "error": error, "outputs": outputs})
 
     def add_message(self, message: dict[str, Any]) -> None:
         """Add one message to the conversation (journaled)."""

@@ -29,7 +29,10 @@ ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens",
             "LILY_VISION": "vision"}
 DEFAULT_MAX_TOKENS = 4_096
-NOT_NONE = ("model", "timeout", "max_retries", "max_tokens", "vision")
+# A local endpoint's default answer cap (ModelConfig.answer_tokens): what a notebook task's
+# answer needs; a small model that runs away on a CPU costs ~20 tokens a second.
+LOCAL_MAX_TOKENS = 1_024
+NOT_NONE = ("model", "timeout", "max_retries", "vision")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -93,7 +96,7 @@ class ModelConfig:
     max_retries: int = 2
     # tokens; None: the built-in table of well-known models, else 8,192 (agent/budget.py)
     context_window: int | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS  # the answer's cap, sent to the endpoint
+    max_tokens: int | None = None  # the answer's cap, sent to the endpoint; None: answer_tokens()
     # the model sees image outputs as image parts (tools/images.py); off: their text only
     vision: bool = False
 
@@ -124,6 +127,13 @@ class ModelConfig:
                 errors.append(f"{where}: {exc}")
         return config, errors
 
+    def answer_tokens(self) -> int:
+        """The answer's cap: ``max_tokens`` when set, else :data:`LOCAL_MAX_TOKENS` for a
+        local endpoint (:func:`is_local`) and :data:`DEFAULT_MAX_TOKENS` for any other."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return LOCAL_MAX_TOKENS if is_local(self.base_url) else DEFAULT_MAX_TOKENS
+
     def as_dict(self) -> dict[str, Any]:
         """The settings as shown and journaled: a base_url loses any user:password@."""
         from lily_kernel.redaction import redact_urls
@@ -147,6 +157,25 @@ class ModelConfig:
                                   f"(known: {', '.join(sorted(known))})")
             parsed[key] = _parse(key, raw)
         return replace(self, **parsed)
+
+
+def is_local(base_url: str | None) -> bool:
+    """Is ``base_url`` a model on this machine: its host ``localhost`` (or a name under
+    ``.localhost``) or a loopback address (127.0.0.0/8, ::1)?"""
+    if not base_url:
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+    try:
+        host = (urlsplit(base_url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _parse(key: str, raw: object) -> Any:

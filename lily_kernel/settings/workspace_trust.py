@@ -36,6 +36,10 @@ _CHUNK = 1 << 16
 SECRET_ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
     ("model", "base_url", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
     ("activitypub", "outbox", "LILY_OUTBOX_TOKEN", "LILY_OUTBOX_URL"),
+    # the journal would keep the files tools read (a .env's keys), and a replay copies them
+    # (docs/logs.md#captured-reads): the user's own lily.toml may turn it on, a workspace's
+    # only once trusted
+    ("journal", "capture_reads", "the content of every file a tool reads", None),
 )
 HOW_TO_TRUST = "run /trust to review this workspace's lily.toml and trust it"
 
@@ -207,6 +211,8 @@ def withheld(file_config: Mapping[str, Any], env: Mapping[str, str]) -> list[Wit
         if not isinstance(section, Mapping) or key not in section:
             continue
         if override and env.get(override):
+            continue
+        if table == "journal" and section[key] is not True:  # off (or invalid) withholds nothing
             continue
         found.append(Withheld(table, key, str(section[key]), secret))
     return found

@@ -13,13 +13,12 @@ from typing import Any
 import yaml
 
 from lily_kernel.errors import FrontmatterError
-from lily_kernel.skills import fastyaml
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
 _Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]
-try:  # libyaml is an order of magnitude faster; PyYAML's wheels ship it.
+try:  # libyaml, an order of magnitude faster than pure Python; PyYAML's wheels ship it.
     _Loader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - only on a PyYAML built without libyaml
     _Loader = yaml.SafeLoader
@@ -33,8 +32,7 @@ _FORBIDDEN_TOKENS = {
 
 #: Deepest nesting of YAML collections read (flow brackets plus block levels). libyaml and
 #: PyYAML recurse once per level: 30,000 nested lists in 60 KB crash the interpreter, so
-#: the depth is measured on the text before PyYAML sees it (fastyaml's subset nests two
-#: levels at most, and never recurses).
+#: the depth is measured on the text before PyYAML sees it.
 MAX_NESTING = 64
 
 
@@ -43,11 +41,12 @@ def check_nesting(source: str) -> None:
 
     Conservative (docs/skill-format.md#reading): brackets outside quotes and comments
     count, and each block level (deeper indentation, or a ``- ``/``? `` on the same line)
-    counts one, so it may over-count, never under-count. Linear in the text's length; a
-    small frontmatter takes a fast path that never loops over characters.
+    counts one, so it may over-count, never under-count. Linear in the text's length. A
+    text with fewer brackets, lines, ``-`` and ``?`` in all than the limit cannot nest
+    deeper than it, and is not walked.
     """
-    if (source.count("[") + source.count("{") <= MAX_NESTING
-            and source.count("\n") + source.count("-") + source.count("?") <= MAX_NESTING):
+    if (source.count("[") + source.count("{") + source.count("\n") + 1
+            + source.count("-") + source.count("?") <= MAX_NESTING):
         return
     flow = 0
     quote = ""
@@ -121,58 +120,23 @@ def split(text: str) -> tuple[str | None, str]:
 
 def parse_document(data: bytes) -> tuple[str, str, dict[str, Any]]:
     """``(text, body, mapping)`` of SKILL.md bytes: :func:`decode`, :func:`split` and
-    :func:`parse_yaml` (``{}`` without frontmatter) in one call, for the loader.
-
-    The usual file (UTF-8 under 64 KiB, without a BOM or CR, whose frontmatter fastyaml
-    reads as a mapping) takes no other call of this module's: anything else goes
-    through :func:`decode` and :func:`parse_yaml` themselves."""
-    small = len(data) <= MAX_FRONTMATTER_BYTES  # (so is its frontmatter)
-    try:
-        text = data.decode("utf-8") if small else decode(data)
-    except UnicodeDecodeError:
-        text = decode(data)  # raises, naming the byte
-    if text[:1] == "\ufeff" or "\r" in text:
-        text = decode(data)
-    if text[:4] != "---\n":
-        if text != "---":
-            return text, text, {}
-        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
-    end = text.find("\n---\n", 3)
-    if end != -1:
-        source, body = text[4:end + 1], text[end + 5:]
-    elif text[-4:] == "\n---":
-        source, body = text[4:len(text) - 3], ""
-    else:
-        raise FrontmatterError("frontmatter starts with '---' but has no closing '---' line")
-    if small:
-        value = _fast(source)
-        if value.__class__ is dict:
-            return text, body, value
-    return text, body, parse_yaml(source)  # (a long one, FALLBACK, or no keys at all)
-
-
-_fast = fastyaml.parse
+    :func:`parse_yaml` (``{}`` without frontmatter)."""
+    text = decode(data)
+    source, body = split(text)
+    return text, body, parse_yaml(source) if source is not None else {}
 
 
 def parse_yaml(source: str) -> dict[str, Any]:
-    """Parse frontmatter YAML into a mapping, refusing what docs/skill-format.md#reading refuses."""
-    size = len(source) if source.isascii() else len(source.encode("utf-8"))
-    if size > MAX_FRONTMATTER_BYTES:
+    """Parse frontmatter YAML into a mapping, refusing what docs/skill-format.md#reading refuses.
+
+    The limits are checked on the text before PyYAML sees it: the size, then the nesting
+    (PyYAML recurses once per level), then anchors, aliases and tags (by PyYAML's own
+    scanner, only when the text holds one of ``&*!``).
+    """
+    if len(source.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
         raise FrontmatterError(
             f"frontmatter is over the {MAX_FRONTMATTER_BYTES // 1024} KiB limit"
         )
-    value = fastyaml.parse(source)  # (its subset nests two levels at most)
-    if value is not fastyaml.FALLBACK:
-        return {} if value is None else value
-    return _load_yaml(source)
-
-
-def _load_yaml(source: str) -> dict[str, Any]:
-    """PyYAML's reading of ``source`` (outside fastyaml's subset).
-
-    Refuses what docs/skill-format.md#reading refuses; the nesting limit is checked
-    first, as PyYAML recurses once per level.
-    """
     check_nesting(source)
     if "&" in source or "*" in source or "!" in source:
         _refuse_anchors_aliases_tags(source)

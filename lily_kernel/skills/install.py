@@ -63,7 +63,7 @@ def install(source: str, check: LilyCheck, target: str = "user", name: str | Non
         final = name or _declared_name(skill_dir) or _source_name(source, skill_dir, Path(tmp))
         problem = name_problem(final)
         if problem:
-            raise InstallError(f"cannot install as '{final}': {problem}")
+            raise InstallError(f"cannot install as {final!r}: {problem}")
         staged = Path(tmp) / "staged" / final
         shutil.copytree(skill_dir, staged, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         findings = scan(staged)

@@ -6,9 +6,9 @@ skill becomes a diagnostic; only a root that cannot be read raises.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,23 +16,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills import skill_md
 from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
 from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
-from lily_kernel.skills.skill import (
-    _ANY_ELIGIBILITY,
-    MAX_DESCRIPTION,
-    Eligibility,
-    Skill,
-    all_names_valid,
-    parse,
-    parse_named,
-)
-from lily_kernel.skills.skill_md import Unreadable as _Unreadable
-from lily_kernel.skills.skill_md import read as _read
+from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
 
 if TYPE_CHECKING:  # passed in by the session
@@ -102,36 +93,83 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
     return found
 
 
+#: What was read of a file changed this recently is not kept: a second change within the
+#: same timestamp tick (2 s on the coarsest file systems, FAT's) would leave every field of
+#: its stat as it was.
+SETTLED_NS = 2_000_000_000
+
+
+class SkillCache:
+    """What each skill's SKILL.md parsed into (its :class:`Skill` and what the content hash
+    reads of it, or the reason it is malformed), kept between loads: a session holds one
+    for the kernel's life.
+
+    An entry is reused while its file's ``lstat`` still says the same type, device, inode,
+    size, mtime and ctime, so a load reads and parses again only what changed (and a
+    symlinked SKILL.md, whose ``lstat`` is the link's, every time). A file changed within
+    :data:`SETTLED_NS` of the load is not kept. Each load keeps only the entries of the
+    skills it parsed: those of removed or shadowed files go.
+    """
+
+    def __init__(self) -> None:
+        # skill folder -> (source, lstat signature, what it parsed into)
+        self._entries: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
+        self._kept: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
+        self._settled = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def start(self) -> None:
+        """Begin a load: what it does not ask for is dropped at :meth:`finish`."""
+        self._kept = {}
+        self._settled = time.time_ns() - SETTLED_NS
+
+    def finish(self) -> None:
+        """End a load: keep only what it asked for."""
+        self._entries, self._kept = self._kept, {}
+
+    def parsed(self, name: str, source: str, path: str) -> Parsed:
+        """:func:`_parse_one` of the skill folder ``path``, unless it is unchanged."""
+        entry = self._entries.get(path)
+        if entry is not None and entry[0] == source:
+            try:
+                st = os.lstat(path + _SKILL_MD)
+            except OSError:
+                pass
+            else:
+                if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode,
+                        st.st_dev) == entry[1]:
+                    self._kept[path] = entry
+                    return entry[2]
+        read = skill_md.read(path)
+        if isinstance(read, skill_md.Unreadable):
+            return read.reason, b""
+        data, st = read
+        result = _parsed(name, source, path, data)
+        if st.st_ctime_ns < self._settled and st.st_mtime_ns < self._settled:
+            self._kept[path] = (source, _signature(st), result)
+        return result
+
+
+_SKILL_MD = os.sep + "SKILL.md"
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    """What of a SKILL.md's stat an entry is kept for (spelled out in SkillCache.parsed)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_dev)
+
+
 def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolicy,
                    version: int = 1, host: Host | None = None, *,
-                   reserved: frozenset[str] = frozenset()) -> Snapshot:
+                   reserved: frozenset[str] = frozenset(),
+                   cache: SkillCache | None = None) -> Snapshot:
     """Run the whole load and return an immutable :class:`Snapshot`.
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
-    (the session passes the ones it was given, docs/loader.md#exclusion)."""
-    if not gc.isenabled():
-        return _build(tuple(roots), tools, policy, version, host, reserved, False)
-    gc.disable()
-    try:
-        return _build(tuple(roots), tools, policy, version, host, reserved, True)
-    finally:
-        gc.enable()
-
-
-# A load makes about a dozen long-lived container objects per skill and frees almost
-# nothing. Left to itself the collector walks them in young-generation passes, and
-# also in full passes over every object in the process, more of them the bigger the
-# load; those find nothing and, at 10,000 skills, cost more than the parsing. So the
-# automatic collector is paused during a load, which runs the young passes itself
-# every _GC_EVERY skills, while the new objects are still in the CPU caches. They end
-# up in the oldest generation, as they would have, and the load pays for the passes
-# rather than leaving them to whatever its caller allocates next.
-_GC_EVERY = 128
-
-
-def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
-           version: int, host: Host | None, reserved: frozenset[str],
-           collect: bool) -> Snapshot:
+    (the session passes the ones it was given, docs/loader.md#exclusion). ``cache``: the
+    parsed files of earlier loads, reused where unchanged, and updated (none: read all)."""
+    roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
 
@@ -154,76 +192,48 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
             else:
                 winners[name] = (root, path, error)
 
-    # Every winner's SKILL.md is read first and parsed after: run back to back, the
-    # system calls and the parsing each keep the CPU caches the other would evict.
-    order = sorted(winners)
-    parse_data = parse_named if all_names_valid(order) else parse  # (else each is checked)
-    contents = [_read(w[1]) if w[2] is None else None
-                for w in map(winners.__getitem__, order)]
-
+    parsed = cache.parsed if cache is not None else _parse_one
+    if cache is not None:
+        cache.start()
     included: list[Skill] = []
+    content = hashlib.sha256()  # the content hash (_content_hash), skill by skill
     excluded_aliases: dict[str, str] = {}
-    append = included.append
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
-    countdown = _GC_EVERY
-    passed: dict[tuple[int, tuple[str, ...]], Eligibility] = {}
-    content = hashlib.sha256()
-    digest = content.update
-    for name, data in zip(order, contents, strict=True):
-        if collect:
-            countdown -= 1
-            if not countdown:
-                gc.collect(1)
-                countdown = _GC_EVERY
-        root, path, error = winners[name]
+    for name, (root, path, error) in sorted(winners.items()):
         source = root.source
-        if shadowed:
-            for loser, loser_path in shadowed.get(name, ()):
-                diagnostics.append(Diagnostic(
-                    "shadowed", name, loser.source, loser_path,
-                    f"shadowed by the {source} copy at {path}"))
+        for loser, loser_path in shadowed.get(name, ()):
+            diagnostics.append(Diagnostic(
+                "shadowed", name, loser.source, loser_path,
+                f"shadowed by the {source} copy at {path}"))
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        if isinstance(data, _Unreadable):
-            diagnostics.append(Diagnostic("skill_error", name, source, path, data.reason))
-            continue
-        assert data is not None  # read whenever discovery found no error
-        try:
-            skill = parse_data(name, source, path, data)
-        except SkillError as exc:
-            diagnostics.append(Diagnostic("skill_error", name, source, path, str(exc)))
+        skill, hashed = parsed(name, source, path)
+        if isinstance(skill, str):
+            diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
         if skill.command or skill.command_tool:
             reason = _exclusion(skill, tools, reserved)
             if reason:
                 diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
                 continue
-        elig = skill.eligibility
-        plain = not skill.command_tool and skill.openclaw is None  # only elig and tools
-        if not plain or skill.requires_tools or elig is not _ANY_ELIGIBILITY:
-            # A plain rule that passed passes again: the same (shared) Eligibility and tools.
-            # (It is kept in ``passed``, so its id stays its own.)
-            rule = (id(elig), skill.requires_tools)
-            if not plain or passed.get(rule) is not elig:
-                reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
-                if reason:
-                    diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
-                    if skill.command:
-                        excluded_aliases.setdefault(skill.command, name)
-                    continue
-                if plain:
-                    passed[rule] = elig
+        reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
+        if reason:
+            diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
+            if skill.command:
+                excluded_aliases.setdefault(skill.command, name)
+            continue
         if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
             for note in _notes(skill):
                 diagnostics.append(Diagnostic("note", name, source, path, note))
-        append(skill)
-        # The content hash (_hashed, inlined), while the text is still in the CPU caches.
-        digest(f"{name}\0{source}\0{skill.text}\0\0".encode("utf-8", "surrogatepass"))
+        included.append(skill)
+        content.update(hashed)
+    if cache is not None:
+        cache.finish()
 
     aliases, clashes = _aliases(included, diagnostics)
-    snapshot = Snapshot(
+    return Snapshot(
         version=version,
         hash=content.hexdigest(),
         skills=tuple(included),
@@ -234,9 +244,27 @@ def _build(roots: tuple[Root, ...], tools: ToolRegistry, policy: ToolPolicy,
         excluded_aliases=MappingProxyType({a: n for a, n in excluded_aliases.items()
                                            if a not in aliases and a not in clashes}),
     )
-    if collect:
-        gc.collect(1)
-    return snapshot
+
+
+#: A skill and what the content hash reads of it (:func:`_hashed`), or why it is malformed
+#: or unreadable (and no bytes).
+Parsed = tuple[Skill, bytes] | tuple[str, bytes]
+
+
+def _parse_one(name: str, source: str, path: str) -> Parsed:
+    """The skill in the folder ``path``, or why it is malformed or unreadable."""
+    read = skill_md.read(path)
+    if isinstance(read, skill_md.Unreadable):
+        return read.reason, b""
+    return _parsed(name, source, path, read[0])
+
+
+def _parsed(name: str, source: str, path: str, data: bytes) -> Parsed:
+    try:
+        skill = parse(name, source, path, data)
+    except SkillError as exc:
+        return str(exc), b""
+    return skill, _hashed(skill)
 
 
 def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
@@ -267,15 +295,11 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
-    data = _read(path)
-    if isinstance(data, _Unreadable):
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, data.reason))
+    skill = _parse_one(cand.name, source, path)[0]
+    if isinstance(skill, str):
+        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, skill))
         return None
-    try:
-        return parse(cand.name, source, path, data)
-    except SkillError as exc:
-        diagnostics.append(Diagnostic("skill_error", cand.name, source, path, str(exc)))
-    return None
+    return skill
 
 
 def _exclusion(skill: Skill, tools: ToolRegistry, reserved: frozenset[str]) -> str | None:
@@ -311,7 +335,7 @@ def _aliases(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[s
 
 
 def _content_hash(skills: Iterable[Skill]) -> str:
-    """The snapshot's hash of ``skills`` (the load computes it as it goes, the same way)."""
+    """The snapshot's hash of ``skills``: sha256 over :func:`_hashed` of each, in order."""
     digest = hashlib.sha256()
     for s in skills:
         digest.update(_hashed(s))
@@ -319,6 +343,5 @@ def _content_hash(skills: Iterable[Skill]) -> str:
 
 
 def _hashed(s: Skill) -> bytes:
-    """What the content hash reads of one included skill: name NUL source NUL text NUL NUL.
-    (The load spells it inline; tests/skills/test_snapshot_pin.py holds both to one hash.)"""
+    """What the content hash reads of one included skill: name NUL source NUL text NUL NUL."""
     return f"{s.name}\0{s.source}\0{s.text}\0\0".encode("utf-8", "surrogatepass")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,9 @@ from lily_kernel.skills import frontmatter, openclaw
 if TYPE_CHECKING:  # the '## Type' section is parsed by skills/typed_declaration.py
     from lily_kernel.skills.typed_declaration import TypedSpec
 
-NAME_RE = re.compile(r"^[a-z0-9]+(?:[_-][a-z0-9]+)*$")
-COMMAND_RE = re.compile(r"^[a-z0-9_-]+$")
+# Whole-string rules: use fullmatch (``$`` would let a trailing newline through).
+NAME_RE = re.compile(r"[a-z0-9]+(?:[_-][a-z0-9]+)*")
+COMMAND_RE = re.compile(r"[a-z0-9_-]+")
 MAX_NAME_LEN = 64
 INVOCATION_MODES = ("prompt_rewrite", "tool_dispatch")
 OS_NAMES = ("darwin", "linux", "win32")
@@ -39,7 +40,7 @@ KNOWN_KEYS = frozenset(V0_KEYS + AGENT_SKILLS_KEYS + CLAUDE_CODE_KEYS + EXTRA_KE
 MAX_DESCRIPTION = 1024  # the Agent Skills limit; over it, the loader adds a note
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Eligibility:
     """Where a skill may run: operating systems, variables and binaries it needs."""
     os: tuple[str, ...] | None = None  # None: any OS
@@ -54,7 +55,7 @@ class Eligibility:
                 "any_binaries": list(self.any_binaries)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Skill:
     """One parsed skill (docs/skill-format.md)."""
     name: str
@@ -135,33 +136,17 @@ def name_problem(name: str) -> str | None:
     if not name:
         return "skill name is empty"
     if len(name) > MAX_NAME_LEN:
-        return f"skill name '{name}' is {len(name)} characters; the limit is {MAX_NAME_LEN}"
-    if not NAME_RE.match(name):
-        return (f"skill name '{name}' is invalid: use lowercase letters and digits, "
+        return f"skill name {_quoted(name)} is {len(name)} characters; the limit is {MAX_NAME_LEN}"
+    if not NAME_RE.fullmatch(name):
+        return (f"skill name {_quoted(name)} is invalid: use lowercase letters and digits, "
                 "separated by single '-' or '_'")
     return None
 
 
-def all_names_valid(names: list[str]) -> bool:
-    """True when each of ``names`` is a valid skill name (:func:`name_problem` says None of
-    each), told for them all at once, for a load; else False. Each is lowercase letters and
-    digits, runs of which single '-' or '_' join: "/".join(names) holds no other character,
-    and, with both separators and '/' read as '-', starts and ends with no '-' and holds
-    no two together. (No folder's name holds a '/'; the count of them checks it.)"""
-    if not names:
-        return True
-    joined = "/".join(names)
-    try:
-        if joined.encode("ascii").translate(None, _NAME_BYTES):
-            return False  # a character no name may hold
-    except UnicodeEncodeError:
-        return False
-    dashed = joined.replace("_", "-").replace("/", "-")
-    return (dashed != "" and dashed[0] != "-" and dashed[-1] != "-" and "--" not in dashed
-            and joined.count("/") == len(names) - 1 and max(map(len, names)) <= MAX_NAME_LEN)
-
-
-_NAME_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789-_/"
+def _quoted(name: str) -> str:
+    r"""``name`` in single quotes, as messages show it; one holding a control character
+    (a folder named "demo\n") is shown escaped, so the message stays on one line."""
+    return f"'{name}'" if name.isprintable() else repr(name)
 
 
 def parse(name: str, source: str, path: str, data: bytes) -> Skill:
@@ -169,15 +154,11 @@ def parse(name: str, source: str, path: str, data: bytes) -> Skill:
 
     Raises :class:`SkillError` with a readable reason when the skill is malformed.
     """
-    if len(name) > MAX_NAME_LEN or not _NAME_MATCH(name):
-        raise SkillError(name_problem(name))
-    return parse_named(name, source, path, data)
-
-
-def parse_named(name: str, source: str, path: str, data: bytes) -> Skill:
-    """:func:`parse` of a skill whose name is known to be valid (:func:`all_names_valid`)."""
+    problem = name_problem(name)
+    if problem:
+        raise SkillError(problem)
     try:
-        text, body, meta = _parse_document(data)
+        text, body, meta = frontmatter.parse_document(data)
     except FrontmatterError as exc:
         raise SkillError(str(exc)) from None
     skill = _from_mapping(name, source, path, text, body, meta)
@@ -186,8 +167,6 @@ def parse_named(name: str, source: str, path: str, data: bytes) -> Skill:
     return skill
 
 
-_NAME_MATCH = NAME_RE.match
-_parse_document = frontmatter.parse_document  # decode, split and parse_yaml, in one call
 _TYPE_HEADING = re.compile(r"^#{1,6}[ \t]+(?:\d+\.[ \t]*)?`?Type`?[ \t]*$", re.MULTILINE)
 
 
@@ -221,144 +200,74 @@ def _from_mapping(name: str, source: str, path: str, text: str, body: str, meta:
 
     The checks run in a fixed order (the first problem found is the one reported): key
     types, then the types of the string-valued keys in the file's order, then the rules
-    key by key. The common case, a value of the right type, is tested inline; anything
-    else goes through the helper that names the key in its error.
+    key by key.
     """
-    if meta.keys() <= KNOWN_KEYS:  # the usual case: every key is a known (string) key
-        unknown: tuple[str, ...] = ()
-    else:
-        for key in meta:
-            if key.__class__ is not str and not isinstance(key, str):
-                raise SkillError(f"frontmatter key {key!r} is not a string")
-        unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
-    get = meta.get
-    declared_name = get("name")
-    description = get("description")
-    summary = get("summary")
-    mode = get("invocation_mode")
-    command = get("command")
-    command_tool = get("command_tool")
-    license_ = get("license")
-    compatibility = get("compatibility")
-    # The string-valued keys (_STR_KEYS): the usual case, each a string or absent, is told
-    # at once; otherwise they are checked in the file's order, and the first wrong one named.
-    if not ((declared_name is None or declared_name.__class__ is str)
-            and (description is None or description.__class__ is str)
-            and (summary is None or summary.__class__ is str)
-            and (mode is None or mode.__class__ is str)
-            and (command is None or command.__class__ is str)
-            and (command_tool is None or command_tool.__class__ is str)
-            and (license_ is None or license_.__class__ is str)
-            and (compatibility is None or compatibility.__class__ is str)
-            and "model" not in meta and "context" not in meta):
-        for key, value in meta.items():
-            if value.__class__ is not str and key in _STR_KEYS and value is not None:
-                _opt_str(meta, key)  # raises: not a string
+    for key in meta:
+        if not isinstance(key, str):
+            raise SkillError(f"frontmatter key {key!r} is not a string")
+    unknown = tuple(sorted(meta.keys() - KNOWN_KEYS))
+    for key in meta:
+        if key in _STR_KEYS:
+            _opt_str(meta, key)  # raises when not a string
 
+    declared_name = meta.get("name")
     if declared_name is not None and declared_name != name:
         raise SkillError(f"'name' is '{declared_name}' but the skill directory is '{name}'")
-    description = description or ""
-    mode = mode or "prompt_rewrite"
+    description = meta.get("description") or ""
+    summary = meta.get("summary")
+    mode = meta.get("invocation_mode") or "prompt_rewrite"
     if mode not in INVOCATION_MODES:
         raise SkillError(f"'invocation_mode' must be one of {', '.join(INVOCATION_MODES)}, not '{mode}'")
-    if command is not None and not COMMAND_RE.match(command):
-        raise SkillError(f"'command' '{command}' must match ^[a-z0-9_-]+$")
+    command = meta.get("command")
+    if command is not None and not COMMAND_RE.fullmatch(command):
+        raise SkillError(f"'command' {_quoted(command)} must match ^[a-z0-9_-]+$")
+    command_tool = meta.get("command_tool")
     if mode == "tool_dispatch" and not command_tool:
         raise SkillError("'invocation_mode' is tool_dispatch but 'command_tool' is missing")
 
-    disable = get("disable-model-invocation", False)
+    disable = meta.get("disable-model-invocation", False)
     if disable is not False and disable is not True:
         raise SkillError(f"'disable-model-invocation' must be true or false, not {kind_of(disable)}")
 
     if "argument-hint" in meta or "user-invocable" in meta:
         _claude_code_keys(meta)
 
-    metadata = get("metadata")
+    metadata = meta.get("metadata")
     gate = None
     if metadata is None:
-        metadata = _EMPTY
+        metadata = MappingProxyType({})
     elif isinstance(metadata, dict):
-        if "openclaw" in metadata or "clawdbot" in metadata or "moltbot" in metadata:
-            try:
-                gate = _openclaw_gate(metadata)
-            except ValueError as exc:
-                raise SkillError(str(exc)) from None
+        try:
+            gate = openclaw.gate(metadata)
+        except ValueError as exc:
+            raise SkillError(str(exc)) from None
         metadata = MappingProxyType(dict(metadata))  # a copy: frontmatter keeps the original
     else:
         raise SkillError(f"'metadata' must be a mapping, not {kind_of(metadata)}")
 
-    requires_tools = get("requires_tools")
-    if requires_tools is None:
-        requires_tools = ()
-    else:
-        try:  # a list seen good before: that (shared) tuple
-            known = (_TOOL_LISTS.get(tuple(requires_tools))
-                     if requires_tools.__class__ is list else None)
-        except TypeError:  # an item that is a list or a mapping
-            known = None
-        requires_tools = known or _tool_list(requires_tools)
-    eligibility = get("eligibility")
-    if eligibility is None:
-        eligibility = _ANY_ELIGIBILITY
-    else:
-        try:  # the usual rule, an OS list only, seen good before: that (shared) Eligibility
-            os_list = (eligibility.get("os")
-                       if eligibility.__class__ is dict and len(eligibility) == 1 else None)
-            shared = _BY_OS.get(tuple(os_list)) if os_list.__class__ is list else None
-        except TypeError:  # an item that is a list or a mapping
-            shared = None
-        eligibility = shared or _eligibility(eligibility)
-    allowed_tools = get("allowed-tools")
-    allowed_tools = _allowed_tools(allowed_tools) if allowed_tools is not None else ()
-
-    # The fields are set directly, as the dataclass __init__ would (it is the slowest
-    # part of a load otherwise); _check_fast_init below keeps the two in step.
-    skill = _new(Skill)
-    f = skill.__dict__
-    f["name"] = name
-    f["source"] = source
-    f["path"] = path
-    f["text"] = text
-    f["body"] = body
-    f["summary"] = summary if summary is not None else description
-    f["description"] = description
-    f["invocation_mode"] = mode
-    f["command"] = command
-    f["command_tool"] = command_tool
-    f["requires_tools"] = requires_tools
-    f["eligibility"] = eligibility
-    f["license"] = license_
-    f["compatibility"] = compatibility
-    f["metadata"] = metadata
-    f["allowed_tools"] = allowed_tools
-    f["disable_model_invocation"] = disable
-    f["unknown_keys"] = unknown
-    f["frontmatter"] = MappingProxyType(meta)
-    f["typed"] = None
-    f["openclaw"] = gate
-    return skill
+    return Skill(
+        name=name, source=source, path=path, text=text, body=body,
+        summary=summary if summary is not None else description,
+        description=description,
+        invocation_mode=mode,
+        command=command,
+        command_tool=command_tool,
+        requires_tools=_str_list(meta.get("requires_tools"), "requires_tools"),
+        eligibility=_eligibility(meta.get("eligibility")),
+        license=meta.get("license"),
+        compatibility=meta.get("compatibility"),
+        metadata=metadata,
+        allowed_tools=_allowed_tools(meta.get("allowed-tools")),
+        disable_model_invocation=disable,
+        unknown_keys=unknown,
+        frontmatter=MappingProxyType(meta),
+        openclaw=gate,
+    )
 
 
-_new = object.__new__
-_openclaw_gate = openclaw.gate
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-_ANY_ELIGIBILITY = Eligibility()
-_ELIGIBILITY_KEYS = frozenset(ELIGIBILITY_KEYS)
-_OS_SET = frozenset(OS_NAMES)
 # The keys whose value must be a string (or null); checked first, in the file's order.
 _STR_KEYS = frozenset(("name", "description", "summary", "invocation_mode", "command",
                        "command_tool", "license", "compatibility", "model", "context"))
-
-
-def _check_fast_init() -> None:
-    """Fail at import if Skill or Eligibility gains, loses or renames a field set directly."""
-    made = _from_mapping("x", "workspace", "/x", "", "", {})
-    expected = Skill(name="x", source="workspace", path="/x", text="", body="")
-    if vars(made).keys() != {f.name for f in fields(Skill)} or made != expected:
-        raise AssertionError("skill._from_mapping is out of step with the Skill dataclass")
-    elig = _eligibility({"os": [], "env": [], "binaries": [], "any_binaries": []})
-    if vars(elig).keys() != {f.name for f in fields(Eligibility)} or elig != Eligibility():
-        raise AssertionError("skill._eligibility is out of step with the Eligibility dataclass")
 
 
 def _claude_code_keys(meta: dict[str, Any]) -> None:
@@ -395,17 +304,17 @@ def _str_list(value: Any, key: str) -> tuple[str, ...]:
 
 def _eligibility(value: Any) -> Eligibility:
     if value is None:
-        return _ANY_ELIGIBILITY
+        return Eligibility()
     if not isinstance(value, dict):
         raise SkillError(f"'eligibility' must be a mapping, not {kind_of(value)}")
-    if not value.keys() <= _ELIGIBILITY_KEYS:
+    if not value.keys() <= set(ELIGIBILITY_KEYS):
         unknown = sorted(str(k) for k in value if k not in ELIGIBILITY_KEYS)
         raise SkillError(f"'eligibility' has unknown key(s): {', '.join(unknown)} "
                          f"(allowed: {', '.join(ELIGIBILITY_KEYS)})")
     os_list = value.get("os")
     if os_list is not None:
         os_list = _str_list(os_list, "eligibility.os")
-        if not _OS_SET.issuperset(os_list):
+        if not set(os_list) <= set(OS_NAMES):
             bad = [o for o in os_list if o not in OS_NAMES]
             raise SkillError(f"'eligibility.os' has unknown OS {', '.join(map(repr, bad))} "
                              f"(allowed: {', '.join(OS_NAMES)})")
@@ -419,31 +328,7 @@ def _eligibility(value: Any) -> Eligibility:
     binaries = _str_list(binaries, "eligibility.binaries") if binaries is not None else ()
     any_binaries = (_str_list(any_binaries, "eligibility.any_binaries")
                     if any_binaries is not None else ())
-    elig = _new(Eligibility)  # as in _from_mapping: the frozen __init__ is slow
-    f = elig.__dict__
-    f["os"] = os_list
-    f["env"] = env
-    f["binaries"] = binaries
-    f["any_binaries"] = any_binaries
-    if os_list and len(value) == 1:  # one shared (immutable) rule per OS list
-        if len(_BY_OS) >= 256:
-            _BY_OS.clear()
-        _BY_OS[os_list] = elig
-    return elig
-
-
-# OS list (a tuple of names, checked) -> the Eligibility of a rule that has only it.
-_BY_OS: dict[tuple[str, ...], Eligibility] = {}
-# A requires_tools list seen good (as a tuple) -> that tuple, shared by the skills naming it.
-_TOOL_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def _tool_list(value: Any) -> tuple[str, ...]:
-    """``requires_tools`` as a tuple, checked (:func:`_str_list`) and kept in _TOOL_LISTS."""
-    tools = _str_list(value, "requires_tools")
-    if len(_TOOL_LISTS) >= 256:
-        _TOOL_LISTS.clear()
-    return _TOOL_LISTS.setdefault(tools, tools)
+    return Eligibility(os=os_list, env=env, binaries=binaries, any_binaries=any_binaries)
 
 
 def _allowed_tools(value: Any) -> tuple[str, ...]:
@@ -470,5 +355,3 @@ def kind_of(value: Any) -> str:
         return "a mapping"
     return f"a {type(value).__name__}"
 
-
-_check_fast_init()

@@ -97,6 +97,11 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
     registry.register(compile_plan, annotations=READ_ONLY)
 
 
+#: What :func:`write_change` says of a write that would change nothing: the agent answers
+#: "no change" without a card and without writing (docs/agent.md#loop-hygiene).
+NO_CHANGE = "(no change: the file already holds exactly this content)"
+
+
 def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
     """What a ``write`` would change in a file that exists: a unified diff; None for a new
     file (or one the boundary refuses: the write is refused too). Read through the file
@@ -116,7 +121,7 @@ def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str |
     diff = "".join(difflib.unified_diff(old.splitlines(keepends=True),
                                         content.splitlines(keepends=True),
                                         f"a/{shown}", f"b/{shown}"))
-    return diff or "(no change: the file already holds exactly this content)"
+    return diff or NO_CHANGE
 
 
 _CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"

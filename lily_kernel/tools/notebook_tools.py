@@ -411,6 +411,20 @@ def refusal(nb: Notebook, name: str) -> str | None:
     return None
 
 
+def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
+    """Why ``name`` is not shown, and the call that would work: an expression such as
+    ``df['y']`` or ``df.y`` names the variable it starts with (docs/agent.md#loop-hygiene)."""
+    head = re.match(r"\s*([A-Za-z_]\w*)", name)
+    if head and head.group(1) != name and head.group(1) in ns \
+            and refusal(nb, head.group(1)) is None:
+        var = head.group(1)
+        return (f"'{name}' is an expression, not a variable name: inspect_variable takes one "
+                f"variable's name and shows its parts (a DataFrame's columns, a dict's keys); "
+                f'call inspect_variable(name="{var}")')
+    return (f"no variable named '{name}' in the notebook (see list_variables); "
+            'inspect_variable takes a variable\'s name, e.g. inspect_variable(name="df")')
+
+
 def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
     """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
@@ -420,7 +434,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
         raise ToolError(reason)
     ns = nb.namespace()
     if name not in ns:
-        raise ToolError(f"no variable named '{name}' in the notebook (see list_variables)")
+        raise ToolError(_not_a_variable(nb, name, ns))
     value = ns[name]
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:

@@ -194,27 +194,39 @@ def test_truncated_stream(workspace, server):
 
 
 def test_invalid_tool_call_arguments(workspace, server):
+    """Arguments that are not JSON even after the repairs are answered with an error the
+    model can act on (the tool's real signature); the request goes on
+    (docs/agent.md#loop-hygiene)."""
     session = make_session(workspace, server.url)
-    server.add({"tool_calls": [{"name": "list", "arguments": '{"path": ', "id": "bad"}]})
-    message = fails(session)
-    assert "invalid JSON arguments" in message and "'list'" in message
-    assert all(not m.get("tool_calls") for m in session.conversation)
-    assert "bad" not in str(session.conversation)
+    server.add({"tool_calls": [{"name": "list", "arguments": '{"path": ', "id": "bad"}]},
+               "fixed it")
+    reply = loop.run(session, "the question")
+    assert reply.text == "fixed it" and "list" not in reply.tools_used  # it never ran
+    result = results_by_id(session.conversation)["bad"]
+    assert result.startswith("Error: not run: invalid JSON arguments for tool 'list'")
+    assert 'list(path: string = ".")' in result and '"name": "list"' in result
+    call = next(m for m in session.conversation if m.get("tool_calls"))["tool_calls"][0]
+    assert call["function"]["arguments"] == "{}"  # what is sent back is valid JSON
+    assert_consistent(session.conversation)
     answers_next(session, server)
-    assert all(m.get("tool_call_id") != "bad" and not m.get("tool_calls")
-               for m in server.chat_requests()[-1]["messages"])
 
 
 def test_invalid_tool_call_arguments_after_a_good_step(workspace, server):
     session = make_session(workspace, server.url)
     server.add({"tool_calls": [{"name": "list", "arguments": {}, "id": "good"}]},
-               {"tool_calls": [{"name": "list", "arguments": "[1, 2]", "id": "bad"}]})
-    message = fails(session)
-    assert "not a JSON object" in message
+               {"tool_calls": [{"name": "list", "arguments": "[1, 2]", "id": "bad"}]},
+               "an answer")
+    assert loop.run(session, "the question").text == "an answer"
+    results = results_by_id(session.conversation)
+    assert "not a JSON object" in results["bad"] and results["bad"].startswith("Error: not run")
     ids = [c["id"] for m in session.conversation for c in m.get("tool_calls") or []]
-    assert ids == ["good"]  # the completed step is kept, the faulty turn is not
+    assert ids == ["good", "bad"]
     assert_consistent(session.conversation)
     answers_next(session, server)
+
+
+def results_by_id(messages: list[dict]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in messages if m.get("role") == "tool"}
 
 
 def test_connection_refused_then_model_command(workspace, server):

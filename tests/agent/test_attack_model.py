@@ -22,6 +22,7 @@ from lily_kernel.agent import loop
 from lily_kernel.commands import render, router
 from lily_kernel.errors import AgentError, CommandError
 from lily_kernel.session import journal
+from lily_kernel.testing.streams import gzip_line
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -75,6 +76,7 @@ def test_a_gzip_bomb_of_one_300_mb_line_is_never_decompressed(world, server):
     """0.3 MB on the wire, 300 MB as one SSE line: Lily asks for no compression, refuses a
     compressed answer and never buffers the line (docs/limits-and-secrets.md#caps)."""
     session = world.session(server, journal=True)
+    gzip_line(300_000_000)  # made before the request: making it is no part of the deadline
     server.add({"gzip_line": 300_000_000})
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     line = one_line_failure(session, "compress it")
@@ -110,9 +112,10 @@ def test_a_line_past_the_cap_stops_the_read_before_it_is_buffered():
 
 def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
     """100 calls in one step: 16 run (the default cap), the rest are answered, not run."""
-    (world.workspace / "notes.md").write_text("n\n")
+    for i in range(100):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"notes{i}.md").write_text("n\n")
     session = world.session(server)
-    calls = [{"name": "read", "arguments": {"path": "notes.md"}, "id": f"c{i}"}
+    calls = [{"name": "read", "arguments": {"path": f"notes{i}.md"}, "id": f"c{i}"}
              for i in range(100)]
     server.add({"tool_calls": calls}, "done")
     reply = loop.run(session, "flood")
@@ -127,11 +130,12 @@ def test_a_flood_of_tool_calls_runs_at_most_the_cap_per_step(world, server):
 
 
 def test_the_conversation_cap_stops_a_request_that_grows_without_end(world, server):
-    (world.workspace / "big.txt").write_text("y" * 40_000)
+    for i in range(5):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"big{i}.txt").write_text("y" * 40_000)
     limits(world, conversation_chars=100_000)
     session = world.session(server)
-    step = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"b{i}"}
-                           for i in range(5)]}
+    step = {"tool_calls": [{"name": "read", "arguments": {"path": f"big{i}.txt"},
+                            "id": f"b{i}"} for i in range(5)]}
     server.add(step, "done")
     loop.run(session, "grow")
     results = [m["content"] for m in server.chat_requests()[-1]["messages"]

@@ -180,8 +180,16 @@ def test_config_reads_context_window_and_max_tokens():
     for bad in ("0", "-5", "lots", "²"):
         with pytest.raises(ConfigError):
             ModelConfig().changed(context_window=bad)
-    with pytest.raises(ConfigError):
-        ModelConfig().changed(max_tokens="none")
+    # "none" is the default again: 1,024 for a local endpoint, 4,096 for any other
+    config = config.changed(max_tokens="none")
+    assert config.max_tokens is None and config.answer_tokens() == 4_096
+    local = config.changed(base_url="http://127.0.0.1:8080/v1")
+    assert local.answer_tokens() == 1_024 and local.changed(max_tokens="300").answer_tokens() == 300
+    for url, is_local in [("http://localhost:11434/v1", True), ("http://[::1]:8000/v1", True),
+                          ("http://127.3.2.1/v1", True), ("http://10.0.0.5:8000/v1", False),
+                          ("https://api.openai.com/v1", False),
+                          ("http://localhost.example.com/v1", False)]:
+        assert ModelConfig(base_url=url).answer_tokens() == (1_024 if is_local else 4_096), url
 
 
 def test_the_built_in_window_table():

@@ -1,6 +1,6 @@
 """What a request reuses between requests (docs/agent.md#a-lean-prompt): the offered tools, the
 system message and the conversation's size are built once while nothing they depend on changed,
-and rebuilt the moment something did (issue 18: no per-request rebuild, no re-serialising)."""
+and rebuilt the moment something did (issue 18); the body itself is made afresh (issue 31)."""
 from __future__ import annotations
 
 import json
@@ -54,9 +54,10 @@ def test_the_conversation_cap_counts_earlier_requests_from_cached_sizes(tmp_path
     requests still counts, so a later request stops at the cap as it did when the whole
     history was serialised per request."""
     world = World(tmp_path)
-    (world.workspace / "big.txt").write_text("y" * 40_000)
+    for i in range(2):  # a file each: identical calls would not run again anyway
+        (world.workspace / f"big{i}.txt").write_text("y" * 40_000)
     (world.workspace / "lily.toml").write_text("[limits]\nconversation_chars = 100000\n")
-    two = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": f"r{i}"}
+    two = {"tool_calls": [{"name": "read", "arguments": {"path": f"big{i}.txt"}, "id": f"r{i}"}
                           for i in range(2)]}
     with ScriptedServer([two, "first done", two, "second done"]) as server:
         session = world.session(server)
@@ -92,29 +93,27 @@ def test_the_request_body_is_the_json_of_the_request_arguments():
     assert "tools" not in json.loads(model_client.request_body(config, messages, [], False))
 
 
-def test_a_message_is_serialised_once_however_often_it_is_sent():
-    """A long conversation is not serialised again per request: each message's JSON is kept
-    from its first request (issue 18), and a new message object is serialised afresh."""
+def test_a_message_changed_after_it_was_sent_goes_out_as_it_is_now():
+    """The body is the JSON of the messages as they are at each request: nothing sent before
+    stands in for a message (or a tool list) changed in place since, nor for a new message
+    at the address of a freed one (issue 31: no JSON kept by identity)."""
     from lily_kernel.agent import model_client
     from lily_kernel.settings.model_settings import ModelConfig
     config = ModelConfig(model="m")
-    history = [{"role": "user", "content": f"turn {i}"} for i in range(50)]
-    model_client.request_body(config, history, [])
-    calls = []
-    real = model_client._dumps
-
-    def counting(value: object) -> bytes:
-        calls.append(value)
-        return real(value)
-    model_client._dumps = counting  # type: ignore[assignment]
-    try:
-        new = {"role": "user", "content": "the new turn"}
-        body = model_client.request_body(config, [*history, new], [])
-    finally:
-        model_client._dumps = real  # type: ignore[assignment]
-    assert new in calls and not any(m in calls for m in history if m is not new)
-    assert len(calls) == 2  # the request's own fields, and the one new message
-    assert json.loads(body)["messages"][-1] == new
+    history = [{"role": "user", "content": f"turn {i}"} for i in range(5)]
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]
+    model_client.request_body(config, history, tools)
+    history[2]["content"] = "edited in place"
+    tools[0]["function"]["name"] = "renamed"
+    body = json.loads(model_client.request_body(config, [*history, {"role": "user",
+                                                                    "content": "new"}], tools))
+    assert body["messages"][2]["content"] == "edited in place"
+    assert body["tools"][0]["function"]["name"] == "renamed"
+    for _ in range(50):  # fresh dicts, often at a freed one's address
+        message = {"role": "user", "content": f"fresh {_}"}
+        assert json.loads(model_client.request_body(config, [message], []))["messages"] == [
+            message]
+        del message
 
 
 def test_the_history_is_measured_once_and_afresh_when_it_changes():

@@ -190,7 +190,11 @@ def test_the_model_is_offered_the_derived_schema(tmp_path, server):
                        "mode": {"type": "string", "enum": ["lines", "words"], "default": "lines"}}}
     results = {m["tool_call_id"]: m["content"] for m in server.chat_requests()[-1]["messages"]
                if m.get("role") == "tool"}
-    assert results == {"bad": "Error: count: argument 'paths' must be of type array", "ok": "2"}
+    # the error names the real signature and an example call (docs/agent.md#loop-hygiene)
+    assert results == {"bad": "Error: count: argument 'paths' must be of type array; the "
+                              'signature is count(paths: array, mode: "lines" | "words" = '
+                              '"lines"); for example: {"name": "count", "arguments": '
+                              '{"paths": []}}', "ok": "2"}
 
 
 def test_pydantic_is_imported_only_when_a_schema_is_needed():

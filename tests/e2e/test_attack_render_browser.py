@@ -175,7 +175,9 @@ def test_python_cells_highlight_as_python(lab, page):
 def test_streaming_text_renders_as_markdown_as_it_arrives(lab, page, model, turns):
     server, _ = model
     code_notebook(lab.root / "stream.ipynb", setup_cell(server, "scripted-e2e"), "stream")
-    long_line = " ".join(["supercalifragilistic"] * 40)
+    # words that differ: the same word 40 times would be a runaway the agent stops
+    # (docs/agent.md#loop-hygiene)
+    long_line = " ".join(f"supercalifragilistic{i}" for i in range(40))
     turns.append({"content": f"**STREAM-BOLD** {long_line}\n\n- STREAM-ITEM " + "x " * 50,
                   "chunks": 20, "chunk_delay": 0.4})
     nb = Notebook(page, lab, "stream.ipynb")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kernel_support import Kernel, make_world, write_skill
 
+from lily_kernel.session.logs import Logs
+from lily_kernel.settings import workspace_trust
 from lily_kernel.testing.server import ScriptedServer
 
 GREET_BODY = "# Greet\n\nGreet the person named in the request warmly, in one line.\n"
@@ -58,13 +60,14 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         (world.workspace / "notes").mkdir()
         (world.workspace / "notes" / "todo.txt").write_text("TODO write the docs\n")
         (world.workspace / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
+        workspace_trust.trust(world.workspace, world.env)  # capture_reads needs trust
         kernel = Kernel("lily", world)
         try:
             for cell in CELLS:
                 kernel.ok(cell, timeout=60)
-            session_id = kernel.ok("%%python\nimport lily\nprint(lily.session().session_id)"
-                                   ).stdout.strip()
         finally:
             kernel.shutdown()
+        # from the journal: a %%python cell asking for it would be journaled as a cell too
+        (session_id,) = Logs(world.workspace).by_session
         assert server.remaining() == 0, server.chat_requests()
     return Recorded(world.workspace, session_id, world.env, base)

@@ -489,14 +489,15 @@ def test_jpy_session_name_names_the_journal(start_kernel):
 
 
 #: What a Lily kernel imports of Lily at start: the kernel, the integration that installs
-#: Lily in the shell, the command table (which cells are commands), the errors, the
-#: workspace paths and the hook that gives a figure its text (jupyter/plots.py). The rest of the core loads with the first cell that needs it
+#: Lily in the shell (with the figure descriptions and the %%python cells' journal hook,
+#: standard library only), the command table (which cells are commands), the errors and
+#: the workspace paths. The rest of the core loads with the first cell that needs it
 #: (docs/architecture.md#import-rules).
 KERNEL_START = {"lily_kernel", "lily_kernel.commands", "lily_kernel.commands.table",
                 "lily_kernel.errors", "lily_kernel.jupyter", "lily_kernel.jupyter.integration",
-                "lily_kernel.jupyter.plots",
-                "lily_kernel.jupyter.kernel", "lily_kernel.redaction", "lily_kernel.skills",
-                "lily_kernel.skills.paths"}
+                "lily_kernel.jupyter.kernel", "lily_kernel.jupyter.plots",
+                "lily_kernel.jupyter.python_cells", "lily_kernel.redaction",
+                "lily_kernel.skills", "lily_kernel.skills.paths"}
 
 
 def test_the_kernel_starts_without_the_core_and_loads_it_on_the_first_lily_cell(start_kernel):

@@ -84,7 +84,8 @@ def test_unwritable_journal_does_not_break_commands(env, tmp_path):
     (blocked / ".lily").write_text("not a folder")
     from lily_kernel.session.session import Session
     session = Session(workspace=blocked, env=env.session_env(), host=env.host)
-    assert session.journal.error and "journal disabled" in session.journal.error
+    assert session.journal.error == "Not a directory"
+    assert session.journal.take_notice() == "journal: not recorded: Not a directory; retrying"
     assert run_command(session, "/skills").snapshot is session.snapshot
     run_command(session, "/reload_skills")
     assert session.snapshot.version == 2

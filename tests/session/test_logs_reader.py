@@ -11,7 +11,8 @@ import pytest
 
 from lily_kernel.cli import main
 from lily_kernel.session import logs, logs_index
-from lily_kernel.session.journal import Journal
+from lily_kernel.session.journal import Journal, read, record_hash
+from lily_kernel.settings import workspace_trust
 
 SID = "a" * 32
 
@@ -23,10 +24,18 @@ def record(event: str, sid: str | None = SID, **fields) -> dict:
     return out
 
 
-def write(path: Path, *records: dict, tail: bytes = b"") -> None:
+def write(path: Path, *records: dict, tail: bytes = b"", chain: bool = True) -> None:
+    """Append ``records``, each linked to its session's record before it in this file as
+    the journal links them (``chain=False``: as an older Lily wrote them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    last: dict[object, str] = {}
+    for old in (read(path) if path.exists() else ()):
+        last[old.get("session_id")] = record_hash(old)
     with open(path, "ab") as fh:
         for r in records:
+            if chain and isinstance(r, dict) and "session_id" in r:
+                r = {"prev": last.get(r["session_id"]), **r}
+                last[r["session_id"]] = record_hash(r)
             fh.write((json.dumps(r) + "\n").encode())
         fh.write(tail)
 
@@ -170,14 +179,17 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     (ws / "b.bin").write_bytes(b"\xff\x00")
     (tmp_path / "u").mkdir()
     env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u")}
+    workspace_trust.trust(ws, env)  # a workspace's capture_reads counts once trusted
     session = Session(ws, env=env, label="cap")
     session.tools.get("read")(path="a.txt")
     session.tools.get("read")(path="a.txt")
     session.files.read_bytes_of("b.bin")
     reads = [r for r in logs.read_file(ws / ".lily" / "journal" / "cap.jsonl", logs.Notes())
              if r["event"] == "file_read"]
-    assert [(r["path"], r.get("text"), r.get("base64")) for r in reads] == [
-        ("a.txt", "hello\n", None), ("b.bin", None, "/wA=")]
+    digest = hashlib.sha256(b"\xff\x00").hexdigest()
+    assert [(r["path"], r.get("text"), r.get("binary"), r.get("base64")) for r in reads] == [
+        ("a.txt", "hello\n", None, None),
+        ("b.bin", None, f"binary, 2 bytes, sha256 {digest}", None)]  # never its bytes
     (ws / "lily.toml").write_text("[journal]\ncapture_reads = 1\n")
     assert "capture_reads must be true or false" in (Session(ws, env=env).config_error or "")
 
@@ -192,6 +204,7 @@ def test_captured_files_are_redacted_like_every_record(tmp_path):
     (ws / ".env.example").write_text(f"OPENAI_API_KEY={secret}\nurl=https://bob:pw@x.org/\n")
     env = {"HOME": str(tmp_path), "SKILLS_USER_DIR": str(tmp_path / "u"),
            "OPENAI_API_KEY": secret}
+    workspace_trust.trust(ws, env)
     session = Session(ws, env=env, label="sec")
     session.tools.get("read")(path=".env.example")
     raw = (ws / ".lily" / "journal" / "sec.jsonl").read_text()

@@ -213,10 +213,9 @@ def test_skill_md_symlinked_outside_the_skill_folder_is_refused(env, tmp_path):
     assert "symlink" in env.diag(snap, "skill_error", "sneaky").reason
 
 
-def test_a_rule_that_passed_vouches_only_for_the_same_rule_and_tools(env):
-    """A load checks a shared eligibility rule with the same required tools once (the first
-    skill's pass stands for the next); any other skill is still checked whole: other tools,
-    a command_tool, an OpenClaw gate."""
+def test_each_skill_s_rules_are_checked_whatever_the_others_passed(env):
+    """Skills with the same eligibility rule and tools each pass it; one that differs only in
+    its other tools, a command_tool or an OpenClaw gate is judged on those."""
     from lily_kernel.tools.tool_registry import ToolPolicy
     same = "eligibility:\n  os: [linux, darwin]\nrequires_tools: [read]"
     env.write_skill(env.ws_skills, "a-passes", same)
@@ -231,7 +230,6 @@ def test_a_rule_that_passed_vouches_only_for_the_same_rule_and_tools(env):
     assert "'nosuch'" in env.diag(snap, "ineligible", "b-other-tool").reason
     assert "MISSING_VAR" in env.diag(snap, "ineligible", "c-gated").reason
     assert "command_tool" in env.diag(snap, "ineligible", "d-denied-command-tool").reason
-    assert snap.get("e-passes-too").eligibility is snap.get("a-passes").eligibility
 
 
 # -- docs/loader.md#snapshot: index -------------------------------------------------------------

@@ -246,33 +246,32 @@ def test_of_two_wrong_string_keys_the_first_in_the_file_is_named():
     assert "'command_tool'" in bad("---\nname: other\ncommand_tool: [t]\n---\n")
 
 
-def test_skills_with_the_same_os_rule_share_one_eligibility_and_a_bad_list_still_fails():
+def test_an_os_rule_is_read_as_written_and_a_bad_list_fails():
     first = ok("---\neligibility:\n  os: [linux, darwin]\n---\n")
     again = ok("---\neligibility: {os: [linux, darwin]}\n---\n", name="other")
-    assert again.eligibility is first.eligibility  # immutable, so one is kept per OS list
+    assert again.eligibility == first.eligibility
     assert again.eligibility.os == ("linux", "darwin")
-    # Another order, or more rules beside the list, is another rule.
     assert ok("---\neligibility: {os: [darwin, linux]}\n---\n").eligibility.os == (
         "darwin", "linux")
     both = ok("---\neligibility: {os: [linux, darwin], env: [HOME]}\n---\n")
-    assert both.eligibility.env == ("HOME",) and both.eligibility is not first.eligibility
-    # A list seen good before does not vouch for a longer one, or for one with a list in it.
+    assert both.eligibility.env == ("HOME",) and both.eligibility.os == ("linux", "darwin")
+    # A longer list with an unknown OS, a list in it, a number: each is named.
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, beos]}\n---\n")
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, [darwin]]}\n---\n")
     assert "'eligibility.os'" in bad("---\neligibility: {os: [linux, darwin, 3]}\n---\n")
-    # Nor for a mapping or a string whose keys or letters would spell a list seen good.
+    # A mapping whose keys spell a good list is no list.
     assert "'eligibility.os'" in bad("---\neligibility: {os: {linux: 1, darwin: 2}}\n---\n")
     ok("---\neligibility: {os: [linux]}\n---\n")
     assert "'eligibility.os'" in bad("---\neligibility: {os: {linux: 1}}\n---\n")
     assert "'eligibility'" in bad("---\neligibility: [os]\n---\n")
 
 
-def test_skills_with_the_same_required_tools_share_one_tuple_and_a_bad_value_still_fails():
+def test_required_tools_are_read_in_order_and_a_bad_value_fails():
     first = ok("---\nrequires_tools: [read, list]\n---\n")
     again = ok("---\nrequires_tools:\n  - read\n  - list\n---\n", name="other")
-    assert again.requires_tools is first.requires_tools == ("read", "list")
+    assert again.requires_tools == first.requires_tools == ("read", "list")
     assert ok("---\nrequires_tools: [list, read]\n---\n").requires_tools == ("list", "read")
-    # A list seen good vouches for no mapping, string, longer list or list with a list in it.
+    # No mapping, string, list with an empty or a non-string item.
     ok("---\nrequires_tools: [r, e, a, d]\n---\n")
     for value in ("read", "{read: 1, list: 2}", "[read, list, '']", "[read, [list]]",
                   "[read, list, 3]"):
@@ -362,24 +361,43 @@ INVALID_NAMES = ["Upper", "MixedCase", "has space", "-lead", "trail-", "_lead", 
 VALID_NAMES = ["plan_compiler", "pdf-processing", "a", "x1", "a" * 64, "v2-tool_mix", "42"]
 
 
-def test_all_names_valid_tells_a_load_s_names_at_once_as_each_alone():
-    """The load asks once for all its names (skill.all_names_valid); True must mean each
-    name passes name_problem, and any bad one (or an empty one, or one holding '/') must
-    make it False, so that each is then checked alone and the bad one named."""
-    from lily_kernel.skills.skill import all_names_valid, name_problem
-    assert all_names_valid(VALID_NAMES) and all_names_valid([])
-    for wrong in [*INVALID_NAMES, "", "a/b", "a/", "/a", "a//b"]:
-        for names in ([wrong], [*VALID_NAMES, wrong], [wrong, *VALID_NAMES]):
-            assert not all_names_valid(names), names
-    assert all(name_problem(n) is None for n in VALID_NAMES)
+def _is_name(name: str) -> bool:
+    """The naming rule, spelled without a regular expression: lowercase letters and digits,
+    runs of which single '-' or '_' join, 1 to 64 characters."""
+    dashed = name.replace("_", "-")
+    return (0 < len(name) <= 64 and set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+            and dashed[0] != "-" and dashed[-1] != "-" and "--" not in dashed)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(st.sampled_from(list("ab09-_/. A\né")), max_size=6), max_size=4))
-def test_all_names_valid_never_vouches_for_a_bad_name(names):
-    from lily_kernel.skills.skill import all_names_valid, name_problem
-    each = all(name_problem(n) is None and "\n" not in n and "/" not in n for n in names)
-    assert all_names_valid(names) == each, names
+@given(st.text(st.sampled_from(list("ab09-_/. A\né\r\t")), max_size=6))
+def test_name_problem_is_the_naming_rule(name):
+    from lily_kernel.skills.skill import name_problem
+    assert (name_problem(name) is None) == _is_name(name), name
+
+
+@pytest.mark.parametrize("dirname", ["demo\n", "demo\r\n", "\ndemo", "de\nmo", "demo\t"])
+def test_a_name_with_a_line_break_is_refused_by_the_naming_rule(dirname):
+    """``$`` matches before a final newline: the rule is matched whole (fullmatch). The
+    message names the folder escaped, on one line."""
+    msg = bad("---\nsummary: x\n---\n", name=dirname)
+    assert msg == (f"skill name {dirname!r} is invalid: use lowercase letters and digits, "
+                   "separated by single '-' or '_'")
+    assert "\n" not in msg
+
+
+def test_a_skill_folder_named_with_a_trailing_newline_is_a_skill_error(env):
+    env.write_skill(env.ws_skills, "demo", "summary: x")
+    env.write_skill(env.ws_skills, "demo\n", "summary: x")
+    snap = env.snapshot()
+    assert snap.names() == ["demo"]
+    assert env.diag(snap, "skill_error", "demo\n").reason.startswith(
+        "skill name 'demo\\n' is invalid: use lowercase letters")
+
+
+def test_a_command_with_a_trailing_newline_is_refused():
+    assert bad('---\ncommand: "demo\\n"\n---\n') == (
+        "'command' 'demo\\n' must match ^[a-z0-9_-]+$")
 
 
 def test_a_load_with_one_bad_name_names_it_and_loads_the_rest(env):

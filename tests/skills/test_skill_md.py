@@ -28,7 +28,7 @@ def test_skill_md_that_is_not_a_regular_file_is_missing_and_never_blocks(env):
 
 def test_a_device_named_skill_md_is_missing(env):
     """Only root makes device nodes; when it can, a character device (as /dev/null) and a
-    block device (as a loop device) are "missing", however the read asks what they are."""
+    block device (as a loop device) are "missing"."""
     import stat
     for name, kind, dev in (("a-char", stat.S_IFCHR, os.makedev(1, 3)),
                             ("a-block", stat.S_IFBLK, os.makedev(7, 0))):
@@ -63,7 +63,7 @@ def test_a_sparse_skill_md_is_read_whole(env):
 
 def test_a_skill_md_over_the_limit_is_refused_and_one_under_it_is_read_whole(env):
     """The read stops one byte past the 256 KiB limit (the load then refuses the file for its
-    length), however it learnt the size; a file just under the limit is read whole."""
+    length); a file just under the limit is read whole."""
     body = "---\nsummary: big\n---\n"
     for name, size in (("over", 300 * 1024), ("under", 255 * 1024)):
         env.write_skill(env.ws_skills, name, raw=(body + "y" * (size - len(body))).encode())
@@ -75,7 +75,7 @@ def test_a_skill_md_over_the_limit_is_refused_and_one_under_it_is_read_whole(env
 READ_PROC = """
 import sys
 from lily_kernel.skills.skill_md import read
-sys.stdout.write(repr(read(sys.argv[1]) == open("/proc/version", "rb").read()))
+sys.stdout.write(repr(read(sys.argv[1])[0] == open("/proc/version", "rb").read()))
 """
 
 

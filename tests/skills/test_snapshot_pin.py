@@ -89,14 +89,21 @@ def test_the_loader_reads_every_frontmatter_as_pyyaml_does(env):
         assert dict(skill.frontmatter) == (expected or {}), skill.name
 
 
-def test_deep_nesting_is_refused_at_load_whichever_parser_reads_it(env):
-    """The nesting limit is checked before PyYAML only (fastyaml's subset nests two levels,
-    tests/skills/test_fastyaml.py checks it never takes a deeper document): a flow bomb,
-    and a block one, are still skill errors naming the limit."""
+def test_deep_nesting_is_refused_at_load(env):
+    """The nesting limit is checked before PyYAML sees the text (it recurses once per
+    level): a flow bomb, a block one, and block levels under the limit holding flow levels
+    under it whose sum is over it, are skill errors naming the limit."""
     env.write_skill(env.ws_skills, "flow-bomb", "description: x\nmetadata: "
                     + "[" * 30_000 + "]" * 30_000)
     env.write_skill(env.ws_skills, "block-bomb", "description: x\n"
                     + "".join(" " * i + f"k{i}:\n" for i in range(70)) + " " * 70 + "z: 1")
+    env.write_skill(env.ws_skills, "both-halves", "description: x\n"
+                    + "".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "z: "
+                    + "[" * 40 + "]" * 40)
+    env.write_skill(env.ws_skills, "just-under", "description: x\n"
+                    + "".join(" " * i + f"k{i}:\n" for i in range(30)) + " " * 30 + "z: "
+                    + "[" * 30 + "]" * 30)
     snap = env.snapshot()
-    for name in ("flow-bomb", "block-bomb"):
+    assert snap.names() == ["just-under"]
+    for name in ("flow-bomb", "block-bomb", "both-halves"):
         assert "nesting limit" in env.diag(snap, "skill_error", name).reason

@@ -15,7 +15,7 @@ from receiver_support import keep_loopback_direct, receivers
 
 from lily_kernel import safejson
 from lily_kernel.commands.results import ActionDone
-from lily_kernel.errors import AgentError, CommandError, JSONInputError
+from lily_kernel.errors import CommandError, JSONInputError
 from lily_kernel.settings import workspace_trust
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
@@ -86,15 +86,22 @@ def test_odd_json_in_a_programmatic_call_is_one_error_line(world, name):
     assert session.config.items() == {"app.knobs.label": "ok", "app.knobs.level": 3}
 
 
-def test_the_model_sending_odd_json_ends_in_one_line_and_a_consistent_conversation(world, server):
+def test_the_model_sending_odd_json_is_answered_in_one_line_and_the_conversation_stays_consistent(
+        world, server):
+    """Arguments no repair reads (docs/agent.md#loop-hygiene) are not run: the call is
+    answered with one bounded error line naming the signature, and the request goes on."""
     session = world.session(server)
     deep = '{"name": ' + "[" * 20_000 + "]" * 20_000 + "}"  # under the answer cap
     for text in (deep, ODD["huge number"], ODD["lone surrogate"]):
-        server.add({"tool_calls": [{"name": "load_skill", "arguments": text}]})
-        with pytest.raises(AgentError) as info:
-            run_shown(session, "set the knobs")
-        assert "invalid JSON arguments" in info.value.line()
-        assert "\n" not in info.value.line()
+        server.add({"tool_calls": [{"name": "load_skill", "arguments": text, "id": "odd"}]},
+                   "recovered")
+        assert run_shown(session, "set the knobs").text == "recovered"
+        result = [m["content"] for m in session.conversation
+                  if m.get("tool_call_id") == "odd"][-1]
+        assert result.startswith("Error: not run: invalid JSON arguments for tool 'load_skill'")
+        assert "\n" not in result and len(result) < 1_000
+        assert "load_skill(name: string)" in result
+        assert session.snapshot is not None and "knobs" not in str(session.config.items())
     server.add("fine")
     assert run_shown(session, "hello").text == "fine"
     assert_consistent(session.conversation)

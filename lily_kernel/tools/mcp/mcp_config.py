@@ -35,7 +35,7 @@ class ServerConfig:
     """One configured MCP server, its ``${VAR}``s expanded (or ``error`` saying which is unset)."""
 
     name: str
-    source: str  # "user" | "workspace" (lily.toml) | ".mcp.json"
+    source: str  # "user" | "client" (an ACP client's session/new) | "workspace" | ".mcp.json"
     command: str | None = None
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
@@ -54,8 +54,9 @@ class ServerConfig:
 
     @property
     def from_workspace(self) -> bool:
-        """Whether the server comes from the workspace (starts only once it is trusted)."""
-        return self.source != "user"
+        """Whether the server comes from the workspace (starts only once it is trusted); the
+        user's file and the user's ACP client are the user's own layer."""
+        return self.source not in ("user", "client")
 
 
 def read_mcp_json(path: Path) -> dict[str, Any]:
@@ -180,9 +181,11 @@ def _parse(name: str, table: Any, source: str, env: Mapping[str, str]) -> Server
 
 
 def load(workspace: Path, env: Mapping[str, str], user: Mapping[str, Any] | None = None,
-         workspace_toml: Mapping[str, Any] | None = None) -> list[ServerConfig]:
-    """Every configured server: the user file's, then the workspace's ``lily.toml`` and
-    ``.mcp.json`` (a later source replaces a server of the same name)."""
+         workspace_toml: Mapping[str, Any] | None = None,
+         client: Mapping[str, Any] | None = None) -> list[ServerConfig]:
+    """Every configured server: the user file's, an ACP client's (``client``: server tables
+    by name, from its ``session/new``), then the workspace's ``lily.toml`` and ``.mcp.json``
+    (a later source replaces a server of the same name)."""
     if user is None:
         user = read_config_file(workspace, user_config_path(env))
     if workspace_toml is None:
@@ -190,6 +193,7 @@ def load(workspace: Path, env: Mapping[str, str], user: Mapping[str, Any] | None
     found: dict[str, ServerConfig] = {}
     sources: list[tuple[str, Mapping[str, Any]]] = [
         ("user", _mcp_servers(user, "user lily.toml")),
+        ("client", client or {}),
         ("workspace", _mcp_servers(workspace_toml, "lily.toml")),
     ]
     try:

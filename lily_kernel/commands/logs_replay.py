@@ -20,30 +20,46 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.errors import LogsError
-from lily_kernel.session.logs import Logs, call_name, summarize, turns
-from lily_kernel.session.logs_export import (
+from lily_kernel.commands import sanitize
+from lily_kernel.commands.logs_export import (
     KERNELSPEC,
     LANGUAGE_INFO,
     cell_id,
     write_notebook,
     write_text,
 )
+from lily_kernel.errors import LogsError
+from lily_kernel.session.logs import Logs, Turn, call_name, summarize, turns
 
 SCRIPT_SUFFIX = ".replay.json"
 FORMAT = 1
 SANITIZE_NAME = "lily_replay_sanitize.cfg"
 # What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format).
-SANITIZE = """[session ids]
-regex: New session `[0-9a-f]{12}`
-replace: New session `<id>`
+# What changes from run to run in Lily's outputs (nbval's --nbval-sanitize-with format), the
+# one list for every command's output; nbval applies the rules in this order.
+SANITIZE = """[session ids in code spans (/new, /fork)]
+regex: `[0-9a-f]{12}`
+replace: `<id>`
+
+[session ids in /logs and labels]
+regex: ([Ss]ession[ -]|into )[0-9a-f]{12}\\b
+replace: \\1<id>
+
+[full session ids]
+regex: \\b[0-9a-f]{32}\\b
+replace: <session-id>
 
 [snapshot hashes]
 regex: \\(([0-9a-f]{12})\\)
 replace: (<hash>)
+
+[card ids]
+regex: ([Cc]ard (?:`|<code>)?|/confirm |/cancel )[0-9a-f]{8}\\b
+replace: \\1<card>
 
 [activity ids]
 regex: urn:uuid:[0-9a-f-]{36}
@@ -53,13 +69,29 @@ replace: urn:uuid:<uuid>
 regex: \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d(\\.\\d+)?Z
 replace: <time>
 
+[clock times (/rewind)]
+regex: \\b\\d\\d:\\d\\d\\b
+replace: <hh:mm>
+
 [/skills filter keys]
 regex: lily-skills-[0-9a-f]{12}
 replace: lily-skills-<key>
 
+[local ports (the scripted server)]
+regex: 127\\.0\\.0\\.1:\\d+
+replace: 127.0.0.1:<port>
+
 [replay workspace copies]
 regex: /[^\\s`'"]*lily-replay-[A-Za-z0-9_]+
 replace: <replay-workspace>
+
+[paths in code spans]
+regex: `/[^`\\s]*/[^`\\s]*`
+replace: `<path>`
+
+[token estimates and usage counts]
+regex: system [\\d,]+ · tools [\\d,]+ \\(\\d+\\) · skills index [\\d,]+ tokens
+replace: system <n> · tools <n> · skills index <n> tokens
 """
 # Applies SANITIZE when pytest runs the folder's notebooks without --nbval-sanitize-with.
 CONFTEST = '''"""Written by `lily logs replay`: nbval ignores what changes from run to run."""
@@ -125,8 +157,10 @@ def captured_files(records: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
             continue
         if isinstance(r.get("text"), str):
             files[r["path"]] = {"text": r["text"]}
-        elif isinstance(r.get("base64"), str):
+        elif isinstance(r.get("base64"), str):  # an older journal's binary file
             files[r["path"]] = {"base64": r["base64"]}
+        # a file that was not UTF-8 is journaled by size and hash only ("binary"): the
+        # replay's copy lacks it
     return files
 
 
@@ -154,9 +188,9 @@ def _where(path: Path, base: Path) -> str | None:
         return str(path.resolve())
 
 
-def _setup_source(script_name: str, session_id: str) -> str:
+def _setup_source(script_name: str, name: str) -> str:
     return ("%%python\n"
-            f"# Replay of Lily session {session_id[:12]} (written by `lily logs replay`): the\n"
+            f"# Replay of Lily session {name} (written by `lily logs replay`): the\n"
             "# model's recorded answers come from a scripted server on 127.0.0.1, and the tools\n"
             "# run for real against a copy of the files the session read. Run it with\n"
             "# pytest --nbval; a cell whose request or tool result differs fails there.\n"
@@ -164,8 +198,73 @@ def _setup_source(script_name: str, session_id: str) -> str:
             f"replay.start({script_name!r})")
 
 
-def build(logs: Logs, session_id: str, to: Path) -> tuple[Path, Path]:
-    """Write the replay script and notebook of ``session_id`` into ``to``; their paths."""
+# Commands that run code or start programs in a replay: /confirm carries out the held
+# call waiting (a recorded run_python), /trust trusts the replay's workspace (whose
+# lily.toml may start MCP servers), /mcp restart starts one.
+CODE_COMMANDS = {"confirm": "carries out the call waiting for confirmation",
+                 "trust": "trusts the replay's workspace (its MCP servers may start)",
+                 "mcp": "may start an MCP server"}
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def code_reason(text: str) -> str | None:
+    """Why a cell of a journal would run code when replayed in the Lily kernel (None: it
+    would not): Python, a magic or a shell line, or a command in :data:`CODE_COMMANDS`.
+    Decided from the cell's text, as the kernel routes it, never from what the journal
+    says the cell was."""
+    stripped = text.lstrip()
+    if not stripped:
+        return None
+    if stripped.startswith("/"):
+        name = stripped[1:].split(maxsplit=1)[0] if stripped[1:].split() else ""
+        return f"/{name} {CODE_COMMANDS[name]}" if name in CODE_COMMANDS else None
+    if stripped.startswith("%%python"):
+        return "Python (%%python)"
+    if stripped[0] in "%!":
+        return "an IPython magic or shell command"
+    if stripped.rstrip() in ("exit", "quit", "exit()", "quit()"):
+        return "ends the kernel"
+    return None
+
+
+def _line(text: str, width: int = 100) -> str:
+    """``text`` as one printable line for the terminal (no control characters)."""
+    one = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return one if len(one) <= width else one[:width - 1] + "…"
+
+
+def code_listing(cells: list[Turn], turns_: list[dict[str, Any]]) -> list[str]:
+    """What the replayed notebook would run that is code, one line each: each cell that is
+    code (numbered as in the notebook, after the setup cell) and each recorded
+    ``run_python`` call the scripted model would make."""
+    out = []
+    for number, turn in enumerate(cells, 2):
+        reason = code_reason(turn.text)
+        if reason is not None:
+            out.append(f"cell {number}: {reason}: {_line(turn.text)}")
+    for i, item in enumerate(turns_, 1):
+        for call in item["turn"].get("tool_calls", []):
+            if call.get("name") == "run_python":
+                args = call.get("arguments")
+                code = args.get("code") if isinstance(args, dict) else None
+                if code is None and isinstance(args, str):
+                    try:
+                        code = json.loads(args).get("code")
+                    except (ValueError, AttributeError):
+                        code = args
+                out.append(f"model turn {i}: run_python (runs on /confirm): "
+                           f"{_line(str(code or ''))}")
+    return out
+
+
+def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
+          ) -> tuple[Path, Path, list[str]]:
+    """Write the replay script and notebook of ``session_id`` into ``to``: their paths,
+    and the lines saying what in it is code (:func:`code_listing`). A cell that is code
+    is written as a cell only with ``include_code``; else as a Markdown cell showing it."""
+    if not _SAFE_ID.fullmatch(session_id):
+        raise LogsError("a session id must be letters, digits, '_' and '-' (up to 64); "
+                        "this journal's is not, so it cannot be replayed")
     records = logs.records(session_id)
     if any(r.get("cut") for r in records):
         raise LogsError(f"session {session_id[:12]} has records cut at the journal cap; "
@@ -178,6 +277,7 @@ def build(logs: Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     workspace = logs.workspace
     name = session_id[:12]
     lily_toml = workspace / "lily.toml"
+    recorded = model_turns(records)
     script = {
         "format": FORMAT, "session_id": session_id,
         "label": summarize(session_id, records).label,
@@ -186,13 +286,17 @@ def build(logs: Logs, session_id: str, to: Path) -> tuple[Path, Path]:
         "persona_dir": _where(workspace / "persona", to),
         "lily_toml": lily_toml.read_text(encoding="utf-8") if lily_toml.is_file() else None,
         "files": captured_files(records),
-        "turns": model_turns(records),
+        "turns": recorded,
     }
     script_path = to / f"{name}{SCRIPT_SUFFIX}"
     write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
-    nb_cells = [_code(_setup_source(script_path.name, session_id))]
+    nb_cells = [_code(_setup_source(script_path.name, name))]
     for turn in cells:
-        failed = not turn.ok or bool(turn.errors)
+        reason = code_reason(turn.text)
+        if reason is not None and not include_code:
+            nb_cells.append(_left_out(turn.text, reason))
+            continue
+        failed = not turn.ok or bool(turn.errors) or turn.interrupted
         nb_cells.append(_code(turn.text, ["raises-exception"] if failed else []))
     nb_cells.append(_code("%%python\nreplay.finish()"))
     nb = {"nbformat": 4, "nbformat_minor": 5, "cells": nb_cells,
@@ -204,10 +308,18 @@ def build(logs: Logs, session_id: str, to: Path) -> tuple[Path, Path]:
     write_text(to / SANITIZE_NAME, SANITIZE)
     if not (to / "conftest.py").exists():  # never replace the project's own
         write_text(to / "conftest.py", CONFTEST)
-    return nb_path, script_path
+    return nb_path, script_path, code_listing(cells, recorded)
 
 
 def _code(source: str, tags: list[str] | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {"tags": tags} if tags else {}
     return {"cell_type": "code", "id": cell_id(), "execution_count": None,
             "metadata": metadata, "source": source, "outputs": []}
+
+
+def _left_out(text: str, reason: str) -> dict[str, Any]:
+    """A cell of the journal that is code, shown, not run (without ``--include-code``)."""
+    return {"cell_type": "markdown", "id": cell_id(), "metadata": {"lily": {"left_out": True}},
+            "source": (f"**Not run: {sanitize.md_text(reason)}.** Written from the journal; "
+                       "review it, then `lily logs replay --include-code` writes it as a "
+                       f"cell.\n\n{sanitize.code_block(text)}")}

@@ -1,0 +1,127 @@
+"""Drive `lily acp` as an ACP client would: the SDK's own client over stdio, against the
+scripted model (docs/front-ends.md#acp)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import agent_support
+from acp import PROTOCOL_VERSION, spawn_agent_process
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    AvailableCommandsUpdate,
+    DeniedOutcome,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from lily_kernel.testing import ScriptedServer
+
+LILY = Path(sys.executable).parent / "lily"
+#: jupyter-ai 3.2's first-prompt paragraph (BaseAcpPersona.NOTEBOOK_EDITING_GUIDANCE).
+SYSTEM_NOTE = ("System note: When creating or editing Jupyter notebooks (.ipynb), use the "
+               "Jupyter notebook MCP tools (for example insert_cell, edit_cell, delete_cell, "
+               "read_notebook). Do not write or edit .ipynb files directly with generic "
+               "file-write/edit tools — direct writes are blocked to prevent notebook "
+               "corruption.")
+
+
+class Recorder:
+    """An ACP client that records every update and answers permission requests from a list
+    (an option id, or None for a cancelled request)."""
+
+    def __init__(self, answers: list[str | None] | None = None) -> None:
+        self.updates: list[Any] = []
+        self.asked: list[tuple[Any, list[Any]]] = []
+        self.answers = list(answers or [])
+        self.first_chunk = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+        if isinstance(update, AgentMessageChunk):
+            self.first_chunk.set()
+
+    async def request_permission(self, options: list[Any], session_id: str, tool_call: Any,
+                                 **kwargs: Any) -> RequestPermissionResponse:
+        self.asked.append((tool_call, options))
+        answer = self.answers.pop(0)
+        if answer is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer,
+                                                                outcome="selected"))
+
+    def chunks(self) -> list[str]:
+        return [u.content.text for u in self.updates if isinstance(u, AgentMessageChunk)]
+
+    def text(self) -> str:
+        return "".join(self.chunks())
+
+    def commands(self) -> list[str]:
+        lists = [u.available_commands for u in self.updates
+                 if isinstance(u, AvailableCommandsUpdate)]
+        return [c.name for c in lists[-1]] if lists else []
+
+    def tool_updates(self, call_id: str) -> list[Any]:
+        return [u for u in self.updates if isinstance(u, (ToolCallStart, ToolCallProgress))
+                and u.tool_call_id == call_id]
+
+    def clear(self) -> None:
+        self.updates.clear()
+
+
+def prompt(text: str) -> list[TextContentBlock]:
+    return [TextContentBlock(type="text", text=text)]
+
+
+class World(agent_support.World):
+    """A workspace, private skill roots and HOME for one `lily acp` process."""
+
+    def __init__(self, base: Path) -> None:
+        super().__init__(base)
+        self.stderr = base / "stderr.txt"
+
+    def env(self, server: ScriptedServer | None) -> dict[str, str]:
+        env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
+               "HOME": str(self.base / "home"), "LILY_MAX_RETRIES": "0",
+               "LILY_TIMEOUT": "20", "OPENAI_API_KEY": "sk-acp-test", "SKILLS_COMPAT_ROOTS": "0"}
+        if server is not None:
+            env["OPENAI_BASE_URL"] = server.url
+        return env
+
+    @contextlib.asynccontextmanager
+    async def lily(self, client: Recorder, server: ScriptedServer | None
+                   ) -> AsyncIterator[tuple[Any, Any]]:
+        """`lily acp` spawned and initialized; (the connection, the process)."""
+        with open(self.stderr, "ab") as err:
+            async with spawn_agent_process(client, str(LILY), "acp", env=self.env(server),
+                                           cwd=self.workspace,
+                                           transport_kwargs={"stderr": err.fileno()}
+                                           ) as (conn, proc):
+                conn.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                yield conn, proc
+
+
+async def commands_arrive(client: Recorder, timeout: float = 10) -> list[str]:
+    """The commands `lily acp` advertises after session/new (they follow the response)."""
+    for _ in range(int(timeout / 0.05)):
+        if client.commands():
+            return client.commands()
+        await asyncio.sleep(0.05)
+    raise AssertionError("no available_commands_update arrived")
+
+
+async def settle() -> None:
+    """Let the client's handlers of the updates already received run: the SDK hands each
+    notification to a task of its own, so a prompt's response can overtake them."""
+    await asyncio.sleep(0.3)
+
+
+def run(coro: Any, timeout: float = 90) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))

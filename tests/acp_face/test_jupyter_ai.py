@@ -1,0 +1,318 @@
+"""Lily in jupyter-ai's chat: a Jupyter server from jupyter-ai's own environment (.venv-jai)
+with Lily's persona installed as a user would and made the default, driven over the chat's
+WebSocket API and jupyter-ai's permission endpoint, Lily answering from the scripted model
+(docs/front-ends.md#jupyter-ai)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lily_kernel.acp import persona_install
+from lily_kernel.testing import ScriptedServer
+
+REPO = Path(__file__).resolve().parents[2]
+JAI_BIN = REPO / ".venv-jai" / "bin"
+LILY = Path(sys.executable).parent / "lily"
+TOKEN = "lily-acp-" + uuid.uuid4().hex
+pytestmark = pytest.mark.skipif(not (JAI_BIN / "jupyter").exists(),
+                                reason="jupyter-ai's own environment .venv-jai is not built "
+                                       "here: `make jai-venv` builds it (make test does)")
+WRITE = [{"tool_calls": [{"id": "call_w", "name": "write",
+                          "arguments": {"path": "notes.txt", "content": "new line\n"}}]},
+         {"content": "Done writing the notes."}]
+SLOW = {"content": "word " * 300, "chunks": 300, "chunk_delay": 0.05}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Jupyter:
+    def __init__(self, base: Path, model: ScriptedServer) -> None:
+        self.root = base / "root"
+        self.root.mkdir(exist_ok=True)  # a second server may serve the same root
+        self.port = _free_port()
+        home = base / "home"
+        skills = self.root / "skills"
+        for d in (home, skills, base / "user_skills"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.env = {**{k: v for k, v in os.environ.items()
+                       if not k.startswith(("JUPYTER", "OPENAI", "LILY", "SKILLS", "VIRTUAL_ENV"))},
+                    "HOME": str(home), "JUPYTER_CONFIG_DIR": str(base / "jcfg"),
+                    "JUPYTER_DATA_DIR": str(base / "jdata"),
+                    "JUPYTER_RUNTIME_DIR": str(base / "jrt"),
+                    "SKILLS_WORKSPACE_DIR": str(skills), "SKILLS_USER_DIR": str(base / "user_skills"),
+                    "SKILLS_COMPAT_ROOTS": "0", "OPENAI_BASE_URL": model.url,
+                    "OPENAI_API_KEY": "sk-jai-test", "LILY_MAX_RETRIES": "0",
+                    "LILY_TIMEOUT": "30"}
+        self.log = open(base / "jupyter.log", "ab")  # closed in stop()
+        self.proc = subprocess.Popen(
+            [str(JAI_BIN / "jupyter"), "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
+             f"--ServerApp.port={self.port}", f"--IdentityProvider.token={TOKEN}",
+             f"--ServerApp.root_dir={self.root}",
+             f"--PersonaManager.default_persona_id={persona_install.PERSONA_ID}",
+             *(["--allow-root"] if os.geteuid() == 0 else [])],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
+        self._wait()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "jupyter server exited"
+            try:
+                self.get("api/status")
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise AssertionError("jupyter server did not start")
+
+    def get(self, path: str) -> Any:
+        req = urllib.request.Request(self.url(path), headers={"Authorization": f"token {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def page_config(self) -> dict[str, Any]:
+        """JupyterLab's page config, as the panel reads its default persona from it."""
+        req = urllib.request.Request(self.url("lab"), headers={"Authorization": f"token {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            page = r.read().decode()
+        start = page.index('id="jupyter-config-data"')
+        body = page[page.index(">", start) + 1:page.index("</script>", start)]
+        config: dict[str, Any] = json.loads(body)
+        return config
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
+                                     method="POST",
+                                     headers={"Authorization": f"token {TOKEN}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Chat:
+    """One chat over jupyterlab-chat's WebSocket API: what it sends, what the personas say."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.messages: dict[str, dict[str, Any]] = {}
+        self.users: set[str] = set()
+        self.id = ""  # the chat's id (the connection frame's)
+
+    async def _read(self, deadline: float) -> None:
+        frame = await asyncio.wait_for(self.ws.read_message(), deadline - time.monotonic())
+        assert frame is not None, "the chat's WebSocket closed"
+        data = json.loads(frame)
+        if data.get("action") == "message":
+            self.messages[data["message"]["id"]] = data["message"]
+        if data.get("action") == "connection":
+            self.id = data["id"]
+        self.users |= set(data.get("users") or {})
+
+    async def persona_joins(self, persona_id: str, timeout: float = 60) -> None:
+        """Wait until the persona manager has put the persona in the chat (messages sent
+        before it listens reach no one, as in the panel before it has loaded)."""
+        deadline = time.monotonic() + timeout
+        while persona_id not in self.users:
+            await self._read(deadline)
+
+    async def send(self, body: str, to: str) -> None:
+        """Send ``body`` as the panel does: addressed to the persona its picker shows."""
+        await self.ws.write_message(json.dumps({"type": "client", "action": "send",
+                                                "id": uuid.uuid4().hex, "body": body,
+                                                "metadata": {"to_persona": to}}))
+
+    async def until(self, test: Any, timeout: float = 120) -> dict[str, Any]:
+        """Read frames until a persona's message passes ``test``; that message."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for message in self.messages.values():
+                if message.get("sender", "").startswith("jupyter-ai-personas::") and test(message):
+                    return message
+            await self._read(deadline)
+        raise AssertionError(f"no such message; saw {list(self.messages.values())}")
+
+
+def _install() -> None:
+    """As a user would: Lily's persona and Lily's kernelspec into jupyter-ai's environment."""
+    out = subprocess.run([str(LILY), "acp", "install-persona", "--python",
+                          str(JAI_BIN / "python")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert persona_install.PERSONA_ID in out.stdout
+    out = subprocess.run([str(LILY), "kernel", "install", "--prefix", str(JAI_BIN.parent)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+async def _open_chat(server: Jupyter) -> tuple[Chat, str]:
+    """The chat lily.chat over the WebSocket API, once Lily (the default persona) is in it."""
+    from tornado.websocket import websocket_connect
+    ws = await websocket_connect(f"ws://127.0.0.1:{server.port}/api/chat/ws/lily.chat"
+                                 f"?token={TOKEN}")
+    chat = Chat(ws)
+    lily = server.page_config()["jupyter_ai_default_persona"]  # what the picker shows
+    await chat.persona_joins(lily)
+    return chat, lily
+
+
+@pytest.fixture
+def jupyter(tmp_path):
+    _install()
+    with ScriptedServer([*WRITE, SLOW, {"content": "Still here."}]) as model:
+        server = Jupyter(tmp_path, model)
+        (server.root / "notes.txt").write_text("old line\n")
+        try:
+            yield server, model
+        finally:
+            server.stop()
+
+
+def test_lily_is_the_default_persona_in_jupyter_ais_chat(jupyter):
+    server, model = jupyter
+
+    async def go() -> tuple[str, str, str, str, Path]:
+        chat, lily = await _open_chat(server)
+        assert lily == persona_install.PERSONA_ID
+        ws = chat.ws
+        await chat.send("/skills", to=lily)
+        skills = await chat.until(lambda m: "snapshot version" in m.get("body", ""))
+        await chat.send("/mcp", to=lily)  # jupyter-ai's own notebook server, over HTTP
+        mcp = await chat.until(lambda m: "Jupyter MCP Server" in m.get("body", ""))
+        await chat.send("update the notes", to=lily)
+        pending = await chat.until(lambda m: any(
+            tc.get("permission_status") == "pending"
+            for tc in (m.get("metadata") or {}).get("tool_calls", [])))
+        call = next(tc for tc in pending["metadata"]["tool_calls"]
+                    if tc.get("permission_status") == "pending")
+        assert [o["option_id"] for o in call["permission_options"]] == ["once", "always", "deny"]
+        assert call["diffs"][0]["new_text"] == "new line\n"
+        server.post("ai/acp/permissions", {"session_id": call["session_id"],
+                                           "tool_call_id": call["tool_call_id"],
+                                           "option_id": "once"})
+        done = await chat.until(lambda m: "Done writing the notes." in m.get("body", ""))
+        await chat.send("talk a lot", to=lily)  # then the panel's stop button
+        await chat.until(lambda m: "word word" in m.get("body", ""))
+        server.post(f"api/ai/personas/cancel?chat_id={chat.id}", {})
+        await asyncio.sleep(3)
+        stopped = max((m for m in chat.messages.values() if "word" in m.get("body", "")),
+                      key=lambda m: len(m["body"]))["body"]
+        await chat.send("there?", to=lily)
+        await chat.until(lambda m: "Still here." in m.get("body", ""))
+        ws.close()
+        return skills["body"], mcp["body"], done["body"], stopped, server.root / "lily.chat"
+
+    skills, mcp, done, stopped, chat_file = asyncio.run(asyncio.wait_for(go(), 300))
+    assert stopped.count("word") < 150  # the stream had 15 s to go when stop was pressed
+    assert "lily" in server.get("api/kernelspecs")["kernelspecs"]
+    assert "**Jupyter MCP Server** (http, client): ready" in mcp  # the user's layer: no /trust
+    assert "read_notebook" in mcp and "approval" in mcp
+    assert "snapshot version 1" in skills
+    assert "Done writing the notes." in done
+    assert (server.root / "notes.txt").read_text() == "new line\n"
+    assert model.remaining() == 0
+    for _ in range(40):  # the chat file is saved shortly after a change
+        if chat_file.exists() and "Done writing the notes." in chat_file.read_text():
+            break
+        time.sleep(0.5)
+    assert "Done writing the notes." in chat_file.read_text()
+
+
+def _no_browser() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed"
+    if not Path("/usr/bin/chromium").exists():
+        return "Chromium not found at /usr/bin/chromium: apt-get install chromium"
+    return None
+
+
+@pytest.mark.skipif(_no_browser() is not None, reason=str(_no_browser()))
+def test_the_panel_in_chromium_type_allow_reply(jupyter, tmp_path):
+    """A smoke test of jupyter-ai's panel as a user sees it: Lily preselected, the write's
+    diff and Lily's buttons under the tool call, Run once, the reply."""
+    from playwright.sync_api import sync_playwright
+    server, model = jupyter
+    (server.root / "lily.chat").write_text("")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            page.goto(server.url(f"lab/tree/lily.chat?token={TOKEN}"))
+            box = page.get_by_placeholder("Type a chat message")
+            box.wait_for(timeout=90_000)
+            page.get_by_text("Lily", exact=True).first.wait_for(timeout=30_000)  # the picker
+            box.fill("update the notes")
+            box.press("Enter")
+            run_once = page.get_by_role("button", name="Run once")
+            run_once.wait_for(timeout=90_000)
+            assert page.get_by_role("button", name="Always this session").is_visible()
+            assert page.get_by_role("button", name="Deny").is_visible()
+            assert page.get_by_text("+ new line").is_visible()  # the diff, before deciding
+            run_once.click()
+            page.get_by_text("Done writing the notes.").wait_for(timeout=90_000)
+        finally:
+            page.screenshot(path=str(tmp_path / "panel.png"))
+            browser.close()
+    assert (server.root / "notes.txt").read_text() == "new line\n"
+    assert len(model.chat_requests()) == 2  # the write, then the answer after it
+
+
+def test_a_reopened_chat_after_a_server_restart_takes_lilys_conversation_up(tmp_path):
+    """jupyter-ai keeps the ACP session id in the .chat file and, since Lily advertises
+    loadSession, calls session/load after a restart: Lily resumes from its journal."""
+    _install()
+    script = [{"content": "Noted: 42."},
+              {"expect": {"contains": "which number"}, "content": "It was 42."}]
+
+    async def talk(server: Jupyter, text: str, answer: str) -> None:
+        chat, lily = await _open_chat(server)
+        await chat.send(text, to=lily)
+        await chat.until(lambda m: answer in m.get("body", ""))
+        chat.ws.close()
+
+    with ScriptedServer(script) as model:
+        first = Jupyter(tmp_path, model)
+        try:
+            asyncio.run(asyncio.wait_for(talk(first, "remember the number 42", "Noted: 42."), 300))
+            chat_file = first.root / "lily.chat"
+            for _ in range(60):  # the chat (and its ACP session id) is saved after a change
+                if chat_file.exists() and "acp_session_ids" in chat_file.read_text():
+                    break
+                time.sleep(0.5)
+        finally:
+            first.stop()
+        second = Jupyter(tmp_path, model)
+        try:
+            asyncio.run(asyncio.wait_for(talk(second, "which number did I say?", "It was 42."),
+                                         300))
+        finally:
+            second.stop()
+        sent = model.chat_requests()[1]["messages"]
+    assert [m["content"] for m in sent if m["role"] != "system"][:2] == [
+        "remember the number 42", "Noted: 42."]
