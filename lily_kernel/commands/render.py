@@ -365,7 +365,9 @@ def code_only(a: HeldCall) -> str | None:
 
 def decided_line(note: str) -> str:
     """A decided card's last line, in place of how to decide it (a saved notebook)."""
-    return f"Decided: {note}" if note else "Decided."
+    if not note:
+        return "Decided."
+    return note if note.split(" ", 1)[0] in ("Decided", "Declined:") else f"Decided: {note}"
 
 
 def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:

@@ -325,3 +325,4 @@ def test_a_decided_card_reads_as_decided_when_saved(world):
                 assert "Nothing runs until" not in bundle[mime], bundle[mime]
                 assert "Decided" in bundle[mime]
         assert "Decided in another cell (/confirm)." in typed["text/markdown"]
+    assert "Decided: Decided" not in typed["text/markdown"]
