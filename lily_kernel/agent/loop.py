@@ -31,6 +31,7 @@ from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
 from lily_kernel.errors import AgentError, ModelError, ToolError
 from lily_kernel.settings.limits import Limits
+from lily_kernel.tools import images
 
 if TYPE_CHECKING:
     from lily_kernel.commands.results import SkillRequest
@@ -74,6 +75,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Run one request; return the final answer, or raise :class:`AgentError`."""
     pending.decline_waiting(session)  # a new request first: a call still waiting is declined
+    images.take()  # images offered by a call no step answered are not this request's
     session.withdraw()  # a card offered by a request that failed was never shown
     env = session.environ
     problem = session.config_error or model_client.not_configured(env, session.model_config)
@@ -95,7 +97,7 @@ def resume(session: Session, call: HeldCall, result: str,
            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
     """Continue a paused request with the confirmed tool call's ``result``."""
     paused = call.paused
-    messages = paused.answered(result)
+    messages = _seen(session, paused.answered(result))
     problem = session.config_error or model_client.not_configured(session.environ, session.model_config)
     if problem:
         _commit(session, messages)
@@ -120,6 +122,16 @@ def _withdraw(request: Request, messages: list[dict[str, Any]]) -> None:
     for i, message in enumerate(messages):
         if request.proposal_call and message.get("tool_call_id") == request.proposal_call:
             messages[i] = {**message, "content": WITHDRAWN}
+
+
+def _seen(session: Session, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """After a step's tool results, the image outputs they showed, as one user message of
+    image parts for a model with vision (tools/images.py); taken either way, so none
+    waits for a later step."""
+    hashes = images.take()
+    if hashes and session.model_config.vision:
+        messages.append(images.message(hashes))
+    return messages
 
 
 def _add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -255,6 +267,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
                               "id": call.id, "args": args, "result": result})
+            if held is None:
+                _seen(session, messages)
             if held is not None:
                 call, args, at = held
                 paused = Paused(messages, call.id, request.skill, list(request.tools_used),

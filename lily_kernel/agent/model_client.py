@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lily_kernel.agent.hygiene import AnswerStopped
 from lily_kernel.errors import ContextExceeded, JSONInputError, ModelError
 from lily_kernel.settings.model_settings import ModelConfig
+from lily_kernel.tools import images
 
 if TYPE_CHECKING:  # openai is imported on first use: it costs ~0.3 s
     import openai
@@ -105,10 +106,11 @@ class ClientCache:
         return self._client
 
 
-# Optional parameters Lily sends that an endpoint may refuse (HTTP 400 naming one): it is
+# Optional parts of a request that an endpoint may refuse (HTTP 400 naming one): it is
 # asked again without that one, and from then on (``stream_options`` for usage; a default
-# ``temperature``, which OpenAI's reasoning models refuse).
-OPTIONAL_PARAMS = ("stream_options", "temperature")
+# ``temperature``, which OpenAI's reasoning models refuse; ``images``, the image parts of
+# ``[model] vision``, which a text-only model refuses: tools/images.py).
+OPTIONAL_PARAMS = ("stream_options", "temperature", "images")
 # Per endpoint (base URL), the optional parameters it refused: never sent to it again.
 _REFUSED: dict[str, set[str]] = {}
 # The completion cap's name per endpoint, once one refused the other (HTTP 400 naming it).
@@ -227,7 +229,8 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
     longer than ``max_chars`` is cut there: Lily stops reading the stream and keeps the head
     with a visible marker (tool calls of a cut answer are dropped). Usage is asked for with
     ``stream_options``; an endpoint that rejects that parameter (HTTP 400 naming it) is
-    asked again without it, and from then on. ``max_tokens`` (the answer's cap) is sent
+    asked again without it, and from then on; so are image parts (``[model] vision``,
+    tools/images.py: HTTP 400 naming an image or the content). ``max_tokens`` (the answer's cap) is sent
     as :func:`cap_param` names it; an endpoint that refuses that name is asked with the
     other one, and from then on. A prompt longer than the endpoint's window is a
     :class:`ContextExceeded`.
@@ -241,16 +244,19 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
         with deadline(transport, config.timeout):
             for _ in range(len(OPTIONAL_PARAMS) + 1):  # one refusal of each, at most
                 cap = cap_param(config, where)
+                sent = images.prepared(messages, config.vision and "images" not in refused(where))
                 try:
-                    return _complete(client, config, messages, tools, on_text, max_chars,
+                    return _complete(client, config, sent, tools, on_text, max_chars,
                                      refused(where), max_tokens, cap)
                 except _Refused as no:
                     if no.param in OPTIONAL_PARAMS:
+                        log.info("%s refused %s: asked without it from now on", where, no.param)
                         _REFUSED.setdefault(where, set()).add(no.param)
                     else:
                         _CAP_PARAM[where] = CAP_PARAMS[1 - CAP_PARAMS.index(cap)]
-            return _complete(client, config, messages, tools, on_text, max_chars,
-                             frozenset(OPTIONAL_PARAMS), max_tokens, cap_param(config, where))
+            return _complete(client, config, images.prepared(messages, False), tools, on_text,
+                             max_chars, frozenset(OPTIONAL_PARAMS), max_tokens,
+                             cap_param(config, where))
     except Exception:
         if transport is not None and transport.expired:
             raise ModelError(_late(config, client)) from None
@@ -364,6 +370,8 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
         exceeded = context_exceeded(said)
         if exceeded is not None:
             raise exceeded from None
+        if images.has_images(messages) and any(w in said.lower() for w in ("image", "content")):
+            raise _Refused("images") from None
         raise ModelError(f"the model endpoint rejected the request (HTTP 400): "
                          f"{_api_message(exc)}") from None
     except openai.APIStatusError as exc:

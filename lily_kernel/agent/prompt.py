@@ -89,8 +89,10 @@ def skills_index(snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
     return "".join(out)
 
 
-def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET) -> str:
-    """The system prompt: Lily's instructions, the persona and the skills index within
-    ``budget``."""
-    parts = [RULES, persona.system_text(), skills_index(snap, budget)]
+def system_prompt(persona: Persona, snap: Snapshot, budget: int = INDEX_BUDGET,
+                  workspace_rules: str = "") -> str:
+    """The system prompt: Lily's instructions, the persona, the workspace's rules files
+    (AGENTS.md, when the workspace is trusted: agent/workspace_rules.py) and the skills
+    index within ``budget``."""
+    parts = [RULES, persona.system_text(), workspace_rules, skills_index(snap, budget)]
     return "\n\n".join(p.strip() for p in parts if p.strip())

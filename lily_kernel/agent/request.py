@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import budget, hygiene, pending, prompt
+from lily_kernel.agent import budget, hygiene, pending, prompt, workspace_rules
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
@@ -63,7 +63,7 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 _SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool], int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
-_SYSTEM_CACHE: list[tuple[object, object, dict[str, Any]]] = []
+_SYSTEM_CACHE: list[tuple[object, object, object, dict[str, Any]]] = []
 
 
 def system_message(session: Session) -> dict[str, Any]:
@@ -71,11 +71,13 @@ def system_message(session: Session) -> dict[str, Any]:
     are the same objects (both frozen), so neither the skills index nor its token count is
     rebuilt per request. Callers never change it."""
     persona, snap = session.persona, session.snapshot
-    for cached_persona, cached_snap, message in _SYSTEM_CACHE:
-        if cached_persona is persona and cached_snap is snap:
+    rules = workspace_rules.read(session.workspace, session.environ)  # cached by the files
+    for cached_persona, cached_snap, cached_rules, message in _SYSTEM_CACHE:
+        if cached_persona is persona and cached_snap is snap and cached_rules is rules:
             return message
-    message = {"role": "system", "content": prompt.system_prompt(persona, snap)}
-    _SYSTEM_CACHE[:] = [(persona, snap, message), *_SYSTEM_CACHE[:7]]
+    message = {"role": "system", "content": prompt.system_prompt(persona, snap,
+                                                                 workspace_rules=rules.text)}
+    _SYSTEM_CACHE[:] = [(persona, snap, rules, message), *_SYSTEM_CACHE[:7]]
     return message
 
 

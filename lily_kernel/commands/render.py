@@ -211,7 +211,14 @@ _renders(HelpPage,
 @text.register
 def _(r: AgentList) -> str:
     head = f"Switched to agent {r.active}." if r.switched else "Agents:"
-    return head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+    out = head + "\n" + "\n".join(f"{'*' if a == r.active else ' '} {a}" for a in r.agents)
+    return out + _rules_text(r.rules)
+
+
+def _rules_text(rules: tuple[str, ...]) -> str:
+    if not rules:
+        return "\nWorkspace rules files: none (AGENTS.md, CLAUDE.md)."
+    return "\nWorkspace rules files (after the persona):\n" + "\n".join(f"  {x}" for x in rules)
 
 
 @markdown.register
@@ -219,7 +226,10 @@ def _(r: AgentList) -> str:
     md = sanitize.md_text
     head = f"Switched to agent **{md(r.active)}**." if r.switched else "**Agents**"
     return head + "\n\n" + "\n".join(
-        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents)
+        f"- **{md(a)}** (active)" if a == r.active else f"- {md(a)}" for a in r.agents) + (
+        "\n\n**Workspace rules files** (after the persona):\n\n" + "\n".join(
+            f"- {md(x)}" for x in r.rules) if r.rules else
+        "\n\nWorkspace rules files: none (`AGENTS.md`, `CLAUDE.md`).")
 
 
 _markdown_first(Notice, lambda r: sanitize.markdown(r.markdown))
@@ -342,8 +352,14 @@ HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
          ("openWorldHint", "open world"))
 
 
-def hints(annotations: Mapping[str, bool]) -> str:
-    """A tool's annotations in words ("destructive, open world"); "none given" when empty."""
+RUN_PYTHON_HINT = "runs code in your kernel (your variables, files and network)"
+
+
+def hints(annotations: Mapping[str, bool], tool: str = "", origin: str = "") -> str:
+    """A tool's annotations in words ("destructive, open world"); "none given" when empty.
+    The notebook's run_python says what it does instead of MCP's defaults."""
+    if tool == "run_python" and origin == "notebook":
+        return RUN_PYTHON_HINT
     said = [f"{word}" if annotations[key] else f"not {word}"
             for key, word in HINTS if key in annotations]
     return ", ".join(said) or "none given"
@@ -373,15 +389,30 @@ def decide_line(card: ActionCard) -> str:
             f"`/cancel {ref}` (deny).")
 
 
+def code_only(a: HeldCall) -> str | None:
+    """run_python's code when it is the call's only argument (the card shows it once)."""
+    code = a.args.get("code")
+    if a.tool == "run_python" and isinstance(code, str) and set(a.args) == {"code"}:
+        return code
+    return None
+
+
+def decided_line(note: str) -> str:
+    """A decided card's last line, in place of how to decide it (a saved notebook)."""
+    if not note:
+        return "Decided."
+    return note if note.split(" ", 1)[0] in ("Decided", "Declined:") else f"Decided: {note}"
+
+
 def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = False) -> str:
     """The approval card of a held call: tool, origin, hints, the full arguments as JSON
-    (redacted and capped by the runner), a write's diff; the code of run_python again,
+    (redacted and capped by the runner), a write's diff; run_python's code once,
     highlighted. Everything from outside is escaped (commands/sanitize.py), except in
     the ``plain`` text version, which is never rendered."""
     a = card.action
     assert isinstance(a, HeldCall)
     name = tool_of(a)
-    row = (name, origin_of(a), hints(a.annotations))
+    row = (name, origin_of(a), hints(a.annotations, a.tool, a.origin))
     block: Callable[[str, str], str]
     if plain:  # text as it is, code indented (a fence's language word would stand alone)
         head = f"Approve {name} (tool call, card {short(a.id)})"
@@ -398,10 +429,13 @@ def tool_card_markdown(card: ActionCard, footer: bool = True, plain: bool = Fals
     first = [card.warning if plain else f"**{md_text(card.warning)}**", ""] if card.warning else []
     why = [f"It asks because {card.reason if plain else md_text(card.reason)}.", ""] \
         if card.reason else []
-    out = [*first, head + (f": {purpose}" if purpose else ""), "", *why, grid,
-           "", "Arguments (in full):", "", block(card.arguments, "json")]
-    if card.code is not None:
+    out = [*first, head + (f": {purpose}" if purpose else ""), "", *why, grid]
+    if card.code is not None and code_only(a) is not None:  # the call's one argument: once
         out += ["", "The code:", "", block(card.code, "python")]
+    else:
+        out += ["", "Arguments (in full):", "", block(card.arguments, "json")]
+        if card.code is not None:
+            out += ["", "The code:", "", block(card.code, "python")]
     if card.change is not None:
         out += ["", "The change to the file:", "", block(card.change, "diff")]
     if footer:
@@ -542,8 +576,9 @@ def _mcp_markdown(r: McpStatus) -> str:
         if row.get("stderr"):
             out.append("\n" + "\n".join(f"> {esc(line)}" for line in row["stderr"]))
         if row["tools"]:
-            out.append("\n" + md_table(("tool", "approval"),
-                                        [(esc(t["name"]), t["mode"]) for t in row["tools"]]))
+            out.append("\n" + md_table(("tool", "approval"),  # escaped once: a code span
+                                        [(code_span(t["name"]), t["mode"]) for t in row["tools"]],
+                                        markup=(0,)))
         out.append("")
     out += [f"*{esc(p)}*" for p in r.problems]
     return "\n".join(out).strip()

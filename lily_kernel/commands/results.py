@@ -34,6 +34,7 @@ class AgentList:
     agents: tuple[str, ...]
     active: str
     switched: bool = False
+    rules: tuple[str, ...] = ()  # the workspace's rules files, each with whether it applies
 
 
 @dataclass(frozen=True)

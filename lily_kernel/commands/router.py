@@ -133,7 +133,33 @@ def _dispatch(session: Session, cmd: Command) -> Any:
         why = diag.reason if diag else "it is excluded"
         raise CommandError(f"/{cmd.name} runs the skill '{name}', which is not available "
                            f"here: {why}.")
+    broken = _broken_alias(snap, cmd.name)
+    if broken is not None:
+        raise CommandError(f"/{cmd.name} is the command of skill '{broken.skill}', which is "
+                           f"excluded: {broken.reason}. Fix it, then /reload_skills "
+                           "(/skills --all lists excluded skills).")
     raise CommandError(f"unknown command /{cmd.name}. Run /help for the list of commands.")
+
+
+def _broken_alias(snap: Any, name: str) -> Any:
+    """The diagnostic of an excluded skill whose SKILL.md names ``name`` as its ``command``
+    (a skill that failed to parse has no alias in the snapshot: its file is scanned)."""
+    import re
+    from pathlib import Path
+    wanted = re.compile(rf"^command:\s*[\"']?/?{re.escape(name)}[\"']?\s*$", re.M)
+    for diag in snap.excluded():
+        if diag.kind != "skill_error" or not diag.path:
+            continue
+        path = Path(diag.path)
+        path = path if path.name == "SKILL.md" else path / "SKILL.md"
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                head = f.read(16_384)
+        except OSError:
+            continue
+        if wanted.search(head):
+            return diag
+    return None
 
 
 # -- handlers ------------------------------------------------------------------
@@ -227,13 +253,18 @@ def _help(session: Session, cmd: Command) -> Any:
 
 
 def _agent(session: Session, cmd: Command) -> Any:
-    if not cmd.args:
-        return AgentList(tuple(session.agents()), session.active_agent)
-    try:
-        session.switch_agent(cmd.args)
-    except PersonaError:
-        raise CommandError(f"no agent named '{cmd.args}'. Run /agent for the list of agents.") from None
-    return AgentList(tuple(session.agents()), session.active_agent, switched=True)
+    if cmd.args:
+        try:
+            session.switch_agent(cmd.args)
+        except PersonaError:
+            raise CommandError(f"no agent named '{cmd.args}'. Run /agent for the list of "
+                               "agents.") from None
+    from lily_kernel.agent import workspace_rules
+    rules = tuple(f"{f.name}: " + (f"applies ({f.chars:,} characters{', cut' if f.why else ''})"
+                                   if f.applies else f.why)
+                  for f in workspace_rules.read(session.workspace, session.environ).files)
+    return AgentList(tuple(session.agents()), session.active_agent, switched=bool(cmd.args),
+                     rules=rules)
 
 
 def _reload_skills(session: Session, cmd: Command) -> Any:

@@ -170,7 +170,8 @@ class Cells:
         buttons as a display of their own under it (none in a terminal console)."""
         from IPython.display import display
 
-        from lily_kernel.jupyter.display import CardButtons, bundle, card_bundle
+        from lily_kernel.jupyter.card_buttons import CardButtons
+        from lily_kernel.jupyter.display import bundle, card_bundle
         if _from_terminal(getattr(self.shell, "kernel", None)):
             display(bundle(card), raw=True)
             return
@@ -228,7 +229,7 @@ class Cells:
             if isinstance(result, Answer):
                 answer = result
             elif isinstance(result, ProposedCells):
-                proposed = result.cells
+                proposed = tuple(self.notebook.cell_code(c) for c in result.cells)
             elif isinstance(result, ActionCard):
                 card = result
         return ConfirmedRun(done, output, answer, proposed, card)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from lily_kernel.agent.pending import HeldCall, PendingItem, short
+from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, Answer, ConfirmedRun, SkillTable
 from lily_kernel.commands.sanitize import html_text
@@ -24,7 +24,7 @@ from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 def bundle(result: object) -> dict[str, Any]:
     """The MIME bundle for any command result (a card with buttons: :func:`card_bundle`
-    and :class:`CardButtons`)."""
+    and ``card_buttons.CardButtons``)."""
     if isinstance(result, SkillTable):
         return skills_bundle(result)
     if isinstance(result, McpImage) and result.left_out:  # images past the caps: one line
@@ -37,13 +37,13 @@ def bundle(result: object) -> dict[str, Any]:
     return {"text/plain": render.text(result), "text/markdown": render.markdown(result)}
 
 
-def card_html(card: ActionCard) -> str:
+def card_html(card: ActionCard, decided: str | None = None) -> str:
     """The confirmation card as HTML (widgets cannot hold Markdown without an Output widget,
     whose captured display would leak into saved notebooks)."""
     import json
     a = card.action
     if isinstance(a, HeldCall):
-        return tool_card_html(card)
+        return tool_card_html(card, decided)
     title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
              f"<code>{short(a.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
@@ -63,11 +63,11 @@ def card_html(card: ActionCard) -> str:
         parts.append(f"<p>Sends a <b>{html_text(activity['type'])}</b> activity to "
                      f"{html_text(a.target)}:</p><pre>"
                      f"{html_text(json.dumps(a.activity, indent=2, ensure_ascii=False))}</pre>")
-    parts.append(markdown_html(render.decide_line(card)))
+    parts.append(markdown_html(_last_line(card, decided)))
     return "\n".join(parts)
 
 
-def tool_card_html(card: ActionCard) -> str:
+def tool_card_html(card: ActionCard, decided: str | None = None) -> str:
     """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
     run_python's code highlighted (pygments comes with IPython). All of it escaped."""
     a = card.action
@@ -81,16 +81,25 @@ def tool_card_html(card: ActionCard) -> str:
         title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
     parts = [title, _html_table(("tool", "from", "hints"),
                                 [(render.tool_of(a), render.origin_of(a),
-                                  render.hints(a.annotations))],
-                                styled=True),
-             "<p>Arguments (in full):</p>",
-             f"<pre style=\"max-height:24em;overflow:auto\">{html_text(card.arguments)}</pre>"]
-    if card.code is not None:
+                                  render.hints(a.annotations, a.tool, a.origin))],
+                                styled=True)]
+    arguments = ["<p>Arguments (in full):</p>",
+                 f"<pre style=\"max-height:24em;overflow:auto\">{html_text(card.arguments)}</pre>"]
+    if card.code is not None and render.code_only(a) is not None:  # the one argument: once
         parts += ["<p>The code:</p>", _highlight(card.code, a.tool)]
+    else:
+        parts += arguments
+        if card.code is not None:
+            parts += ["<p>The code:</p>", _highlight(card.code, a.tool)]
     if card.change is not None:
         parts += ["<p>The change to the file:</p>", f"<pre>{html_text(card.change)}</pre>"]
-    parts.append(f"<p>{_inline(render.decide_line(card))}</p>")
+    parts.append(f"<p>{_inline(_last_line(card, decided))}</p>")
     return "\n".join(parts)
+
+
+def _last_line(card: ActionCard, decided: str | None) -> str:
+    """How to decide the card; once decided (``decided``: how), that it was."""
+    return render.decide_line(card) if decided is None else render.decided_line(decided)
 
 
 def _inline(md: str) -> str:
@@ -117,15 +126,24 @@ _HIDE_DEAD_BUTTONS = ("<style>.jp-OutputArea-child:has(.lily-card) + .jp-OutputA
                       ":has(> .jp-OutputArea-output.jupyter-widgets) {display: none}</style>")
 
 
-def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = ()) -> dict[str, Any]:
+def card_bundle(card: ActionCard, outcomes: tuple[tuple[str, str, str], ...] = (),
+                decided: str | None = None) -> dict[str, Any]:
     """A card as a display of its own, restorable: ``text/plain``, ``text/markdown`` (for
     nbconvert and the like) and ``text/html`` (what front ends show), the card and, under
     it, what its buttons did (``outcomes``: ``(text, markdown, html)``). Its
     buttons are a separate display right after it (:class:`CardButtons`), so a saved
-    notebook shows the card and its outcome after a restart (docs/jupyter-display.md)."""
-    text = "\n\n".join([render.text(card), *(t for t, _, _ in outcomes)])
-    md = "\n\n".join([render.markdown(card), *(m for _, m, _ in outcomes)])
-    body = "\n".join([card_html(card), *(h for _, _, h in outcomes)])
+    notebook shows the card and its outcome after a restart (docs/jupyter-display.md);
+    once decided (a click, or ``decided`` says how) it says so, not how to decide it."""
+    if outcomes and decided is None:
+        decided = "with this card's buttons; what happened is below."
+    line, now = render.decide_line(card), render.decided_line(decided or "")
+    text, md = render.text(card), render.markdown(card)
+    if decided is not None:
+        plain = line.replace("**", "").replace("`", "")
+        text, md = text.replace(plain, now.replace("`", "")), md.replace(line, now)
+    text = "\n\n".join([text, *(t for t, _, _ in outcomes)])
+    md = "\n\n".join([md, *(m for _, m, _ in outcomes)])
+    body = "\n".join([card_html(card, decided), *(h for _, _, h in outcomes)])
     return {"text/plain": text, "text/markdown": md,
             "text/html": f"{_HIDE_DEAD_BUTTONS}\n<div class='lily-card'>\n{body}\n</div>"}
 
@@ -146,7 +164,8 @@ def outcome_parts(outcome: object) -> tuple[str, str, str]:
     if outcome.answer is not None:
         html.append(answer_html(outcome.answer))
     for code in outcome.proposed:
-        html += ["<p>Proposed cell:</p>", _highlight(code.rstrip(), "run_python")]
+        html += ["<p>Proposed as a new cell below this one (not run):</p>",
+                 _highlight(code.rstrip(), "run_python")]
     if outcome.card is not None:
         html.append(card_html(outcome.card))
     return "\n\n".join(text), render.markdown(outcome), "\n".join(html)
@@ -182,90 +201,6 @@ def captured_html(captured: Any) -> str:
         elif "text/plain" in data:
             parts.append(f"<pre>{html_text(str(data['text/plain']))}</pre>")
     return "\n".join(parts)
-
-
-class CardButtons:
-    """The live buttons of a card in a notebook, a display of their own under the card.
-
-    A typed action: Confirm / Cancel. A held call: Run once / Always this session (not for
-    run_python) / Deny. A click decides through ``decide(action, ok, always)`` (the same
-    path as ``/confirm``) and writes the outcome into the card's display (``handle``, an
-    update by display id, which a front end applies to the card's cell and saves with the
-    notebook). A further card the outcome holds takes over the buttons (``shown(card)``
-    tells the runner it is displayed). :meth:`deactivate` greys them out once the card is
-    decided another way (``/confirm``, ``/cancel``, a new request).
-    """
-
-    def __init__(self, card: ActionCard, handle: Any,
-                 decide: Callable[[PendingItem, bool, bool], object],
-                 shown: Callable[[ActionCard], None] | None = None) -> None:
-        import ipywidgets as w
-        self._w = w
-        self.handle, self.decide, self.shown = handle, decide, shown
-        self.status = w.HTML()
-        self.row = w.HBox()
-        self.view = w.VBox([self.row, self.status])
-        self.first = card
-        self.outcomes: list[tuple[str, str, str]] = []
-        self._arm(card)
-
-    @property
-    def model_id(self) -> str:
-        """The widget model id of the buttons' view."""
-        model_id: str = self.view.model_id
-        return model_id
-
-    def bundle(self) -> dict[str, Any]:
-        """The buttons' display: the widget, and empty text for consoles and logs."""
-        return {"text/plain": "", "application/vnd.jupyter.widget-view+json": {
-            "version_major": 2, "version_minor": 0, "model_id": self.view.model_id}}
-
-    def _arm(self, card: ActionCard) -> None:
-        w = self._w
-        self.card = card
-        call = isinstance(card.action, HeldCall)
-        yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
-                       icon="check")
-        no = w.Button(description="Deny" if call else "Cancel", icon="times")
-        self.buttons = [yes]
-        if isinstance(card.action, HeldCall) and card.action.always_refusal is None:
-            always = w.Button(description="Always this session", icon="check-double")
-            always.on_click(self._click(True, always=True))
-            self.buttons.append(always)
-        self.buttons.append(no)
-        yes.on_click(self._click(True))
-        no.on_click(self._click(False))
-        self.row.children = tuple(self.buttons)
-
-    def deactivate(self, note: str) -> None:
-        """The card was decided another way: the buttons go inactive, with ``note``."""
-        for b in self.buttons:
-            b.disabled = True
-        self.status.value = f"<p>{html_text(note)}</p>"
-
-    def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
-        def handler(_button: Any) -> None:
-            for b in self.buttons:
-                b.disabled = True
-            self.status.value = ""
-            try:
-                outcome = self.decide(self.card.action, ok, always)
-            except Exception as exc:  # one readable line, never a traceback
-                line = error_line(exc)
-                still = "still waiting" in line or "to retry" in line
-                for b in self.buttons:
-                    b.disabled = not still
-                self.status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
-                return
-            self.outcomes.append(outcome_parts(outcome))
-            if self.handle is not None:
-                self.handle.update(card_bundle(self.first, tuple(self.outcomes)), raw=True)
-            further = getattr(outcome, "card", None)
-            if further is not None:
-                if self.shown is not None:
-                    self.shown(further)
-                self._arm(further)
-        return handler
 
 
 class TrustButton:

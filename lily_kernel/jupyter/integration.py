@@ -106,10 +106,16 @@ class Integration:
         self.events.install()
         if self.kernel_mode:  # the journal keeps each %%python cell (docs/logs.md#python-cells)
             self.python_cells.install()
+        completer = getattr(self.shell, "Completer", None)
+        if not self.kernel_mode and completer is not None:  # the kernel has do_complete
+            completer.custom_matchers.append(self.complete_command)
 
     def uninstall(self) -> None:
         """Remove what :meth:`install` put in the shell."""
         self.events.uninstall()
+        completer = getattr(self.shell, "Completer", None)
+        if completer is not None and self.complete_command in completer.custom_matchers:
+            completer.custom_matchers.remove(self.complete_command)
         self.python_cells.uninstall()
         cleanup = self.shell.input_transformers_cleanup
         if self.transform in cleanup:
@@ -122,6 +128,27 @@ class Integration:
         _describe_figures(self.shell, install=False)
         if getattr(self.shell, _ATTR, None) is self:
             delattr(self.shell, _ATTR)
+
+    @cached_property
+    def complete_command(self) -> Any:
+        """IPython's matcher (API v2) for a command cell under ``%load_ext lily``: the
+        Lily kernel's completions (names, skills, variables), the others suppressed."""
+        from IPython.core.completer import SimpleCompletion, context_matcher
+
+        @context_matcher()  # type: ignore[untyped-decorator]
+        def matcher(context: Any) -> dict[str, Any]:
+            text = context.full_text
+            if not is_command(text):
+                return {"completions": [], "suppress": False}
+            lines = text.split("\n")
+            offset = sum(len(line) + 1 for line in lines[:context.cursor_line])
+            offset += context.cursor_position
+            found = self.cells.complete(text, offset)
+            if found is None:
+                return {"completions": [], "suppress": True, "matched_fragment": ""}
+            return {"completions": [SimpleCompletion(m, type="lily") for m in found.matches],
+                    "suppress": True, "matched_fragment": text[found.start:offset]}
+        return matcher
 
     # -- routing ---------------------------------------------------------------
     def transform(self, lines: list[str]) -> list[str]:

@@ -18,7 +18,8 @@ import traceback
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lily_kernel.jupyter import plots
+from lily_kernel.jupyter import plots, proposals
+from lily_kernel.tools import images
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class ShellNotebook:
         self.shell = shell
         self.events = events
         self.python_cell = python_cell
+        self._placer: tuple[int, Any] | None = None  # this cell's placer (its count, the widget)
 
     # -- what the tools read ------------------------------------------------------------
     def namespace(self) -> Mapping[str, Any]:
@@ -75,17 +77,58 @@ class ShellNotebook:
 
     # -- what the tools do --------------------------------------------------------------
     def propose(self, code: str) -> bool:
-        """Put ``code`` in the next cell (a ``set_next_input`` payload); False when no cell
-        runs (a button click): no execute reply will carry it, the face shows it instead.
-        In the Lily kernel the cell starts with ``%%python`` (docs/notebook-tools.md#acting)."""
-        if self.python_cell and not code.lstrip().startswith("%%"):
-            code = f"{self.python_cell}\n{code}"  # a cell magic (%%bash, ...) stays as written
+        """Put ``code`` in a cell below this one; False when no cell runs (a button click:
+        the card's placer puts it below the card, jupyter/proposals.py). A notebook front
+        end that names the running cell (JupyterLab, Notebook 7) gets a placer, which skips
+        a proposal already below (Run All); others a ``set_next_input`` payload. In the Lily
+        kernel the cell starts with ``%%python`` (docs/notebook-tools.md#acting)."""
+        code = self.cell_code(code)
         if not self.events.running:
             return False
         self.events.proposals.append(code.rstrip("\n"))
+        if self._front_end_places():
+            self._place(self.events.proposals)
+            return True
         # One set_next_input payload per reply (ipykernel keeps the last): join the proposals.
         self.shell.set_next_input("\n\n".join(self.events.proposals), replace=False)
         return True
+
+    def cell_code(self, code: str) -> str:
+        """A proposal as the cell it becomes: ``%%python`` first in the Lily kernel."""
+        if self.python_cell and not code.lstrip().startswith("%%"):
+            return f"{self.python_cell}\n{code}"  # a cell magic (%%bash, ...) stays as written
+        return code
+
+    def _front_end_places(self) -> bool:
+        """Whether the cell's front end is a notebook that places cells itself (its execute
+        request names the cell, as JupyterLab and Notebook 7 do) and the placer can show."""
+        kernel = getattr(self.shell, "kernel", None)
+        try:
+            metadata = kernel.get_parent("shell").get("metadata") or {} if kernel else {}
+        except Exception:  # an old ipykernel without get_parent
+            return False
+        return bool(metadata.get("cellId")) and proposals.available()
+
+    def _place(self, codes: list[str]) -> None:
+        """The cell's proposals, placed below it by the front end (jupyter/proposals.py),
+        one placer per cell; once placed, its display becomes the line saying where."""
+        from IPython.display import display, update_display
+        count = self.shell.execution_count
+        if self._placer is not None and self._placer[0] == count:
+            self._placer[1].proposals = list(codes)
+            return
+        display_id = f"lily-placer-{count}-{id(self)}"
+
+        def placed(notes: list[str]) -> None:
+            line = proposals.where(notes)
+            update_display({"text/plain": line, "text/markdown": line}, raw=True,
+                           display_id=display_id)
+
+        widget = proposals.placer("", codes, placed)
+        self._placer = (count, widget)
+        display({"text/plain": "\n\n".join(["Proposed cell:", *codes]), proposals.WIDGET_MIME: {
+            "version_major": 2, "version_minor": 1, "model_id": widget.model_id}},
+            raw=True, display_id=display_id)
 
     def run(self, code: str) -> RunResult:
         """Run ``code`` in the user's namespace, capturing what it prints and shows."""
@@ -115,6 +158,8 @@ class ShellNotebook:
                 error = _error_info(None, code, exc)
                 print(f"{error.traceback.rstrip()}", file=sys.stderr)
             _show_new_figures(shell, figures, display)
+        for out in captured.outputs:  # for a model that sees images (tools/images.py)
+            images.offer_bundle(out.data)
         return RunResult(captured_text(captured), error, captured)
 
 
@@ -165,6 +210,7 @@ def _output_text(hm: HistoryManager, n: int) -> str:
     if outputs is not None:  # IPython 9 keeps every cell's streams and results
         for out in outputs.get(n, ()):
             bundle = out.bundle
+            images.offer_bundle(bundle)  # a plot read_cells returns (tools/images.py)
             if out.output_type in ("out_stream", "err_stream"):
                 parts.append("".join(bundle.get("stream", [])))
             else:

@@ -27,7 +27,7 @@ ENV_VARS = {"LILY_MODEL": "model", "OPENAI_BASE_URL": "base_url",
             "LILY_TEMPERATURE": "temperature", "LILY_REASONING_EFFORT": "reasoning_effort",
             "LILY_TIMEOUT": "timeout", "LILY_MAX_RETRIES": "max_retries",
             "LILY_CONTEXT_WINDOW": "context_window", "LILY_MAX_TOKENS": "max_tokens",
-            "LILY_PROFILE": "profile"}
+            "LILY_PROFILE": "profile", "LILY_VISION": "vision"}
 DEFAULT_MAX_TOKENS = 4_096
 # A local endpoint's default answer cap (ModelConfig.answer_tokens): what a notebook task's
 # answer needs; a small model that runs away on a CPU costs ~20 tokens a second.
@@ -36,7 +36,7 @@ LOCAL_MAX_TOKENS = 1_024
 # (issue 30); "none" sends none (the server's default), "default" is this again.
 DEFAULT_TEMPERATURE = 0.2
 PROFILES = ("auto", "small", "full")  # agent/budget.profile_of: docs/agent.md#small-model-profile
-NOT_NONE = ("model", "timeout", "max_retries", "profile")
+NOT_NONE = ("model", "timeout", "max_retries", "profile", "vision")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -102,6 +102,8 @@ class ModelConfig:
     context_window: int | None = None
     max_tokens: int | None = None  # the answer's cap, sent to the endpoint; None: answer_tokens()
     profile: str = "auto"  # "small": fewer tools, shorter descriptions; auto: by the window
+    # the model sees image outputs as image parts (tools/images.py); off: their text only
+    vision: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -201,6 +203,13 @@ def _parse(key: str, raw: object) -> Any:
             return None
     if key in ("temperature", "timeout", "context_window", "max_tokens", "max_retries"):
         return _checked_number(key, raw)
+    if key == "vision":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
+            raise ConfigError(f"vision must be true or false, not '{str(raw)[:20]}'")
+        return text in ("true", "on", "1", "yes")
     if isinstance(raw, bool) or not isinstance(raw, str | numbers.Real):
         raise ConfigError(f"{key} must be text or a number, not {raw!r}")
     raw = str(raw)  # a model named by a number (`model = 4` in TOML) is that text

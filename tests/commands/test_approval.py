@@ -323,3 +323,35 @@ def test_hidden_characters_in_a_tool_name_server_or_arguments_are_shown_and_warn
     from lily_kernel.jupyter.display import card_html
     page = card_html(card)
     assert "⟨U+202E⟩" in page and "\u202e" not in page and "Warning" in page
+
+
+def test_a_run_python_card_shows_its_code_once_with_a_hint_that_fits(world):
+    """Issue 34 §6: not the code twice (JSON and highlighted), not MCP's default hints."""
+    from lily_kernel.jupyter.display import card_bundle
+    code = "total = max([3, 9, 4])\nprint(total)"
+    with ScriptedServer([call("run_python", {"code": code}, "r1")]) as server:
+        runner = start(world, server)
+        (card,) = cards(ask(runner, "run it"))
+        for shown in (render.markdown(card), render.text(card),
+                      card_bundle(card)["text/html"]):
+            assert shown.count("print") == 1, shown  # the code once
+            assert "Arguments:" not in shown and "destructive" not in shown
+            assert "runs code in your kernel" in shown
+        assert "Nothing runs until you decide" in render.markdown(card)
+
+
+def test_a_decided_card_reads_as_decided_when_saved(world):
+    """Issue 34 §6: a card decided by a typed /confirm (or a click) no longer says
+    "Nothing runs until you decide" in what the notebook saves."""
+    from lily_kernel.jupyter.display import card_bundle
+    with ScriptedServer([call("run_python", {"code": "x = 1"}, "r1")]) as server:
+        runner = start(world, server)
+        (card,) = cards(ask(runner, "run it"))
+        typed = card_bundle(card, (), "Decided in another cell (/confirm).")
+        clicked = card_bundle(card, (("Ran.", "Ran.", "<p>Ran.</p>"),))
+        for bundle in (typed, clicked):
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                assert "Nothing runs until" not in bundle[mime], bundle[mime]
+                assert "Decided" in bundle[mime]
+        assert "Decided in another cell (/confirm)." in typed["text/markdown"]
+    assert "Decided: Decided" not in typed["text/markdown"]

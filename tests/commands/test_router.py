@@ -419,3 +419,20 @@ def test_each_command_is_logged_at_debug_level_on_the_lily_kernel_logger(session
     records = [r for r in caplog.records if r.name.startswith("lily_kernel")]
     assert [(r.name, r.levelname, r.getMessage()) for r in records] == [
         ("lily_kernel.commands.router", "DEBUG", "command /help")]
+
+
+def test_an_alias_of_a_skill_excluded_by_an_error_says_which_and_why(env):
+    """Issue 34 §6: /profile of a skill whose YAML failed said only "unknown command"."""
+    (env.ws_skills / "profiler").mkdir(parents=True)
+    (env.ws_skills / "profiler" / "SKILL.md").write_text(
+        "---\nname: profiler\ndescription: d\ncommand: profile\nsummary: [unclosed\n---\nBody\n")
+    session = env.session()
+    assert session.snapshot.exclusion("profiler") is not None
+    with pytest.raises(CommandError) as info:
+        run_command(session, "/profile")
+    line = info.value.line()
+    assert "/profile is the command of skill 'profiler', which is excluded:" in line, line
+    assert "/reload_skills" in line
+    with pytest.raises(CommandError) as other:
+        run_command(session, "/nothing_here")
+    assert "unknown command /nothing_here" in other.value.line()

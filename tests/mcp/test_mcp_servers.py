@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -285,3 +286,16 @@ def test_an_administrator_can_forbid_the_workspaces_servers(mcp_world, tmp_path)
     (row,) = session.mcp.status()
     assert "administrator's policy forbids the workspace's MCP servers" in (row["reason"] or "")
     assert not pidfile.exists() and "mcp__ws__echo" not in session.tools
+
+
+def test_a_bare_command_runs_from_the_kernel_environments_bin(mcp_world, monkeypatch):
+    """Issue 34 §6: README's ``command = "mcp-server-time"`` failed when the kernel's
+    environment was not activated (its bin/ not on PATH); it is put first on the child's."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shutil.which("mcp-server-time") is None  # not findable from the kernel's PATH
+    mcp_world.user(toml_server("time", "mcp-server-time", ["--local-timezone", "UTC"],
+                               auto_approve=["get_current_time"]))
+    session = mcp_world.session()
+    session.mcp.sync(session.tools)
+    assert session.mcp.status()[0]["state"] == "ready", session.mcp.status()
+    assert "UTC" in call(session, "mcp__time__get_current_time", timezone="UTC")

@@ -17,6 +17,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -104,8 +105,22 @@ def child_environment(own: dict[str, str], env: dict[str, str] | None = None) ->
     the kernel, then the server's own ``env`` (never OPENAI_API_KEY, LILY_OUTBOX_TOKEN...)."""
     env = dict(os.environ) if env is None else env
     out = {k: v for k, v in env.items() if k in INHERITED or k.startswith("LC_")}
+    out["PATH"] = with_environment_bin(out.get("PATH", ""))
     out.update(own)
     return out
+
+
+def with_environment_bin(path: str) -> str:
+    """``path`` with the kernel environment's ``bin/`` first (where ``pip install
+    mcp-server-time`` put its command), so ``command = "mcp-server-time"`` runs although a
+    kernel started by Jupyter does not have its environment activated (docs/mcp.md)."""
+    import sysconfig
+    parts = [p for p in path.split(os.pathsep) if p]
+    for folder in reversed(dict.fromkeys([sysconfig.get_path("scripts"),
+                                          os.path.dirname(sys.executable)])):
+        if folder and folder not in parts:
+            parts.insert(0, folder)
+    return os.pathsep.join(parts)
 
 
 def one_line(exc: BaseException) -> str:
@@ -266,12 +281,14 @@ class Server:
             return
         from mcp.client.stdio import StdioServerParameters, stdio_client
         command, args = cfg.command or "", list(cfg.args)
+        child_env = child_environment(dict(cfg.env))
+        command = shutil.which(command, path=child_env.get("PATH")) or command  # a bare name
         if sys.platform.startswith("linux"):
             command, args = sys.executable, ["-I", "-S", "-c", LAUNCHER, str(os.getpid()),
                                              command, *args]
         cwd = os.path.join(self.workspace, cfg.cwd) if cfg.cwd else self.workspace
         params = StdioServerParameters(command=command, args=args, cwd=cwd,
-                                       env=child_environment(dict(cfg.env)))
+                                       env=child_env)
         async with stdio_client(params, errlog=self._errlog) as streams:
             yield streams
 
