@@ -92,7 +92,11 @@ replace: `<path>`
 [token estimates and usage counts]
 regex: system [\\d,]+ · tools [\\d,]+ \\(\\d+\\) · skills index [\\d,]+ tokens
 replace: system <n> · tools <n> · skills index <n> tokens
-"""
+
+[a card's last line: once decided the saved card says "Decided ...", which nbval does not see]
+regex: (Nothing runs until you decide|Nothing happens until you confirm|Decided|Declined: a new request)([^\\n<"\\\\]|<code>|</code>|<id>|<card>)*
+replace: <decide line>
+"""  # noqa: E501 (a regex of nbval's config: one line)
 # Applies SANITIZE when pytest runs the folder's notebooks without --nbval-sanitize-with.
 CONFTEST = '''"""Written by `lily logs replay`: nbval ignores what changes from run to run."""
 from pathlib import Path

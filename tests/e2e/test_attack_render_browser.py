@@ -65,6 +65,10 @@ def hostile_workspace(lab) -> str:
     (skill / "SKILL.md").write_text(
         f"---\nname: hostile-skill\ndescription: {meta}\nlicense: {meta}\n"
         f"argument-hint: {meta}\nmetadata:\n  evil: {meta}\n---\n{ALL}\n", encoding="utf-8")
+    # A workspace's own skills load only once the user trusted it (docs/trust-boundary.md):
+    # this user did, so the payloads reach /help and /skills, where they must stay inert.
+    from lily_kernel.settings import workspace_trust
+    workspace_trust.trust(folder, lab.env)
     return "attack"
 
 

@@ -65,7 +65,8 @@ def test_kernel_working_dir_is_the_workspace(start_kernel, tmp_path, ipython_dir
                                  "print(json.dumps([os.getcwd(), str(lily.session().workspace)]))"
                                  ).stdout)
     assert state == [str(target), str(target)]
-    assert "local_notes" in json.dumps(kernel.ok("/skills").displays)
+    # found in the workspace (listed, and not loaded until the user trusts it)
+    assert "local_notes" in json.dumps(kernel.ok("/skills --all").displays)
     journal = target / ".lily" / "journal" / "team_analysis.ipynb.jsonl"
     assert journal.is_file(), list(target.rglob("*"))
     assert not (kernel.workspace / ".lily").exists()  # nothing where the kernel was started

@@ -38,6 +38,8 @@ CELLS = [
     "/compact",
     "/mcp",
     "/trust",
+    "/mode",
+    "/policy",
     "/logs",
     "/logs 3",
     "/logs export transcript.md",

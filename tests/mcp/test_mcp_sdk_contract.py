@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import logging
 
@@ -16,7 +17,9 @@ def test_the_http_client_keeps_the_sdk_defaults():
         async with sdk.create_mcp_http_client(headers={"X": "1"}) as theirs, \
                 mcp_client.http_client({"X": "1"}) as ours:
             return theirs, ours
-    theirs, ours = asyncio.run(both())
+    # in a thread of its own: a browser test's event loop may still run in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        theirs, ours = pool.submit(asyncio.run, both()).result()
     assert type(ours) is type(theirs)
     assert ours.timeout == theirs.timeout
     assert ours.follow_redirects == theirs.follow_redirects
