@@ -149,5 +149,5 @@ def test_a_lily_kernel_through_enterprise_gateway(gateway, tmp_path, server, tur
     ended = [r.get("reason") for r in records if r["event"] == "session_ended"]
     assert len(created) == 2 and all(r["workspace"] == str(workspace) for r in created)
     assert ended == ["restart", "shutdown"], (ended, log_path.read_text()[-3000:])
-    assert any(r.get("event") == "command" and r.get("command") == "/skills" for r in records)
+    assert any(r.get("event") == "command" and r.get("command") == "/skills --all" for r in records)
     assert not (gateway_home / ".lily").exists()  # nothing in the gateway's own folder

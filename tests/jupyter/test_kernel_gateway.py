@@ -151,7 +151,7 @@ def scripted_model_env(server) -> dict[str, str]:
 
 async def first_cells(channels: Channels) -> list[tuple[dict, list[dict]]]:
     """``/skills``, a prose cell, and a ``%%python`` cell printing the kernel's folder."""
-    return [await channels.execute("/skills"), await channels.execute("Say hello."),
+    return [await channels.execute("/skills --all"), await channels.execute("Say hello."),
             await channels.execute("%%python\nimport os\nprint(os.getcwd())")]
 
 
@@ -160,6 +160,7 @@ def check_first_cells(runs: list[tuple[dict, list[dict]]], greeting: str, worksp
     """The workspace's skill is listed, the prose reached the model once, the kernel runs
     in the workspace."""
     (s_reply, s_out), (p_reply, p_out), (w_reply, w_out) = runs
+    # the workspace's own skill is found there (listed as untrusted until the user trusts it)
     assert s_reply["status"] == "ok" and "team_notes" in json.dumps(s_out)
     assert p_reply["status"] == "ok", p_out
     assert greeting in json.dumps(p_out)
@@ -191,5 +192,5 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert records[0]["event"] == "session_created"
     assert records[0]["workspace"] == str(workspace)
-    assert any(r.get("event") == "command" and r.get("command") == "/skills" for r in records)
+    assert any(r.get("event") == "command" and r.get("command") == "/skills --all" for r in records)
     assert not (gateway_home / ".lily").exists()  # nothing in the gateway's own folder
