@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernel_support import Kernel, make_world, write_skill
 
@@ -71,3 +72,14 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         (session_id,) = Logs(world.workspace).by_session
         assert server.remaining() == 0, server.chat_requests()
     return Recorded(world.workspace, session_id, world.env, base)
+
+
+def private_home(tmp_path: Path, monkeypatch: Any) -> None:
+    """A HOME, IPython folder and user skill root of the test's own, for a replay's pytest."""
+    home = tmp_path / "home"
+    (home / "ipython").mkdir(parents=True)
+    (tmp_path / "user_skills").mkdir()
+    for key, value in {"HOME": str(home), "IPYTHONDIR": str(home / "ipython"),
+                       "SKILLS_USER_DIR": str(tmp_path / "user_skills"),
+                       "PYDEVD_DISABLE_FILE_VALIDATION": "1"}.items():
+        monkeypatch.setenv(key, value)

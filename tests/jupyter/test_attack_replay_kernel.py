@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from logs_support import private_home
 
 from lily_kernel.cli import main
 from lily_kernel.session.journal import Journal
@@ -23,13 +24,7 @@ SID = "e" * 32
 
 @pytest.fixture
 def replay_env(tmp_path, monkeypatch) -> None:
-    home = tmp_path / "home"
-    (home / "ipython").mkdir(parents=True)
-    (tmp_path / "user_skills").mkdir()
-    for key, value in {"HOME": str(home), "IPYTHONDIR": str(home / "ipython"),
-                       "SKILLS_USER_DIR": str(tmp_path / "user_skills"),
-                       "PYDEVD_DISABLE_FILE_VALIDATION": "1"}.items():
-        monkeypatch.setenv(key, value)
+    private_home(tmp_path, monkeypatch)
 
 
 def hostile_repo(tmp_path: Path, markers: Path) -> Path:

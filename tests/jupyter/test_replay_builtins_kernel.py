@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from kernel_support import Kernel, make_world, write_skill
+from logs_support import private_home
 
 from lily_kernel.cli import main
 from lily_kernel.commands.table import BUILTIN_NAMES
@@ -86,13 +87,7 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
         finally:
             kernel.shutdown()
         assert server.remaining() == 0
-    home = tmp_path / "home"
-    (home / "ipython").mkdir(parents=True)
-    (tmp_path / "user_skills").mkdir()
-    for key, value in {"HOME": str(home), "IPYTHONDIR": str(home / "ipython"),
-                       "SKILLS_USER_DIR": str(tmp_path / "user_skills"),
-                       "PYDEVD_DISABLE_FILE_VALIDATION": "1"}.items():
-        monkeypatch.setenv(key, value)
+    private_home(tmp_path, monkeypatch)
     replays = tmp_path / "replays"
     for session in (sid, after, forked):
         code = main(["logs", "replay", session[:12], "--workspace", str(world.workspace),
