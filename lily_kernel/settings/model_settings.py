@@ -169,18 +169,14 @@ def is_local(base_url: str | None) -> bool:
     ``.localhost``) or a loopback address (127.0.0.0/8, ::1)?"""
     if not base_url:
         return False
-    import ipaddress
     from urllib.parse import urlsplit
+
+    from lily_kernel.settings.urls import is_loopback
     try:
-        host = (urlsplit(base_url).hostname or "").lower()
+        host = urlsplit(base_url).hostname or ""
     except ValueError:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(host)
 
 
 def _parse(key: str, raw: object) -> Any:
