@@ -148,8 +148,8 @@ class Journal:
 
     def _write(self, body: str, parsed: dict[str, Any]) -> None:
         """Write one record, ``body`` (``parsed``: its data) with its link to the record
-        before; OSError when the write fails or is short (the partial line is then closed by
-        the next write)."""
+        before; OSError when the write fails or is short (the partial line is then closed, as
+        a line that is not JSON, by the next write)."""
         assert self.path is not None
         line = "{" + f'"{CHAIN_KEY}":{json.dumps(self.prev)},' + body[1:]
         data = (line + "\n").encode("utf-8", "backslashreplace")
@@ -157,7 +157,9 @@ class Journal:
         if self._torn is None:
             self._torn = _ends_torn(self.path)  # else this record would be glued to a torn line
         if self._torn:
-            data = b"\n" + data
+            # end the partial line so it can never parse: cut one byte short, it would be a
+            # whole record, written twice and forking the chain
+            data = b"#\n" + data
         # One write(2) of a whole line to a file opened for append: once it returns, the
         # line survives a crash of this process (no fsync: that guards against power
         # loss, at milliseconds per command cell).

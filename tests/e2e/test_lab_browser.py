@@ -68,6 +68,8 @@ def test_saved_table_survives_restart_and_reload(lab, page):
     nb = Notebook(page, lab, "saved.ipynb")
     nb.run(0)
     expect(nb.output(0).locator(".widget-text input")).to_be_visible()
+    expect(nb.output(0).locator(".lily-skills table")).to_be_visible()  # a display of its own
+    nb.wait_idle()  # saved with its whole output and its count
     nb.save()
     nb.restart()
     page.reload()

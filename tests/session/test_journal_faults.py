@@ -47,6 +47,27 @@ def test_a_short_write_is_announced_retried_and_marked(tmp_path, monkeypatch):
     assert "journal gap: writes failed (short write" in "\n".join(t.text for t in turns(records))
 
 
+def test_a_write_one_byte_short_is_not_read_as_a_record(tmp_path, monkeypatch):
+    # the disk had room for the whole record but its newline: the partial line is valid
+    # JSON, and read as a record it would appear twice and fork the chain
+    path = tmp_path / ".lily" / "journal" / "s.jsonl"
+    journal = Journal(path)
+    journal.append({"event": "session_created", "session_id": SID})
+    real_write = os.write
+    calls = {"n": 0}
+
+    def all_but_newline(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        return real_write(fd, data[:-1]) if calls["n"] == 1 else real_write(fd, data)
+
+    monkeypatch.setattr(journal_module.os, "write", all_but_newline)
+    journal.append({"event": "command", "session_id": SID, "command": "/skills", "ok": True})
+    journal.append({"event": "command", "session_id": SID, "command": "/help", "ok": True})
+    records = Logs(tmp_path).checked(SID)
+    assert [r.get("command", r["event"]) for r in records] == [
+        "session_created", "journal_gap", "/skills", "/help"]
+
+
 CHILD = textwrap.dedent("""
     import json, os, resource, sys
     from lily_kernel.session.journal import Journal
