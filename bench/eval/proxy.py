@@ -10,6 +10,7 @@ names), so a failure can be explained without scraping the notebook. Standard li
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+DUMP = os.environ.get("LILY_EVAL_DUMP", "")
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host",
        "proxy-connection", "te", "trailer", "upgrade", "accept-encoding"}
 
@@ -98,6 +100,11 @@ class Proxy:
                                      if k not in ("messages", "tools")}
             except (ValueError, AttributeError):
                 pass
+            if DUMP:  # LILY_EVAL_DUMP=DIR: each request body as sent, to read a failure
+                os.makedirs(DUMP, exist_ok=True)
+                with open(os.path.join(DUMP, f"{self.task}-{len(self.exchanges):03d}.json"),
+                          "wb") as f:
+                    f.write(body)
         with self._lock:
             self.exchanges.append(ex)
         headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP}

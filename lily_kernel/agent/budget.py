@@ -307,13 +307,16 @@ class Budget:
     def send(self, openai_client: Any, config: ModelConfig, system: dict[str, Any],
              tools: list[dict[str, Any]], history: list[dict[str, Any]],
              pending: list[dict[str, Any]], on_text: Callable[[str], None] | None,
-             max_chars: int | None) -> tuple[model_client.Turn, Fitted]:
-        """Fit and send one model call. A context-length error teaches the window (and the
-        endpoint's count); the call is fitted again and sent once more."""
+             max_chars: int | None, response_format: dict[str, Any] | None = None
+             ) -> tuple[model_client.Turn, Fitted]:
+        """Fit and send one model call (``response_format``: the small profile's required
+        call). A context-length error teaches the window (and the endpoint's count); the
+        call is fitted again and sent once more."""
         fitted = self.fit(config, system, tools, history, pending)
         try:
             turn = model_client.complete(openai_client, config, fitted.messages, tools, on_text,
-                                         max_chars=max_chars, max_tokens=fitted.max_tokens)
+                                         max_chars=max_chars, max_tokens=fitted.max_tokens,
+                                         response_format=response_format)
             return self._checked(turn, config, tools, fitted), fitted
         except ContextExceeded as exc:
             window = exc.window or window_of(config)
@@ -329,7 +332,8 @@ class Budget:
             try:
                 turn = model_client.complete(openai_client, config, fitted.messages, tools,
                                              on_text, max_chars=max_chars,
-                                             max_tokens=fitted.max_tokens)
+                                             max_tokens=fitted.max_tokens,
+                                             response_format=response_format)
                 return self._checked(turn, config, tools, fitted), fitted
             except ContextExceeded as again:
                 raise ContextTooSmall(

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import endpoint_info, hygiene, model_client, pending, text_calls
+from lily_kernel.agent import (
+    budget,
+    endpoint_info,
+    hygiene,
+    model_client,
+    pending,
+    small_steps,
+    text_calls,
+)
 from lily_kernel.agent.model_client import ToolCall, Turn
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
@@ -85,8 +93,9 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
         raise AgentError(problem)
     endpoint_info.learn_window(session)
     session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
-    request = Request(session, skill.skill.name if skill else None)
     user = {"role": "user", "content": skill.prompt if skill else text}
+    request = Request(session, skill.skill.name if skill else None,
+                      small_steps.request_of([user]))
     if request.skill and on_event:
         on_event("skill", {"name": request.skill, "forced": True})
     return _drive(request, [user], 1, None, on_text, on_event)
@@ -102,7 +111,7 @@ def resume(session: Session, call: HeldCall, result: str,
     if problem:
         _commit(session, messages)
         raise AgentError(problem)
-    request = Request(session, paused.skill)
+    request = Request(session, paused.skill, small_steps.request_of(messages))
     request.tools_used = [*paused.tools_used, call.tool]
     return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
@@ -156,6 +165,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     emit = on_event or (lambda kind, data: None)
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
+    small = budget.profile_of(config) == "small"
     asked_again = asking = False  # the one extra request after an empty final answer
 
     def commit(messages: list[dict[str, Any]]) -> None:
@@ -171,11 +181,14 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
+            # the small profile's step rules (agent/small_steps.py)
+            required = small_steps.required_call(step, small, tools)
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
-                [*messages, hygiene.ASK_AGAIN] if asking else messages, guard.feed,
-                session.limits.answer_chars)
+                [*messages, hygiene.ASK_AGAIN] if asking else
+                small_steps.restated(messages, small), guard.feed,
+                session.limits.answer_chars, required)
             asking = False
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)

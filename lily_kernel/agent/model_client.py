@@ -109,8 +109,9 @@ class ClientCache:
 # Optional parts of a request that an endpoint may refuse (HTTP 400 naming one): it is
 # asked again without that one, and from then on (``stream_options`` for usage; a default
 # ``temperature``, which OpenAI's reasoning models refuse; ``images``, the image parts of
-# ``[model] vision``, which a text-only model refuses: tools/images.py).
-OPTIONAL_PARAMS = ("stream_options", "temperature", "images")
+# ``[model] vision``, which a text-only model refuses: tools/images.py; ``response_format``,
+# the small profile's required call: tools/offering.call_format).
+OPTIONAL_PARAMS = ("stream_options", "temperature", "images", "response_format")
 # Per endpoint (base URL), the optional parameters it refused: never sent to it again.
 _REFUSED: dict[str, set[str]] = {}
 # The completion cap's name per endpoint, once one refused the other (HTTP 400 naming it).
@@ -161,9 +162,11 @@ def refused(where: str) -> frozenset[str]:
 
 def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  usage: bool = True, max_tokens: int | None = None,
-                 cap: str = CAP_PARAMS[1], omit: frozenset[str] = frozenset()) -> dict[str, Any]:
+                 cap: str = CAP_PARAMS[1], omit: frozenset[str] = frozenset(),
+                 response_format: dict[str, Any] | None = None) -> dict[str, Any]:
     """The keyword arguments of one chat-completions request (what :func:`request_body` sends);
-    ``omit``: optional parameters the endpoint refused."""
+    ``omit``: optional parameters the endpoint refused; ``response_format``: sent unless
+    refused (the small profile's required call)."""
     args: dict[str, Any] = {"model": config.model, "messages": messages, "stream": True}
     if usage and "stream_options" not in omit:  # token usage in a last chunk, when sent
         args["stream_options"] = {"include_usage": True}
@@ -171,6 +174,8 @@ def request_args(config: ModelConfig, messages: list[dict[str, Any]], tools: lis
         args[cap] = max_tokens
     if tools:
         args["tools"] = tools
+    if response_format is not None and "response_format" not in omit:
+        args["response_format"] = response_format
     for name in ("temperature", "reasoning_effort", "verbosity"):
         value = getattr(config, name)
         if value is not None and name not in omit:
@@ -206,11 +211,13 @@ def _dumps(value: object) -> bytes:
 def request_body(config: ModelConfig, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]], usage: bool = True,
                  max_tokens: int | None = None, cap: str = CAP_PARAMS[1],
-                 omit: frozenset[str] = frozenset()) -> bytes:
+                 omit: frozenset[str] = frozenset(),
+                 response_format: dict[str, Any] | None = None) -> bytes:
     """The JSON body of one chat-completions request: :func:`request_args` as bytes, posted
     as they are, so ``openai`` does not walk every message of the history with its
     per-request transform of typed parameters (plain JSON data needs none)."""
-    return _dumps(request_args(config, messages, tools, usage, max_tokens, cap, omit))
+    return _dumps(request_args(config, messages, tools, usage, max_tokens, cap, omit,
+                               response_format))
 
 
 def cut_marker(cap: int) -> str:
@@ -221,7 +228,8 @@ def cut_marker(cap: int) -> str:
 
 def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              on_text: Callable[[str], None] | None = None, max_chars: int | None = None,
-             max_tokens: int | None = None) -> Turn:
+             max_tokens: int | None = None, response_format: dict[str, Any] | None = None
+             ) -> Turn:
     """One streamed completion, assembled into a :class:`Turn`.
 
     ``config.timeout`` is the whole request's deadline, retries included; past it the
@@ -232,8 +240,8 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
     asked again without it, and from then on; so are image parts (``[model] vision``,
     tools/images.py: HTTP 400 naming an image or the content). ``max_tokens`` (the answer's cap) is sent
     as :func:`cap_param` names it; an endpoint that refuses that name is asked with the
-    other one, and from then on. A prompt longer than the endpoint's window is a
-    :class:`ContextExceeded`.
+    other one, and from then on; so is ``response_format`` (the small profile's required
+    call). A prompt longer than the endpoint's window is a :class:`ContextExceeded`.
     """
     from lily_kernel.agent.deadline import deadline
     transport = getattr(client, "_lily_deadline", None)
@@ -247,7 +255,7 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
                 sent = images.prepared(messages, config.vision and "images" not in refused(where))
                 try:
                     return _complete(client, config, sent, tools, on_text, max_chars,
-                                     refused(where), max_tokens, cap)
+                                     refused(where), max_tokens, cap, response_format)
                 except _Refused as no:
                     if no.param in OPTIONAL_PARAMS:
                         log.info("%s refused %s: asked without it from now on", where, no.param)
@@ -280,7 +288,8 @@ class _Refused(Exception):
 def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               on_text: Callable[[str], None] | None, max_chars: int | None,
               omit: frozenset[str] = frozenset(), max_tokens: int | None = None,
-              cap_name: str = CAP_PARAMS[1]) -> Turn:
+              cap_name: str = CAP_PARAMS[1], response_format: dict[str, Any] | None = None
+              ) -> Turn:
     import openai
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
     turn = Turn()
@@ -290,7 +299,8 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
     calls: dict[int, dict[str, str]] = {}
     stream = None
     try:
-        body = request_body(config, messages, tools, True, max_tokens, cap_name, omit)
+        body = request_body(config, messages, tools, True, max_tokens, cap_name, omit,
+                            response_format)
         stream = client.post("/chat/completions", cast_to=ChatCompletion, content=body,
                              stream=True, stream_cls=openai.Stream[ChatCompletionChunk])
         for chunk in stream:
@@ -361,7 +371,7 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
                          f"{_api_message(exc)}); choose one with /model NAME") from None
     except openai.BadRequestError as exc:
         said = _api_message(exc)
-        sent = request_args(config, [], [], True, None, cap_name, omit)
+        sent = request_args(config, [], [], True, None, cap_name, omit, response_format)
         for param in OPTIONAL_PARAMS:
             if param in sent and param in said:
                 raise _Refused(param) from None

@@ -60,7 +60,7 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool], int,
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str]], int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, object, dict[str, Any]]] = []
@@ -84,9 +84,10 @@ def system_message(session: Session) -> dict[str, Any]:
 class Request:
     """The state of one request while the loop runs: what it offers, what it used."""
 
-    def __init__(self, session: Session, skill: str | None) -> None:
+    def __init__(self, session: Session, skill: str | None, text: str = "") -> None:
         self.session = session
         self.skill = skill
+        self.asked = offering.asked_for(text)  # the small profile's tools this text asks for
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it
@@ -107,7 +108,7 @@ class Request:
         key = (session.snapshot, session.policy, session.tools)
         small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and hit[1] == (self.skill, small) and \
+        if hit is not None and hit[1] == (self.skill, small, self.asked) and \
                 hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
@@ -115,7 +116,8 @@ class Request:
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         # the entry holds the session's objects alive, so no id is reused while it is kept
-        _SPECS_CACHE[id(session)] = (key, (self.skill, small), session.tools.version, specs)
+        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked), session.tools.version,
+                                     specs)
         return specs
 
     def _build_specs(self, small: bool) -> list[dict[str, Any]]:
@@ -126,7 +128,7 @@ class Request:
         for tool in session.tools:
             if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
-            if offering.registered_offered(tool.name, tool.origin, skill, small):
+            if offering.registered_offered(tool.name, tool.origin, skill, small, self.asked):
                 specs.append(offering.spec(tool.name, tool.description, tool.parameters, small))
         return [s for s in specs if session.policy.offered(s["function"]["name"])]
 

@@ -64,25 +64,52 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any],
 #: Built-in tools that back one bundled skill (docs/agent.md#what-a-request-offers): offered
 #: only when the request's skill is that one, or a skill whose ``command_tool`` names them.
 SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
-#: The small-model profile's fewer tools: these Lily tools only under a skill that names them
-#: (``requires_tools``). A small model acts through ``propose_cell`` (the user runs the cell)
-#: rather than ``run_python``; ``list``, ``write`` and ``read_cells`` are the least used
+#: The small-model profile's fewer tools: these Lily tools only when the request's text asks
+#: for what they do (:data:`SMALL_ASKED`) or under a skill that names them
+#: (``requires_tools``), so that "Say hello." stays within 600 prompt tokens
 #: (docs/agent.md#small-model-profile).
 SMALL_LEAVES_OUT = frozenset({"write", "list", "read_cells", "run_python"})
+_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})\b",
+                    re.IGNORECASE)
+_RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate)\b", re.IGNORECASE)
+_CELLS = re.compile(r"\bcells?\b", re.IGNORECASE)
+#: Which words of a request bring which left-out tool back (a file name such as notes.txt,
+#: "file", "folder"; "run", "execute"; "cell").
+SMALL_ASKED = {"write": _FILES, "list": _FILES, "run_python": _RUN, "read_cells": _CELLS}
+
+
+def asked_for(text: str) -> frozenset[str]:
+    """The tools of :data:`SMALL_LEAVES_OUT` that the request ``text`` asks for."""
+    return frozenset(name for name, words in SMALL_ASKED.items() if words.search(text))
+
+
+def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``response_format`` that admits only one call to one of ``tools``, as the JSON object
+    ``{"name": …, "arguments": {…}}`` (docs/agent.md#small-model-profile): each alternative
+    names one tool and takes its parameters' schema."""
+    calls = [{"type": "object", "properties": {
+        "name": {"const": t["function"]["name"]},
+        "arguments": t["function"].get("parameters") or {"type": "object"}},
+        "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    return {"type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": {"anyOf": calls}}}
 
 
 def _backed(skill_name: str) -> list[str]:
     return [tool for tool, skill in SKILL_TOOLS.items() if skill == skill_name]
 
 
-def registered_offered(name: str, origin: str, skill: Skill | None, small: bool) -> bool:
+def registered_offered(name: str, origin: str, skill: Skill | None, small: bool,
+                       asked: frozenset[str] = frozenset()) -> bool:
     """Is the registered tool ``name`` (from ``origin``) offered to a request whose skill is
-    ``skill``? The policy and ``[tools] offer`` are checked besides this."""
+    ``skill`` and whose text asks for ``asked`` (:func:`asked_for`)? The policy and
+    ``[tools] offer`` are checked besides this."""
     if origin == "builtin" and name in SKILL_TOOLS:  # only under its skill, and there always
         return skill is not None and name in (skill.command_tool, *_backed(skill.name))
     if small and skill is not None and skill.requires_tools:  # only what the skill names
         return name in skill.requires_tools or name == skill.command_tool
-    return not (small and origin in ("builtin", "notebook") and name in SMALL_LEAVES_OUT)
+    return not (small and origin in ("builtin", "notebook") and name in SMALL_LEAVES_OUT
+                and name not in asked)
 
 
 def builtin_specs(skill: Skill | None, load_skill: dict[str, Any],

@@ -1,0 +1,56 @@
+"""The small-model profile's two step rules (docs/agent.md#small-model-profile).
+
+Measured on Qwen2.5-Coder-1.5B (bench/README.md, issue 30): a small model asked a plain
+question explains how the user could find out instead of calling a tool, and after a tool
+result it often answers the question as if the result were not there ("you can use
+inspect_variable…"). Two deterministic rules, for the small profile only:
+
+- :func:`required_call`: the first model step of a request that offers tools is sent with a
+  ``response_format`` admitting only one call to an offered tool (tools/offering.call_format).
+  llama.cpp, vLLM and Ollama turn it into a grammar, so the answer is that call, as JSON,
+  which the loop reads as a call written as text (agent/text_calls.py). An endpoint that
+  refuses the parameter (HTTP 400 naming it) is asked again without it, and from then on.
+  Later steps are free: the model answers, or calls the next tool.
+- :func:`restated`: a step that follows tool results is sent with the user's request restated
+  after the last result ("(The user asked: … Answer now from this result.)"); only in what
+  is sent, never in the conversation kept. Without it the 1.5B model answered "What columns
+  does df have?" after inspect_variable's result with "you can use inspect_variable"; with
+  it, "The columns of df are x, y and label" (and, after read, it still called write).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from lily_kernel.tools import offering
+
+REQUEST_CHARS = 300  # of the user's request, when restated after a tool result
+_FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
+
+
+def required_call(step: int, small: bool, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``response_format`` of this step: a required call on the small profile's first
+    step when tools are offered, else None."""
+    return offering.call_format(tools) if small and step == 1 and tools else None
+
+
+def request_of(messages: list[dict[str, Any]]) -> str:
+    """The user's request as restated: the request's first message (its first line under a
+    forced skill, whose body follows), on one line, at most :data:`REQUEST_CHARS`."""
+    first = messages[0].get("content") if messages else None
+    if not isinstance(first, str):
+        return ""
+    text = first.split("\n", 1)[0] if first.startswith(_FORCED) else first
+    text = " ".join(text.split())
+    return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS - 1] + "…"
+
+
+def restated(messages: list[dict[str, Any]], small: bool) -> list[dict[str, Any]]:
+    """``messages`` as sent: in the small profile, after tool results, the last result
+    ends with the request restated; otherwise unchanged (the same list)."""
+    last = messages[-1] if messages else None
+    request = request_of(messages)
+    if not small or last is None or last.get("role") != "tool" or not request or \
+            not isinstance(last.get("content"), str):
+        return messages
+    note = f"\n\n(The user asked: {request} Answer now from this result.)"
+    return [*messages[:-1], {**last, "content": last["content"] + note}]
