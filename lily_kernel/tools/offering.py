@@ -69,7 +69,7 @@ SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
 #: (``requires_tools``), so that "Say hello." stays within 600 prompt tokens
 #: (docs/agent.md#small-model-profile).
 SMALL_LEAVES_OUT = frozenset({"write", "list", "read_cells", "run_python"})
-_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})\b",
+_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4})\b",
                     re.IGNORECASE)
 _RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate)\b", re.IGNORECASE)
 _CELLS = re.compile(r"\bcells?\b", re.IGNORECASE)

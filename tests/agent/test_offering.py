@@ -201,6 +201,6 @@ def test_a_small_model_still_calls_a_tool_it_was_not_offered_under_the_policy(wo
     script = [call("list", {"path": "."}), "listed"]
     with ScriptedServer(script) as server:
         session = world.session(server, LILY_PROFILE="small")
-        reply = loop.run(session, "what files are there?")
+        reply = loop.run(session, "what is there?")
         assert "list" not in sent(server.chat_requests()[0])
     assert reply.tools_used == ["list"]  # fewer offered, nothing refused that the policy allows
