@@ -166,6 +166,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
     small = budget.profile_of(config) == "small"
+    failed: set[str] = set()  # the tools of the last step, when every call of it failed
     asked_again = asking = False  # the one extra request after an empty final answer
 
     def commit(messages: list[dict[str, Any]]) -> None:
@@ -182,7 +183,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
             # the small profile's step rules (agent/small_steps.py)
-            required = small_steps.required_call(step, small, tools)
+            required = small_steps.required_call(step, small, tools, failed)
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
@@ -280,6 +281,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
                               "id": call.id, "args": args, "result": result})
+            failed = small_steps.failed_tools(messages[turn_start:])
             if held is None:
                 _seen(session, messages)
             if held is not None:

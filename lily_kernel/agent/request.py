@@ -130,7 +130,8 @@ class Request:
                 continue
             if offering.registered_offered(tool.name, tool.origin, skill, small, self.asked):
                 specs.append(offering.spec(tool.name, tool.description, tool.parameters, small))
-        return [s for s in specs if session.policy.offered(s["function"]["name"])]
+        specs = [s for s in specs if session.policy.offered(s["function"]["name"])]
+        return offering.asked_first(specs, self.asked) if small else specs
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:

@@ -10,7 +10,9 @@ inspect_variable…"). Two deterministic rules, for the small profile only:
   llama.cpp, vLLM and Ollama turn it into a grammar, so the answer is that call, as JSON,
   which the loop reads as a call written as text (agent/text_calls.py). An endpoint that
   refuses the parameter (HTTP 400 naming it) is asked again without it, and from then on.
-  Later steps are free: the model answers, or calls the next tool.
+  When every call of that first step failed (an ``Error:`` result: ``inspect_variable`` on
+  ``notes.txt``), the second step requires a call too, to another tool. Later steps are
+  free: the model answers, or calls the next tool.
 - :func:`restated`: a step that follows tool results is sent with the user's request restated
   after the last result ("(The user asked: … Answer now from this result.)"); only in what
   is sent, never in the conversation kept. Without it the 1.5B model answered "What columns
@@ -27,10 +29,26 @@ REQUEST_CHARS = 300  # of the user's request, when restated after a tool result
 _FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
 
 
-def required_call(step: int, small: bool, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The ``response_format`` of this step: a required call on the small profile's first
-    step when tools are offered, else None."""
-    return offering.call_format(tools) if small and step == 1 and tools else None
+def required_call(step: int, small: bool, tools: list[dict[str, Any]],
+                  failed: set[str] | frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """The ``response_format`` of this step, or None: in the small profile, a required call
+    on the first step when tools are offered, and on the second when every call of the
+    first failed (``failed``: their tools), to a tool other than those."""
+    if not small or not tools or step > 2 or (step == 2 and not failed):
+        return None
+    left = [t for t in tools if t["function"]["name"] not in failed] if step == 2 else tools
+    return offering.call_format(left) if left else None
+
+
+def failed_tools(step_messages: list[dict[str, Any]]) -> set[str]:
+    """The tools a step called when every one of its calls failed (an ``Error:`` result);
+    else empty. ``step_messages``: the step's assistant message and its results."""
+    if not step_messages or not step_messages[0].get("tool_calls"):
+        return set()
+    results = [m for m in step_messages[1:] if m.get("role") == "tool"]
+    if not results or not all(str(m.get("content") or "").startswith("Error:") for m in results):
+        return set()
+    return {c["function"]["name"] for c in step_messages[0]["tool_calls"]}
 
 
 def request_of(messages: list[dict[str, Any]]) -> str:

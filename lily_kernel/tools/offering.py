@@ -53,7 +53,9 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any],
         text = first_sentence(text)
         props = params.get("properties")
         if isinstance(props, dict):
-            required = params.get("required") or ()
+            # none required: the string ones, so a call can still pass its text (compile_plan)
+            required = params.get("required") or [
+                k for k, p in props.items() if isinstance(p, dict) and p.get("type") == "string"]
             params["properties"] = {
                 k: {f: v for f, v in p.items() if f not in _SMALL_DROPS}
                 if isinstance(p, dict) else p for k, p in props.items() if k in required}
@@ -75,12 +77,19 @@ _RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate)\b", re.IGNORECA
 _CELLS = re.compile(r"\bcells?\b", re.IGNORECASE)
 #: Which words of a request bring which left-out tool back (a file name such as notes.txt,
 #: "file", "folder"; "run", "execute"; "cell").
-SMALL_ASKED = {"write": _FILES, "list": _FILES, "run_python": _RUN, "read_cells": _CELLS}
+SMALL_ASKED = {"read": _FILES, "write": _FILES, "list": _FILES, "run_python": _RUN,
+               "read_cells": _CELLS}
 
 
 def asked_for(text: str) -> frozenset[str]:
-    """The tools of :data:`SMALL_LEAVES_OUT` that the request ``text`` asks for."""
+    """The tools the request ``text`` asks for (:data:`SMALL_ASKED`): those of
+    :data:`SMALL_LEAVES_OUT` come back, and all of them come first in the small profile."""
     return frozenset(name for name, words in SMALL_ASKED.items() if words.search(text))
+
+
+def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:
+    """``specs`` with the tools the request asks for first, each group in its own order."""
+    return sorted(specs, key=lambda s: s["function"]["name"] not in asked)
 
 
 def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:

@@ -112,9 +112,9 @@ def test_a_forced_skill_is_restated_by_its_first_line_only(world):
 @pytest.mark.parametrize(("text", "asked"), [
     ("Say hello.", set()),
     ("What columns does df have?", set()),
-    ("Read notes.txt and write a one-line summary of it to summary.txt.", {"write", "list"}),
-    ("What files are in this folder?", {"write", "list"}),
-    ("Create a file hello.txt containing exactly: hello from lily", {"write", "list"}),
+    ("Read notes.txt and write a one-line summary of it to summary.txt.", {"read", "write", "list"}),
+    ("What files are in this folder?", {"read", "write", "list"}),
+    ("Create a file hello.txt containing exactly: hello from lily", {"read", "write", "list"}),
     ("Run print(6*7) in the notebook for me.", {"run_python"}),
     ("What did my last cell compute?", {"read_cells", "run_python"}),
     ("Is this e.g. fine?", set()),  # "e.g." is not a file name
@@ -148,3 +148,46 @@ def test_a_resumed_request_keeps_the_tools_its_text_asked_for(world):
     assert sent[1]["messages"][-1]["content"].endswith(
         "(The user asked: Write hi to out.txt. Answer now from this result.)")
     assert (world.workspace / "out.txt").read_text(encoding="utf-8") == "hi"
+
+
+def test_when_every_first_call_failed_the_second_step_requires_another_tool(world):
+    # the 1.5B model's first call: inspect_variable on a file name, which does not exist
+    # here (no notebook), so it fails as an unknown tool would; then read under the format
+    script = ['{"name": "load_skill", "arguments": {"name": "identity"}}',
+              '{"name": "read", "arguments": {"path": "notes.txt"}}',
+              "Thursday."]
+    with ScriptedServer(script) as server:
+        session = world.session(server, LILY_PROFILE="small")
+        reply = loop.run(session, "When is the launch?")
+        first, second, third = server.chat_requests()
+    assert reply.text == "Thursday." and reply.tools_used == ["read"]
+    assert "load_skill" in admitted(first)
+    assert "load_skill" not in admitted(second) and "read" in admitted(second)
+    assert "response_format" not in third  # free again
+
+
+def test_a_first_call_that_worked_leaves_the_second_step_free(world):
+    script = ['{"name": "read", "arguments": {"path": "notes.txt"}}', "Thursday."]
+    with ScriptedServer(script) as server:
+        loop.run(world.session(server, LILY_PROFILE="small"), "When is the launch?")
+        assert "response_format" not in server.chat_requests()[1]
+    step = [{"role": "assistant", "tool_calls": [{"function": {"name": "a"}}]},
+            {"role": "tool", "content": "Error: x"}, {"role": "tool", "content": "fine"}]
+    assert small_steps.failed_tools(step) == set()  # one of two worked
+    assert small_steps.failed_tools(step[:2]) == {"a"}
+    assert small_steps.failed_tools([{"role": "assistant", "content": "hi"}]) == set()
+
+
+def test_the_tools_a_request_asks_for_come_first_in_the_small_profile(world):
+    session = world.session(None, LILY_PROFILE="small")
+    offered = names(Request(session, None, "Read cities.csv.").tool_specs())
+    assert offered[:3] == ["list", "read", "write"] and offered[3:] == ["load_skill"]
+    assert names(Request(session, None, "Say hello.").tool_specs()) == ["load_skill", "read"]
+
+
+def test_a_small_schema_with_no_required_parameter_keeps_its_string_ones():
+    spec = offering.spec("compile_plan", "Compile notes into a plan.", {
+        "type": "object", "properties": {"input": {"type": "string", "default": ""},
+                                         "depth": {"type": "integer", "default": 1}}},
+        small=True)
+    assert spec["function"]["parameters"]["properties"] == {"input": {"type": "string"}}
