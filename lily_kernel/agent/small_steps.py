@@ -27,6 +27,7 @@ from lily_kernel.tools import offering
 
 REQUEST_CHARS = 300  # of the user's request, when restated after a tool result
 _FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
+_ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.substitution)
 
 
 def required_call(step: int, small: bool, tools: list[dict[str, Any]],
@@ -52,12 +53,18 @@ def failed_tools(step_messages: list[dict[str, Any]]) -> set[str]:
 
 
 def request_of(messages: list[dict[str, Any]]) -> str:
-    """The user's request as restated: the request's first message (its first line under a
-    forced skill, whose body follows), on one line, at most :data:`REQUEST_CHARS`."""
+    """The user's request as restated: the request's first message (under a forced skill,
+    whose body follows, its first line and the user's input), on one line, at most
+    :data:`REQUEST_CHARS`."""
     first = messages[0].get("content") if messages else None
     if not isinstance(first, str):
         return ""
-    text = first.split("\n", 1)[0] if first.startswith(_FORCED) else first
+    text = first
+    if first.startswith(_FORCED):  # "Use the skill 'x' for this request." and its input
+        text = first.split("\n", 1)[0]
+        given = first.rsplit(_ARGUMENTS, 1)[1].strip().split("\n", 1)[0] \
+            if _ARGUMENTS in first else ""
+        text = f"{text.removesuffix('.')}: {given}" if given else text
     text = " ".join(text.split())
     return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS - 1] + "…"
 

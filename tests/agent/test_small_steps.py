@@ -103,6 +103,9 @@ def test_a_forced_skill_is_restated_by_its_first_line_only(world):
     body = "Use the skill 'fix_error' for this request.\n\n<skill name=\"fix_error\">\n...long"
     messages = [{"role": "user", "content": body}, {"role": "tool", "content": "r"}]
     assert small_steps.request_of(messages) == "Use the skill 'fix_error' for this request."
+    given = [{"role": "user", "content": body + "\n\nARGUMENTS: add a dark mode\n</skill>"}]
+    assert small_steps.request_of(given) == \
+        "Use the skill 'fix_error' for this request: add a dark mode"
     assert small_steps.restated(messages, False) is messages
     long = [{"role": "user", "content": "x" * 400}, {"role": "tool", "content": "r"}]
     assert len(small_steps.request_of(long)) == small_steps.REQUEST_CHARS
