@@ -16,7 +16,7 @@ import itertools
 import re
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -554,59 +554,94 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
         raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
 
 
+#: What a registered notebook tool calls: ``(tool, args, share)`` -> its result. In a notebook
+#: face it is :func:`answer` on the face's :class:`Notebook`; in ``lily acp`` it sends the same
+#: call to :func:`answer` inside the notebook's own kernel (acp/kernel_probe.py).
+Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
+
+
+def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool) -> str | Shown:
+    """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs."""
+    if tool == "list_variables":
+        include = bool(args.get("include_callables", False))
+        return _guarded(tool, share, lambda: list_variables(nb, include))
+    if tool == "inspect_variable":
+        return _guarded(tool, share, lambda: inspect_variable(nb, args["name"], share))
+    if tool == "read_cells":
+        return _guarded(tool, share, lambda: read_cells(nb, int(args.get("last", 5)), share))
+    if tool == "last_error":
+        return _guarded(tool, share, lambda: last_error(nb, share))
+    if tool == "read_cell":
+        return _guarded(tool, share, lambda: read_cell(nb, int(args["number"]), share))
+    if tool == "propose_cell":
+        return propose_cell(nb, args["code"])
+    if tool == "run_python":
+        return run_python(nb, args["code"], share)
+    raise ToolError(f"'{tool}' is not a notebook tool")
+
+
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
     """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
+    register_answer(registry, lambda tool, args, share: answer(nb, tool, args, share),
+                    share_values)
 
-    @registry.register(name="list_variables", origin="notebook", annotations=READ_ONLY)
+
+def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
+                    names: Collection[str] = (*NAMES, "read_cell")) -> None:
+    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`)."""
+
+    def _text(result: str | Shown) -> str:
+        return result.text if isinstance(result, Shown) else result
+
+    def _shown(result: str | Shown) -> Shown:
+        return result if isinstance(result, Shown) else Shown(result)
+
+    def add(fn: Callable[..., Any], **keywords: Any) -> None:
+        if fn.__name__.lstrip("_") in names:
+            registry.register(fn, name=fn.__name__.lstrip("_"), origin="notebook", **keywords)
+
     def _list_variables(include_callables: bool = False) -> str:
         """The notebook's variables: name, type, shape.
 
         Leaves out private names, modules, and functions/classes unless
         include_callables; names that look like secrets are counted, never shown."""
-        share = share_values()
-        return _guarded("list_variables", share, lambda: list_variables(nb, include_callables))
+        return _text(run("list_variables", {"include_callables": include_callables},
+                         share_values()))
 
-    @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
         """Summarise one notebook variable.
 
         For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
         dtype and min/max/mean; for containers and strings their length and first items."""
-        share = share_values()
-        return _guarded("inspect_variable", share, lambda: inspect_variable(nb, name, share))
+        return _text(run("inspect_variable", {"name": name}, share_values()))
 
-    @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
         """The last executed cells' sources and outputs, oldest first."""
-        share = share_values()
-        return _guarded("read_cells", share, lambda: read_cells(nb, last, share))
+        return _text(run("read_cells", {"last": last}, share_values()))
 
-    @registry.register(name="last_error", origin="notebook", annotations=READ_ONLY)
     def _last_error() -> str:
         """The last failed cell: source, exception, traceback."""
-        share = share_values()
-        return _guarded("last_error", share, lambda: last_error(nb, share))
+        return _text(run("last_error", {}, share_values()))
 
-    @registry.register(name="read_cell", origin="notebook", annotations=READ_ONLY,
-                       owner_only=True)
     def _read_cell(number: int) -> str:
         """One executed cell by its number (0 and below count back from the last)."""
-        share = share_values()
-        return _guarded("read_cell", share, lambda: read_cell(nb, number, share))
+        return _text(run("read_cell", {"number": number}, share_values()))
 
-    @registry.register(name="propose_cell", origin="notebook",
-                       annotations={"readOnlyHint": False, "destructiveHint": False})
     def _propose_cell(code: str) -> Shown:
         """Add a code cell below for the user to run."""
-        return propose_cell(nb, code)
+        return _shown(run("propose_cell", {"code": code}, share_values()))
 
-    @registry.register(name="run_python", origin="notebook", ask=True,
-                       annotations={"readOnlyHint": False, "destructiveHint": True,
-                                    "openWorldHint": True})
     def _run_python(code: str) -> Shown:
         """Run Python code in the notebook's namespace, like a cell. Returns its output.
 
         The user sees the code on a confirmation card first; it runs only if they confirm."""
-        return run_python(nb, code, share_values())
+        return _shown(run("run_python", {"code": code}, share_values()))
+
+    for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
+        add(reader, annotations=READ_ONLY)
+    add(_read_cell, annotations=READ_ONLY, owner_only=True)
+    add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
+    add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
+                                            "openWorldHint": True})

@@ -1,0 +1,276 @@
+"""Lily's notebook tools through a Jupyter server (docs/front-ends.md#notebook-tools-through-a-jupyter-server):
+a real `jupyter server` on 127.0.0.1 with a real python3 kernel holding variables and a
+failed cell, and `lily acp` finding that server the way jupyter-ai's launch does (the
+runtime file `jpserver-<pid>.json` of its parent process), driven with the ACP SDK's
+client against the scripted model. The model's requests show what reached it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websocket
+from acp_support import Recorder, World, prompt, run, settle
+
+from lily_kernel.testing import ScriptedServer
+
+BIN = Path(sys.executable).parent
+TOKEN = "lily-nb-" + uuid.uuid4().hex
+SECRET = "sk-live-" + uuid.uuid4().hex  # a value the model must never see
+CELLS = ["data = [3, 1, 2]\nprices = {'apple': 1.5, 'pear': 2.25}",
+         f"api_key = {SECRET!r}",
+         "print('hello from the notebook')",
+         "def half(x):\n    return x / 0\n\nhalf(len(data))"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NotebookServer:
+    """`jupyter server` (Lily's environment's) with one notebook whose python3 kernel ran
+    :data:`CELLS` (the last one fails), as a user's would have."""
+
+    def __init__(self, base: Path, root: Path) -> None:
+        self.root, self.port = root, _free_port()
+        self.runtime = base / "jrt"
+        self.env = {**{k: v for k, v in os.environ.items()
+                       if not k.startswith(("JUPYTER", "OPENAI", "LILY", "VIRTUAL_ENV"))},
+                    "HOME": str(base / "home"), "JUPYTER_CONFIG_DIR": str(base / "jcfg"),
+                    "JUPYTER_DATA_DIR": str(base / "jdata"),
+                    "JUPYTER_RUNTIME_DIR": str(self.runtime)}
+        self.log = open(base / "jupyter.log", "ab")  # closed in stop()
+        self.proc = subprocess.Popen(
+            [str(BIN / "jupyter"), "server", "--no-browser", "--ServerApp.ip=127.0.0.1",
+             f"--ServerApp.port={self.port}", f"--IdentityProvider.token={TOKEN}",
+             f"--ServerApp.root_dir={root}", *(["--allow-root"] if os.geteuid() == 0 else [])],
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT, cwd=root)
+        deadline = time.monotonic() + 90
+        while True:
+            assert self.proc.poll() is None, "jupyter server exited"
+            try:
+                self.call("GET", "api/status")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "jupyter server did not start"
+                time.sleep(0.3)
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/{path}", method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            data = r.read()
+        return json.loads(data) if data else None
+
+    def open_notebook(self, path: str, cells: list[str]) -> str:
+        """A session (the notebook open in JupyterLab) whose kernel ran ``cells``; its id."""
+        session = self.call("POST", "api/sessions", {"path": path, "name": path,
+                                                     "type": "notebook",
+                                                     "kernel": {"name": "python3"}})
+        kernel = session["kernel"]["id"]
+        for code in cells:
+            self.execute(kernel, code)
+        return str(kernel)
+
+    def execute(self, kernel: str, code: str, **content: Any) -> dict[str, Any]:
+        """Run ``code`` as a notebook runs a cell; the execute_reply's content."""
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{self.port}/api/kernels/{kernel}/channels?session_id=test",
+            header=[f"Authorization: token {TOKEN}"], timeout=60)
+        msg_id = uuid.uuid4().hex
+        try:
+            ws.send(json.dumps({
+                "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                           "session": "test", "version": "5.3", "date": ""},
+                "parent_header": {}, "metadata": {}, "channel": "shell",
+                "content": {"code": code, "silent": False, "store_history": True,
+                            "user_expressions": {}, "allow_stdin": False,
+                            "stop_on_error": False, **content}}))
+            while True:
+                reply = json.loads(ws.recv())
+                if (reply.get("channel") == "shell"
+                        and reply["parent_header"].get("msg_id") == msg_id):
+                    return dict(reply["content"])
+        finally:
+            ws.close()
+
+    def as_parent_of_this_process(self) -> None:
+        """Lily's client here is pytest, not the server: its runtime file is copied to
+        pytest's pid, so `lily acp` (pytest's child) finds it exactly as it finds the
+        runtime file of the server that launched it under jupyter-ai."""
+        own = self.runtime / f"jpserver-{self.proc.pid}.json"
+        deadline = time.monotonic() + 30
+        while not own.is_file():
+            assert time.monotonic() < deadline, "the server wrote no runtime file"
+            time.sleep(0.2)
+        shutil.copy(own, self.runtime / f"jpserver-{os.getpid()}.json")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def world(tmp_path):
+    return World(tmp_path)
+
+
+@pytest.fixture
+def jupyter(tmp_path, world):
+    server = NotebookServer(tmp_path, world.workspace)
+    try:
+        server.as_parent_of_this_process()
+        yield server
+    finally:
+        server.stop()
+
+
+class NotebookWorld(World):
+    """`lily acp` started with the server's runtime folder, as a child of the server's is."""
+
+    runtime: Path
+
+    def env(self, server: ScriptedServer | None) -> dict[str, str]:
+        return {**super().env(server), "JUPYTER_RUNTIME_DIR": str(self.runtime)}
+
+
+def _lily_world(world: World, jupyter: NotebookServer) -> NotebookWorld:
+    world.__class__ = NotebookWorld
+    world.runtime = jupyter.runtime  # type: ignore[attr-defined]
+    return world  # type: ignore[return-value]
+
+
+def _calls(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"tool_calls": [{"id": f"call_{i}", "name": name, "arguments": args}
+                           for i, (name, args) in enumerate(calls)]}
+
+
+def _tool_answers(requests: list[dict[str, Any]]) -> dict[str, str]:
+    return {m["tool_call_id"]: str(m["content"]) for r in requests for m in r["messages"]
+            if m.get("role") == "tool"}
+
+
+def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(world, jupyter):
+    kernel = jupyter.open_notebook("analysis.ipynb", CELLS)
+    lily = _lily_world(world, jupyter)
+    script = [_calls(("list_variables", {}), ("inspect_variable", {"name": "prices"}),
+                     ("inspect_variable", {"name": "api_key"}), ("last_error", {}),
+                     ("read_cells", {"last": 2})),
+              {"content": "Your notebook has data and prices."}]
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer(script) as server:
+            async with lily.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("/help"))
+                await settle()
+                help_text = client.text()
+                reply = await conn.prompt(session_id=new.session_id,
+                                          prompt=prompt("what is in my notebook?"))
+                await settle()
+            return help_text, reply, client, server.chat_requests()
+
+    help_text, reply, client, requests = run(go())
+    assert "work through the Jupyter server" in help_text and "no notebook kernel" not in help_text
+    assert reply.stop_reason == "end_turn"
+    offered = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert {"list_variables", "inspect_variable", "last_error", "read_cells",
+            "run_python"} <= offered and "propose_cell" not in offered
+    answers = _tool_answers(requests)
+    assert "data: list[3]" in answers["call_0"] and "prices: dict[2]" in answers["call_0"]
+    assert "1 hidden (their names look like secrets)" in answers["call_0"]
+    assert "half" not in answers["call_0"]  # functions are left out, as in the Lily kernel
+    assert "'apple': 1.5" in answers["call_1"] and "dict of length 2" in answers["call_1"]
+    assert "looks like a secret" in answers["call_2"]
+    assert "cell [4]" in answers["call_3"] and "ZeroDivisionError" in answers["call_3"]
+    assert "half(len(data))" in answers["call_3"]
+    assert "hello from the notebook" in answers["call_4"] and "cell [3]" in answers["call_4"]
+    assert "api_key" not in answers["call_4"]  # cells 3 and 4 only
+    # no tool showed the secret's value (a cell's source is shown as written, as in the
+    # Lily kernel: read_cells(last=3) would show cell 2's assignment)
+    assert SECRET not in json.dumps(requests)
+    assert "Your notebook has data and prices." in client.text()
+    # silent requests: the notebook's execution count did not move
+    assert jupyter.execute(kernel, "", silent=True, store_history=False)["execution_count"] == 4
+    assert jupyter.execute(kernel, "1")["execution_count"] == 5
+
+
+@pytest.mark.parametrize("choice", ["once", "deny"])
+def test_run_python_asks_through_request_permission_and_runs_in_the_notebooks_kernel(
+        world, jupyter, choice):
+    kernel = jupyter.open_notebook("analysis.ipynb", CELLS[:1])
+    lily = _lily_world(world, jupyter)
+    code = "total = sum(data)\nprint('total is', total)"
+    script = [_calls(("run_python", {"code": code})), {"content": "Ran it."}]
+
+    async def go():
+        client = Recorder([choice])
+        with ScriptedServer(script) as server:
+            async with lily.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                reply = await conn.prompt(session_id=new.session_id,
+                                          prompt=prompt("add up the data"))
+                if choice == "deny":  # a declined call ends the turn; the next one tells the model
+                    await conn.prompt(session_id=new.session_id, prompt=prompt("ok?"))
+            return reply, client, server.chat_requests()
+
+    reply, client, requests = run(go())
+    assert reply.stop_reason == "end_turn"
+    (call, options) = client.asked[0]
+    assert [o.option_id for o in options] == ["once", "deny"]  # never "always" for run_python
+    assert "sum(data)" in json.dumps(call.raw_input)
+    answer = _tool_answers(requests)["call_0"]
+    seen = jupyter.execute(kernel, "", user_expressions={"t": "globals().get('total')"})
+    if choice == "once":
+        assert "The code ran without an error." in answer and "total is 6" in answer
+        assert seen["user_expressions"]["t"]["data"]["text/plain"] == "6"
+    else:
+        assert "declined by the user" in answer
+        assert seen["user_expressions"]["t"]["data"]["text/plain"] == "None"
+
+
+def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(world, jupyter):
+    (world.workspace / "lily.toml").write_text("[notebook]\nshare_values = false\n")
+    jupyter.open_notebook("other.ipynb", ["prices = {'fig': 9.5}"])
+    sub = world.workspace / "sub"
+    sub.mkdir()
+    jupyter.open_notebook("sub/analysis.ipynb", CELLS[:1])
+    lily = _lily_world(world, jupyter)
+    script = [_calls(("inspect_variable", {"name": "prices"}), ("list_variables", {})),
+              {"content": "Read."}]
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer(script) as server:
+            async with lily.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                blocks = [*prompt("look at this notebook"),
+                          {"type": "resource_link", "name": "analysis.ipynb",
+                           "uri": (sub / "analysis.ipynb").as_uri()}]
+                await conn.prompt(session_id=new.session_id, prompt=blocks)
+            return server.chat_requests()
+
+    answers = _tool_answers(run(go()))
+    assert "dict of length 2" in answers["call_0"]  # sub/analysis.ipynb's prices, not other's
+    assert "values are not shared" in answers["call_0"] and "apple" not in answers["call_0"]
+    assert "fig" not in json.dumps(answers)
+    assert "data: list[3]" in answers["call_1"]
