@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import websocket
-from acp_support import Recorder, World, prompt, run, settle
+from acp_support import Recorder, World, execute, prompt, run, settle
 
 from lily_kernel.testing import ScriptedServer
 
@@ -87,25 +86,7 @@ class NotebookServer:
 
     def execute(self, kernel: str, code: str, **content: Any) -> dict[str, Any]:
         """Run ``code`` as a notebook runs a cell; the execute_reply's content."""
-        ws = websocket.create_connection(
-            f"ws://127.0.0.1:{self.port}/api/kernels/{kernel}/channels?session_id=test",
-            header=[f"Authorization: token {TOKEN}"], timeout=60)
-        msg_id = uuid.uuid4().hex
-        try:
-            ws.send(json.dumps({
-                "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-                           "session": "test", "version": "5.3", "date": ""},
-                "parent_header": {}, "metadata": {}, "channel": "shell",
-                "content": {"code": code, "silent": False, "store_history": True,
-                            "user_expressions": {}, "allow_stdin": False,
-                            "stop_on_error": False, **content}}))
-            while True:
-                reply = json.loads(ws.recv())
-                if (reply.get("channel") == "shell"
-                        and reply["parent_header"].get("msg_id") == msg_id):
-                    return dict(reply["content"])
-        finally:
-            ws.close()
+        return execute(self.port, TOKEN, kernel, code, **content)
 
     def as_parent_of_this_process(self) -> None:
         """Lily's client here is pytest, not the server: its runtime file is copied to
