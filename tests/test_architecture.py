@@ -110,9 +110,10 @@ def test_no_jupyter_import_outside_the_faces():
     assert found == [], "\n".join(found)
 
 
-# The ACP face's two ways into Jupyter, both inside functions (docs/front-ends.md#notebook-
-# tools-through-a-jupyter-server): the Jupyter server that started `lily acp` (its runtime
-# file, a kernel's channels) and the probe that runs inside that notebook's kernel.
+# The ACP face's two ways into Jupyter, both inside functions
+# (docs/front-ends.md#notebook-tools-through-a-jupyter-server): the Jupyter server that
+# started `lily acp` (its runtime file, a kernel's channels) and the probe that runs inside
+# that notebook's kernel.
 ACP_JUPYTER = {"lily_kernel.acp.notebook_server": {"jupyter_core", "tornado"},
                "lily_kernel.acp.kernel_probe": {"IPython"}}
 

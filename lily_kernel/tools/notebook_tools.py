@@ -2,7 +2,9 @@
 
 ``list_variables``, ``inspect_variable``, ``read_cells``, ``last_error``,
 ``propose_cell`` and ``run_python`` are registered by the Jupyter faces (the
-kernel and ``%load_ext lily``), never by the CLI, through the ordinary
+kernel and ``%load_ext lily``) and by ``lily acp`` when a Jupyter server started it
+(:func:`register_answer`: :func:`answer` runs inside the notebook's kernel there,
+acp/kernel_probe.py), never by the CLI, through the ordinary
 :class:`ToolRegistry`, so the tool policy (allow/deny) applies as to any tool and
 ``run_python`` waits behind the confirmation card (``[tools] confirm``). This
 module needs no Jupyter: a :class:`Notebook` (the face) supplies the namespace,
