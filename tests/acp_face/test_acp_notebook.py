@@ -255,3 +255,43 @@ def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(wo
     assert "values are not shared" in answers["call_0"] and "apple" not in answers["call_0"]
     assert "fig" not in json.dumps(answers)
     assert "data: list[3]" in answers["call_1"]
+
+
+def test_attack_no_code_of_the_notebooks_objects_runs_and_nothing_is_left_in_the_kernel(
+        world, jupyter, tmp_path):
+    """The model controls the tool's arguments and the notebook holds hostile objects: no
+    __repr__ or __getattr__ of the notebook's runs, a name cannot break out of the request,
+    and the probe leaves no name in the user's namespace nor a module in sys.modules."""
+    mark = tmp_path / "ran.txt"
+    trap = (f"class Trap:\n    def __repr__(self):\n        open({str(mark)!r}, 'a').write('repr')\n"
+            f"        return 'trap'\n    def __getattr__(self, name):\n"
+            f"        open({str(mark)!r}, 'a').write('getattr')\n\ntrap = Trap()\nvalues = [trap]")
+    kernel = jupyter.open_notebook("analysis.ipynb", [trap])
+    names = "sorted(k for k in globals() if not k.startswith('_'))"
+    modules = "sorted(m for m in __import__('sys').modules if 'lily' in m)"
+    before = jupyter.execute(kernel, "", user_expressions={"n": names, "m": modules})
+    escape = f"x')\"; open({str(mark)!r}, 'a').write('escaped') #"
+    lily = _lily_world(world, jupyter)
+    script = [_calls(("inspect_variable", {"name": "trap"}), ("inspect_variable", {"name": "values"}),
+                     ("list_variables", {"include_callables": True}),
+                     ("inspect_variable", {"name": escape}), ("read_cells", {})),
+              {"content": "Looked."}]
+
+    async def go():
+        with ScriptedServer(script) as server:
+            async with lily.lily(Recorder(), server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("look"))
+            return server.chat_requests()
+
+    answers = _tool_answers(run(go()))
+    after = jupyter.execute(kernel, "", user_expressions={"n": names, "m": modules})
+    assert not mark.exists(), mark.read_text()
+    assert "its repr is not run" in answers["call_0"]
+    assert "<__main__.Trap object>" in answers["call_1"]
+    assert "trap: Trap" in answers["call_2"] and "Trap: type" in answers["call_2"]
+    assert "no variable named" in answers["call_3"]
+    assert "class Trap" in answers["call_4"]
+    for key in ("n", "m"):
+        assert after["user_expressions"][key] == before["user_expressions"][key]
+    assert "lily" not in before["user_expressions"]["m"]["data"]["text/plain"]
