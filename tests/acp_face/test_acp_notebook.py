@@ -295,3 +295,35 @@ def test_attack_no_code_of_the_notebooks_objects_runs_and_nothing_is_left_in_the
     for key in ("n", "m"):
         assert after["user_expressions"][key] == before["user_expressions"][key]
     assert "lily" not in before["user_expressions"]["m"]["data"]["text/plain"]
+
+
+def test_cancel_while_run_python_runs_interrupts_the_notebooks_kernel(world, jupyter):
+    import asyncio
+    kernel = jupyter.open_notebook("analysis.ipynb", CELLS[:1])
+    lily = _lily_world(world, jupyter)
+    slow = "import time\nfor _ in range(600):\n    time.sleep(0.1)\nprint('finished')"
+    script = [_calls(("run_python", {"code": slow})), {"content": "Still here."}]
+
+    async def go():
+        client = Recorder(["once"])
+        with ScriptedServer(script) as server:
+            async with lily.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                turn = asyncio.create_task(conn.prompt(session_id=new.session_id,
+                                                       prompt=prompt("run the slow thing")))
+                while not client.asked:
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(2)  # the code runs in the kernel now
+                await conn.cancel(session_id=new.session_id)
+                reply = await turn
+                after = await conn.prompt(session_id=new.session_id, prompt=prompt("there?"))
+            return reply, after, client
+
+    started = time.monotonic()
+    reply, after, client = run(go())
+    assert reply.stop_reason == "cancelled" and after.stop_reason == "end_turn"
+    assert time.monotonic() - started < 50  # the code had 60 s to run
+    took = time.monotonic()
+    assert jupyter.execute(kernel, "1")["status"] == "ok"  # the kernel was interrupted
+    assert time.monotonic() - took < 10
+    assert "Still here." in client.text()
