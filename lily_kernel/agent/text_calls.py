@@ -38,6 +38,7 @@ rules repair a structured call's malformed arguments (:func:`repair_arguments`).
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 from collections.abc import Collection
@@ -53,7 +54,9 @@ _TAGS = {"<tool_call>": "</tool_call>", "<tools>": "</tools>", "<tool>": "</tool
          "<function_call>": "</function_call>"}
 FENCE_INFO = {"", "json", "xml", "tool_call", "tool_calls", "tool_code"}
 _FUNCTION_EQ = re.compile(r"<function=([\w.\-]+)>")
-_FUNCTION_NAME = re.compile(r"<function\s+name=\"([\w.\-]+)\"\s*>")
+_FUNCTION_NAME = re.compile(r"<function\s+name=[\"']([\w.\-]+)[\"']\s*>")
+_ELEMENT = re.compile(r"<([A-Za-z_][\w.\-]*)>")  # an XML argument: <path>notes.txt</path>
+_PARAMETER = re.compile(r"<parameter(?:=|\s+name=[\"'])([\w.\-]+)[\"']?>")
 _MISTRAL_NAMED = re.compile(r"\s*([\w.\-]+)\[ARGS\]")
 _PYTHON_TAG = "<|python_tag|>"
 _TOOL_CALLS = "[TOOL_CALLS]"
@@ -251,6 +254,57 @@ def _closing(text: str, i: int, close: str) -> int:
     raise _NotCalls
 
 
+def _element_text(text: str, start: int, name: str) -> tuple[str, int]:
+    """The raw text of an element opened just before ``start``, and the index after its
+    ``</name>``; :class:`_NotCalls` when it is not closed."""
+    close = f"</{name}>"
+    end = text.find(close, start)
+    if end < 0:
+        raise _NotCalls
+    return html.unescape(text[start:end].strip()), end + len(close)
+
+
+def _xml_arguments(text: str, i: int, close: str) -> tuple[dict[str, Any], int]:
+    """``<key>value</key>`` or ``<parameter=key>value</parameter>`` elements up to
+    ``close``: each value its raw text (nested tags kept as text), or JSON when the
+    value is a JSON object, array or number; the index after ``close``."""
+    args: dict[str, Any] = {}
+    while True:
+        i = _skip(text, i)
+        if close and text.startswith(close, i):
+            return args, i + len(close)
+        if not close and (i >= len(text) or text.startswith("</function>", i)):
+            return args, i
+        found = _PARAMETER.match(text, i)
+        key, value_end = (found.group(1), "parameter") if found else (None, "")
+        if found is None:
+            found = _ELEMENT.match(text, i)
+            if found is None:
+                raise _NotCalls
+            key = value_end = found.group(1)
+        assert key is not None
+        value, i = _element_text(text, found.end(), value_end)
+        try:
+            args[key] = safejson.loads(value) if value[:1] in "{[-0123456789" else value
+        except ValueError:
+            args[key] = value
+
+
+def _function_body(text: str, i: int) -> tuple[Any, int]:
+    """The arguments after ``<function …>``: a JSON object, ``<arguments>`` around a JSON
+    object or XML elements, ``<parameter=key>`` elements, or nothing; and where they end."""
+    j = _skip(text, i)
+    if text.startswith("{", j):
+        return _json_at(text, j)
+    if text.startswith("<arguments>", j):
+        k = _skip(text, j + len("<arguments>"))
+        if text.startswith("{", k):
+            args, end = _json_at(text, k)
+            return args, _closing(text, end, "</arguments>")
+        return _xml_arguments(text, k, "</arguments>")
+    return _xml_arguments(text, j, "")
+
+
 def _units(text: str, fenced: bool = False) -> list[tuple[str, Any]]:
     """Every call in ``text``, which must consist of units only (see the docstring)."""
     calls: list[tuple[str, Any]] = []
@@ -270,18 +324,21 @@ def _units(text: str, fenced: bool = False) -> list[tuple[str, Any]]:
             close = text.find(_TAGS[tag], i)
             inner_end = close if close >= 0 else len(text)
             inner = text[i + len(tag):inner_end].strip()
-            if not inner or inner[0] not in "{[":
+            if not inner or inner[0] not in "{[<":
                 raise _NotCalls
-            value, end = _json_at(inner, 0)
-            if inner[end:].strip():
-                raise _NotCalls
-            calls += _calls_in(value)
+            if inner[0] == "<":  # <tools><function name="…">…</function></tools>
+                found_inner = _units(inner, fenced=True)
+                if not found_inner:
+                    raise _NotCalls
+                calls += found_inner
+            else:
+                value, end = _json_at(inner, 0)
+                if inner[end:].strip():
+                    raise _NotCalls
+                calls += _calls_in(value)
             i = inner_end + len(_TAGS[tag]) if close >= 0 else len(text)
         elif (found := _FUNCTION_EQ.match(text, i) or _FUNCTION_NAME.match(text, i)):
-            j = _skip(text, found.end())
-            if j >= len(text) or text[j] != "{":
-                raise _NotCalls
-            args, end = _json_at(text, j)
+            args, end = _function_body(text, found.end())
             calls.append((found.group(1), args))
             i = _closing(text, end, "</function>")
         elif text.startswith(_TOOL_CALLS, i):
