@@ -186,7 +186,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 turn.content = guard.text
                 notes.add(f"answer stopped: {guard.stopped}")
             elif not turn.tool_calls and turn.finish_reason != "cut":
-                _read_text_calls(turn, offered, skills, notes)
+                # the request's own skill named as a tool is read too: Request answers it
+                own = [request.skill] if request.skill else []
+                _read_text_calls(turn, [*offered, *own], skills, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
             broken = _arguments(request, turn, notes)

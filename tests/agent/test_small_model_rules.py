@@ -1,0 +1,121 @@
+"""The loop rules a real 1.5B model was seen to need (issue 30, bench/README.md's "Every
+failure in one line"), each replayed against the scripted server in the shape the model
+really wrote, with a guard test for what must not trigger (docs/agent.md#loop-hygiene).
+
+Lily's real loop and the real ``openai`` client against the scripted server on 127.0.0.1;
+the notebook tools run on a small in-memory notebook (no kernel).
+"""
+from __future__ import annotations
+
+import pytest
+from agent_support import World, assert_consistent, skill_request
+
+from lily_kernel.agent import loop
+from lily_kernel.session.session import Session
+from lily_kernel.tools import notebook_tools
+
+pytestmark = pytest.mark.usefixtures("no_machine_model")
+
+FIX_SKILL = ("---\nname: fix_error\ndescription: Fix the last error.\ncommand: fix\n"
+             "requires_tools:\n  - last_error\n  - propose_cell\n---\nFIX-BODY-MARK\n")
+
+
+class Book:
+    """A notebook without a kernel: a namespace, no failed cell."""
+
+    def __init__(self, ns: dict | None = None) -> None:
+        self.ns = ns if ns is not None else {"df": {"x": [1, 2]}, "threshold": 42}
+
+    def namespace(self):
+        return self.ns
+
+    def hidden(self):
+        return {}
+
+    def last_error(self):
+        return None
+
+    def cells(self, last):
+        return []
+
+
+@pytest.fixture
+def world(tmp_path) -> World:
+    world = World(tmp_path)
+    (world.workspace / "notes.txt").write_text("NOTES-MARK\n")
+    (world.workspace / "data").mkdir()
+    (world.workspace / "data" / "cities.csv").write_text("city,population\nA,1\n")
+    folder = world.skills / "fix_error"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(FIX_SKILL)
+    return world
+
+
+def notebook_session(world: World, server, book: Book | None = None, **env: str) -> Session:
+    nb = book or Book()
+    return Session(workspace=world.workspace, env=world.env(server, **env), journal=False,
+                   add_tools=lambda s: notebook_tools.register(s.tools, nb, lambda: True))
+
+
+def call(name: str, args: dict, id: str) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": args, "id": id}]}
+
+
+def results(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if m.get("role") == "tool"]
+
+
+# -- 1. the request's own skill called as a tool ----------------------------------------
+
+def test_the_forced_skill_written_as_a_call_answers_which_tool_to_call(world, server):
+    """/fix, and the model writes ``{"name": "fix_error", …}`` as text (the real shape):
+    not an unknown tool, not the body again, but the skill's tools and an example."""
+    server.add('```json\n{\n  "name": "fix_error",\n  "arguments": {\n    "code": '
+               '"print(\'Hello, world!\')"\n  }\n}\n```',
+               call("last_error", {}, "e"), "Nothing has failed.")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "", skill=skill_request(session, "/fix"))
+    assert reply.text == "Nothing has failed." and reply.skill == "fix_error"
+    assert reply.tools_used == ["last_error"]
+    first = results(server.chat_requests()[1]["messages"])[0]
+    assert "already loaded" in first and "it is not a tool" in first
+    assert "FIX-BODY-MARK" not in first and "Error" not in first
+    assert "(last_error, propose_cell), first last_error: " in first
+    assert '{"name": "last_error", "arguments": {}}' in first
+    assert_consistent(session.conversation)
+
+
+def test_a_loaded_skill_called_as_a_structured_tool_answers_the_same(world, server):
+    server.add(call("load_skill", {"name": "fix_error"}, "l"),
+               call("fix_error", {"last": 0}, "f"), "ok")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "fix my error")
+    assert reply.skill == "fix_error" and reply.tools_used == []
+    loaded, again = results(session.conversation)
+    assert "FIX-BODY-MARK" in loaded
+    assert again.startswith("Skill 'fix_error' is already loaded") and "last_error" in again
+
+
+def test_another_skill_called_as_a_tool_loads_as_load_skill_would(world, server):
+    """Guard: the name of a skill that is not the request's is no shortcut around
+    load_skill's rules: with no skill yet it loads; under another one it is refused."""
+    folder = world.skills / "other"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: other\ndescription: Other.\n---\nOTHER-MARK\n")
+    server.add(call("other", {}, "o"), "ok")
+    session = notebook_session(world, server)
+    assert loop.run(session, "do it").skill == "other"
+    assert "OTHER-MARK" in results(session.conversation)[0]
+    server.add(call("other", {}, "o2"), "ok")
+    loop.run(session, "", skill=skill_request(session, "/fix"))
+    refused = results(server.chat_requests()[-1]["messages"])[-1]
+    assert refused.startswith("Error:") and "already uses skill 'fix_error'" in refused
+
+
+def test_a_name_neither_tool_nor_skill_stays_unknown(world, server):
+    """Guard: only a skill's name is answered; any other unknown name is an error."""
+    server.add(call("fix_everything", {}, "x"), "ok")
+    session = notebook_session(world, server)
+    loop.run(session, "", skill=skill_request(session, "/fix"))
+    [answer] = results(session.conversation)
+    assert answer.startswith("Error:") and "already loaded" not in answer
