@@ -171,6 +171,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
+            aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
@@ -188,7 +189,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             elif not turn.tool_calls and turn.finish_reason != "cut":
                 # the request's own skill named as a tool is read too: Request answers it
                 own = [request.skill] if request.skill else []
-                _read_text_calls(turn, [*offered, *own], skills, notes)
+                _read_text_calls(turn, [*offered, *own, *aliases], skills, notes)
+            _aliased(turn, aliases, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
             broken = _arguments(request, turn, notes)
@@ -323,6 +325,15 @@ def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
         turn.tool_calls = [ToolCall(uuid.uuid4().hex[:9], c.name, c.arguments) for c in found]
         turn.content = ""
         notes.add("{n} tool call{s} read from text", len(found))
+
+
+def _aliased(turn: Turn, aliases: dict[str, str], notes: _Notes) -> None:
+    """A call by an offered tool's function name (``list_files``) is a call of the tool;
+    the conversation keeps the tool's name."""
+    for call in turn.tool_calls:
+        if call.name in aliases:
+            notes.add(f"tool name {call.name} taken as {aliases[call.name]}")
+            call.name = aliases[call.name]
 
 
 def _arguments(request: Request, turn: Turn, notes: _Notes) -> dict[str, str]:

@@ -152,6 +152,23 @@ class Request:
             raise ToolError(refusal)
         return True
 
+    def aliases(self, offered: list[str]) -> dict[str, str]:
+        """An offered Lily or notebook tool's Python function name (``list_files`` for
+        ``list``), when it names no tool, skill or other offered tool's function: the tool
+        (docs/agent.md#loop-hygiene). MCP tools have none (their function is Lily's)."""
+        found: dict[str, list[str]] = {}
+        for name in offered:
+            tool = self.session.tools.get(name)
+            if tool is None or tool.origin == "mcp":
+                continue
+            func = getattr(tool.func, "__wrapped__", tool.func)
+            alias = str(getattr(func, "__name__", "")).lstrip("_")
+            if alias.isidentifier() and alias != name:
+                found.setdefault(alias, []).append(name)
+        return {alias: names[0] for alias, names in found.items() if len(names) == 1
+                and alias not in _BUILTIN and alias not in self.session.tools
+                and self.session.snapshot.get(alias) is None}
+
     def schema_of(self, name: str) -> dict[str, Any] | None:
         """The parameters' schema of tool ``name`` (a built-in model tool's too), or None."""
         if name in _BUILTIN:

@@ -119,3 +119,57 @@ def test_a_name_neither_tool_nor_skill_stays_unknown(world, server):
     loop.run(session, "", skill=skill_request(session, "/fix"))
     [answer] = results(session.conversation)
     assert answer.startswith("Error:") and "already loaded" not in answer
+
+
+# -- 5. a tool's Python function name --------------------------------------------------
+
+def test_a_tool_called_by_its_function_name_runs_as_the_tool(world, server):
+    """The real list_files shape: ``list`` is registered from ``def list_files``."""
+    server.add('```json\n{\n  "name": "list_files",\n  "arguments": {\n    "path": "."\n  }\n}'
+               '\n```', call("read_file", {"path": "notes.txt"}, "r"), "Two files.")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "which files are in this folder?")
+    assert reply.text == "Two files." and reply.tools_used == ["list", "read"]
+    listed, read = results(session.conversation)
+    assert "notes.txt" in listed and "data/" in listed and read == "NOTES-MARK\n"
+    assert "tool name list_files taken as list" in reply.notes
+    assert "tool name read_file taken as read" in reply.notes
+    names = [c["function"]["name"] for m in session.conversation
+             for c in m.get("tool_calls") or []]
+    assert names == ["list", "read"]  # the conversation keeps the tool's own name
+    assert_consistent(session.conversation)
+
+
+def test_a_function_name_is_no_alias_for_a_tool_not_offered(world, server):
+    """Guard: the small profile does not offer ``list``, so ``list_files`` stays unknown;
+    a tool the policy denies gets no alias either."""
+    server.add(call("list_files", {"path": "."}, "l"), "ok")
+    session = notebook_session(world, server, LILY_CONTEXT_WINDOW="4096")
+    reply = loop.run(session, "files?")
+    offered = [t["function"]["name"] for t in server.chat_requests()[0]["tools"]]
+    assert "read" in offered and "list" not in offered
+    [answer] = results(session.conversation)
+    assert answer.startswith("Error:") and reply.tools_used == [] and reply.notes == []
+    server.add(call("read_file", {"path": "notes.txt"}, "r"), "ok")
+    denied = notebook_session(world, server, LILY_TOOLS_DENY="read")
+    loop.run(denied, "read")
+    [answer] = results(denied.conversation)
+    assert answer.startswith("Error:") and "NOTES-MARK" not in answer
+
+
+def test_an_ambiguous_function_name_is_no_alias(world, server):
+    """Guard: two offered tools from functions of the same name: neither is guessed."""
+    session = notebook_session(world, server)
+
+    def make(tag: str):
+        def fetch(key: str) -> str:
+            """Fetch."""
+            return tag
+        return fetch
+
+    session.tools.register(make("A"), name="fetch_a", origin="notebook")
+    session.tools.register(make("B"), name="fetch_b", origin="notebook")
+    server.add(call("fetch", {"key": "k"}, "f"), "ok")
+    loop.run(session, "fetch")
+    [answer] = results(session.conversation)
+    assert answer.startswith("Error:")
