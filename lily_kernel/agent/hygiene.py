@@ -19,13 +19,23 @@ from typing import Any
 from lily_kernel.agent.text_calls import FENCE_INFO
 
 __all__ = ["ASK_AGAIN", "AnswerGuard", "AnswerStopped", "already_answered", "call_key",
-           "last_result", "repeated_tail", "usage"]
+           "last_result", "make_the_call", "repeated_tail", "usage"]
 
 #: The one extra request after an empty final answer (never kept in the conversation).
 ASK_AGAIN = {"role": "user", "content": (
     "(Lily) Your last answer was empty. Using the tool results above, answer my request "
     "now in plain text, without calling a tool.")}
 ALREADY = "Already answered:"
+
+
+def make_the_call(name: str, arguments: str) -> dict[str, str]:
+    """The one extra request after an answer that showed a call to an offered tool inside
+    prose instead of making it (never kept in the conversation)."""
+    shown = arguments if len(arguments) <= 300 else arguments[:300] + "…"
+    return {"role": "user", "content": (
+        f"(Lily) Your last answer showed a call to {name} ({shown}) instead of making it. "
+        "Do not show a call: make it now as a tool call, or, if no tool is needed, answer "
+        "my request in plain text.")}
 SHOWN_RESULT_CHARS = 4_000  # of the last tool result, when it is shown instead of an answer
 
 # a chunk of 20-500 characters repeated at least 4 times in a row, over 600 characters at least

@@ -156,7 +156,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     emit = on_event or (lambda kind, data: None)
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
-    asked_again = asking = False  # the one extra request after an empty final answer
+    asked_again = nudged = False  # the one extra request after an empty final answer,
+    # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
+    asking: dict[str, Any] | None = None  # that one-off message, for the next step only
 
     def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
@@ -175,9 +177,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
-                [*messages, hygiene.ASK_AGAIN] if asking else messages, guard.feed,
+                [*messages, asking] if asking else messages, guard.feed,
                 session.limits.answer_chars)
-            asking = False
+            asking = None
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             for line in turn.notes:  # e.g. the server dropped the tools (agent/tools_dropped.py)
@@ -197,7 +199,15 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             messages.append(turn.message())
             if not turn.tool_calls and not turn.content.strip() and not asked_again and \
                     step < MAX_STEPS and any(m.get("role") == "tool" for m in messages):
-                asked_again = asking = True  # empty after tool steps: asked once more
+                asked_again, asking = True, hygiene.ASK_AGAIN  # empty after tool steps
+                messages.pop()
+                continue
+            showed = None if turn.tool_calls or nudged or step == MAX_STEPS or \
+                turn.finish_reason in ("cut", "stopped") else \
+                text_calls.shown_call(turn.content, [*offered, *aliases], skills)
+            if showed is not None:  # a call shown inside prose: asked once to make it
+                nudged, asking = True, hygiene.make_the_call(showed.name, showed.arguments)
+                notes.add("asked the model to make the call it showed")
                 messages.pop()
                 continue
             if not turn.tool_calls:

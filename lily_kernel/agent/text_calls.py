@@ -1,33 +1,21 @@
 """Tool calls written as text, and JSON arguments a model got slightly wrong (docs/agent.md#tool-calls-written-as-text).
 
 Small open models often answer with the call itself as text instead of a structured
-``tool_calls`` delta, in the shapes their chat templates taught them; a server whose
-parser does not recognise the shape (llama.cpp falls back to plain content when its
-parser fails) passes it on as the answer. :func:`read` turns such an answer into calls,
-deterministically, when — and only when — the **whole answer** is calls: after stripping
-whitespace, it is a sequence of *units* separated by whitespace or ``;``, each one
-
-- a JSON call object, or a JSON array of them (llama.cpp's generic and Llama 3.x JSON
-  shapes, vLLM's ``llama3_json``);
-- ``<tool_call>…</tool_call>``, ``<tools>…</tools>``, ``<tool>…</tool>`` or
-  ``<function_call>…</function_call>`` around call objects (Hermes 2 Pro, Qwen 2.5);
-- ``<function=NAME>{arguments}</function>`` or ``<function name="NAME">{…}</function>``
-  (Llama 3.1 / Functionary);
-- ``[TOOL_CALLS]`` before an array of call objects, or ``[TOOL_CALLS]NAME[ARGS]{…}``
-  (Mistral);
-- ``<|python_tag|>`` before call objects (Llama 3.x);
-- one code fence (```` ``` ````, ```` ```json ````, ```` ```xml ````, ```` ```tool_call ````)
-  around units of the kinds above;
-
-a closing tag or fence may be missing only at the very end (the model stopped there).
-A call object names the tool with ``name`` or ``function`` (a string, or OpenAI's
-``{"function": {"name", "arguments"}}``), and its arguments with ``arguments`` or
-``parameters`` (an object, or JSON text of one); besides those only ``type`` and ``id``
-may appear. Without an ``arguments``/``parameters`` key, its other keys are the arguments
-(``{"name": "read", "path": "a.txt"}``). Every name must be an offered tool, or a skill
-(which becomes ``load_skill(name)``): one name that is neither and nothing runs. Any
-other text before, between or after the units (an explanation with a JSON example, a
-sentence with a call in it) means the answer is an answer and is shown as it is.
+``tool_calls`` delta, in the shapes their chat templates taught them, and a server whose
+parser does not recognise the shape passes it on as the answer. :func:`read` turns such an
+answer into calls, deterministically, when — and only when — the **whole answer** is calls:
+a sequence of *units* separated by whitespace or ``;``, each a JSON call object (or an
+array of them); ``<tool_call>``, ``<tools>``, ``<tool>`` or ``<function_call>`` around
+units; ``<function=NAME>`` or ``<function name="NAME">`` with a JSON object, ``<arguments>``
+(JSON or XML elements) or ``<parameter=key>`` elements; ``[TOOL_CALLS]`` (Mistral);
+``<|python_tag|>`` (Llama 3.x); or one call fence around such units (the table in the
+docs names each format's origin). A closing tag or fence may be missing only at the very
+end. A call object names the tool with ``name`` or ``function`` and its arguments with
+``arguments`` or ``parameters`` (else its other keys are the arguments); besides those
+only ``type`` and ``id`` may appear. Every name must be an offered tool, or a skill (which
+becomes ``load_skill(name)``): one name that is neither and nothing runs. Any other text
+around the units means the answer is an answer; :func:`shown_call` finds the one call such
+an answer *shows* in a fence, which the loop asks the model once to make, never runs.
 
 JSON is read by :func:`loads_lenient`, strictly first, then with a few repairs, each
 deterministic and conservative: one code fence removed, doubled braces ``{{…}}`` made
@@ -47,7 +35,7 @@ from typing import Any
 
 from lily_kernel import safejson
 
-__all__ = ["FENCE_INFO", "TextCall", "loads_lenient", "read", "repair_arguments"]
+__all__ = ["FENCE_INFO", "TextCall", "loads_lenient", "read", "repair_arguments", "shown_call"]
 
 LITERAL_CHARS = 20_000  # the longest text ast.literal_eval is asked to read
 _TAGS = {"<tool_call>": "</tool_call>", "<tools>": "</tools>", "<tool>": "</tool>",
@@ -62,6 +50,7 @@ _PYTHON_TAG = "<|python_tag|>"
 _TOOL_CALLS = "[TOOL_CALLS]"
 _CALL_KEYS = {"name", "function", "arguments", "parameters", "type", "id"}
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_FENCED = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -392,3 +381,19 @@ def read(text: str, offered: Collection[str], skills: Collection[str] = ()) -> l
                 return []
         out.append(TextCall(name, json.dumps(args, ensure_ascii=False)))
     return out
+
+
+def shown_call(text: str, offered: Collection[str], skills: Collection[str] = ()) -> TextCall | None:
+    """The one call an answer *shows* instead of making it: prose around exactly one code
+    fence (the answer's only one, its info word one of the call fences) whose content is
+    exactly one call :func:`read` accepts. None otherwise: such an answer is never run,
+    the loop only asks the model once to make the call (docs/agent.md#loop-hygiene)."""
+    if text.count("```") != 2:
+        return None
+    fence = _FENCED.search(text)
+    if fence is None or fence.group(1).strip().lower() not in FENCE_INFO:
+        return None
+    if not (text[:fence.start()].strip() or text[fence.end():].strip()):
+        return None  # the whole answer is the fence: read() runs it
+    calls = read(fence.group(2), offered, skills)
+    return calls[0] if len(calls) == 1 else None

@@ -173,3 +173,58 @@ def test_an_ambiguous_function_name_is_no_alias(world, server):
     loop.run(session, "fetch")
     [answer] = results(session.conversation)
     assert answer.startswith("Error:")
+
+
+# -- 3. a call shown inside prose ---------------------------------------------------------
+
+SHOWN = ('To find the value of the threshold, you can use the `inspect_variable` function to '
+         "get the variable's value and then analyze it. Here's an example of how you can do "
+         'it:\n\n```json\n{\n  "name": "inspect_variable",\n  "arguments": {\n    "name": '
+         '"threshold"\n  }\n}\n```\n\nThis will return a summary of the variable.')
+
+
+def test_a_call_shown_inside_prose_gets_one_nudge_to_make_it(world, server):
+    """The real inspect shape: the right call, shown as an example inside prose."""
+    server.add(SHOWN, call("inspect_variable", {"name": "threshold"}, "i"), "It is 42.")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "what is the value of threshold?")
+    assert reply.text == "It is 42." and reply.tools_used == ["inspect_variable"]
+    assert reply.notes == ["asked the model to make the call it showed"]
+    nudge = server.chat_requests()[1]["messages"][-1]
+    assert nudge["role"] == "user" and "showed a call to inspect_variable" in nudge["content"]
+    assert '{"name": "threshold"}' in nudge["content"]
+    # the one-off message and the shown answer are not kept; nothing ran from the prose
+    assert all("showed a call" not in str(m.get("content")) for m in session.conversation)
+    assert all("Here's an example" not in str(m.get("content")) for m in session.conversation)
+    assert [m["role"] for m in session.conversation] == ["user", "assistant", "tool",
+                                                        "assistant"]
+    assert_consistent(session.conversation)
+
+
+def test_the_nudge_comes_once_then_the_answer_is_shown(world, server):
+    server.add(SHOWN, SHOWN)
+    session = notebook_session(world, server)
+    reply = loop.run(session, "what is the value of threshold?")
+    assert reply.text == SHOWN and reply.tools_used == []
+    assert len(server.chat_requests()) == 2  # nudged once, never twice
+
+
+@pytest.mark.parametrize("text", [
+    # JSON data, not a call
+    'The config looks like this:\n```json\n{"a": 1, "b": [1, 2]}\n```\nEdit it as you like.',
+    # a call to a tool this request does not offer
+    'You could run:\n```json\n{"name": "delete_all", "arguments": {}}\n```\nto clean up.',
+    # two fences: an explanation with examples, not one shown call
+    'Either\n```json\n{"name": "read", "arguments": {"path": "a"}}\n```\nor\n```json\n'
+    '{"name": "list", "arguments": {}}\n```',
+    # code for the user to run
+    "To get the rows:\n```python\ndf.shape[0]\n```\nThis returns the number of rows.",
+    # a call mentioned in a sentence, not fenced
+    'Call {"name": "read", "arguments": {"path": "notes.txt"}} to read it.',
+])
+def test_text_that_only_mentions_json_is_never_nudged(world, server, text):
+    server.add(text)
+    session = notebook_session(world, server)
+    reply = loop.run(session, "how?")
+    assert reply.text == text and reply.tools_used == [] and reply.notes == []
+    assert len(server.chat_requests()) == 1

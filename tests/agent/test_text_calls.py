@@ -15,7 +15,7 @@ import pytest
 from agent_support import World, assert_consistent, run_shown
 
 from lily_kernel.agent import loop
-from lily_kernel.agent.text_calls import loads_lenient, read, repair_arguments
+from lily_kernel.agent.text_calls import loads_lenient, read, repair_arguments, shown_call
 from lily_kernel.commands.results import ActionCard, Answer
 from lily_kernel.commands.runner import Runner
 
@@ -227,8 +227,20 @@ def test_the_footer_says_the_call_was_read_from_text(world, server):
     assert answer.tools == ("list", "read")
 
 
-@pytest.mark.parametrize("text", [m[1] for m in MENTIONS if m[1].strip()],
-                         ids=[m[0] for m in MENTIONS if m[1].strip()])
+# prose around one fenced call to an offered tool is never run either, but the model is
+# asked once to make the call: tests/agent/test_small_model_rules.py
+NUDGED = ("prose-before", "fence-then-sentence")
+SHOWN_ONLY = [m for m in MENTIONS if m[1].strip() and m[0] not in NUDGED]
+
+
+def test_prose_around_one_fenced_call_is_the_shown_call_rule():
+    for name in NUDGED:
+        text = dict(MENTIONS)[name]
+        assert read(text, OFFERED) == [] and shown_call(text, OFFERED) is not None
+    assert all(shown_call(t, OFFERED, SKILLS) is None for _, t in SHOWN_ONLY)
+
+
+@pytest.mark.parametrize("text", [m[1] for m in SHOWN_ONLY], ids=[m[0] for m in SHOWN_ONLY])
 def test_an_answer_that_mentions_a_call_is_shown_and_nothing_runs(world, server, text):
     server.add(text)
     session = world.session(server)
