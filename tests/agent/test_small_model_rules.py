@@ -228,3 +228,53 @@ def test_text_that_only_mentions_json_is_never_nudged(world, server, text):
     reply = loop.run(session, "how?")
     assert reply.text == text and reply.tools_used == [] and reply.notes == []
     assert len(server.chat_requests()) == 1
+
+
+# -- 4. a file's name given for a variable's -------------------------------------------------
+
+def files_session(world: World, server, book: Book | None = None) -> Session:
+    nb = book or Book()
+    return Session(workspace=world.workspace, env=world.env(server), journal=False,
+                   add_tools=lambda s: notebook_tools.register(
+                       s.tools, nb, lambda: True, lambda path: s.files.list(path)))
+
+
+def test_inspect_variable_on_a_file_names_the_read_tool(world, server):
+    """The real notes_summary shape: inspect_variable("notes.txt"), then (told) read."""
+    server.add(call("inspect_variable", {"name": "notes.txt"}, "i1"),
+               call("inspect_variable", {"name": "data/cities.csv"}, "i2"),
+               call("inspect_variable", {"name": "cities"}, "i3"),
+               call("read", {"path": "notes.txt"}, "r"), "The notes say NOTES-MARK.")
+    session = files_session(world, server)
+    reply = loop.run(session, "read notes.txt and summarise it")
+    assert reply.text == "The notes say NOTES-MARK."
+    first, second, third, read = results(session.conversation)
+    assert first == ("Error: 'notes.txt' is a file in the workspace, not a notebook variable: "
+                     'read it with read(path="notes.txt")')
+    assert 'read(path="data/cities.csv")' in second
+    assert "'cities' is not a variable; cities.csv" not in third  # cities.csv is in data/
+    assert read == "NOTES-MARK\n"
+    (world.workspace / "cities.csv").write_text("city\n")
+    server.add(call("inspect_variable", {"name": "cities"}, "c"), "ok")
+    loop.run(session, "largest city?")
+    assert ("'cities' is not a variable; cities.csv is a file in the workspace" in
+            results(session.conversation)[-1])
+    assert_consistent(session.conversation)
+
+
+def test_a_variable_wins_and_a_missing_file_is_just_no_variable(world, server):
+    """Guard: a variable whose name looks like a file is inspected; a name with a suffix
+    that is no file, an expression, and a path out of the workspace are not sent to read."""
+    outside = world.base / "outside.txt"
+    outside.write_text("OUTSIDE")
+    book = Book({"df": {"y": [1, 2]}, "notes.txt": "a variable"})
+    server.add(*[call("inspect_variable", {"name": n}, f"i{k}") for k, n in enumerate(
+        ["notes.txt", "report.pdf", "df['y']", "../outside.txt", "df.y"])], "ok")
+    session = files_session(world, server, book)
+    loop.run(session, "inspect")
+    var, missing, expression, escape, attribute = results(session.conversation)
+    assert var.startswith("notes.txt: str")
+    assert missing.startswith("Error: no variable named 'report.pdf'") and "read(" not in missing
+    assert "is an expression" in expression and 'inspect_variable(name="df")' in expression
+    assert escape.startswith("Error: no variable named") and "read(" not in escape
+    assert "is an expression" in attribute
