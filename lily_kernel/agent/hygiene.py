@@ -19,7 +19,7 @@ from typing import Any
 from lily_kernel.agent.text_calls import FENCE_INFO
 
 __all__ = ["ASK_AGAIN", "AnswerGuard", "AnswerStopped", "already_answered", "call_key",
-           "last_result", "make_the_call", "repeated_tail", "usage"]
+           "echoes_ask", "last_result", "make_the_call", "repeated_tail", "usage"]
 
 #: The one extra request after an empty final answer (never kept in the conversation).
 ASK_AGAIN = {"role": "user", "content": (
@@ -111,12 +111,36 @@ def already_answered(name: str, args: Mapping[str, Any]) -> str:
 
 # -- an empty final answer ---------------------------------------------------------
 
+def echoes_ask(text: str) -> bool:
+    """Is ``text`` the model repeating :data:`ASK_AGAIN` (or a sentence of it) instead of
+    answering? A small model did ("Your last answer was empty."): that is no answer."""
+    said = " ".join(text.lower().replace("(lily)", "").split()).strip()
+    return len(said) >= 12 and said in " ".join(ASK_AGAIN["content"].lower().split())
+
+
+def _useless(name: str, content: str) -> bool:
+    """A result that tells the user nothing: an "Already answered", an error, a skill's
+    instructions or "already loaded"."""
+    return content.startswith((ALREADY, "Error:")) or name == "load_skill"
+
+
 def last_result(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """(tool name, result) of the last tool result in ``messages`` that is not an
-    "Already answered" (it would tell the user nothing), or None."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if message.get("role") != "tool" or str(message.get("content")).startswith(ALREADY):
+    """(tool name, result) of the last useful tool result in ``messages`` (not an "Already
+    answered", an error or a skill's instructions), else of the last one that is not an
+    "Already answered", or None."""
+    found = [(name, content) for name, content in _results(messages)
+             if not content.startswith(ALREADY)]
+    useful = [r for r in found if not _useless(*r)]
+    if useful or found:
+        return (useful or found)[-1]
+    return None
+
+
+def _results(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(tool name, result) of every tool result in ``messages``, in order."""
+    out = []
+    for i, message in enumerate(messages):
+        if message.get("role") != "tool":
             continue
         call_id = message.get("tool_call_id")
         name = "a tool"
@@ -126,8 +150,8 @@ def last_result(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
                     name = call["function"]["name"]
             if earlier.get("tool_calls"):
                 break
-        return name, str(message.get("content") or "")
-    return None
+        out.append((name, str(message.get("content") or "")))
+    return out
 
 
 def shown_result(name: str, result: str) -> str:

@@ -179,6 +179,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 openai_client, session.model_config, system, tools, session.conversation,
                 [*messages, asking] if asking else messages, guard.feed,
                 session.limits.answer_chars)
+            if asking is hygiene.ASK_AGAIN and hygiene.echoes_ask(turn.content):
+                turn.content = ""  # the model repeated the question: no answer still
             asking = None
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)

@@ -278,3 +278,50 @@ def test_a_variable_wins_and_a_missing_file_is_just_no_variable(world, server):
     assert "is an expression" in expression and 'inspect_variable(name="df")' in expression
     assert escape.startswith("Error: no variable named") and "read(" not in escape
     assert "is an expression" in attribute
+
+
+# -- 6. an empty final answer after tool steps ------------------------------------------
+
+def test_an_echo_of_the_second_ask_shows_the_useful_result(world, server):
+    """The real list_files and /fix shapes: a call, the same call again ("Already
+    answered"), an empty answer, then the model repeats Lily's question instead of
+    answering. The user sees the first useful result, quoted, with the note."""
+    server.add(call("list", {"path": "."}, "l1"), call("list", {"path": "."}, "l2"),
+               call("read", {"path": "missing.txt"}, "bad"), "", "Your last answer was empty.")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "which files are in this folder?")
+    assert "from `list`" in reply.text and "notes.txt" in reply.text and "data/" in reply.text
+    assert "Already answered" not in reply.text and "Error" not in reply.text
+    assert "Your last answer was empty" not in reply.text
+    assert reply.notes == ["no final answer: the last tool result is shown"]
+    from lily_kernel.commands.results import Answer
+    answer = Answer(reply.text, reply.skill, tuple(reply.tools_used), "m", None, (0, 0),
+                    tuple(reply.notes))
+    assert answer.text.strip() and answer.footer()  # the footer never stands alone
+    assert_consistent(session.conversation)
+
+
+def test_a_skill_body_is_not_what_the_user_is_shown(world, server):
+    server.add(call("load_skill", {"name": "fix_error"}, "l"), call("last_error", {}, "e"),
+               "", "")
+    session = notebook_session(world, server)
+    reply = loop.run(session, "fix it")
+    assert "No cell has failed" in reply.text and "from `last_error`" in reply.text
+    assert "FIX-BODY-MARK" not in reply.text
+
+
+def test_only_errors_still_show_the_last_one(world, server):
+    """Guard: with nothing useful, the last result is still shown rather than nothing."""
+    server.add(call("read", {"path": "missing.txt"}, "bad"), "", "")
+    reply = loop.run(notebook_session(world, server), "read missing.txt")
+    assert "from `read`" in reply.text and "Error:" in reply.text
+
+
+@pytest.mark.parametrize("answer", ["There are no files in this folder.",
+                                    "Your last answer was empty, so here it is: notes.txt.",
+                                    "Answer."])
+def test_a_real_answer_after_the_second_ask_is_shown_as_it_is(world, server, answer):
+    """Guard: only a repetition of Lily's question counts as no answer."""
+    server.add(call("list", {"path": "."}, "l"), "", answer)
+    reply = loop.run(notebook_session(world, server), "files?")
+    assert reply.text == answer and reply.notes == []
