@@ -26,6 +26,10 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+#: The Lily modules the shipped sources import, each answered here by a stand-in; a test
+#: checks that notebook_tools.py and bounded.py import no other module of Lily's.
+STAND_INS = ("lily_kernel.errors", "lily_kernel.redaction", "lily_kernel.tools",
+             "lily_kernel.tools.tool_registry")
 #: The attribute of the shell where the last failed ``run_python`` code is kept (the next
 #: call's ``last_error`` reports it, as in the Lily kernel).
 RUN_ERROR = "_lily_acp_run_error"
