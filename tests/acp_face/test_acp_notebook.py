@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp.schema import ResourceContentBlock
 from acp_support import Recorder, World, execute, prompt, run, settle
 
 from lily_kernel.testing import ScriptedServer
@@ -235,9 +236,13 @@ def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(wo
     sub = world.workspace / "sub"
     sub.mkdir()
     jupyter.open_notebook("sub/analysis.ipynb", CELLS[:1])
+    jupyter.open_notebook("third.ipynb", ["prices = ['kiwi']"])  # the latest in the folder
     lily = _lily_world(world, jupyter)
     script = [_calls(("inspect_variable", {"name": "prices"}), ("list_variables", {})),
-              {"content": "Read."}]
+              {"content": "Read."},
+              {"tool_calls": [{"id": "call_again", "name": "inspect_variable",
+                               "arguments": {"name": "prices"}}]},
+              {"content": "Read again."}]
 
     async def go():
         client = Recorder()
@@ -245,9 +250,10 @@ def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(wo
             async with lily.lily(client, server) as (conn, _):
                 new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
                 blocks = [*prompt("look at this notebook"),
-                          {"type": "resource_link", "name": "analysis.ipynb",
-                           "uri": (sub / "analysis.ipynb").as_uri()}]
+                          ResourceContentBlock(type="resource_link", name="analysis.ipynb",
+                                               uri=(sub / "analysis.ipynb").as_uri())]
                 await conn.prompt(session_id=new.session_id, prompt=blocks)
+                await conn.prompt(session_id=new.session_id, prompt=prompt("and now?"))
             return server.chat_requests()
 
     answers = _tool_answers(run(go()))
@@ -255,6 +261,9 @@ def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(wo
     assert "values are not shared" in answers["call_0"] and "apple" not in answers["call_0"]
     assert "fig" not in json.dumps(answers)
     assert "data: list[3]" in answers["call_1"]
+    # no attachment: the most recently active of the notebooks in the chat's folder, named
+    assert answers["call_again"].startswith("(from third.ipynb: the most recently active of 2")
+    assert "list of length 1" in answers["call_again"] and "kiwi" not in answers["call_again"]
 
 
 def test_attack_no_code_of_the_notebooks_objects_runs_and_nothing_is_left_in_the_kernel(
