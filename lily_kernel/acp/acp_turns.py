@@ -50,7 +50,7 @@ THROUGH_SERVER = ("*Lily's notebook tools* (`list_variables`, `inspect_variable`
                   "`last_error`, `read_cells`, `run_python`) *work through the Jupyter server "
                   "that started `lily acp`, in the kernel of the notebook attached to your "
                   "message, else of the one running in this chat's folder; `run_python` asks "
-                  "first; `propose_cell` is not offered here "
+                  "first; a proposed cell is shown here for you to copy "
                   "(docs/front-ends.md#what-works-where).*")
 
 

@@ -163,7 +163,7 @@ class KernelNotebook:
         return found[1] if found is not None else None
 
     def propose(self, code: str) -> bool:
-        """Not offered through a Jupyter server: no cell runs to take a proposal."""
+        """Never asked: ``lily acp`` shows a proposed cell in the chat itself."""
         return False
 
     def run(self, code: str) -> Any:

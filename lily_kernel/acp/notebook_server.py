@@ -41,14 +41,17 @@ from lily_kernel.acp import kernel_probe
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
 from lily_kernel.tools import bounded, notebook_tools
+from lily_kernel.tools.notebook_tools import ProposedCell
 from lily_kernel.tools.tool_registry import NOTEBOOK_TOOLS, Shown
 
 if TYPE_CHECKING:
     from lily_kernel.session.session import Session
 
-#: The notebook tools offered through a server: propose_cell is not (no cell runs to take it).
+#: The notebook tools offered through a server (propose_cell shows its cell in the chat).
 TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error", "read_cell",
-         "run_python")
+         "propose_cell", "run_python")
+PROPOSED = ("Shown to the user in the chat as a cell to copy into the notebook; nothing ran. "
+            "The user reads, edits and runs it.")
 READ_SECONDS = 20.0    # a read tool's whole round trip (the kernel bounds each inspect to 1 s)
 RUN_SECONDS = 600.0    # run_python's, once the user allowed it
 ANCESTORS = 16         # parent processes looked at for the server's runtime file
@@ -158,7 +161,13 @@ class NotebookLink:
                                        names=TOOLS)
 
     def __call__(self, tool: str, args: Mapping[str, Any], share: bool) -> str | Shown:
-        """``tool`` answered inside the notebook's kernel (notebook_tools.Answer)."""
+        """``tool`` answered inside the notebook's kernel (notebook_tools.Answer); a
+        proposed cell is shown in the chat (no cell of the notebook runs to place it)."""
+        if tool == "propose_cell":
+            code = str(args.get("code", ""))
+            if not code.strip():
+                raise ToolError("code is empty")
+            return Shown(PROPOSED, ProposedCell(code))
         notebook = self.notebook()
         if notebook.state == "busy":
             raise ToolError(f"the kernel of {notebook.path} is busy running a cell; ask "

@@ -155,7 +155,7 @@ def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(
     lily = _lily_world(world, jupyter)
     script = [_calls(("list_variables", {}), ("inspect_variable", {"name": "prices"}),
                      ("inspect_variable", {"name": "api_key"}), ("last_error", {}),
-                     ("read_cells", {"last": 2})),
+                     ("read_cells", {"last": 2}), ("propose_cell", {"code": "print(sum(data))"})),
               {"content": "Your notebook has data and prices."}]
 
     async def go():
@@ -175,8 +175,8 @@ def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(
     assert "work through the Jupyter server" in help_text and "no notebook kernel" not in help_text
     assert reply.stop_reason == "end_turn"
     offered = {t["function"]["name"] for t in requests[0]["tools"]}
-    assert {"list_variables", "inspect_variable", "last_error", "read_cells",
-            "run_python"} <= offered and "propose_cell" not in offered
+    assert {"list_variables", "inspect_variable", "last_error", "read_cells", "run_python",
+            "propose_cell"} <= offered
     answers = _tool_answers(requests)
     assert "data: list[3]" in answers["call_0"] and "prices: dict[2]" in answers["call_0"]
     assert "1 hidden (their names look like secrets)" in answers["call_0"]
@@ -191,6 +191,8 @@ def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(
     # Lily kernel: read_cells(last=3) would show cell 2's assignment)
     assert SECRET not in json.dumps(requests)
     assert "Your notebook has data and prices." in client.text()
+    assert "nothing ran" in answers["call_5"]  # the proposal is shown in the chat
+    assert "Proposed cells" in client.text() and "print(sum(data))" in client.text()
     # silent requests: the notebook's execution count did not move
     assert jupyter.execute(kernel, "", silent=True, store_history=False)["execution_count"] == 4
     assert jupyter.execute(kernel, "1")["execution_count"] == 5
