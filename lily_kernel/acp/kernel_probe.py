@@ -100,8 +100,14 @@ def probe(shell: Any, request: str, sources: Mapping[str, str]) -> str:
     tools = load(sources, asked["secret_pattern"], asked["secret_flags"],
                  tuple(asked["notebook_tools"]))
     share = bool(asked["share"])
+    listing = asked.get("listing") or {}
+
+    def list_dir(folder: str) -> list[tuple[str, bool]]:  # the workspace, listed by lily acp
+        return [(str(name), bool(is_folder)) for name, is_folder in listing.get(folder, [])]
+
     try:
-        result = tools.answer(KernelNotebook(shell, tools), asked["tool"], asked["args"], share)
+        result = tools.answer(KernelNotebook(shell, tools), asked["tool"], asked["args"], share,
+                              list_dir if listing else None)
     except tools.ToolError as exc:
         return json.dumps({"refused": str(exc)})
     except Exception as exc:  # the model reads its type (and, when values are shared, why)

@@ -55,6 +55,7 @@ PROPOSED = ("Shown to the user in the chat as a cell to copy into the notebook; 
 READ_SECONDS = 20.0    # a read tool's whole round trip (the kernel bounds each inspect to 1 s)
 RUN_SECONDS = 600.0    # run_python's, once the user allowed it
 ANCESTORS = 16         # parent processes looked at for the server's runtime file
+LISTED = 2_000         # a workspace folder's entries sent with an inspect_variable call
 
 
 @dataclass(frozen=True)
@@ -122,11 +123,14 @@ def _sources() -> tuple[str, dict[str, str]]:
                                 "bounded": text(bounded)}
 
 
-def probe_expression(tool: str, args: Mapping[str, Any], share: bool) -> str:
+def probe_expression(tool: str, args: Mapping[str, Any], share: bool,
+                     listing: Mapping[str, list[Any]] | None = None) -> str:
     """The ``user_expressions`` entry that answers ``tool`` inside the kernel: the probe
-    built in a private namespace, called with the kernel's shell (acp/kernel_probe.py)."""
+    built in a private namespace, called with the kernel's shell (acp/kernel_probe.py);
+    ``listing``: workspace folders' entries, for inspect_variable's file rule."""
     probe, sources = _sources()
     request = json.dumps({"tool": tool, "args": dict(args), "share": share,
+                          "listing": dict(listing or {}),
                           "secret_pattern": SECRET_NAME.pattern,
                           "secret_flags": int(SECRET_NAME.flags),
                           "notebook_tools": list(NOTEBOOK_TOOLS)})
@@ -154,9 +158,11 @@ class NotebookLink:
     server: Server
     workspace: Path
     attachments: Sequence[str] = field(default_factory=tuple)
+    list_dir: notebook_tools.ListDir | None = None  # the session's files.list
 
     def add_tools(self, session: Session) -> None:
         """Register the notebook tools in ``session``, answered through the server."""
+        self.list_dir = lambda path: session.files.list(path)
         notebook_tools.register_answer(session.tools, self, lambda: session.share_values,
                                        names=TOOLS)
 
@@ -175,7 +181,8 @@ class NotebookLink:
         run = tool == "run_python"
         content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False,
                    "stop_on_error": False,
-                   "user_expressions": {"lily": probe_expression(tool, args, share)}}
+                   "user_expressions": {"lily": probe_expression(tool, args, share,
+                                                                 self._listing(tool, args))}}
         try:
             reply = asyncio.run(self._execute(notebook.kernel, content,
                                               RUN_SECONDS if run else READ_SECONDS))
@@ -185,6 +192,20 @@ class NotebookLink:
             raise
         text = notebook.note + _answer(reply, share)
         return Shown(text) if run else text
+
+    def _listing(self, tool: str, args: Mapping[str, Any]) -> dict[str, list[Any]]:
+        """The workspace folders inspect_variable may look in to tell a file's name from a
+        variable's (notebook_tools._workspace_file), listed here: the kernel cannot."""
+        name = str(args.get("name", "")).strip().removeprefix("./")
+        if tool != "inspect_variable" or self.list_dir is None or not name:
+            return {}
+        listing: dict[str, list[Any]] = {}
+        for folder in {".", name.rpartition("/")[0] or "."}:
+            try:
+                listing[folder] = self.list_dir(folder)[:LISTED]
+            except (ToolError, OSError):
+                continue
+        return listing
 
     # -- which notebook ---------------------------------------------------------------
     def notebook(self) -> Notebook:

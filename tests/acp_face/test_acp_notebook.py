@@ -152,10 +152,12 @@ def _tool_answers(requests: list[dict[str, Any]]) -> dict[str, str]:
 
 def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(world, jupyter):
     kernel = jupyter.open_notebook("analysis.ipynb", CELLS)
+    (world.workspace / "notes.txt").write_text("a file, not a variable\n")
     lily = _lily_world(world, jupyter)
     script = [_calls(("list_variables", {}), ("inspect_variable", {"name": "prices"}),
                      ("inspect_variable", {"name": "api_key"}), ("last_error", {}),
-                     ("read_cells", {"last": 2}), ("propose_cell", {"code": "print(sum(data))"})),
+                     ("read_cells", {"last": 2}), ("propose_cell", {"code": "print(sum(data))"}),
+                     ("inspect_variable", {"name": "notes.txt"})),
               {"content": "Your notebook has data and prices."}]
 
     async def go():
@@ -193,6 +195,7 @@ def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(
     assert "Your notebook has data and prices." in client.text()
     assert "nothing ran" in answers["call_5"]  # the proposal is shown in the chat
     assert "Proposed cells" in client.text() and "print(sum(data))" in client.text()
+    assert 'read(path="notes.txt")' in answers["call_6"]  # a file's name, told from a variable's
     # silent requests: the notebook's execution count did not move
     assert jupyter.execute(kernel, "", silent=True, store_history=False)["execution_count"] == 4
     assert jupyter.execute(kernel, "1")["execution_count"] == 5
