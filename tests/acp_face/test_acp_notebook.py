@@ -341,3 +341,24 @@ def test_cancel_while_run_python_runs_interrupts_the_notebooks_kernel(world, jup
     assert jupyter.execute(kernel, "1")["status"] == "ok"  # the kernel was interrupted
     assert time.monotonic() - took < 10
     assert "Still here." in client.text()
+
+
+def test_without_a_jupyter_server_the_notebook_tools_are_not_offered(world):
+    """Zed and JetBrains start `lily acp` themselves: no runtime file of a parent, no tools."""
+    async def go():
+        client = Recorder()
+        with ScriptedServer([{"content": "Hello."}]) as server:
+            async with world.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("/help"))
+                await settle()
+                help_text = client.text()
+                await conn.prompt(session_id=new.session_id, prompt=prompt("hi"))
+            return help_text, server.chat_requests()
+
+    help_text, requests = run(go())
+    offered = {t["function"]["name"] for t in requests[0].get("tools", [])}
+    assert not offered & {"list_variables", "inspect_variable", "last_error", "read_cells",
+                          "run_python", "propose_cell"}
+    line = next(line for line in help_text.splitlines() if "notebook tools" in line)
+    assert "no Jupyter server started `lily acp`" in line
