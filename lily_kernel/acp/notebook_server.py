@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ PROPOSED = ("Shown to the user in the chat as a cell to copy into the notebook; 
 READ_SECONDS = 20.0    # a read tool's whole round trip (the kernel bounds each inspect to 1 s)
 RUN_SECONDS = 600.0    # run_python's, once the user allowed it
 ANCESTORS = 16         # parent processes looked at for the server's runtime file
+BUSY_CHECKS = 4        # looks at a busy kernel, half a second apart, before saying so
 LISTED = 2_000         # a workspace folder's entries sent with an inspect_variable call
 
 
@@ -108,7 +110,8 @@ def find_server() -> Server | None:
         except (OSError, ValueError):
             continue
         url, root = info.get("url"), info.get("root_dir") or info.get("notebook_dir")
-        if isinstance(url, str) and url.startswith("http") and isinstance(root, str):
+        if isinstance(url, str) and url.startswith(("http://", "https://")) \
+                and isinstance(root, str):  # a server on a UNIX socket is not reached
             return Server(url if url.endswith("/") else url + "/", str(info.get("token") or ""),
                           Path(root))
     return None
@@ -175,6 +178,11 @@ class NotebookLink:
                 raise ToolError("code is empty")
             return Shown(PROPOSED, ProposedCell(code))
         notebook = self.notebook()
+        for _ in range(BUSY_CHECKS):  # a moment's work (a completion) is waited for
+            if notebook.state != "busy":
+                break
+            time.sleep(0.5)
+            notebook = self.notebook()
         if notebook.state == "busy":
             raise ToolError(f"the kernel of {notebook.path} is busy running a cell; ask "
                             "again when it is done")

@@ -362,3 +362,30 @@ def test_without_a_jupyter_server_the_notebook_tools_are_not_offered(world):
                           "run_python", "propose_cell"}
     line = next(line for line in help_text.splitlines() if "notebook tools" in line)
     assert "no Jupyter server started `lily acp`" in line
+
+
+def test_a_kernel_busy_running_a_cell_is_not_waited_for(world, jupyter):
+    import threading
+    kernel = jupyter.open_notebook("analysis.ipynb", CELLS[:1])
+    cell = threading.Thread(target=jupyter.execute, args=(kernel, "import time\ntime.sleep(40)"))
+    cell.start()
+    lily = _lily_world(world, jupyter)
+    script = [_calls(("list_variables", {})), {"content": "Later, then."}]
+
+    async def go():
+        with ScriptedServer(script) as server:
+            async with lily.lily(Recorder(), server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                time.sleep(1)  # the cell runs
+                started = time.monotonic()
+                await conn.prompt(session_id=new.session_id, prompt=prompt("what is there?"))
+                took = time.monotonic() - started
+            return took, server.chat_requests()
+
+    try:
+        took, requests = run(go())
+    finally:
+        jupyter.call("POST", f"api/kernels/{kernel}/interrupt")
+        cell.join(30)
+    assert "busy running a cell" in _tool_answers(requests)["call_0"]
+    assert took < 15  # the cell had 35 s to go
