@@ -389,3 +389,24 @@ def test_a_kernel_busy_running_a_cell_is_not_waited_for(world, jupyter):
         cell.join(30)
     assert "busy running a cell" in _tool_answers(requests)["call_0"]
     assert took < 15  # the cell had 35 s to go
+
+
+def test_a_failed_run_python_is_what_last_error_reports_next(world, jupyter):
+    jupyter.open_notebook("analysis.ipynb", CELLS)  # cell 4 failed before
+    lily = _lily_world(world, jupyter)
+    script = [_calls(("run_python", {"code": "missing_name + 1"})),
+              {"tool_calls": [{"id": "call_err", "name": "last_error", "arguments": {}}]},
+              {"content": "It failed."}]
+
+    async def go():
+        with ScriptedServer(script) as server:
+            async with lily.lily(Recorder(["once"]), server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("try it"))
+            return server.chat_requests()
+
+    answers = _tool_answers(run(go()))
+    assert "raised NameError" in answers["call_0"]
+    error = answers["call_err"]  # not cell 4's ZeroDivisionError: the run came later
+    assert "The last failed cell: run_python code" in error and "missing_name + 1" in error
+    assert "NameError" in error and "ZeroDivisionError" not in error
