@@ -18,6 +18,7 @@ cell that needs it, in :attr:`Integration.cells`, the one place that decides it
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from functools import cached_property
 from types import TracebackType
@@ -132,18 +133,22 @@ class Integration:
     @cached_property
     def complete_command(self) -> Any:
         """IPython's matcher (API v2) for a command cell under ``%load_ext lily``: the
-        Lily kernel's completions (names, skills, variables), the others suppressed."""
+        Lily kernel's completions (names, skills, variables), the others suppressed; in a
+        ``%%lily`` cell, an ``@`` mention's (variables, files, cells), else Python's."""
         from IPython.core.completer import SimpleCompletion, context_matcher
 
         @context_matcher()  # type: ignore[untyped-decorator]
         def matcher(context: Any) -> dict[str, Any]:
             text = context.full_text
-            if not is_command(text):
+            request = text.lstrip().startswith("%%lily") and "@" in text
+            if not is_command(text) and not request:
                 return {"completions": [], "suppress": False}
             lines = text.split("\n")
             offset = sum(len(line) + 1 for line in lines[:context.cursor_line])
             offset += context.cursor_position
             found = self.cells.complete(text, offset)
+            if found is None and request:  # not after an @: Python's completions
+                return {"completions": [], "suppress": False}
             if found is None:
                 return {"completions": [], "suppress": True, "matched_fragment": ""}
             return {"completions": [SimpleCompletion(m, type="lily") for m in found.matches],
@@ -198,7 +203,8 @@ class Integration:
             self.cells.run_agent(text)
 
 
-MAX_FIGURES = 4  # figures a cell's description keeps for read_cells
+MAX_FIGURES = 4  # figures (descriptions and images) a cell keeps for read_cells
+_DESCRIBED = re.compile(r"Figure \([\d.e+]+x[\d.e+]+ in, \d+ axes\)")  # tools/figures.py
 MAX_FIGURE_CELLS = 100  # cells whose figures are kept
 
 
@@ -214,16 +220,62 @@ class CellEvents:
         self.error: tuple[int | None, str, BaseException] | None = None
         self.proposals: list[str] = []
         self.figures: dict[int, list[str]] = {}  # a cell's count -> what its plots showed
+        self.images: dict[int, list[str]] = {}  # a cell's count -> its images' hashes
         self._drawn: list[str] = []  # the figures this cell leaves open, described
+        self._shown: list[str] = []  # the images this cell showed, kept by hash
 
     def install(self) -> None:
-        """Listen to the shell's cell events."""
+        """Listen to the shell's cell events and to the images it shows."""
         self.shell.events.register("pre_run_cell", self._before)
         self.shell.events.register("post_execute", self._drawing)
         self.shell.events.register("post_run_cell", self._after)
+        self._watch_images(install=True)
+
+    def _watch_images(self, install: bool) -> None:
+        """What a cell shows with an image (the inline backend's plot too) is kept for
+        read_cells: the image by hash, for a model with vision (tools/images.py), and a
+        figure's description (jupyter/plots.py), which it also becomes the text of when
+        choosing a backend in this cell removed that form. The kernel keeps no history of
+        displays, so this watches the shell's display formatter, which sees the object."""
+        formatter = getattr(self.shell, "display_formatter", None)
+        if formatter is None:
+            return
+        ours = getattr(formatter.__dict__.get("format"), "_lily", False)
+        if not install:
+            if ours:
+                del formatter.format
+            return
+        if ours:
+            return
+        format_ = formatter.format
+
+        def watched(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            shown = format_(obj, *args, **kwargs)
+            bundle = shown[0] if isinstance(shown, tuple) and shown else None
+            if self.running and isinstance(bundle, dict) \
+                    and ("image/png" in bundle or "image/jpeg" in bundle):
+                if plots.is_figure(obj) and not _DESCRIBED.match(str(bundle.get("text/plain"))):
+                    bundle["text/plain"] = plots.description(obj)
+                self._image_shown(bundle)
+            return shown
+        watched._lily = True  # type: ignore[attr-defined]  # marks our wrapper
+        formatter.format = watched
+
+    def _image_shown(self, data: dict[str, Any]) -> None:
+        """An image this cell shows: kept by hash, and a figure's description (its text
+        form, jupyter/plots.py) kept for read_cells; at most :data:`MAX_FIGURES` of each."""
+        text = data.get("text/plain")
+        if isinstance(text, str) and _DESCRIBED.match(text) and len(self._drawn) < MAX_FIGURES:
+            self._drawn.append(text)
+        if len(self._shown) < MAX_FIGURES:
+            from lily_kernel.tools import images  # on the first image, not at start
+            digest = images.keep_bundle(data)
+            if digest is not None:
+                self._shown.append(digest)
 
     def uninstall(self) -> None:
         """Stop listening to the shell's cell events."""
+        self._watch_images(install=False)
         for name, hook in (("pre_run_cell", self._before), ("post_execute", self._drawing),
                            ("post_run_cell", self._after)):
             with contextlib.suppress(ValueError):
@@ -232,17 +284,15 @@ class CellEvents:
     def _before(self, info: ExecutionInfo) -> None:
         self.running = True
         self.proposals = []
+        self._shown = []
+        self._drawn = []
 
     def _drawing(self) -> None:
         """Before the inline backend shows and closes the cell's open figures (its hook
-        comes after this one): describe them, for read_cells, and make sure the figures it
-        shows carry their description as text."""
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is None:
-            return
-        plots.describe_figures(self.shell)
-        from lily_kernel.tools.figures import describe
-        self._drawn = [describe(pyplot.figure(n)) for n in pyplot.get_fignums()][:MAX_FIGURES]
+        comes after this one): make sure the figures it shows carry their description as
+        text, which :meth:`_image_shown` keeps for read_cells."""
+        if "matplotlib.pyplot" in sys.modules:
+            plots.describe_figures(self.shell)
 
     def _after(self, result: ExecutionResult) -> None:
         self.running = False
@@ -251,6 +301,11 @@ class CellEvents:
             while len(self.figures) > MAX_FIGURE_CELLS:
                 del self.figures[min(self.figures)]
         self._drawn = []
+        if self._shown and result.execution_count is not None:
+            self.images[result.execution_count] = self._shown
+            while len(self.images) > MAX_FIGURE_CELLS:
+                del self.images[min(self.images)]
+        self._shown = []
         exc = result.error_in_exec or result.error_before_exec
         if exc is not None and not isinstance(exc, CommandError):
             raw = result.info.raw_cell if result.info is not None else None

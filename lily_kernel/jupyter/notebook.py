@@ -64,9 +64,14 @@ class ShellNotebook:
         current = self.shell.execution_count - (1 if self.events.running else 0)  # not the asking cell
         raw = hm.input_hist_raw
         first = max(1, current - last)
-        return [Cell(n, raw[n] if n < len(raw) else "", _with_figures(
-                    _output_text(hm, n), self.events.figures.get(n, ())))
-                for n in range(first, current)]
+        out = []
+        for n in range(first, current):
+            text, kept = _output_text(hm, n)
+            figures = self.events.figures.get(n, ())
+            out.append(Cell(n, raw[n] if n < len(raw) else "", _with_figures(text, figures),
+                            len(figures), tuple(dict.fromkeys(
+                                [*kept, *self.events.images.get(n, ())]))))
+        return out
 
     def last_error(self) -> ErrorInfo | None:
         """The last failed cell (or run_python code), if any."""
@@ -204,13 +209,17 @@ def _with_figures(text: str, figures: Iterable[str]) -> str:
     return "\n".join([*kept, described])
 
 
-def _output_text(hm: HistoryManager, n: int) -> str:
+def _output_text(hm: HistoryManager, n: int) -> tuple[str, list[str]]:
+    """Cell ``n``'s text output, and the hashes of the images IPython's history kept of it."""
     outputs = getattr(hm, "outputs", None)
     parts: list[str] = []
+    kept: list[str] = []
     if outputs is not None:  # IPython 9 keeps every cell's streams and results
         for out in outputs.get(n, ()):
             bundle = out.bundle
-            images.offer_bundle(bundle)  # a plot read_cells returns (tools/images.py)
+            digest = images.keep_bundle(bundle)  # offered when a tool returns the cell
+            if digest is not None:
+                kept.append(digest)
             if out.output_type in ("out_stream", "err_stream"):
                 parts.append("".join(bundle.get("stream", [])))
             else:
@@ -221,7 +230,7 @@ def _output_text(hm: HistoryManager, n: int) -> str:
     exc = getattr(hm, "exceptions", {}).get(n)
     if exc:
         parts.append(f"{exc.get('ename')}: {exc.get('evalue')}")
-    return "\n".join(p.rstrip("\n") for p in parts if p)
+    return "\n".join(p.rstrip("\n") for p in parts if p), kept
 
 
 def captured_text(captured: CapturedIO) -> str:
