@@ -3,7 +3,7 @@
 :class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.tools.notebook_tools`
 (the kernel and ``%load_ext lily`` both use it), made with the core on the first cell
 that needs it. The only per-cell work is two O(1) event hooks, installed at start with
-Lily (``integration.CellEvents``): ``pre_run_cell`` notes that a cell runs,
+Lily (``cell_events.CellEvents``): ``pre_run_cell`` notes that a cell runs,
 ``post_run_cell`` keeps a reference to a failed cell's exception (formatted only when
 ``last_error`` is called). Sources and outputs come from IPython's history.
 ``run`` executes code like a cell — IPython's transforms (magics), the last
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import CapturedIO
 
-    from lily_kernel.jupyter.integration import CellEvents
+    from lily_kernel.jupyter.cell_events import CellEvents
 
 
 class ShellNotebook:

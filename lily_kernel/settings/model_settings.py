@@ -152,6 +152,14 @@ class ModelConfig:
             data["base_url"] = redact_urls(data["base_url"])
         return data
 
+    def as_shown(self) -> dict[str, Any]:
+        """:meth:`as_dict` as ``/model`` shows it: ``vision`` auto says what it decided."""
+        data = self.as_dict()
+        if self.vision is None:
+            data["vision"] = ("auto (on: a model known to take images)" if self.sees_images()
+                              else "auto (off: not a model known to take images)")
+        return data
+
     def changed(self, **values: object) -> ModelConfig:
         """A copy with ``values`` checked: text as typed after /model or found in the
         environment, TOML's numbers and strings as they are, numbers and None from Python
