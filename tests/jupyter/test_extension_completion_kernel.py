@@ -46,5 +46,7 @@ def test_at_in_a_lily_cell_completes_mentions_like_the_kernel(python3):
     assert reply["matches"] == ["daily"], reply
     assert (reply["cursor_start"], reply["cursor_end"]) == (len(code) - 2, len(code))
     assert {"error", "figure", "cell[-1]"} <= set(python3.complete("%%lily\nsee @")["matches"])
+    (python3.workspace / "daily.csv").write_text("n\n1\n2\n")
+    assert python3.complete("%%lily\nRead @daily.")["matches"] == ["daily.csv"]
     # elsewhere in a %%lily cell (not after an @), Python's completions stay
     assert "daily" in python3.complete("%%lily\nsee @daily and dai")["matches"]
