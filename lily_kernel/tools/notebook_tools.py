@@ -413,9 +413,42 @@ def refusal(nb: Notebook, name: str) -> str | None:
     return None
 
 
-def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
+#: A folder's entries, (name, is_folder), within the workspace's boundary (a session's
+#: ``files.list``): how the notebook tools tell a file's name from a variable's.
+ListDir = Callable[[str], list[tuple[str, bool]]]
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+
+
+def _workspace_file(list_dir: ListDir | None, name: str) -> str | None:
+    """The workspace file ``name`` means, or None: a name with a slash or a suffix that is
+    a file there (``notes.txt``, ``data/cities.csv``), or a bare name that is the stem of
+    exactly one file at the workspace's top (``cities`` for ``cities.csv``)."""
+    if list_dir is None:
+        return None
+    path = name.strip().removeprefix("./")
+    try:
+        if "/" in path or _SUFFIX.search(path):
+            folder, _, leaf = path.rpartition("/")
+            return path if (leaf, False) in list_dir(folder or ".") else None
+        if not path.isidentifier():
+            return None
+        stems = [n for n, folder in list_dir(".") if not folder and n.rsplit(".", 1)[0] == path
+                 and "." in n]
+    except (ToolError, OSError):
+        return None
+    return stems[0] if len(stems) == 1 else None
+
+
+def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any],
+                    list_dir: ListDir | None = None) -> str:
     """Why ``name`` is not shown, and the call that would work: an expression such as
-    ``df['y']`` or ``df.y`` names the variable it starts with (docs/agent.md#loop-hygiene)."""
+    ``df['y']`` or ``df.y`` names the variable it starts with, a workspace file's name the
+    ``read`` tool (docs/agent.md#loop-hygiene)."""
+    file = _workspace_file(list_dir, name)
+    if file is not None:
+        what = "is a file" if file == name.strip() else f"is not a variable; {file} is a file"
+        return (f"'{name}' {what} in the workspace, not a notebook variable: read it with "
+                f'read(path="{file}")')
     head = re.match(r"\s*([A-Za-z_]\w*)", name)
     if head and head.group(1) != name and head.group(1) in ns \
             and refusal(nb, head.group(1)) is None:
@@ -427,7 +460,8 @@ def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
             'inspect_variable takes a variable\'s name, e.g. inspect_variable(name="df")')
 
 
-def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
+def inspect_variable(nb: Notebook, name: str, share: bool = True,
+                     list_dir: ListDir | None = None) -> str:
     """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
         raise ToolError("name must be a string")
@@ -436,7 +470,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
         raise ToolError(reason)
     ns = nb.namespace()
     if name not in ns:
-        raise ToolError(_not_a_variable(nb, name, ns))
+        raise ToolError(_not_a_variable(nb, name, ns, list_dir))
     value = ns[name]
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
@@ -569,8 +603,10 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
         raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
 
 
-def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
-    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call.
+def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool],
+             list_dir: ListDir | None = None) -> None:
+    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call;
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
 
@@ -590,7 +626,8 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
         For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
         dtype and min/max/mean; for containers and strings their length and first items."""
         share = share_values()
-        return _guarded("inspect_variable", share, lambda: inspect_variable(nb, name, share))
+        return _guarded("inspect_variable", share,
+                        lambda: inspect_variable(nb, name, share, list_dir))
 
     @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
