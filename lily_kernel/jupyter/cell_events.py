@@ -26,7 +26,9 @@ class CellEvents:
     """What the notebook tools need to know of the cells that ran, recorded from start
     (docs/notebook-tools.md): whether a cell runs now, the last failed cell (a reference
     to its exception, formatted only when a tool asks), the cells proposed during this
-    one. Two O(1) hooks on the shell's ``pre_run_cell`` and ``post_run_cell`` events."""
+    one, the figures and images it showed. O(1) hooks on the shell's ``pre_run_cell``,
+    ``post_execute`` and ``post_run_cell`` events, and a watch on its display formatter
+    that does work only for a bundle with an image."""
 
     def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
@@ -35,7 +37,7 @@ class CellEvents:
         self.proposals: list[str] = []
         self.figures: dict[int, list[str]] = {}  # a cell's count -> what its plots showed
         self.images: dict[int, list[str]] = {}  # a cell's count -> its images' hashes
-        self._drawn: list[str] = []  # the figures this cell leaves open, described
+        self._drawn: list[str] = []  # the figures this cell showed, described
         self._shown: list[str] = []  # the images this cell showed, kept by hash
 
     def install(self) -> None:
