@@ -29,6 +29,7 @@ from typing import Any
 #: The Lily modules the shipped sources import, each answered here by a stand-in; a test
 #: checks that notebook_tools.py and bounded.py import no other module of Lily's.
 STAND_INS = ("lily_kernel.errors", "lily_kernel.redaction", "lily_kernel.tools",
+             "lily_kernel.tools.bounded", "lily_kernel.tools.images",
              "lily_kernel.tools.tool_registry")
 #: The attribute of the shell where the last failed ``run_python`` code is kept (the next
 #: call's ``last_error`` reports it, as in the Lily kernel).
@@ -88,7 +89,9 @@ def load(sources: Mapping[str, str], secret_pattern: str, secret_flags: int,
         return builtins.__import__(name, globals, locals, fromlist, level)
 
     bounded = _module("_lily_acp_bounded", sources["bounded"], importer)
-    shims["lily_kernel.tools"] = _shim("lily_kernel.tools", bounded=bounded)
+    # a cell's images stay in the kernel: none is offered to the model from here
+    images = _shim("lily_kernel.tools.images", offer_kept=lambda hashes: None)
+    shims["lily_kernel.tools"] = _shim("lily_kernel.tools", bounded=bounded, images=images)
     return _module("_lily_acp_notebook_tools", sources["notebook_tools"], importer)
 
 

@@ -72,8 +72,11 @@ class Reply:
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
-        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
-    """Run one request; return the final answer, or raise :class:`AgentError`."""
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        shown: list[str] | None = None) -> Reply:
+    """Run one request; return the final answer, or raise :class:`AgentError`.
+    ``shown``: the hashes of the images its ``@`` mentions attached, sent as image parts
+    of the request to a model with vision (tools/images.py)."""
     pending.decline_waiting(session)  # a new request first: a call still waiting is declined
     images.take()  # images offered by a call no step answered are not this request's
     session.withdraw()  # a card offered by a request that failed was never shown
@@ -86,7 +89,9 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     endpoint_info.learn_window(session)
     session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     request = Request(session, skill.skill.name if skill else None)
-    user = {"role": "user", "content": skill.prompt if skill else text}
+    content = skill.prompt if skill else text
+    user = {"role": "user", "content": images.with_images(
+        content, (shown or []) if session.model_config.sees_images() else [])}
     if request.skill and on_event:
         on_event("skill", {"name": request.skill, "forced": True})
     return _drive(request, [user], 1, None, on_text, on_event)
@@ -129,7 +134,7 @@ def _seen(session: Session, messages: list[dict[str, Any]]) -> list[dict[str, An
     image parts for a model with vision (tools/images.py); taken either way, so none
     waits for a later step."""
     hashes = images.take()
-    if hashes and session.model_config.vision:
+    if hashes and session.model_config.sees_images():
         messages.append(images.message(hashes))
     return messages
 

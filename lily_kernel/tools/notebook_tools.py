@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
-from lily_kernel.tools import bounded
+from lily_kernel.tools import bounded, images
 from lily_kernel.tools.tool_registry import NOTEBOOK_TOOLS, Shown, ToolRegistry
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -55,6 +55,8 @@ class Cell:
     count: int
     source: str
     output: str  # the cell's text output (streams, results, errors), plain
+    figures: int = 0  # the figures it drew (their descriptions are in ``output``)
+    images: tuple[str, ...] = ()  # its PNG/JPEG outputs, kept by hash (tools/images.py)
 
 
 @dataclass(frozen=True)
@@ -489,12 +491,7 @@ def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
     cells = nb.cells(min(last, CELLS_MAX))
     if not cells:
         return "No cells have run yet in this notebook."
-    out = []
-    for cell in cells:
-        out.append(f"--- cell [{cell.count}] ---\n{clip(cell.source.rstrip(), CELL_SOURCE_CHARS)}")
-        if cell.output.strip():
-            out.append("--- output ---\n" + (clip(plain(cell.output).rstrip(), CELL_OUTPUT_CHARS)
-                                           if share else NOT_SHARED))
+    out = [_cell_text(cell, share) for cell in cells]
     note = f" (at most {CELLS_MAX})" if last > CELLS_MAX else ""
     return f"The last {len(cells)} executed cell(s){note}, oldest first:\n" + "\n".join(out)
 
@@ -510,10 +507,28 @@ def read_cell(nb: Notebook, number: int, share: bool = True) -> str:
     if cell is None:
         raise ToolError(f"no cell {'In[' + str(number) + ']' if number > 0 else f'cell[{number}]'} "
                         f"among the last {CELL_LOOKBACK} executed cells")
+    return _cell_text(cell, share)
+
+
+def read_figure(nb: Notebook, share: bool = True) -> str:
+    """The last cell that drew a figure, for an ``@figure`` mention (tools/mentions.py):
+    its source and output, where the figure's description is; its image for a model with
+    vision."""
+    cell = next((c for c in reversed(nb.cells(CELL_LOOKBACK)) if c.figures or c.images), None)
+    if cell is None:
+        raise ToolError(f"no figure among the last {CELL_LOOKBACK} executed cells")
+    return _cell_text(cell, share)
+
+
+def _cell_text(cell: Cell, share: bool) -> str:
+    """One cell as the model reads it; its images are offered too (tools/images.py), unless
+    values are not shared."""
     text = f"--- cell [{cell.count}] ---\n{clip(cell.source.rstrip(), CELL_SOURCE_CHARS)}"
     if cell.output.strip():
         text += "\n--- output ---\n" + (clip(plain(cell.output).rstrip(), CELL_OUTPUT_CHARS)
                                         if share else NOT_SHARED)
+    if share:
+        images.offer_kept(cell.images)
     return text
 
 
@@ -612,6 +627,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
         return _guarded(tool, share, lambda: last_error(nb, share))
     if tool == "read_cell":
         return _guarded(tool, share, lambda: read_cell(nb, int(args["number"]), share))
+    if tool == "read_figure":
+        return _guarded(tool, share, lambda: read_figure(nb, share))
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
     if tool == "run_python":
@@ -631,7 +648,7 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
-                    names: Collection[str] = (*NAMES, "read_cell")) -> None:
+                    names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
     """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`)."""
 
     def _text(result: str | Shown) -> str:
@@ -671,6 +688,10 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         """One executed cell by its number (0 and below count back from the last)."""
         return _text(run("read_cell", {"number": number}, share_values()))
 
+    def _read_figure() -> str:
+        """The last cell that drew a figure: its source and the figure's description."""
+        return _text(run("read_figure", {}, share_values()))
+
     def _propose_cell(code: str) -> Shown:
         """Add a code cell below for the user to run."""
         return _shown(run("propose_cell", {"code": code}, share_values()))
@@ -684,6 +705,7 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
     add(_read_cell, annotations=READ_ONLY, owner_only=True)
+    add(_read_figure, annotations=READ_ONLY, owner_only=True)
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
                                             "openWorldHint": True})

@@ -103,6 +103,8 @@ def test_the_probe_stands_in_for_every_lily_import_of_the_code_it_ships():
     """The notebook tools' source runs inside a notebook's kernel where Lily is not
     installed (acp/kernel_probe.py): each of its Lily imports needs a stand-in there."""
     import ast
+    import importlib
+    import types
     from pathlib import Path
 
     from lily_kernel.acp import kernel_probe
@@ -110,8 +112,12 @@ def test_the_probe_stands_in_for_every_lily_import_of_the_code_it_ships():
     found = set()
     for module in (notebook_tools, bounded):
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        found |= {node.module for node in ast.walk(tree)
-                  if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lily")}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lily"):
+                found.add(node.module)  # and the modules it names (from lily_kernel.tools import x)
+                names = vars(importlib.import_module(node.module))
+                found |= {f"{node.module}.{a.name}" for a in node.names
+                          if isinstance(names.get(a.name), types.ModuleType)}
         found |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                   for alias in node.names if alias.name.startswith("lily")}
     assert found <= set(kernel_probe.STAND_INS), found - set(kernel_probe.STAND_INS)
