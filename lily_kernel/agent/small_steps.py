@@ -57,6 +57,9 @@ def request_of(messages: list[dict[str, Any]]) -> str:
     whose body follows, its first line and the user's input), on one line, at most
     :data:`REQUEST_CHARS`."""
     first = messages[0].get("content") if messages else None
+    if isinstance(first, list):  # text and image parts (tools/images.py)
+        first = "\n".join(str(p.get("text", "")) for p in first
+                           if isinstance(p, dict) and p.get("type") == "text")
     if not isinstance(first, str):
         return ""
     text = first
