@@ -25,18 +25,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import (
-    budget,
-    endpoint_info,
-    hygiene,
-    model_client,
-    pending,
-    small_steps,
-    text_calls,
-)
+from lily_kernel.agent import endpoint_info, hygiene, model_client, pending, text_calls
+from lily_kernel.agent.budget import profile_of
 from lily_kernel.agent.model_client import ToolCall, Turn
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
 from lily_kernel.agent.request import Request, system_message
+from lily_kernel.agent.small_steps import failed_tools, request_of, required_call, restated
 from lily_kernel.errors import AgentError, ModelError, ToolError
 from lily_kernel.settings.limits import Limits
 from lily_kernel.tools import images
@@ -98,7 +92,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     content = skill.prompt if skill else text
     request = Request(session, skill.skill.name if skill else None,
-                      small_steps.request_of([{"role": "user", "content": content}]))
+                      request_of([{"role": "user", "content": content}]))
     user = {"role": "user", "content": images.with_images(
         content, (shown or []) if session.model_config.sees_images() else [])}
     if request.skill and on_event:
@@ -116,7 +110,7 @@ def resume(session: Session, call: HeldCall, result: str,
     if problem:
         _commit(session, messages)
         raise AgentError(problem)
-    request = Request(session, paused.skill, small_steps.request_of(messages))
+    request = Request(session, paused.skill, request_of(messages))
     request.tools_used = [*paused.tools_used, call.tool]
     return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
@@ -170,7 +164,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     emit = on_event or (lambda kind, data: None)
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
-    small = budget.profile_of(config) == "small"
+    small = profile_of(config) == "small"
     failed: set[str] = set()  # the tools of the last step, when every call of it failed
     asked_again = nudged = False  # the one extra request after an empty final answer,
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
@@ -190,12 +184,11 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
             aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
-            # the small profile's step rules (agent/small_steps.py)
-            required = small_steps.required_call(step, small, tools, failed)
+            required = required_call(step, small, tools, failed)  # small_steps.py
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
-                [*messages, asking] if asking else small_steps.restated(messages, small),
+                [*messages, asking] if asking else restated(messages, small),
                 guard.feed, session.limits.answer_chars, required)
             if asking is hygiene.ASK_AGAIN and hygiene.echoes_ask(turn.content):
                 turn.content = ""  # the model repeated the question: no answer still
@@ -301,7 +294,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     emit("skill", {"name": request.skill, "forced": False})
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
                               "id": call.id, "args": args, "result": result})
-            failed = small_steps.failed_tools(messages[turn_start:])
+            failed = failed_tools(messages[turn_start:])
             if held is None:
                 _seen(session, messages)
             if held is not None:
