@@ -145,7 +145,7 @@ def test_a_function_name_is_no_alias_for_a_tool_not_offered(world, server):
     a tool the policy denies gets no alias either."""
     server.add(call("list_files", {"path": "."}, "l"), "ok")
     session = notebook_session(world, server, LILY_CONTEXT_WINDOW="4096")
-    reply = loop.run(session, "files?")
+    reply = loop.run(session, "what is here?")  # no file word: list stays out
     offered = [t["function"]["name"] for t in server.chat_requests()[0]["tools"]]
     assert "read" in offered and "list" not in offered
     [answer] = results(session.conversation)
