@@ -129,7 +129,8 @@ class Request:
             if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
                 continue
             if offering.registered_offered(tool.name, tool.origin, skill, small, self.asked):
-                specs.append(offering.spec(tool.name, tool.description, tool.parameters, small))
+                specs.append(offering.spec(tool.name, tool.description, tool.parameters,
+                                           small and not offering.backs(tool.name, skill)))
         specs = [s for s in specs if session.policy.offered(s["function"]["name"])]
         return offering.asked_first(specs, self.asked) if small else specs
 

@@ -548,8 +548,7 @@ def last_error(nb: Notebook, share: bool = True) -> str:
     """The last_error tool: the last failed cell, or a line saying none failed."""
     err = nb.last_error()
     if err is None:
-        return ("No cell has failed in this notebook session (read_cells shows the last "
-                "cells and what they printed).")
+        return "No cell has failed in this notebook session."
     return format_error(err, share)
 
 

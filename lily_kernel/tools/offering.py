@@ -53,9 +53,7 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any],
         text = first_sentence(text)
         props = params.get("properties")
         if isinstance(props, dict):
-            # none required: the string ones, so a call can still pass its text (compile_plan)
-            required = params.get("required") or [
-                k for k, p in props.items() if isinstance(p, dict) and p.get("type") == "string"]
+            required = params.get("required") or ()
             params["properties"] = {
                 k: {f: v for f, v in p.items() if f not in _SMALL_DROPS}
                 if isinstance(p, dict) else p for k, p in props.items() if k in required}
@@ -102,6 +100,13 @@ def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:
         "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
     return {"type": "json_schema",
             "json_schema": {"name": "tool_call", "schema": {"anyOf": calls}}}
+
+
+def backs(name: str, skill: Skill | None) -> bool:
+    """Does tool ``name`` back the request's skill (``compile_plan`` under plan_compiler)? Its
+    schema is then offered whole in the small profile too: the skill's input is its
+    argument."""
+    return skill is not None and name in (skill.command_tool, *_backed(skill.name))
 
 
 def _backed(skill_name: str) -> list[str]:

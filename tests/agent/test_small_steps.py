@@ -188,9 +188,11 @@ def test_the_tools_a_request_asks_for_come_first_in_the_small_profile(world):
     assert names(Request(session, None, "Say hello.").tool_specs()) == ["load_skill", "read"]
 
 
-def test_a_small_schema_with_no_required_parameter_keeps_its_string_ones():
-    spec = offering.spec("compile_plan", "Compile notes into a plan.", {
-        "type": "object", "properties": {"input": {"type": "string", "default": ""},
-                                         "depth": {"type": "integer", "default": 1}}},
-        small=True)
-    assert spec["function"]["parameters"]["properties"] == {"input": {"type": "string"}}
+def test_a_tool_that_backs_the_request_skill_keeps_its_whole_schema(world):
+    # compile_plan's notes are optional: bare, the required call could only send {}
+    session = world.session(None, LILY_PROFILE="small")
+    specs = {s["function"]["name"]: s for s in Request(session, "plan_compiler").tool_specs()}
+    assert "input" in specs["compile_plan"]["function"]["parameters"]["properties"]
+    # list's path is optional too, and stays out: the 1.5B model filled in "/path/to/folder"
+    specs = {s["function"]["name"]: s for s in Request(session, None, "files?").tool_specs()}
+    assert specs["list"]["function"]["parameters"] == {"type": "object", "properties": {}}
