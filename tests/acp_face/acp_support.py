@@ -108,6 +108,16 @@ class World(agent_support.World):
                 yield conn, proc
 
 
+async def prompt_once(world: World, text: str, server: ScriptedServer | None = None
+                      ) -> tuple[Recorder, Any]:
+    """``text`` prompted once in a new session of a new `lily acp` whose model is ``server``:
+    what the client received, and the prompt's reply."""
+    client = Recorder()
+    async with world.lily(client, server) as (conn, _):
+        new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+        return client, await conn.prompt(session_id=new.session_id, prompt=prompt(text))
+
+
 async def commands_arrive(client: Recorder, timeout: float = 10) -> list[str]:
     """The commands `lily acp` advertises after session/new (they follow the response)."""
     for _ in range(int(timeout / 0.05)):
