@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import agent_support
 from acp import PROTOCOL_VERSION, spawn_agent_process
@@ -161,3 +163,22 @@ def execute(port: int, token: str, kernel: str, code: str, **content: Any) -> di
                 return dict(reply["content"])
     finally:
         ws.close()
+
+
+def free_port() -> int:
+    """A free TCP port of 127.0.0.1, for a server started next."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_server(proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """Stop a server's process (terminated; killed if it is not gone in 20 s) and close the
+    log it wrote to."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()

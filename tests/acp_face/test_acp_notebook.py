@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,16 @@ from typing import Any
 
 import pytest
 from acp.schema import ResourceContentBlock
-from acp_support import Recorder, World, execute, prompt, run, settle
+from acp_support import (
+    Recorder,
+    World,
+    execute,
+    free_port,
+    prompt,
+    run,
+    settle,
+    stop_server,
+)
 
 from lily_kernel.testing import ScriptedServer
 
@@ -32,18 +40,12 @@ CELLS = ["data = [3, 1, 2]\nprices = {'apple': 1.5, 'pear': 2.25}",
          "def half(x):\n    return x / 0\n\nhalf(len(data))"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class NotebookServer:
     """`jupyter server` (Lily's environment's) with one notebook whose python3 kernel ran
     :data:`CELLS` (the last one fails), as a user's would have."""
 
     def __init__(self, base: Path, root: Path) -> None:
-        self.root, self.port = root, _free_port()
+        self.root, self.port = root, free_port()
         self.runtime = base / "jrt"
         self.env = {**{k: v for k, v in os.environ.items()
                        if not k.startswith(("JUPYTER", "OPENAI", "LILY", "VIRTUAL_ENV"))},
@@ -101,13 +103,7 @@ class NotebookServer:
         shutil.copy(own, self.runtime / f"jpserver-{os.getpid()}.json")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        stop_server(self.proc, self.log)
 
 
 @pytest.fixture
