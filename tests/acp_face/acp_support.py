@@ -112,6 +112,26 @@ class World(agent_support.World):
                 yield conn, proc
 
 
+@contextlib.asynccontextmanager
+async def acp_session(world: World, script: list[Any]
+                      ) -> AsyncIterator[tuple[Recorder, Any, str, ScriptedServer, Any]]:
+    """A new `lily acp` in ``world`` whose model plays ``script``, with one new session:
+    (what the client receives, the connection, the session id, the model's server, the
+    process)."""
+    client = Recorder()
+    with ScriptedServer(script) as server:
+        async with world.lily(client, server) as (conn, proc):
+            new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+            yield client, conn, new.session_id, server, proc
+
+
+async def help_text(client: Recorder, conn: Any, session_id: str) -> str:
+    """What the client has received once ``/help`` in the session has been answered."""
+    await conn.prompt(session_id=session_id, prompt=prompt("/help"))
+    await settle()
+    return client.text()
+
+
 async def prompt_once(world: World, text: str, server: ScriptedServer | None = None
                       ) -> tuple[Recorder, Any]:
     """``text`` prompted once in a new session of a new `lily acp` whose model is ``server``:

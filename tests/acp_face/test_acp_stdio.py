@@ -10,6 +10,7 @@ from acp_support import (
     SYSTEM_NOTE,
     Recorder,
     World,
+    acp_session,
     commands_arrive,
     prompt,
     prompt_once,
@@ -299,14 +300,11 @@ def test_each_session_is_journaled_and_a_sigterm_journals_its_end(world):
     import signal
 
     async def go():
-        client = Recorder()
-        with ScriptedServer([{"content": "Noted."}]) as server:
-            async with world.lily(client, server) as (conn, proc):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("remember this"))
-                proc.send_signal(signal.SIGTERM)
-                code = await asyncio.wait_for(proc.wait(), 30)
-        return new.session_id, code
+        async with acp_session(world, [{"content": "Noted."}]) as (_, conn, sid, _, proc):
+            await conn.prompt(session_id=sid, prompt=prompt("remember this"))
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(proc.wait(), 30)
+        return sid, code
 
     session_id, code = run(go())
     assert code == 0
