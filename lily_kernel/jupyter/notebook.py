@@ -12,7 +12,6 @@ the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
 """
 from __future__ import annotations
 
-import ast
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lily_kernel.jupyter import plots, proposals
 from lily_kernel.tools import images
-from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
+from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
 
 if TYPE_CHECKING:
     from IPython.core.history import HistoryManager
@@ -146,18 +145,7 @@ class ShellNotebook:
         with capture_output(display=True) as captured:
             try:
                 source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
-                tree = ast.parse(source)
-                filename = shell.compile.cache(source)
-                tail = tree.body[-1] if tree.body else None
-                last = tail if isinstance(tail, ast.Expr) else None
-                if last is not None:
-                    tree.body.pop()
-                exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
-                if last is not None:
-                    value = eval(compile(ast.Expression(last.value), filename, "eval"),
-                                 shell.user_global_ns, shell.user_ns)
-                    if value is not None:
-                        display(value)
+                exec_cell(shell, source, display)
             except Exception as exc:
                 self.events.error = (None, code, exc)
                 error = _error_info(None, code, exc)
