@@ -43,12 +43,16 @@ def session() -> Session:
 
 
 def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
-         description: str | None = None, owner_only: bool = False) -> Any:
+         description: str | None = None, owner_only: bool = False,
+         read_only: bool = False) -> Any:
     """Register a function as a tool of this shell's Lily session.
 
-    Use as ``@lily.tool`` or ``@lily.tool(name=..., owner_only=True)``. A
-    skill that names the tool (``command_tool`` or ``requires_tools``) sees
-    it after ``/reload_skills``.
+    Use as ``@lily.tool`` or ``@lily.tool(name=..., owner_only=True, read_only=True)``.
+    ``read_only``: you declare that it only reads (MCP's ``readOnlyHint``), so it runs in
+    plan mode too, where other tools of yours are refused (docs/permissions.md). A skill
+    that names the tool (``command_tool`` or ``requires_tools``) sees it after
+    ``/reload_skills``.
     """
     registry = session().tools
-    return registry.register(func, name=name, description=description, owner_only=owner_only)
+    return registry.register(func, name=name, description=description, owner_only=owner_only,
+                             annotations={"readOnlyHint": True} if read_only else None)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lily_kernel import __version__
-from lily_kernel.commands import render
+from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import (
     CommandError,
@@ -663,6 +663,33 @@ def main(argv: list[str] | None = None) -> int:
             p.print_help()
             return 0
         p.error(f"{args.group} needs an action")
+    if args.func is cmd_acp:  # stdout carries the protocol: JSON, escaped already
+        return _main(args)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _TerminalSafe(sys.stdout), _TerminalSafe(sys.stderr)
+    try:
+        return _main(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+class _TerminalSafe:
+    """A text stream that shows, as escapes, every character a terminal would act on
+    (sanitize.terminal_text): a model's answer, a notebook's name or a tool's result in
+    ``lily run`` or ``lily logs`` cannot move the cursor, set the title or write the
+    clipboard (docs/trust-boundary.md#display)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self._stream.write(sanitize.terminal_text(text)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit

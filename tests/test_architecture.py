@@ -110,12 +110,29 @@ def test_no_jupyter_import_outside_the_faces():
     assert found == [], "\n".join(found)
 
 
+# The ACP face's two ways into Jupyter, both inside functions
+# (docs/front-ends.md#notebook-tools-through-a-jupyter-server): the Jupyter server that
+# started `lily acp` (its runtime file, a kernel's channels) and the probe that runs inside
+# that notebook's kernel.
+ACP_JUPYTER = {"lily_kernel.acp.notebook_server": {"jupyter_core", "tornado"},
+               "lily_kernel.acp.kernel_probe": {"IPython"}}
+
+
+def _top_level_lines(name: str) -> set[int]:
+    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+    return {node.lineno for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))}
+
+
 def test_the_acp_face_needs_no_jupyter():
     """`lily acp` runs where no Jupyter is (Zed, JetBrains): the face may import the core and
-    the ACP SDK, nothing of Jupyter nor of the Jupyter face (docs/front-ends.md#acp)."""
+    the ACP SDK, nothing of the Jupyter face, and of Jupyter only what reaches a Jupyter
+    server that started it, inside the functions that do (docs/front-ends.md#acp)."""
     found = [f"{n}:{line} imports {target}" for n in modules() if n.startswith("lily_kernel.acp")
              for target, line, _ in imports_of(n)
-             if target.split(".")[0] in JUPYTER or target.startswith("lily_kernel.jupyter")]
+             if (target.split(".")[0] in JUPYTER
+                 and (target.split(".")[0] not in ACP_JUPYTER.get(n, ())
+                      or line in _top_level_lines(n)))
+             or target.startswith("lily_kernel.jupyter")]
     assert found == [], "\n".join(found)
 
 

@@ -27,6 +27,8 @@ from acp.schema import AvailableCommand, PermissionOption, ToolCallUpdate
 
 from lily_kernel import redaction
 from lily_kernel.acp import acp_updates as updates
+from lily_kernel.acp import notebook_server
+from lily_kernel.acp.notebook_server import NotebookLink, Server
 from lily_kernel.acp.prompt_text import read_prompt
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.commands import render, sanitize
@@ -38,12 +40,18 @@ from lily_kernel.session.journal import journal_path
 from lily_kernel.session.session import Session
 
 StopReason = Literal["end_turn", "cancelled"]
-#: What ``/help`` adds in ``lily acp``: the notebook tools need a kernel, which it has not.
+#: What ``/help`` adds in ``lily acp``: where the notebook tools work, or why they are not offered.
 NO_NOTEBOOK = ("*Lily's notebook tools* (`list_variables`, `inspect_variable`, `last_error`, "
-               "`read_cells`, `run_python`, `propose_cell`) *are not offered here: `lily acp` "
-               "runs outside a notebook kernel and does not reach one. The tools of an MCP "
-               "server your client passes in (jupyter-ai passes its own notebook server) are "
-               "listed by* `/mcp` *(docs/front-ends.md#what-works-where).*")
+               "`read_cells`, `run_python`, `propose_cell`) *are not offered here: no Jupyter "
+               "server started `lily acp` (as jupyter-ai does), so there is no notebook kernel "
+               "to reach. The tools of an MCP server your client passes in are listed by* "
+               "`/mcp` *(docs/front-ends.md#what-works-where).*")
+THROUGH_SERVER = ("*Lily's notebook tools* (`list_variables`, `inspect_variable`, "
+                  "`last_error`, `read_cells`, `run_python`) *work through the Jupyter server "
+                  "that started `lily acp`, in the kernel of the notebook attached to your "
+                  "message, else of the one running in this chat's folder; `run_python` asks "
+                  "first; a proposed cell is shown here for you to copy "
+                  "(docs/front-ends.md#what-works-where).*")
 
 
 class Client(Protocol):
@@ -67,6 +75,7 @@ class AcpSession:
     id: str
     workspace: Path
     runner: Runner
+    link: NotebookLink | None = None  # the notebook tools through a Jupyter server
     commands: tuple[tuple[str, str], ...] = ()
     live: _Live | None = None
     started: set[str] = field(default_factory=set)  # tool calls the client was shown
@@ -115,6 +124,14 @@ class Turns:
         self.client = client
         self.env = env
         self.sessions: dict[str, AcpSession] = {}
+        self._server: Server | bool | None = False  # False: not looked for yet
+
+    def _link(self, workspace: Path) -> NotebookLink | None:
+        """The notebook tools' way to a notebook, when a Jupyter server started us."""
+        if self._server is False:
+            self._server = notebook_server.find_server()
+        server = self._server
+        return NotebookLink(server, workspace) if isinstance(server, Server) else None
 
     # -- sessions -----------------------------------------------------------------------
     def new(self, cwd: str, servers: Sequence[Any] = ()) -> str:
@@ -123,9 +140,11 @@ class Turns:
         workspace = Path(cwd)
         tables = mcp_tables(servers)
         label = f"acp-{session_id}"
+        link = self._link(workspace)
         runner = Runner(lambda: Session(workspace, label=label, env=self.env,
-                                        reserved_commands=BUILTIN_NAMES, client_mcp=tables))
-        self.sessions[session_id] = AcpSession(session_id, workspace, runner)
+                                        reserved_commands=BUILTIN_NAMES, client_mcp=tables,
+                                        add_tools=link.add_tools if link else None))
+        self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
         return session_id
 
     def load(self, cwd: str, session_id: str, servers: Sequence[Any] = ()) -> None:
@@ -141,10 +160,12 @@ class Turns:
                 raise CommandError(f"no journal of ACP session '{session_id}' in {workspace}; "
                                    "start a new session.")
             tables = mcp_tables(servers)
+            link = self._link(workspace)
             runner = Runner(lambda: Session(workspace, label=label, env=self.env,
                                             reserved_commands=BUILTIN_NAMES, client_mcp=tables,
-                                            resume=True))
-            state = self.sessions[session_id] = AcpSession(session_id, workspace, runner)
+                                            resume=True,
+                                            add_tools=link.add_tools if link else None))
+            state = self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
         if not state.runner.ready:
             return
         for message in state.runner.session.conversation:
@@ -189,6 +210,8 @@ class Turns:
         """Run one prompt: a command or a request to the agent; what stopped the turn."""
         state = self.get(session_id)
         prompt = read_prompt(blocks)
+        if state.link is not None:  # the notebook tools look at this message's attachments
+            state.link.attachments = prompt.attachments
         self.advertise(session_id)
         runner = state.runner
         state.live, state.started, state.said = None, set(), False
@@ -196,7 +219,7 @@ class Turns:
             if prompt.is_command:
                 self._show(state, runner.command(prompt.text.strip(), live=self._live(state)))
                 if prompt.text.split() == ["/help"]:
-                    self._say(state, NO_NOTEBOOK)
+                    self._say(state, NO_NOTEBOOK if state.link is None else THROUGH_SERVER)
             elif (text := prompt.request(state.workspace)).strip():
                 self._show(state, runner.ask(text, live=self._live(state)))
             else:

@@ -19,13 +19,23 @@ from typing import Any
 from lily_kernel.agent.text_calls import FENCE_INFO
 
 __all__ = ["ASK_AGAIN", "AnswerGuard", "AnswerStopped", "already_answered", "call_key",
-           "last_result", "repeated_tail", "usage"]
+           "echoes_ask", "last_result", "make_the_call", "repeated_tail", "usage"]
 
 #: The one extra request after an empty final answer (never kept in the conversation).
 ASK_AGAIN = {"role": "user", "content": (
     "(Lily) Your last answer was empty. Using the tool results above, answer my request "
     "now in plain text, without calling a tool.")}
 ALREADY = "Already answered:"
+
+
+def make_the_call(name: str, arguments: str) -> dict[str, str]:
+    """The one extra request after an answer that showed a call to an offered tool inside
+    prose instead of making it (never kept in the conversation)."""
+    shown = arguments if len(arguments) <= 300 else arguments[:300] + "…"
+    return {"role": "user", "content": (
+        f"(Lily) Your last answer showed a call to {name} ({shown}) instead of making it. "
+        "Do not show a call: make it now as a tool call, or, if no tool is needed, answer "
+        "my request in plain text.")}
 SHOWN_RESULT_CHARS = 4_000  # of the last tool result, when it is shown instead of an answer
 
 # a chunk of 20-500 characters repeated at least 4 times in a row, over 600 characters at least
@@ -101,12 +111,36 @@ def already_answered(name: str, args: Mapping[str, Any]) -> str:
 
 # -- an empty final answer ---------------------------------------------------------
 
+def echoes_ask(text: str) -> bool:
+    """Is ``text`` the model repeating :data:`ASK_AGAIN` (or a sentence of it) instead of
+    answering? A small model did ("Your last answer was empty."): that is no answer."""
+    said = " ".join(text.lower().replace("(lily)", "").split()).strip()
+    return len(said) >= 12 and said in " ".join(ASK_AGAIN["content"].lower().split())
+
+
+def _useless(name: str, content: str) -> bool:
+    """A result that tells the user nothing: an "Already answered", an error, a skill's
+    instructions or "already loaded"."""
+    return content.startswith((ALREADY, "Error:")) or name == "load_skill"
+
+
 def last_result(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """(tool name, result) of the last tool result in ``messages`` that is not an
-    "Already answered" (it would tell the user nothing), or None."""
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if message.get("role") != "tool" or str(message.get("content")).startswith(ALREADY):
+    """(tool name, result) of the last useful tool result in ``messages`` (not an "Already
+    answered", an error or a skill's instructions), else of the last one that is not an
+    "Already answered", or None."""
+    found = [(name, content) for name, content in _results(messages)
+             if not content.startswith(ALREADY)]
+    useful = [r for r in found if not _useless(*r)]
+    if useful or found:
+        return (useful or found)[-1]
+    return None
+
+
+def _results(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(tool name, result) of every tool result in ``messages``, in order."""
+    out = []
+    for i, message in enumerate(messages):
+        if message.get("role") != "tool":
             continue
         call_id = message.get("tool_call_id")
         name = "a tool"
@@ -116,8 +150,8 @@ def last_result(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
                     name = call["function"]["name"]
             if earlier.get("tool_calls"):
                 break
-        return name, str(message.get("content") or "")
-    return None
+        out.append((name, str(message.get("content") or "")))
+    return out
 
 
 def shown_result(name: str, result: str) -> str:

@@ -72,8 +72,11 @@ class Reply:
 
 def run(session: Session, text: str, skill: SkillRequest | None = None,
         on_text: Callable[[str], None] | None = None,
-        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
-    """Run one request; return the final answer, or raise :class:`AgentError`."""
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        shown: list[str] | None = None) -> Reply:
+    """Run one request; return the final answer, or raise :class:`AgentError`.
+    ``shown``: the hashes of the images its ``@`` mentions attached, sent as image parts
+    of the request to a model with vision (tools/images.py)."""
     pending.decline_waiting(session)  # a new request first: a call still waiting is declined
     images.take()  # images offered by a call no step answered are not this request's
     session.withdraw()  # a card offered by a request that failed was never shown
@@ -86,7 +89,9 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     endpoint_info.learn_window(session)
     session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     request = Request(session, skill.skill.name if skill else None)
-    user = {"role": "user", "content": skill.prompt if skill else text}
+    content = skill.prompt if skill else text
+    user = {"role": "user", "content": images.with_images(
+        content, (shown or []) if session.model_config.sees_images() else [])}
     if request.skill and on_event:
         on_event("skill", {"name": request.skill, "forced": True})
     return _drive(request, [user], 1, None, on_text, on_event)
@@ -129,7 +134,7 @@ def _seen(session: Session, messages: list[dict[str, Any]]) -> list[dict[str, An
     image parts for a model with vision (tools/images.py); taken either way, so none
     waits for a later step."""
     hashes = images.take()
-    if hashes and session.model_config.vision:
+    if hashes and session.model_config.sees_images():
         messages.append(images.message(hashes))
     return messages
 
@@ -156,7 +161,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     emit = on_event or (lambda kind, data: None)
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
-    asked_again = asking = False  # the one extra request after an empty final answer
+    asked_again = nudged = False  # the one extra request after an empty final answer,
+    # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
+    asking: dict[str, Any] | None = None  # that one-off message, for the next step only
 
     def commit(messages: list[dict[str, Any]]) -> None:
         _commit(session, messages)
@@ -171,12 +178,15 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             emit("waiting", {"model": config.model, "step": step})  # a face may show a timer
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
+            aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
-                [*messages, hygiene.ASK_AGAIN] if asking else messages, guard.feed,
+                [*messages, asking] if asking else messages, guard.feed,
                 session.limits.answer_chars)
-            asking = False
+            if asking is hygiene.ASK_AGAIN and hygiene.echoes_ask(turn.content):
+                turn.content = ""  # the model repeated the question: no answer still
+            asking = None
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             for line in turn.notes:  # e.g. the server dropped the tools (agent/tools_dropped.py)
@@ -186,14 +196,25 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 turn.content = guard.text
                 notes.add(f"answer stopped: {guard.stopped}")
             elif not turn.tool_calls and turn.finish_reason != "cut":
-                _read_text_calls(turn, offered, skills, notes)
+                # the request's own skill named as a tool is read too: Request answers it
+                own = [request.skill] if request.skill else []
+                _read_text_calls(turn, [*offered, *own, *aliases], skills, notes)
+            _aliased(turn, aliases, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
             broken = _arguments(request, turn, notes)
             messages.append(turn.message())
             if not turn.tool_calls and not turn.content.strip() and not asked_again and \
                     step < MAX_STEPS and any(m.get("role") == "tool" for m in messages):
-                asked_again = asking = True  # empty after tool steps: asked once more
+                asked_again, asking = True, hygiene.ASK_AGAIN  # empty after tool steps
+                messages.pop()
+                continue
+            showed = None if turn.tool_calls or nudged or step == MAX_STEPS or \
+                turn.finish_reason in ("cut", "stopped") else \
+                text_calls.shown_call(turn.content, [*offered, *aliases], skills)
+            if showed is not None:  # a call shown inside prose: asked once to make it
+                nudged, asking = True, hygiene.make_the_call(showed.name, showed.arguments)
+                notes.add("asked the model to make the call it showed")
                 messages.pop()
                 continue
             if not turn.tool_calls:
@@ -321,6 +342,15 @@ def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
         turn.tool_calls = [ToolCall(uuid.uuid4().hex[:9], c.name, c.arguments) for c in found]
         turn.content = ""
         notes.add("{n} tool call{s} read from text", len(found))
+
+
+def _aliased(turn: Turn, aliases: dict[str, str], notes: _Notes) -> None:
+    """A call by an offered tool's function name (``list_files``) is a call of the tool;
+    the conversation keeps the tool's name."""
+    for call in turn.tool_calls:
+        if call.name in aliases:
+            notes.add(f"tool name {call.name} taken as {aliases[call.name]}")
+            call.name = aliases[call.name]
 
 
 def _arguments(request: Request, turn: Turn, notes: _Notes) -> dict[str, str]:

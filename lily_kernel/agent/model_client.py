@@ -244,7 +244,7 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
         with deadline(transport, config.timeout):
             for _ in range(len(OPTIONAL_PARAMS) + 1):  # one refusal of each, at most
                 cap = cap_param(config, where)
-                sent = images.prepared(messages, config.vision and "images" not in refused(where))
+                sent = images.prepared(messages, config.sees_images() and "images" not in refused(where))
                 try:
                     return _complete(client, config, sent, tools, on_text, max_chars,
                                      refused(where), max_tokens, cap)

@@ -152,6 +152,23 @@ class Request:
             raise ToolError(refusal)
         return True
 
+    def aliases(self, offered: list[str]) -> dict[str, str]:
+        """An offered Lily or notebook tool's Python function name (``list_files`` for
+        ``list``), when it names no tool, skill or other offered tool's function: the tool
+        (docs/agent.md#loop-hygiene). MCP tools have none (their function is Lily's)."""
+        found: dict[str, list[str]] = {}
+        for name in offered:
+            tool = self.session.tools.get(name)
+            if tool is None or tool.origin == "mcp":
+                continue
+            func = getattr(tool.func, "__wrapped__", tool.func)
+            alias = str(getattr(func, "__name__", "")).lstrip("_")
+            if alias.isidentifier() and alias != name:
+                found.setdefault(alias, []).append(name)
+        return {alias: names[0] for alias, names in found.items() if len(names) == 1
+                and alias not in _BUILTIN and alias not in self.session.tools
+                and self.session.snapshot.get(alias) is None}
+
     def schema_of(self, name: str) -> dict[str, Any] | None:
         """The parameters' schema of tool ``name`` (a built-in model tool's too), or None."""
         if name in _BUILTIN:
@@ -189,6 +206,12 @@ class Request:
             return redaction.redact(f"Error: {exc}", env)
 
     def _execute(self, name: str, args: dict[str, Any]) -> str:
+        if name not in _BUILTIN and self.session.tools.get(name) is None \
+                and self.session.snapshot.get(name) is not None:
+            # a skill's name called as a tool: the request's own skill answers what to call
+            # instead; another skill loads as load_skill would (docs/agent.md#loop-hygiene)
+            return self.already_loaded(name) if name == self.skill else \
+                self.load_skill({"name": name})
         if name == "load_skill":
             return self.load_skill(args)
         if name == "read_skill_file":
@@ -212,8 +235,7 @@ class Request:
         _check_builtin("load_skill", args)
         name = args["name"]
         if self.skill is not None and self.skill == name:
-            return (f"Skill '{name}' is already loaded: its instructions are above in this "
-                    "request. Follow them now; do not load it again.")
+            return self.already_loaded(name)
         snap = self.session.snapshot
         skill = snap.get(name)
         if skill is None:
@@ -235,6 +257,23 @@ class Request:
                     "confirm; do not claim anything was done before that.)")
         body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
         return f"# Skill: {name}\n\n{body}{note}"
+
+    def already_loaded(self, name: str) -> str:
+        """The answer to loading, or calling as a tool, the request's own skill: not the
+        body again, but the skill's tools this request offers and an example call of the
+        first (``requires_tools``, then ``command_tool``)."""
+        text = (f"Skill '{name}' is already loaded: its instructions are above in this "
+                "request; it is not a tool. Follow them now; do not load it again.")
+        skill = self.session.snapshot.get(name)
+        offered = {s["function"]["name"] for s in self.tool_specs()}
+        tools = [t for t in dict.fromkeys([*(skill.requires_tools if skill else ()),
+                                           *([skill.command_tool] if skill and
+                                             skill.command_tool else [])]) if t in offered]
+        if tools:
+            schema = self.schema_of(tools[0]) or {}
+            text += (f" Call its tool{'s' if len(tools) > 1 else ''} ({', '.join(tools)}), "
+                     f"first {tools[0]}: {hygiene.example(tools[0], schema)}")
+        return text
 
     def _typed_skill(self) -> Skill:
         if self.skill is None:

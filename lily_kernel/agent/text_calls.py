@@ -1,33 +1,21 @@
 """Tool calls written as text, and JSON arguments a model got slightly wrong (docs/agent.md#tool-calls-written-as-text).
 
 Small open models often answer with the call itself as text instead of a structured
-``tool_calls`` delta, in the shapes their chat templates taught them; a server whose
-parser does not recognise the shape (llama.cpp falls back to plain content when its
-parser fails) passes it on as the answer. :func:`read` turns such an answer into calls,
-deterministically, when — and only when — the **whole answer** is calls: after stripping
-whitespace, it is a sequence of *units* separated by whitespace or ``;``, each one
-
-- a JSON call object, or a JSON array of them (llama.cpp's generic and Llama 3.x JSON
-  shapes, vLLM's ``llama3_json``);
-- ``<tool_call>…</tool_call>``, ``<tools>…</tools>``, ``<tool>…</tool>`` or
-  ``<function_call>…</function_call>`` around call objects (Hermes 2 Pro, Qwen 2.5);
-- ``<function=NAME>{arguments}</function>`` or ``<function name="NAME">{…}</function>``
-  (Llama 3.1 / Functionary);
-- ``[TOOL_CALLS]`` before an array of call objects, or ``[TOOL_CALLS]NAME[ARGS]{…}``
-  (Mistral);
-- ``<|python_tag|>`` before call objects (Llama 3.x);
-- one code fence (```` ``` ````, ```` ```json ````, ```` ```xml ````, ```` ```tool_call ````)
-  around units of the kinds above;
-
-a closing tag or fence may be missing only at the very end (the model stopped there).
-A call object names the tool with ``name`` or ``function`` (a string, or OpenAI's
-``{"function": {"name", "arguments"}}``), and its arguments with ``arguments`` or
-``parameters`` (an object, or JSON text of one); besides those only ``type`` and ``id``
-may appear. Without an ``arguments``/``parameters`` key, its other keys are the arguments
-(``{"name": "read", "path": "a.txt"}``). Every name must be an offered tool, or a skill
-(which becomes ``load_skill(name)``): one name that is neither and nothing runs. Any
-other text before, between or after the units (an explanation with a JSON example, a
-sentence with a call in it) means the answer is an answer and is shown as it is.
+``tool_calls`` delta, in the shapes their chat templates taught them, and a server whose
+parser does not recognise the shape passes it on as the answer. :func:`read` turns such an
+answer into calls, deterministically, when — and only when — the **whole answer** is calls:
+a sequence of *units* separated by whitespace or ``;``, each a JSON call object (or an
+array of them); ``<tool_call>``, ``<tools>``, ``<tool>`` or ``<function_call>`` around
+units; ``<function=NAME>`` or ``<function name="NAME">`` with a JSON object, ``<arguments>``
+(JSON or XML elements) or ``<parameter=key>`` elements; ``[TOOL_CALLS]`` (Mistral);
+``<|python_tag|>`` (Llama 3.x); or one call fence around such units (the table in the
+docs names each format's origin). A closing tag or fence may be missing only at the very
+end. A call object names the tool with ``name`` or ``function`` and its arguments with
+``arguments`` or ``parameters`` (else its other keys are the arguments); besides those
+only ``type`` and ``id`` may appear. Every name must be an offered tool, or a skill (which
+becomes ``load_skill(name)``): one name that is neither and nothing runs. Any other text
+around the units means the answer is an answer; :func:`shown_call` finds the one call such
+an answer *shows* in a fence, which the loop asks the model once to make, never runs.
 
 JSON is read by :func:`loads_lenient`, strictly first, then with a few repairs, each
 deterministic and conservative: one code fence removed, doubled braces ``{{…}}`` made
@@ -38,6 +26,7 @@ rules repair a structured call's malformed arguments (:func:`repair_arguments`).
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 from collections.abc import Collection
@@ -46,19 +35,22 @@ from typing import Any
 
 from lily_kernel import safejson
 
-__all__ = ["FENCE_INFO", "TextCall", "loads_lenient", "read", "repair_arguments"]
+__all__ = ["FENCE_INFO", "TextCall", "loads_lenient", "read", "repair_arguments", "shown_call"]
 
 LITERAL_CHARS = 20_000  # the longest text ast.literal_eval is asked to read
 _TAGS = {"<tool_call>": "</tool_call>", "<tools>": "</tools>", "<tool>": "</tool>",
          "<function_call>": "</function_call>"}
 FENCE_INFO = {"", "json", "xml", "tool_call", "tool_calls", "tool_code"}
 _FUNCTION_EQ = re.compile(r"<function=([\w.\-]+)>")
-_FUNCTION_NAME = re.compile(r"<function\s+name=\"([\w.\-]+)\"\s*>")
+_FUNCTION_NAME = re.compile(r"<function\s+name=[\"']([\w.\-]+)[\"']\s*>")
+_ELEMENT = re.compile(r"<([A-Za-z_][\w.\-]*)>")  # an XML argument: <path>notes.txt</path>
+_PARAMETER = re.compile(r"<parameter(?:=|\s+name=[\"'])([\w.\-]+)[\"']?>")
 _MISTRAL_NAMED = re.compile(r"\s*([\w.\-]+)\[ARGS\]")
 _PYTHON_TAG = "<|python_tag|>"
 _TOOL_CALLS = "[TOOL_CALLS]"
 _CALL_KEYS = {"name", "function", "arguments", "parameters", "type", "id"}
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_FENCED = re.compile(r"^[ \t]*```([^\n`]*)\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -251,6 +243,57 @@ def _closing(text: str, i: int, close: str) -> int:
     raise _NotCalls
 
 
+def _element_text(text: str, start: int, name: str) -> tuple[str, int]:
+    """The raw text of an element opened just before ``start``, and the index after its
+    ``</name>``; :class:`_NotCalls` when it is not closed."""
+    close = f"</{name}>"
+    end = text.find(close, start)
+    if end < 0:
+        raise _NotCalls
+    return html.unescape(text[start:end].strip()), end + len(close)
+
+
+def _xml_arguments(text: str, i: int, close: str) -> tuple[dict[str, Any], int]:
+    """``<key>value</key>`` or ``<parameter=key>value</parameter>`` elements up to
+    ``close``: each value its raw text (nested tags kept as text), or JSON when the
+    value is a JSON object, array or number; the index after ``close``."""
+    args: dict[str, Any] = {}
+    while True:
+        i = _skip(text, i)
+        if close and text.startswith(close, i):
+            return args, i + len(close)
+        if not close and (i >= len(text) or text.startswith("</function>", i)):
+            return args, i
+        found = _PARAMETER.match(text, i)
+        key, value_end = (found.group(1), "parameter") if found else (None, "")
+        if found is None:
+            found = _ELEMENT.match(text, i)
+            if found is None:
+                raise _NotCalls
+            key = value_end = found.group(1)
+        assert key is not None
+        value, i = _element_text(text, found.end(), value_end)
+        try:
+            args[key] = safejson.loads(value) if value[:1] in "{[-0123456789" else value
+        except ValueError:
+            args[key] = value
+
+
+def _function_body(text: str, i: int) -> tuple[Any, int]:
+    """The arguments after ``<function …>``: a JSON object, ``<arguments>`` around a JSON
+    object or XML elements, ``<parameter=key>`` elements, or nothing; and where they end."""
+    j = _skip(text, i)
+    if text.startswith("{", j):
+        return _json_at(text, j)
+    if text.startswith("<arguments>", j):
+        k = _skip(text, j + len("<arguments>"))
+        if text.startswith("{", k):
+            args, end = _json_at(text, k)
+            return args, _closing(text, end, "</arguments>")
+        return _xml_arguments(text, k, "</arguments>")
+    return _xml_arguments(text, j, "")
+
+
 def _units(text: str, fenced: bool = False) -> list[tuple[str, Any]]:
     """Every call in ``text``, which must consist of units only (see the docstring)."""
     calls: list[tuple[str, Any]] = []
@@ -270,18 +313,21 @@ def _units(text: str, fenced: bool = False) -> list[tuple[str, Any]]:
             close = text.find(_TAGS[tag], i)
             inner_end = close if close >= 0 else len(text)
             inner = text[i + len(tag):inner_end].strip()
-            if not inner or inner[0] not in "{[":
+            if not inner or inner[0] not in "{[<":
                 raise _NotCalls
-            value, end = _json_at(inner, 0)
-            if inner[end:].strip():
-                raise _NotCalls
-            calls += _calls_in(value)
+            if inner[0] == "<":  # <tools><function name="…">…</function></tools>
+                found_inner = _units(inner, fenced=True)
+                if not found_inner:
+                    raise _NotCalls
+                calls += found_inner
+            else:
+                value, end = _json_at(inner, 0)
+                if inner[end:].strip():
+                    raise _NotCalls
+                calls += _calls_in(value)
             i = inner_end + len(_TAGS[tag]) if close >= 0 else len(text)
         elif (found := _FUNCTION_EQ.match(text, i) or _FUNCTION_NAME.match(text, i)):
-            j = _skip(text, found.end())
-            if j >= len(text) or text[j] != "{":
-                raise _NotCalls
-            args, end = _json_at(text, j)
+            args, end = _function_body(text, found.end())
             calls.append((found.group(1), args))
             i = _closing(text, end, "</function>")
         elif text.startswith(_TOOL_CALLS, i):
@@ -335,3 +381,19 @@ def read(text: str, offered: Collection[str], skills: Collection[str] = ()) -> l
                 return []
         out.append(TextCall(name, json.dumps(args, ensure_ascii=False)))
     return out
+
+
+def shown_call(text: str, offered: Collection[str], skills: Collection[str] = ()) -> TextCall | None:
+    """The one call an answer *shows* instead of making it: prose around exactly one code
+    fence (the answer's only one, its info word one of the call fences) whose content is
+    exactly one call :func:`read` accepts. None otherwise: such an answer is never run,
+    the loop only asks the model once to make the call (docs/agent.md#loop-hygiene)."""
+    if text.count("```") != 2:
+        return None
+    fence = _FENCED.search(text)
+    if fence is None or fence.group(1).strip().lower() not in FENCE_INFO:
+        return None
+    if not (text[:fence.start()].strip() or text[fence.end():].strip()):
+        return None  # the whole answer is the fence: read() runs it
+    calls = read(fence.group(2), offered, skills)
+    return calls[0] if len(calls) == 1 else None

@@ -131,8 +131,9 @@ _MAX_FILES = 200  # names a folder offers after @
 def _mention(session: Session, word: str, cursor: int,
              variables: Variables | None) -> Completion:
     """Tab after ``@`` in a request: the notebook's variables, workspace files (a folder's
-    entries after ``@folder/``), ``error`` and the cell forms (docs/notebook-tools.md#mentions)."""
-    options = ["error", "In[", "cell[-1]"]
+    entries after ``@folder/``), ``error``, ``figure`` and the cell forms
+    (docs/notebook-tools.md#mentions)."""
+    options = ["error", "figure", "In[", "cell[-1]"]
     if variables is not None:
         options += sorted(variables())
     folder, _, _ = word.rpartition("/")

@@ -318,7 +318,7 @@ def _model(session: Session, cmd: Command) -> Any:
         from lily_kernel.agent import endpoint_info
         endpoint_info.learn_window(session)
         info = endpoint_info.of_session(session)
-        return ModelInfo(session.model_config.as_dict(),
+        return ModelInfo(session.model_config.as_shown(),
                          usage=dict(session.usage) if session.usage["calls"] else None,
                          parts=_prompt_parts(session), models=info.models if info else None,
                          mode=session.permissions.mode.value, sent=_sent(session))
@@ -335,7 +335,7 @@ def _model(session: Session, cmd: Command) -> Any:
         session.set_model(**values)
     except ConfigError as exc:
         raise command_error(exc) from None
-    return ModelInfo(session.model_config.as_dict(), changed=tuple(values),
+    return ModelInfo(session.model_config.as_shown(), changed=tuple(values),
                      mode=session.permissions.mode.value, sent=_sent(session))
 
 

@@ -162,8 +162,9 @@ class Runner:
                 session.journal.append({"event": "attached", "session_id": session.session_id,
                                         "items": [f"@{a.mention}" for a in attached]})
         sent = mentions.with_attachments(text, attached)
+        shown = mentions.attached_images(attached)
         yield from self._agent(lambda on_text, on_event: loop.run(
-            session, sent, skill=skill, on_text=on_text, on_event=on_event), live,
+            session, sent, skill=skill, on_text=on_text, on_event=on_event, shown=shown), live,
             attached=tuple(f"@{a.mention}" for a in attached))
 
     def resume(self, done: ActionDone, live: Callable[[], Live] | None = None) -> Iterator[Any]:

@@ -19,6 +19,9 @@ waiting line:
 - :func:`markdown_html` — Markdown rendered to HTML for a widget, raw HTML off.
 - :func:`code_span`, :func:`code_block` — a value shown verbatim as code inside Markdown,
   with a fence no content can close.
+- :func:`terminal_text` — text for a terminal (the ``lily`` command): control characters
+  and bidirectional overrides shown as escapes, so none moves the cursor, sets a title,
+  writes the clipboard or reorders what is shown.
 """
 from __future__ import annotations
 
@@ -329,3 +332,16 @@ def visible(text: str) -> tuple[str, tuple[str, ...]]:
         found[mark] = None
         out.append(mark)
     return "".join(out), tuple(found)
+
+
+#: What a terminal would act on rather than show: C0 controls but newline and tab, DEL,
+#: C1 controls (``\x9b`` is CSI on some terminals), and the bidirectional embeddings,
+#: overrides and isolates ("Trojan Source").
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    r"""``text`` with every character a terminal would act on shown as its ``\uXXXX``
+    escape (``\u001b``): what the ``lily`` command prints is read, never obeyed, and
+    JSON it prints stays JSON, decoding to the same text."""
+    return _TERMINAL_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

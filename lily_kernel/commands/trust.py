@@ -197,7 +197,12 @@ def review(session: Session) -> TrustReview:
     settings = settings_lines(data, session)
     out += [f"**{CONFIG_FILE}**", "", *(settings or [f"- nothing: there is no {CONFIG_FILE}"
                                                      if not data else "- (no settings)"]), ""]
-    servers = [line for s in _servers(workspace, data) for line in server_lines(*s)]
+    hub = session.mcp
+    mine = {s.config.name for s in hub.servers.values() if not s.config.from_workspace} \
+        if hub is not None else set()
+    servers = [line for s in _servers(workspace, data) for line in server_lines(*s) + (
+        [f"  - not used: a server named {_code(s[0])} comes from your own configuration, "
+         "and a workspace cannot replace it"] if s[0] in mine else [])]
     out += ["**MCP servers** (they start when trusted)", "",
             *(servers or ["- none"]), ""]
     skills = skill_lines(session.trusted_preview())

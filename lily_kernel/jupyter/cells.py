@@ -90,7 +90,8 @@ class Cells:
 
     def add_tools(self, session: Session) -> None:
         """Register the notebook tools in ``session`` (each session this shell starts)."""
-        notebook_tools.register(session.tools, self.notebook, lambda: session.share_values)
+        notebook_tools.register(session.tools, self.notebook, lambda: session.share_values,
+                                lambda path: session.files.list(path))
 
     # -- completion and inspection (the kernel's) ----------------------------------------
     def complete(self, code: str, cursor_pos: int) -> completion.Completion | None:

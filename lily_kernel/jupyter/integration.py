@@ -18,7 +18,6 @@ cell that needs it, in :attr:`Integration.cells`, the one place that decides it
 from __future__ import annotations
 
 import contextlib
-import sys
 from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,10 +28,11 @@ from lily_kernel import redaction
 from lily_kernel.commands.table import is_command
 from lily_kernel.errors import CommandError, error_line
 from lily_kernel.jupyter import plots
+from lily_kernel.jupyter.cell_events import CellEvents
 from lily_kernel.jupyter.python_cells import PythonCells
 
 if TYPE_CHECKING:
-    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
+    from IPython.core.interactiveshell import InteractiveShell
 
     from lily_kernel.jupyter.cells import Cells
     from lily_kernel.session.session import Session
@@ -132,18 +132,22 @@ class Integration:
     @cached_property
     def complete_command(self) -> Any:
         """IPython's matcher (API v2) for a command cell under ``%load_ext lily``: the
-        Lily kernel's completions (names, skills, variables), the others suppressed."""
+        Lily kernel's completions (names, skills, variables), the others suppressed; in a
+        ``%%lily`` cell, an ``@`` mention's (variables, files, cells), else Python's."""
         from IPython.core.completer import SimpleCompletion, context_matcher
 
         @context_matcher()  # type: ignore[untyped-decorator]
         def matcher(context: Any) -> dict[str, Any]:
             text = context.full_text
-            if not is_command(text):
+            request = text.lstrip().startswith("%%lily") and "@" in text
+            if not is_command(text) and not request:
                 return {"completions": [], "suppress": False}
             lines = text.split("\n")
             offset = sum(len(line) + 1 for line in lines[:context.cursor_line])
             offset += context.cursor_position
             found = self.cells.complete(text, offset)
+            if found is None and request:  # not after an @: Python's completions
+                return {"completions": [], "suppress": False}
             if found is None:
                 return {"completions": [], "suppress": True, "matched_fragment": ""}
             return {"completions": [SimpleCompletion(m, type="lily") for m in found.matches],
@@ -196,65 +200,6 @@ class Integration:
             self.cells.run_command(text)
         else:
             self.cells.run_agent(text)
-
-
-MAX_FIGURES = 4  # figures a cell's description keeps for read_cells
-MAX_FIGURE_CELLS = 100  # cells whose figures are kept
-
-
-class CellEvents:
-    """What the notebook tools need to know of the cells that ran, recorded from start
-    (docs/notebook-tools.md): whether a cell runs now, the last failed cell (a reference
-    to its exception, formatted only when a tool asks), the cells proposed during this
-    one. Two O(1) hooks on the shell's ``pre_run_cell`` and ``post_run_cell`` events."""
-
-    def __init__(self, shell: InteractiveShell) -> None:
-        self.shell = shell
-        self.running = False  # a cell is executing (so a set_next_input payload reaches a reply)
-        self.error: tuple[int | None, str, BaseException] | None = None
-        self.proposals: list[str] = []
-        self.figures: dict[int, list[str]] = {}  # a cell's count -> what its plots showed
-        self._drawn: list[str] = []  # the figures this cell leaves open, described
-
-    def install(self) -> None:
-        """Listen to the shell's cell events."""
-        self.shell.events.register("pre_run_cell", self._before)
-        self.shell.events.register("post_execute", self._drawing)
-        self.shell.events.register("post_run_cell", self._after)
-
-    def uninstall(self) -> None:
-        """Stop listening to the shell's cell events."""
-        for name, hook in (("pre_run_cell", self._before), ("post_execute", self._drawing),
-                           ("post_run_cell", self._after)):
-            with contextlib.suppress(ValueError):
-                self.shell.events.unregister(name, hook)
-
-    def _before(self, info: ExecutionInfo) -> None:
-        self.running = True
-        self.proposals = []
-
-    def _drawing(self) -> None:
-        """Before the inline backend shows and closes the cell's open figures (its hook
-        comes after this one): describe them, for read_cells, and make sure the figures it
-        shows carry their description as text."""
-        pyplot = sys.modules.get("matplotlib.pyplot")
-        if pyplot is None:
-            return
-        plots.describe_figures(self.shell)
-        from lily_kernel.tools.figures import describe
-        self._drawn = [describe(pyplot.figure(n)) for n in pyplot.get_fignums()][:MAX_FIGURES]
-
-    def _after(self, result: ExecutionResult) -> None:
-        self.running = False
-        if self._drawn and result.execution_count is not None:
-            self.figures[result.execution_count] = self._drawn
-            while len(self.figures) > MAX_FIGURE_CELLS:
-                del self.figures[min(self.figures)]
-        self._drawn = []
-        exc = result.error_in_exec or result.error_before_exec
-        if exc is not None and not isinstance(exc, CommandError):
-            raw = result.info.raw_cell if result.info is not None else None
-            self.error = (result.execution_count, raw or "", exc)
 
 
 def _describe_figures(shell: InteractiveShell, install: bool) -> None:

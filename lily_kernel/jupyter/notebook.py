@@ -3,7 +3,7 @@
 :class:`ShellNotebook` is the Jupyter side of :mod:`lily_kernel.tools.notebook_tools`
 (the kernel and ``%load_ext lily`` both use it), made with the core on the first cell
 that needs it. The only per-cell work is two O(1) event hooks, installed at start with
-Lily (``integration.CellEvents``): ``pre_run_cell`` notes that a cell runs,
+Lily (``cell_events.CellEvents``): ``pre_run_cell`` notes that a cell runs,
 ``post_run_cell`` keeps a reference to a failed cell's exception (formatted only when
 ``last_error`` is called). Sources and outputs come from IPython's history.
 ``run`` executes code like a cell — IPython's transforms (magics), the last
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import CapturedIO
 
-    from lily_kernel.jupyter.integration import CellEvents
+    from lily_kernel.jupyter.cell_events import CellEvents
 
 
 class ShellNotebook:
@@ -64,9 +64,14 @@ class ShellNotebook:
         current = self.shell.execution_count - (1 if self.events.running else 0)  # not the asking cell
         raw = hm.input_hist_raw
         first = max(1, current - last)
-        return [Cell(n, raw[n] if n < len(raw) else "", _with_figures(
-                    _output_text(hm, n), self.events.figures.get(n, ())))
-                for n in range(first, current)]
+        out = []
+        for n in range(first, current):
+            text, kept = _output_text(hm, n)
+            figures = self.events.figures.get(n, ())
+            out.append(Cell(n, raw[n] if n < len(raw) else "", _with_figures(text, figures),
+                            len(figures), tuple(dict.fromkeys(
+                                [*kept, *self.events.images.get(n, ())]))))
+        return out
 
     def last_error(self) -> ErrorInfo | None:
         """The last failed cell (or run_python code), if any."""
@@ -227,13 +232,17 @@ def _with_figures(text: str, figures: Iterable[str]) -> str:
     return "\n".join([*kept, described])
 
 
-def _output_text(hm: HistoryManager, n: int) -> str:
+def _output_text(hm: HistoryManager, n: int) -> tuple[str, list[str]]:
+    """Cell ``n``'s text output, and the hashes of the images IPython's history kept of it."""
     outputs = getattr(hm, "outputs", None)
     parts: list[str] = []
+    kept: list[str] = []
     if outputs is not None:  # IPython 9 keeps every cell's streams and results
         for out in outputs.get(n, ()):
             bundle = out.bundle
-            images.offer_bundle(bundle)  # a plot read_cells returns (tools/images.py)
+            digest = images.keep_bundle(bundle)  # offered when a tool returns the cell
+            if digest is not None:
+                kept.append(digest)
             if out.output_type in ("out_stream", "err_stream"):
                 parts.append("".join(bundle.get("stream", [])))
             else:
@@ -244,7 +253,7 @@ def _output_text(hm: HistoryManager, n: int) -> str:
     exc = getattr(hm, "exceptions", {}).get(n)
     if exc:
         parts.append(f"{exc.get('ename')}: {exc.get('evalue')}")
-    return "\n".join(p.rstrip("\n") for p in parts if p)
+    return "\n".join(p.rstrip("\n") for p in parts if p), kept
 
 
 def captured_text(captured: CapturedIO) -> str:

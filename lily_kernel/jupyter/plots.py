@@ -14,8 +14,22 @@ if TYPE_CHECKING:
 def figure_text(fig: Any, printer: Any, cycle: bool) -> None:
     """A matplotlib figure's ``text/plain``: what it shows (tools/figures.py), imported on the
     first figure, so ``%load_ext lily`` loads nothing for it."""
+    printer.text(description(fig))
+
+
+def description(fig: Any) -> str:
+    """What ``fig`` shows (tools/figures.py); its repr when it is not a figure describe knows."""
     from lily_kernel.tools.figures import describe
-    printer.text(describe(fig))
+    try:
+        return describe(fig)
+    except Exception:  # a figure-like object of another shape: never break its display
+        return repr(fig)
+
+
+def is_figure(obj: Any) -> bool:
+    """Is ``obj`` a matplotlib ``Figure`` (matplotlib is never imported here)?"""
+    figure = sys.modules.get("matplotlib.figure")
+    return figure is not None and isinstance(obj, figure.Figure)
 
 
 def describe_figures(shell: InteractiveShell) -> None:

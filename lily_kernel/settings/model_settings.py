@@ -36,7 +36,7 @@ LOCAL_MAX_TOKENS = 1_024
 # (issue 30); "none" sends none (the server's default), "default" is this again.
 DEFAULT_TEMPERATURE = 0.2
 PROFILES = ("auto", "small", "full")  # agent/budget.profile_of: docs/agent.md#small-model-profile
-NOT_NONE = ("model", "timeout", "max_retries", "profile", "vision")
+NOT_NONE = ("model", "timeout", "max_retries", "profile")
 CONFIG_FILE = "lily.toml"
 MAX_TIMEOUT = 3600.0  # seconds: one request's whole deadline is at most an hour
 MAX_RETRIES = 10
@@ -102,8 +102,9 @@ class ModelConfig:
     context_window: int | None = None
     max_tokens: int | None = None  # the answer's cap, sent to the endpoint; None: answer_tokens()
     profile: str = "auto"  # "small": fewer tools, shorter descriptions; auto: by the window
-    # the model sees image outputs as image parts (tools/images.py); off: their text only
-    vision: bool = False
+    # the model sees image outputs as image parts (tools/images.py); off: their text only;
+    # None ("auto"): on for a model known to take images (KNOWN_VISION)
+    vision: bool | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -132,6 +133,10 @@ class ModelConfig:
                 errors.append(f"{where}: {exc}")
         return config, errors
 
+    def sees_images(self) -> bool:
+        """Whether image parts are sent: ``vision`` when set, else :func:`known_vision`."""
+        return self.vision if self.vision is not None else known_vision(self.model)
+
     def answer_tokens(self) -> int:
         """The answer's cap: ``max_tokens`` when set, else :data:`LOCAL_MAX_TOKENS` for a
         local endpoint (:func:`is_local`) and :data:`DEFAULT_MAX_TOKENS` for any other."""
@@ -145,6 +150,14 @@ class ModelConfig:
         data = asdict(self)
         if data["base_url"]:
             data["base_url"] = redact_urls(data["base_url"])
+        return data
+
+    def as_shown(self) -> dict[str, Any]:
+        """:meth:`as_dict` as ``/model`` shows it: ``vision`` auto says what it decided."""
+        data = self.as_dict()
+        if self.vision is None:
+            data["vision"] = ("auto (on: a model known to take images)" if self.sees_images()
+                              else "auto (off: not a model known to take images)")
         return data
 
     def changed(self, **values: object) -> ModelConfig:
@@ -162,6 +175,25 @@ class ModelConfig:
                                   f"(known: {', '.join(sorted(known))})")
             parsed[key] = _parse(key, raw)
         return replace(self, **parsed)
+
+
+# Models known to accept image parts (docs/agent.md#images): a name (its last path part,
+# lower case) starting with one of these, or holding one of the markers, unless it holds
+# one of the exceptions (text-only members of a family that sees).
+KNOWN_VISION = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o1", "o3", "o4",
+                "claude-3", "claude-sonnet-4", "claude-opus-4", "claude-haiku-4", "gemini",
+                "pixtral", "llava", "bakllava", "moondream", "minicpm-v", "llama4", "llama-4",
+                "mistral-small-3.1", "mistral-small-3.2", "mistral-medium-3")
+VISION_MARKERS = ("vision", "-vl", "_vl", "llava")
+NOT_VISION = ("o1-mini", "o3-mini", "audio", "realtime", "tts", "transcribe", "embedding")
+
+
+def known_vision(model: str) -> bool:
+    """Is ``model`` known to take images (:data:`KNOWN_VISION`)? Unknown models are not."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    if any(x in name for x in NOT_VISION):
+        return False
+    return name.startswith(KNOWN_VISION) or any(m in name for m in VISION_MARKERS)
 
 
 def is_local(base_url: str | None) -> bool:
@@ -191,6 +223,15 @@ def _parse(key: str, raw: object) -> Any:
             raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, not "
                               f"'{str(raw)[:20]}'")
         return raw.lower()
+    if key == "vision":
+        if isinstance(raw, bool):
+            return raw
+        text = "auto" if raw is None else str(raw).strip().lower()
+        if text in ("auto", "none", "default", ""):
+            return None
+        if text not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
+            raise ConfigError(f"vision must be true, false or auto, not '{str(raw)[:20]}'")
+        return text in ("true", "on", "1", "yes")
     if raw is None or (isinstance(raw, str) and raw.lower() in ("", "none", "default")):
         if key in NOT_NONE:
             if raw is None:
@@ -199,13 +240,6 @@ def _parse(key: str, raw: object) -> Any:
             return None
     if key in ("temperature", "timeout", "context_window", "max_tokens", "max_retries"):
         return _checked_number(key, raw)
-    if key == "vision":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text not in ("true", "false", "on", "off", "1", "0", "yes", "no"):
-            raise ConfigError(f"vision must be true or false, not '{str(raw)[:20]}'")
-        return text in ("true", "on", "1", "yes")
     if isinstance(raw, bool) or not isinstance(raw, str | numbers.Real):
         raise ConfigError(f"{key} must be text or a number, not {raw!r}")
     raw = str(raw)  # a model named by a number (`model = 4` in TOML) is that text

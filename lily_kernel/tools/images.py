@@ -17,6 +17,7 @@ import base64
 import binascii
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 MIMES = ("image/png", "image/jpeg")
@@ -32,6 +33,16 @@ _OFFERED: list[str] = []
 def offer(mime: str, data: str | bytes) -> str | None:
     """Offer one image output (base64 text as Jupyter keeps it, or raw bytes); its hash,
     or None when it is not a PNG/JPEG or too large."""
+    digest = keep(mime, data)
+    if digest is not None:
+        offer_kept((digest,))
+    return digest
+
+
+def keep(mime: str, data: str | bytes) -> str | None:
+    """Keep one image output without offering it (a cell's plot, offered only when a tool
+    or a mention returns that cell: :func:`offer_kept`); its hash, or None as for
+    :func:`offer`."""
     if mime not in MIMES:
         return None
     try:
@@ -46,18 +57,30 @@ def offer(mime: str, data: str | bytes) -> str | None:
     _STORE.move_to_end(digest)
     while len(_STORE) > KEPT:
         _STORE.popitem(last=False)
-    if digest not in _OFFERED:
-        _OFFERED.append(digest)
     return digest
 
 
-def offer_bundle(bundle: dict[str, Any]) -> None:
-    """Offer the image of a display's MIME bundle, if it has one."""
+def offer_kept(hashes: Iterable[str]) -> None:
+    """Offer images kept earlier (:func:`keep`) that this process still has."""
+    for digest in hashes:
+        if digest in _STORE and digest not in _OFFERED:
+            _OFFERED.append(digest)
+
+
+def keep_bundle(bundle: Mapping[str, Any]) -> str | None:
+    """Keep the image of a display's MIME bundle, if it has one; its hash."""
     for mime in MIMES:
         value = bundle.get(mime)
         if isinstance(value, str | bytes):
-            offer(mime, value)
-            return
+            return keep(mime, value)
+    return None
+
+
+def offer_bundle(bundle: Mapping[str, Any]) -> None:
+    """Offer the image of a display's MIME bundle, if it has one."""
+    digest = keep_bundle(bundle)
+    if digest is not None:
+        offer_kept((digest,))
 
 
 def take() -> list[str]:
@@ -75,6 +98,15 @@ def message(hashes: list[str]) -> dict[str, Any]:
     return {"role": "user", "content": [
         {"type": "text", "text": text},
         *({"type": "image_url", "image_url": {"url": SCHEME + h}} for h in hashes)]}
+
+
+def with_images(text: str, hashes: list[str]) -> str | list[dict[str, Any]]:
+    """A user request's content: its text, then the images its ``@`` mentions showed
+    (tools/mentions.py), each by hash as in :func:`message`."""
+    if not hashes:
+        return text
+    return [{"type": "text", "text": text},
+            *({"type": "image_url", "image_url": {"url": SCHEME + h}} for h in hashes)]
 
 
 def has_images(messages: list[dict[str, Any]]) -> bool:

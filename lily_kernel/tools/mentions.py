@@ -2,9 +2,10 @@
 (docs/notebook-tools.md#mentions).
 
 ``@name`` attaches a bounded summary of a notebook variable, ``@path`` a workspace file,
-``@In[3]`` / ``@cell[-1]`` a cell's source and outputs, ``@error`` the last error. Each is
-read through the same tool the model would call (``inspect_variable``, ``read``,
-``read_cell``, ``last_error``), so the same rules hold: secrets refused, protected files
+``@In[3]`` / ``@cell[-1]`` a cell's source and outputs, ``@figure`` the last cell that
+drew a figure (its description; its image too for a model with vision), ``@error`` the
+last error. Each is read through the same tool the model would call (``inspect_variable``,
+``read``, ``read_cell``, ``read_figure``, ``last_error``), so the same rules hold: secrets refused, protected files
 refused, ``share_values = false`` honoured, the tool policy's deny list obeyed, each
 result capped. A mention that names nothing (an e-mail address, a decorator, a name not
 in the notebook) stays as text and attaches nothing.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lily_kernel.errors import ToolError
+from lily_kernel.tools import images
 from lily_kernel.tools.tool_registry import invoke
 
 if TYPE_CHECKING:
@@ -36,8 +38,9 @@ _CELL = re.compile(r"(?:In|cell)\[(-?\d+)\]\Z")
 class Attached:
     """One mention that attached something: what it named, as what, and the text."""
     mention: str
-    kind: str  # "variable", "file", "cell", "error"
+    kind: str  # "variable", "file", "cell", "figure", "error"
     text: str
+    images: tuple[str, ...] = ()  # the hashes of the images it showed (tools/images.py)
 
 
 def mentions(text: str) -> list[str]:
@@ -56,16 +59,23 @@ def attach(session: Session, text: str, variables: Iterable[str] = ()) -> list[A
     out: list[Attached] = []
     room = TOTAL_CHARS
     names = set(variables)
+    images.take()  # offered by no request: not this one's
     for name in mentions(text)[:MAX_MENTIONS]:
         found = _resolve(session, name, names)
+        shown = tuple(images.take())
         if found is None or room <= 0:
             continue
         kind, body = found
         body = body if len(body) <= min(ATTACH_CHARS, room) else \
             body[: min(ATTACH_CHARS, room) - 1] + "…"
         room -= len(body)
-        out.append(Attached(name, kind, body))
+        out.append(Attached(name, kind, body, shown))
     return out
+
+
+def attached_images(attached: list[Attached]) -> list[str]:
+    """The images the mentions showed, each once, at most :data:`images.MAX_IMAGES`."""
+    return list(dict.fromkeys(h for a in attached for h in a.images))[:images.MAX_IMAGES]
 
 
 def with_attachments(text: str, attached: list[Attached]) -> str:
@@ -85,6 +95,8 @@ def _resolve(session: Session, name: str, variables: set[str]) -> tuple[str, str
         return _call(session, "last_error", {}, "error")
     if _IDENT.match(name) and name in variables:
         return _call(session, "inspect_variable", {"name": name}, "variable")
+    if name == "figure":  # a variable named figure is that variable
+        return _call(session, "read_figure", {}, "figure")
     path = session.workspace / name
     if "/" in name or "." in name:
         try:

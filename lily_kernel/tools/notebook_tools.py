@@ -2,7 +2,9 @@
 
 ``list_variables``, ``inspect_variable``, ``read_cells``, ``last_error``,
 ``propose_cell`` and ``run_python`` are registered by the Jupyter faces (the
-kernel and ``%load_ext lily``), never by the CLI, through the ordinary
+kernel and ``%load_ext lily``) and by ``lily acp`` when a Jupyter server started it
+(:func:`register_answer`: :func:`answer` runs inside the notebook's kernel there,
+acp/kernel_probe.py), never by the CLI, through the ordinary
 :class:`ToolRegistry`, so the tool policy (allow/deny) applies as to any tool and
 ``run_python`` waits behind the confirmation card (``[tools] confirm``). This
 module needs no Jupyter: a :class:`Notebook` (the face) supplies the namespace,
@@ -16,13 +18,13 @@ import itertools
 import re
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import SECRET_NAME
-from lily_kernel.tools import bounded
+from lily_kernel.tools import bounded, images
 from lily_kernel.tools.tool_registry import NOTEBOOK_TOOLS, Shown, ToolRegistry
 
 LIST_SHOWN = 200            # variables named by one list_variables answer
@@ -53,6 +55,8 @@ class Cell:
     count: int
     source: str
     output: str  # the cell's text output (streams, results, errors), plain
+    figures: int = 0  # the figures it drew (their descriptions are in ``output``)
+    images: tuple[str, ...] = ()  # its PNG/JPEG outputs, kept by hash (tools/images.py)
 
 
 @dataclass(frozen=True)
@@ -411,9 +415,42 @@ def refusal(nb: Notebook, name: str) -> str | None:
     return None
 
 
-def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
+#: A folder's entries, (name, is_folder), within the workspace's boundary (a session's
+#: ``files.list``): how the notebook tools tell a file's name from a variable's.
+ListDir = Callable[[str], list[tuple[str, bool]]]
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+
+
+def _workspace_file(list_dir: ListDir | None, name: str) -> str | None:
+    """The workspace file ``name`` means, or None: a name with a slash or a suffix that is
+    a file there (``notes.txt``, ``data/cities.csv``), or a bare name that is the stem of
+    exactly one file at the workspace's top (``cities`` for ``cities.csv``)."""
+    if list_dir is None:
+        return None
+    path = name.strip().removeprefix("./")
+    try:
+        if "/" in path or _SUFFIX.search(path):
+            folder, _, leaf = path.rpartition("/")
+            return path if (leaf, False) in list_dir(folder or ".") else None
+        if not path.isidentifier():
+            return None
+        stems = [n for n, folder in list_dir(".") if not folder and n.rsplit(".", 1)[0] == path
+                 and "." in n]
+    except (ToolError, OSError):
+        return None
+    return stems[0] if len(stems) == 1 else None
+
+
+def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any],
+                    list_dir: ListDir | None = None) -> str:
     """Why ``name`` is not shown, and the call that would work: an expression such as
-    ``df['y']`` or ``df.y`` names the variable it starts with (docs/agent.md#loop-hygiene)."""
+    ``df['y']`` or ``df.y`` names the variable it starts with, a workspace file's name the
+    ``read`` tool (docs/agent.md#loop-hygiene)."""
+    file = _workspace_file(list_dir, name)
+    if file is not None:
+        what = "is a file" if file == name.strip() else f"is not a variable; {file} is a file"
+        return (f"'{name}' {what} in the workspace, not a notebook variable: read it with "
+                f'read(path="{file}")')
     head = re.match(r"\s*([A-Za-z_]\w*)", name)
     if head and head.group(1) != name and head.group(1) in ns \
             and refusal(nb, head.group(1)) is None:
@@ -425,7 +462,8 @@ def _not_a_variable(nb: Notebook, name: str, ns: Mapping[str, Any]) -> str:
             'inspect_variable takes a variable\'s name, e.g. inspect_variable(name="df")')
 
 
-def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
+def inspect_variable(nb: Notebook, name: str, share: bool = True,
+                     list_dir: ListDir | None = None) -> str:
     """The inspect_variable tool: one variable's type, size and a bounded preview."""
     if not isinstance(name, str):
         raise ToolError("name must be a string")
@@ -434,7 +472,7 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True) -> str:
         raise ToolError(reason)
     ns = nb.namespace()
     if name not in ns:
-        raise ToolError(_not_a_variable(nb, name, ns))
+        raise ToolError(_not_a_variable(nb, name, ns, list_dir))
     value = ns[name]
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
@@ -453,12 +491,7 @@ def read_cells(nb: Notebook, last: int = 5, share: bool = True) -> str:
     cells = nb.cells(min(last, CELLS_MAX))
     if not cells:
         return "No cells have run yet in this notebook."
-    out = []
-    for cell in cells:
-        out.append(f"--- cell [{cell.count}] ---\n{clip(cell.source.rstrip(), CELL_SOURCE_CHARS)}")
-        if cell.output.strip():
-            out.append("--- output ---\n" + (clip(plain(cell.output).rstrip(), CELL_OUTPUT_CHARS)
-                                           if share else NOT_SHARED))
+    out = [_cell_text(cell, share) for cell in cells]
     note = f" (at most {CELLS_MAX})" if last > CELLS_MAX else ""
     return f"The last {len(cells)} executed cell(s){note}, oldest first:\n" + "\n".join(out)
 
@@ -474,10 +507,28 @@ def read_cell(nb: Notebook, number: int, share: bool = True) -> str:
     if cell is None:
         raise ToolError(f"no cell {'In[' + str(number) + ']' if number > 0 else f'cell[{number}]'} "
                         f"among the last {CELL_LOOKBACK} executed cells")
+    return _cell_text(cell, share)
+
+
+def read_figure(nb: Notebook, share: bool = True) -> str:
+    """The last cell that drew a figure, for an ``@figure`` mention (tools/mentions.py):
+    its source and output, where the figure's description is; its image for a model with
+    vision."""
+    cell = next((c for c in reversed(nb.cells(CELL_LOOKBACK)) if c.figures or c.images), None)
+    if cell is None:
+        raise ToolError(f"no figure among the last {CELL_LOOKBACK} executed cells")
+    return _cell_text(cell, share)
+
+
+def _cell_text(cell: Cell, share: bool) -> str:
+    """One cell as the model reads it; its images are offered too (tools/images.py), unless
+    values are not shared."""
     text = f"--- cell [{cell.count}] ---\n{clip(cell.source.rstrip(), CELL_SOURCE_CHARS)}"
     if cell.output.strip():
         text += "\n--- output ---\n" + (clip(plain(cell.output).rstrip(), CELL_OUTPUT_CHARS)
                                         if share else NOT_SHARED)
+    if share:
+        images.offer_kept(cell.images)
     return text
 
 
@@ -554,59 +605,107 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
         raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
 
 
-def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool]) -> None:
-    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call.
+#: What a registered notebook tool calls: ``(tool, args, share)`` -> its result. In a notebook
+#: face it is :func:`answer` on the face's :class:`Notebook`; in ``lily acp`` it sends the same
+#: call to :func:`answer` inside the notebook's own kernel (acp/kernel_probe.py).
+Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
+
+
+def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
+           list_dir: ListDir | None = None) -> str | Shown:
+    """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs;
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's."""
+    if tool == "list_variables":
+        include = bool(args.get("include_callables", False))
+        return _guarded(tool, share, lambda: list_variables(nb, include))
+    if tool == "inspect_variable":
+        return _guarded(tool, share, lambda: inspect_variable(nb, args["name"], share,
+                                                                list_dir))
+    if tool == "read_cells":
+        return _guarded(tool, share, lambda: read_cells(nb, int(args.get("last", 5)), share))
+    if tool == "last_error":
+        return _guarded(tool, share, lambda: last_error(nb, share))
+    if tool == "read_cell":
+        return _guarded(tool, share, lambda: read_cell(nb, int(args["number"]), share))
+    if tool == "read_figure":
+        return _guarded(tool, share, lambda: read_figure(nb, share))
+    if tool == "propose_cell":
+        return propose_cell(nb, args["code"])
+    if tool == "run_python":
+        return run_python(nb, args["code"], share)
+    raise ToolError(f"'{tool}' is not a notebook tool")
+
+
+def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool],
+             list_dir: ListDir | None = None) -> None:
+    """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call;
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
+    register_answer(registry,
+                    lambda tool, args, share: answer(nb, tool, args, share, list_dir),
+                    share_values)
 
-    @registry.register(name="list_variables", origin="notebook", annotations=READ_ONLY)
+
+def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
+                    names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
+    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`)."""
+
+    def _text(result: str | Shown) -> str:
+        return result.text if isinstance(result, Shown) else result
+
+    def _shown(result: str | Shown) -> Shown:
+        return result if isinstance(result, Shown) else Shown(result)
+
+    def add(fn: Callable[..., Any], **keywords: Any) -> None:
+        if fn.__name__.lstrip("_") in names:
+            registry.register(fn, name=fn.__name__.lstrip("_"), origin="notebook", **keywords)
+
     def _list_variables(include_callables: bool = False) -> str:
         """The notebook's variables: name, type, shape.
 
         Leaves out private names, modules, and functions/classes unless
         include_callables; names that look like secrets are counted, never shown."""
-        share = share_values()
-        return _guarded("list_variables", share, lambda: list_variables(nb, include_callables))
+        return _text(run("list_variables", {"include_callables": include_callables},
+                         share_values()))
 
-    @registry.register(name="inspect_variable", origin="notebook", annotations=READ_ONLY)
     def _inspect_variable(name: str) -> str:
         """Summarise one notebook variable.
 
         For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
         dtype and min/max/mean; for containers and strings their length and first items."""
-        share = share_values()
-        return _guarded("inspect_variable", share, lambda: inspect_variable(nb, name, share))
+        return _text(run("inspect_variable", {"name": name}, share_values()))
 
-    @registry.register(name="read_cells", origin="notebook", annotations=READ_ONLY)
     def _read_cells(last: int = 5) -> str:
         """The last executed cells' sources and outputs, oldest first."""
-        share = share_values()
-        return _guarded("read_cells", share, lambda: read_cells(nb, last, share))
+        return _text(run("read_cells", {"last": last}, share_values()))
 
-    @registry.register(name="last_error", origin="notebook", annotations=READ_ONLY)
     def _last_error() -> str:
         """The last failed cell: source, exception, traceback."""
-        share = share_values()
-        return _guarded("last_error", share, lambda: last_error(nb, share))
+        return _text(run("last_error", {}, share_values()))
 
-    @registry.register(name="read_cell", origin="notebook", annotations=READ_ONLY,
-                       owner_only=True)
     def _read_cell(number: int) -> str:
         """One executed cell by its number (0 and below count back from the last)."""
-        share = share_values()
-        return _guarded("read_cell", share, lambda: read_cell(nb, number, share))
+        return _text(run("read_cell", {"number": number}, share_values()))
 
-    @registry.register(name="propose_cell", origin="notebook",
-                       annotations={"readOnlyHint": False, "destructiveHint": False})
+    def _read_figure() -> str:
+        """The last cell that drew a figure: its source and the figure's description."""
+        return _text(run("read_figure", {}, share_values()))
+
     def _propose_cell(code: str) -> Shown:
         """Add a code cell below for the user to run."""
-        return propose_cell(nb, code)
+        return _shown(run("propose_cell", {"code": code}, share_values()))
 
-    @registry.register(name="run_python", origin="notebook", ask=True,
-                       annotations={"readOnlyHint": False, "destructiveHint": True,
-                                    "openWorldHint": True})
     def _run_python(code: str) -> Shown:
         """Run Python code in the notebook's namespace, like a cell. Returns its output.
 
         The user sees the code on a confirmation card first; it runs only if they confirm."""
-        return run_python(nb, code, share_values())
+        return _shown(run("run_python", {"code": code}, share_values()))
+
+    for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
+        add(reader, annotations=READ_ONLY)
+    add(_read_cell, annotations=READ_ONLY, owner_only=True)
+    add(_read_figure, annotations=READ_ONLY, owner_only=True)
+    add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
+    add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
+                                            "openWorldHint": True})

@@ -260,7 +260,8 @@ def _name_set(value: str | None) -> frozenset[str] | None:
 
 
 # The notebook tools (tools/notebook_tools.py) exist only where a face registers them: the
-# Lily kernel and %load_ext lily. A skill that needs one is ineligible elsewhere (lily CLI).
+# Lily kernel, %load_ext lily, and lily acp started by a Jupyter server. A skill that needs
+# one is ineligible elsewhere (lily CLI).
 NOTEBOOK_TOOLS = ("list_variables", "inspect_variable", "read_cells", "last_error",
                   "propose_cell", "run_python")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -125,3 +127,27 @@ async def settle() -> None:
 
 def run(coro: Any, timeout: float = 90) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def execute(port: int, token: str, kernel: str, code: str, **content: Any) -> dict[str, Any]:
+    """Run ``code`` in a Jupyter server's kernel as a notebook runs a cell (over the
+    kernel's channels); the execute_reply's content. ``content`` overrides the request's."""
+    import websocket
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{port}/api/kernels/{kernel}/channels?session_id=test",
+        header=[f"Authorization: token {token}"], timeout=60)
+    msg_id = uuid.uuid4().hex
+    try:
+        ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                       "session": "test", "version": "5.3", "date": ""},
+            "parent_header": {}, "metadata": {}, "channel": "shell",
+            "content": {"code": code, "silent": False, "store_history": True,
+                        "user_expressions": {}, "allow_stdin": False, "stop_on_error": False,
+                        **content}}))
+        while True:
+            reply = json.loads(ws.recv())
+            if reply.get("channel") == "shell" and reply["parent_header"].get("msg_id") == msg_id:
+                return dict(reply["content"])
+    finally:
+        ws.close()

@@ -97,3 +97,27 @@ def test_lily_acp_without_the_sdk_says_which_extra_to_install():
     assert out.returncode == 1
     assert out.stderr == ("Error: lily acp needs the Agent Client Protocol SDK: "
                           "pip install 'lily-kernel[acp]'.\n")
+
+
+def test_the_probe_stands_in_for_every_lily_import_of_the_code_it_ships():
+    """The notebook tools' source runs inside a notebook's kernel where Lily is not
+    installed (acp/kernel_probe.py): each of its Lily imports needs a stand-in there."""
+    import ast
+    import importlib
+    import types
+    from pathlib import Path
+
+    from lily_kernel.acp import kernel_probe
+    from lily_kernel.tools import bounded, notebook_tools
+    found = set()
+    for module in (notebook_tools, bounded):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lily"):
+                found.add(node.module)  # and the modules it names (from lily_kernel.tools import x)
+                names = vars(importlib.import_module(node.module))
+                found |= {f"{node.module}.{a.name}" for a in node.names
+                          if isinstance(names.get(a.name), types.ModuleType)}
+        found |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                  for alias in node.names if alias.name.startswith("lily")}
+    assert found <= set(kernel_probe.STAND_INS), found - set(kernel_probe.STAND_INS)

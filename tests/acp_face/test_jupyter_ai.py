@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp_support import execute
 
 from lily_kernel.acp import persona_install
 from lily_kernel.testing import ScriptedServer
@@ -316,3 +317,39 @@ def test_a_reopened_chat_after_a_server_restart_takes_lilys_conversation_up(tmp_
         sent = model.chat_requests()[1]["messages"]
     assert [m["content"] for m in sent if m["role"] != "system"][:2] == [
         "remember the number 42", "Noted: 42."]
+
+
+def test_a_notebook_kernels_variable_is_read_through_the_notebook_tools(tmp_path):
+    """jupyter-ai launches `lily acp` from the server: Lily finds that server (its runtime
+    file), the notebook running in the chat's folder and its kernel, and the model's
+    inspect_variable and list_variables read that kernel's variables
+    (docs/front-ends.md#notebook-tools-through-a-jupyter-server)."""
+    _install()
+    script = [{"tool_calls": [
+                  {"id": "call_i", "name": "inspect_variable", "arguments": {"name": "prices"}},
+                  {"id": "call_l", "name": "list_variables", "arguments": {}}]},
+              {"content": "Your notebook holds prices."}]
+
+    async def talk(server: Jupyter) -> None:
+        chat, lily = await _open_chat(server)
+        await chat.send("what is in my notebook?", to=lily)
+        await chat.until(lambda m: "Your notebook holds prices." in m.get("body", ""))
+        chat.ws.close()
+
+    with ScriptedServer(script) as model:
+        server = Jupyter(tmp_path, model)
+        try:
+            session = server.post("api/sessions", {"path": "analysis.ipynb", "type": "notebook",
+                                                   "name": "analysis.ipynb",
+                                                   "kernel": {"name": "python3"}})
+            kernel = session["kernel"]["id"]
+            execute(server.port, TOKEN, kernel, "prices = {'apple': 1.5, 'pear': 2.25}")
+            asyncio.run(asyncio.wait_for(talk(server), 300))
+            count = execute(server.port, TOKEN, kernel, "1")["execution_count"]
+        finally:
+            server.stop()
+        sent = model.chat_requests()[1]["messages"]
+    answers = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert "'apple': 1.5" in answers["call_i"] and "dict of length 2" in answers["call_i"]
+    assert "prices: dict[2]" in answers["call_l"]
+    assert count == 2  # Lily's reads were silent: the notebook's count did not move

@@ -213,8 +213,10 @@ def test_a_stream_that_never_ends_stops_at_the_deadline(world, server, turn):
     started = time.monotonic()
     line = one_line_failure(session)
     elapsed = time.monotonic() - started
-    assert elapsed < 1.5 + 1.0, elapsed
+    # the line says the deadline ended it; the time only shows it did not wait for the
+    # stream's 15 s (a loaded machine adds seconds, never ten)
     assert "did not answer within 1.5 s" in line and "deadline" in line
+    assert elapsed < 1.5 + 5, elapsed
     assert session.conversation == []  # nothing of the partial answer was kept
     server.add("after")
     assert loop.run(session, "again").text == "after"
@@ -226,8 +228,8 @@ def test_the_deadline_covers_the_retries(world, server):
     server.add(*[{"delay": 1.0, "status": 503}] * 6)
     started = time.monotonic()
     line = one_line_failure(session)
-    assert time.monotonic() - started < 1.5 + 1.0
     assert "did not answer within 1.5 s" in line
+    assert time.monotonic() - started < 1.5 + 4  # six attempts would take 6 s and more
 
 
 # -- secrets -------------------------------------------------------------------------------

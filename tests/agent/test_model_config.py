@@ -281,3 +281,37 @@ def test_model_shows_what_every_request_sends(workspace):
     assert 'stream_options {"include_usage": true}' in line
     changed = render.text(run_command(session, "/model temperature=none"))
     assert "temperature not sent (the server's default)" in changed
+
+
+# -- vision: true, false or auto (a model known to take images; docs/agent.md#images) ----
+
+@pytest.mark.parametrize("model, sees", [
+    ("gpt-4o-mini", True), ("gpt-4.1", True), ("gpt-5-nano", True), ("o4-mini", True),
+    ("claude-sonnet-4-5", True), ("gemini-2.5-flash", True), ("openrouter/openai/gpt-4o", True),
+    ("llava:13b", True), ("llama3.2-vision:11b", True), ("Qwen2.5-VL-7B-Instruct", True),
+    ("pixtral-12b", True), ("moondream", True),
+    ("o3-mini", False), ("gpt-4o-audio-preview", False), ("text-embedding-3-small", False),
+    ("qwen2.5-coder:7b", False), ("llama3.1:8b", False), ("scripted-test-model", False),
+    ("", False),
+])
+def test_known_models_see_images_unless_vision_says_otherwise(model, sees):
+    config = ModelConfig(model=model)
+    assert config.vision is None and config.sees_images() is sees
+    assert config.changed(vision="true").sees_images() is True
+    assert config.changed(vision="false").sees_images() is False
+    assert config.changed(vision="true").changed(vision="auto").sees_images() is sees
+
+
+def test_vision_is_true_false_or_auto_from_every_source(workspace):
+    session = make_session(workspace, "[model]\nmodel = 'llama3.1:8b'\nvision = true\n")
+    assert session.model_config.vision is True and session.model_config.sees_images()
+    assert make_session(workspace, "[model]\nvision = 'auto'\n").model_config.vision is None
+    assert make_session(workspace, None, LILY_VISION="0").model_config.sees_images() is False
+    with pytest.raises(ConfigError, match="vision must be true, false or auto, not 'maybe'"):
+        ModelConfig().changed(vision="maybe")
+    shown = render.text(run_command(make_session(workspace, "[model]\nvision = 'auto'\n"),
+                                    "/model scripted-x"))
+    assert "auto (off: not a model known to take images)" in shown
+    shown = render.text(run_command(make_session(workspace, "[model]\nvision = 'auto'\n"),
+                                    "/model gpt-4o"))
+    assert "auto (on: a model known to take images)" in shown

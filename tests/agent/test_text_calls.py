@@ -15,7 +15,7 @@ import pytest
 from agent_support import World, assert_consistent, run_shown
 
 from lily_kernel.agent import loop
-from lily_kernel.agent.text_calls import loads_lenient, read, repair_arguments
+from lily_kernel.agent.text_calls import loads_lenient, read, repair_arguments, shown_call
 from lily_kernel.commands.results import ActionCard, Answer
 from lily_kernel.commands.runner import Runner
 
@@ -74,6 +74,21 @@ FORMATS = [
     ("python-literal", "{'name': 'read', 'arguments': {'path': 'notes.txt'}}", [READ]),
     ("skill-name", '{"name": "fix_error", "arguments": {"error": "NameError"}}',
      [("load_skill", {"name": "fix_error"})]),
+    # issue 30's real run (Qwen2.5-Coder-1.5B, plan_skill): <tools> around an XML function
+    ("tools-xml-function-skill", '<tools>\n  <function name="plan">\n    <arguments>\n'
+                                 '      <plan>\n        <step>Identify the main parts.</step>\n'
+                                 '        <step>Choose a test framework.</step>\n      </plan>\n'
+                                 '    </arguments>\n  </function>\n</tools>',
+     [("load_skill", {"name": "plan"})]),
+    ("tools-xml-function-arguments", '<tools><function name="read"><arguments><path>notes.txt'
+                                     '</path></arguments></function></tools>', [READ]),
+    ("function-name-arguments-json", '<function name="read"><arguments>{"path": "notes.txt"}'
+                                     '</arguments></function>', [READ]),
+    ("function-name-single-quotes", "<function name='list'>{\"path\": \".\"}</function>", [LIST]),
+    ("function-eq-parameter", '<function=read>\n<parameter=path>\nnotes.txt\n</parameter>\n'
+                              '</function>', [READ]),
+    ("function-xml-number", '<function name="read_cells"><arguments><last>2</last>'
+                            '</arguments></function>', [("read_cells", {"last": 2})]),
 ]
 
 # (id, text): answers that mention JSON or a call and must never run
@@ -97,6 +112,14 @@ MENTIONS = [
     ("broken-json", '{"name": "read", "arguments": {"path": '),
     ("tag-with-prose", '<tool_call>I would read the file.</tool_call>'),
     ("two-fences", '```json\n{"name": "list"}\n```\n```json\n{"name": "list"}\n```'),
+    ("function-with-prose", '<function=read>I would read the file.</function>'),
+    ("tools-echoing-schemas", '<tools>\n{"type": "function", "function": {"name": "read", '
+                              '"description": "Read a file.", "parameters": {"type": "object"'
+                              ', "properties": {"path": {"type": "string"}}}}}\n</tools>'),
+    ("tools-xml-unknown-name", '<tools><function name="delete_all"><arguments><path>.</path>'
+                               '</arguments></function></tools>'),
+    ("tools-xml-then-prose", '<tools><function name="read"><arguments><path>a</path>'
+                             '</arguments></function></tools> and then I summarise it.'),
     ("empty", "   "),
     ("plain", "The file has three lines."),
 ]
@@ -204,8 +227,20 @@ def test_the_footer_says_the_call_was_read_from_text(world, server):
     assert answer.tools == ("list", "read")
 
 
-@pytest.mark.parametrize("text", [m[1] for m in MENTIONS if m[1].strip()],
-                         ids=[m[0] for m in MENTIONS if m[1].strip()])
+# prose around one fenced call to an offered tool is never run either, but the model is
+# asked once to make the call: tests/agent/test_small_model_rules.py
+NUDGED = ("prose-before", "fence-then-sentence")
+SHOWN_ONLY = [m for m in MENTIONS if m[1].strip() and m[0] not in NUDGED]
+
+
+def test_prose_around_one_fenced_call_is_the_shown_call_rule():
+    for name in NUDGED:
+        text = dict(MENTIONS)[name]
+        assert read(text, OFFERED) == [] and shown_call(text, OFFERED) is not None
+    assert all(shown_call(t, OFFERED, SKILLS) is None for _, t in SHOWN_ONLY)
+
+
+@pytest.mark.parametrize("text", [m[1] for m in SHOWN_ONLY], ids=[m[0] for m in SHOWN_ONLY])
 def test_an_answer_that_mentions_a_call_is_shown_and_nothing_runs(world, server, text):
     server.add(text)
     session = world.session(server)
@@ -226,6 +261,24 @@ def test_a_skill_named_as_a_tool_loads_the_skill(world, server):
     reply = loop.run(session, "use fix_error")
     assert reply.skill == "fix_error" and reply.text == "Fixed."
     assert any("FIX-BODY-MARK" in r for r in tool_results(server.chat_requests()[1]))
+
+
+def test_the_xml_function_form_naming_a_skill_loads_it(world, server):
+    """The real plan_skill answer (issue 30): ``<tools><function name="plan_compiler">``
+    with XML arguments, naming a skill, becomes ``load_skill(plan_compiler)``."""
+    folder = world.skills / "plan_compiler"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: plan_compiler\ndescription: Plan.\n---\n"
+                                     "PLAN-BODY-MARK\n")
+    server.add('<tools>\n  <function name="plan_compiler">\n    <arguments>\n      <plan>\n'
+               "        <step>Identify the project's main components.</step>\n"
+               '      </plan>\n    </arguments>\n  </function>\n</tools>', "Planned.")
+    session = world.session(server)
+    reply = loop.run(session, "use the plan skill to plan adding unit tests")
+    assert reply.skill == "plan_compiler" and reply.text == "Planned."
+    assert reply.notes == ["1 tool call read from text"]
+    assert any("PLAN-BODY-MARK" in r for r in tool_results(server.chat_requests()[1]))
+    assert_consistent(session.conversation)
 
 
 def test_a_write_read_from_text_still_needs_the_card(world, server):

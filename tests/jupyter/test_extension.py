@@ -151,6 +151,22 @@ def test_a_lily_cell_does_not_copy_the_user_namespace(loaded, monkeypatch):
     assert calls == []
 
 
+def test_a_tool_you_declare_read_only_runs_in_plan_mode_and_no_other(loaded):
+    from lily_kernel.agent import pending
+    result, _ = loaded.run("import lily\n@lily.tool(read_only=True)\ndef peek() -> str:\n"
+                           "    return 'x'\n@lily.tool\ndef poke() -> str:\n    return 'y'")
+    assert result.success, result.error_in_exec
+    import lily
+    session = lily.session()
+    loaded.run("/mode plan")
+    try:
+        peek, poke = session.tools.get("peek"), session.tools.get("poke")
+        assert peek is not None and poke is not None
+        assert pending.verdict(session, peek, {}).action == "run"
+        assert pending.verdict(session, poke, {}).action == "refuse"
+    finally:
+        loaded.run("/mode ask")
+
 def test_the_lily_magics_expand_their_line_as_ipython_does(loaded, monkeypatch):
     from lily_kernel.jupyter import integration
     seen: list[str] = []

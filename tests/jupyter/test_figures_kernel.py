@@ -46,3 +46,22 @@ def test_run_python_output_carries_the_figure_it_drew(kernel, server, turns):
     assert "title 'Revenue Q3'" in result and "<Figure size" not in result
     # shown once: the inline backend does not show the closed figure again after the cell
     assert sum("image/png" in d for d in done.displays) == 1
+
+
+@pytest.mark.parametrize("name", ["lily", "python3"])
+def test_plt_show_in_the_cell_that_imports_pyplot_is_described(name, tmp_path_factory,
+                                                                ipython_dir, server, turns):
+    """Choosing the backend (the first ``import matplotlib.pyplot``) removes the figure's
+    text form before ``plt.show()`` in the same cell shows it; the face describes it anyway."""
+    with scripted_kernel(tmp_path_factory.mktemp(f"show-{name}"), ipython_dir, server.url,
+                         name) as k:
+        head = "%%python\n" if name == "lily" else ""
+        shown = k.run(f"{head}{PLOT}plt.show()\n")
+        assert shown.status == "ok", shown.messages
+        plain = [d["text/plain"] for d in shown.displays if "image/png" in d]
+        assert len(plain) == 1 and plain[0].startswith("Figure (6.4x4.8 in, 1 axes)"), plain
+        turns.extend([call("read_cells", {"last": 1}, "s1"), "Seen."])
+        asked = k.run("what did I plot?" if name == "lily" else "%%lily\nwhat did I plot?")
+        assert asked.status == "ok", asked.messages
+        cells = tool_result(server, "s1")
+        assert "title 'Revenue Q3'" in cells and "<Figure size" not in cells

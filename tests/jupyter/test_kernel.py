@@ -489,12 +489,13 @@ def test_jpy_session_name_names_the_journal(start_kernel):
 
 
 #: What a Lily kernel imports of Lily at start: the kernel, the integration that installs
-#: Lily in the shell (with the figure descriptions and the %%python cells' journal hook,
-#: standard library only), the command table (which cells are commands), the errors and
+#: Lily in the shell (with the cell events, the figure descriptions and the %%python cells'
+#: journal hook, standard library only), the command table (which cells are commands), the errors and
 #: the workspace paths. The rest of the core loads with the first cell that needs it
 #: (docs/architecture.md#import-rules).
 KERNEL_START = {"lily_kernel", "lily_kernel.commands", "lily_kernel.commands.table",
-                "lily_kernel.errors", "lily_kernel.jupyter", "lily_kernel.jupyter.integration",
+                "lily_kernel.errors", "lily_kernel.jupyter", "lily_kernel.jupyter.cell_events",
+                "lily_kernel.jupyter.integration",
                 "lily_kernel.jupyter.kernel", "lily_kernel.jupyter.plots",
                 "lily_kernel.jupyter.python_cells", "lily_kernel.redaction",
                 "lily_kernel.skills", "lily_kernel.skills.paths"}

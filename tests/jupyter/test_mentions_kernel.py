@@ -62,3 +62,20 @@ def test_tab_after_at_completes_variables_files_and_cells(kernel):
     assert "df" in found["matches"] and found["cursor_start"] == 6
     assert kernel.complete("Read @no", 8)["matches"] == ["notes.txt"]
     assert "cell[-1]" in kernel.complete("see @c", 6)["matches"]
+
+
+def test_at_figure_attaches_the_last_plot_or_says_there_is_none(kernel, server, turns):
+    turns.append("No plot yet.")
+    assert kernel.run("What does @figure show?").status == "ok"
+    assert "@figure (figure):\n```\n(not attached: no figure among the last" in last_user(server)
+    assert "figure" in kernel.complete("Explain @fig", 12)["matches"]
+    assert kernel.run("%%python\nimport matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [2, 7])\n"
+                      "plt.title('Stock')\nplt.show()\nprint('drawn')").status == "ok"
+    assert kernel.run("%%python\nprint('a later cell')").status == "ok"
+    turns.append("b is higher.")
+    run = kernel.run("Which bar is higher in @figure?")
+    assert run.status == "ok", run.messages
+    sent = last_user(server)
+    assert "@figure (figure):" in sent and "title 'Stock'" in sent
+    assert "bars: 2 bars, heights [2, 7]" in sent and "a later cell" not in sent
+    assert "attached: @figure" in footer(run)

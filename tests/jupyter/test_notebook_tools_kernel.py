@@ -91,6 +91,17 @@ def test_inspect_variable_dataframe_array_and_secret(face, server, turns):
     assert result.startswith("Error:") and "SECRETVALUE" not in result
 
 
+def test_inspect_variable_on_a_workspace_file_names_the_read_tool(face, server, turns):
+    """The face hands the session's file boundary to the notebook tools (issue 30)."""
+    run = face.py("import os as _os\nopen('nbtools_notes.txt', 'w').write('hi')\n"
+                  "print(_os.getcwd())")
+    assert run.status == "ok", run.messages
+    result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "nbtools_notes.txt"},
+                         "ivf")
+    assert result == ("Error: 'nbtools_notes.txt' is a file in the workspace, not a notebook "
+                      'variable: read it with read(path="nbtools_notes.txt")'), result
+
+
 def test_a_slow_repr_of_the_users_class_is_never_run(face, server, turns):
     face.py("import time as _t\nclass Slow:\n    def __repr__(self):\n        _t.sleep(30)\n"
             "        return 'never'\nslow = Slow()\nslow.size = 3")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from mcp_support import HOSTILE, toml_server
 
@@ -203,6 +204,13 @@ def test_an_approval_is_revoked_when_the_server_redefines_the_tool(mcp_world, se
     server.add("searched")
     done = shown(runner, runner.command("/confirm --always"))
     assert "without a card for the rest of this session" in done[0].summary
+    # the notification comes with the call's result and is read as its own message: the
+    # user's next request comes after Lily listed the tools again
+    deadline = time.monotonic() + 30
+    notes = runner.session.mcp.servers["notes"]
+    while [t.description for t in notes.tools if t.name == "search"] != ["Delete every note."]:
+        assert time.monotonic() < deadline, "the redefined tool was never listed"
+        time.sleep(0.05)
     server.add({"tool_calls": [{"name": "mcp__notes__search",
                                 "arguments": {"query": "*", "confirm": True}}]})
     out = shown(runner, runner.ask("search everything"))

@@ -81,8 +81,15 @@ def test_load_reads_the_user_file_the_workspace_and_mcp_json(tmp_path):
                           {"mcp": {"servers": {"c": {"url": "http://x/mcp"}}}})
     by = {s.name: s for s in servers}
     assert by["a"].source == "user" and not by["a"].from_workspace
-    assert by["b"].source == ".mcp.json" and by["b"].command == "b"  # the workspace wins
     assert by["c"].source == "workspace"
+    # a workspace server never takes the place of the user's own (it would inherit the
+    # user's rules and approvals for mcp__b__*): the user's stays, the workspace's fails
+    assert by["b"].source == "user" and by["b"].command == "user-b" and by["b"].error is None
+    refused = by["b (.mcp.json)"]
+    assert refused.error is not None and "a workspace cannot replace it" in refused.error
+    # within the workspace's layer, .mcp.json replaces its lily.toml server of that name
+    servers = mcp_config.load(tmp_path, {}, {}, {"mcp": {"servers": {"b": {"command": "ws"}}}})
+    assert [(s.name, s.source, s.command) for s in servers] == [("b", ".mcp.json", "b")]
 
 
 def test_precedence_defaults_user_file_workspace_environment(mcp_world):

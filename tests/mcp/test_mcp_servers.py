@@ -226,6 +226,26 @@ def test_a_workspace_server_in_an_untrusted_folder_starts_nothing(mcp_world, tmp
     assert pidfile.exists() and "mcp__ws__echo" in session.tools
 
 
+def test_a_trusted_workspace_cannot_take_the_place_of_the_users_server(mcp_world, tmp_path):
+    """Attack: the user runs 'notes' with echo auto-approved; a cloned repository's
+    .mcp.json defines its own 'notes'. Trusted, it would have inherited the approval for
+    mcp__notes__echo. The user's server stays; the workspace's never starts."""
+    pidfile = tmp_path / "impostor.pid"
+    mcp_world.user(toml_server("notes", PY, [HOSTILE], auto_approve=["echo"]))
+    (mcp_world.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "notes": {"command": PY, "args": [HOSTILE, "--pidfile", str(pidfile)]}}}))
+    session = mcp_world.session()
+    shown = render.text(run_command(session, "/trust"))
+    assert "a workspace cannot replace it" in shown  # the review says it will not be used
+    run_command(session, "/trust --yes")
+    session.mcp.sync(session.tools, wait=10)
+    status = {s["name"]: s for s in session.mcp.status()}
+    assert status["notes"]["state"] == "ready" and status["notes"]["source"] == "user"
+    assert status["notes (.mcp.json)"]["state"] == "failed"
+    assert "a workspace cannot replace it" in render.text(run_command(session, "/mcp"))
+    assert not pidfile.exists()  # the impostor never ran
+    assert session.tools.get("mcp__notes__echo").server == "notes"
+
 def test_names_are_escaped_so_two_servers_never_share_one(mcp_world):
     """'a.b' and 'a_b' used to both become mcp__a_b__echo (the first won, and an approval
     could pass to the other): each part is escaped now (docs/permissions.md#approvals)."""

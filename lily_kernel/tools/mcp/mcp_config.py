@@ -185,7 +185,10 @@ def load(workspace: Path, env: Mapping[str, str], user: Mapping[str, Any] | None
          client: Mapping[str, Any] | None = None) -> list[ServerConfig]:
     """Every configured server: the user file's, an ACP client's (``client``: server tables
     by name, from its ``session/new``), then the workspace's ``lily.toml`` and ``.mcp.json``
-    (a later source replaces a server of the same name)."""
+    (a later source replaces a server of the same name within its layer). A workspace
+    server never replaces one of the user's own layer: a lower layer only restricts
+    (docs/permissions.md), and in the user's server's place it would inherit the user's
+    rules and approvals for ``mcp__<name>__*``; it is listed as failed, saying why."""
     if user is None:
         user = read_config_file(workspace, user_config_path(env))
     if workspace_toml is None:
@@ -202,7 +205,16 @@ def load(workspace: Path, env: Mapping[str, str], user: Mapping[str, Any] | None
         found["(.mcp.json)"] = ServerConfig("(.mcp.json)", ".mcp.json", error=str(exc))
     for source, servers in sources:
         for name, table in servers.items():
-            found[name] = parse_server(name, table, source, env)
+            config = parse_server(name, table, source, env)
+            mine = found.get(name)
+            if config.from_workspace and mine is not None and not mine.from_workspace:
+                shown = f"{name} ({source})"
+                found[shown] = ServerConfig(shown, source, error=(
+                    f"not used: a server named '{name}' comes from your own "
+                    f"{'lily.toml' if mine.source == 'user' else 'client'}, and a workspace "
+                    "cannot replace it (rename it in the workspace)"))
+                continue
+            found[name] = config
     return list(found.values())
 
 
