@@ -44,12 +44,12 @@ def test_a_fresh_notebook_has_no_messaging_skills_and_sends_none(kernel, server,
 
 
 def test_skills_examples_turns_them_on(kernel, server, turns):
-    assert kernel.run("%%python\nimport os\nos.environ['SKILLS_EXAMPLES'] = '1'").status == "ok"
-    assert kernel.run("/new").status == "ok"  # the environment as it is now
+    kernel.ok("%env SKILLS_EXAMPLES=1")  # as README says, in a Lily kernel's cell
+    kernel.ok("/new")  # the environment as it is now
     listed = skills_text(kernel)
     for name in EXAMPLES:
         assert name in listed, listed
     assert "examples" in listed  # their source
-    assert kernel.run("%%python\nimport os\ndel os.environ['SKILLS_EXAMPLES']").status == "ok"
-    assert kernel.run("/new").status == "ok"
+    kernel.ok("%%python\nimport os\ndel os.environ['SKILLS_EXAMPLES']")
+    kernel.ok("/new")
     assert "send_message" not in skills_text(kernel)
