@@ -13,7 +13,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +177,16 @@ class Kernel:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
+
+
+def run_cells(world: World, cells: Iterable[str], timeout: float = 60) -> list[Run]:
+    """Run ``cells`` in order, each to success, in a new Lily kernel in ``world``, which is
+    shut down after."""
+    kernel = Kernel("lily", world)
+    try:
+        return [kernel.ok(cell, timeout=timeout) for cell in cells]
+    finally:
+        kernel.shutdown()
 
 
 class ConnectionRecorder:

@@ -485,3 +485,12 @@ def test_behavior_spelling_is_accepted():
 @pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
 def test_uri_with_an_invalid_port_is_refused(uri):
     assert not typed_declaration.is_https_uri(uri)
+
+
+@pytest.mark.parametrize("text", ["messaging.rcs\n", "messaging.rcs\nx", "\nmessaging.rcs",
+                                  "Messaging.rcs", "messaging..rcs", ""])
+def test_a_config_path_is_the_whole_text_never_with_a_trailing_newline(text):
+    """A config path (an ACL entry, a parameter's config:) is matched whole: anchored with
+    "$", "messaging.rcs\\n" passed, as "$" also matches before a final newline."""
+    assert typed_declaration.is_config_path("messaging.rcs")
+    assert not typed_declaration.is_config_path(text)
