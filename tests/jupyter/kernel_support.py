@@ -237,14 +237,16 @@ def scripted_kernel_world(base: Path, ipython_dir: Path | None, server_url: str)
 
 @contextmanager
 def scripted_kernel(base: Path, ipython_dir: Path | None, server_url: str,
-                    kernel_name: str = "lily", files: dict[str, str] | None = None
-                    ) -> Iterator[Kernel]:
+                    kernel_name: str = "lily", files: dict[str, str] | None = None,
+                    **env: str) -> Iterator[Kernel]:
     """A kernel whose model is the scripted server at ``server_url``, shut down on exit.
 
     ``files`` are written into its workspace before it starts; a python3 kernel loads
-    ``%load_ext lily`` first, so both faces of Lily start ready the same way.
+    ``%load_ext lily`` first, so both faces of Lily start ready the same way. ``env``: more
+    of the kernel's environment (``SKILLS_EXAMPLES="1"``: Lily's example skills).
     """
     world = scripted_kernel_world(base, ipython_dir, server_url)
+    world.env.update(env)
     for name, text in (files or {}).items():
         (world.workspace / name).write_text(text, encoding="utf-8")
     kernel = Kernel(kernel_name, world)
