@@ -117,7 +117,9 @@ def typed(n: int) -> None:
         folder.mkdir(parents=True)
     session = Session(workspace=base / "ws", journal=False,
                       env={"SKILLS_WORKSPACE_DIR": str(base / "ws" / "skills"),
-                           "SKILLS_USER_DIR": str(base / "user"), "HOME": str(base / "home")})
+                           "SKILLS_USER_DIR": str(base / "user"), "HOME": str(base / "home"),
+                           "SKILLS_EXAMPLES": "1"})  # read_receipts is an example skill
+    assert session.snapshot.get("read_receipts") is not None, session.snapshot.diagnostics
     runner = Runner(lambda: session)
     for name, text in ODD.items():
         def lily(text: str = text) -> None:

@@ -3,6 +3,7 @@ tests/jupyter/ and tests/e2e/ import it)."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,19 @@ def command_results(session: Session, cell: str) -> list[Any]:
     runs it, through a :class:`~lily_kernel.commands.runner.Runner` bound to ``session``
     (a skill request goes on to the agent; a card shown waits, as the faces show it).
     A failing command raises its ``CommandError``, as it fails the face's cell."""
+    return _received(session, lambda runner: runner.command(cell))
+
+
+def prose_results(session: Session, text: str) -> list[Any]:
+    """What a face receives for the prose cell ``text``, in order (as :func:`command_results`)."""
+    return _received(session, lambda runner: runner.ask(text))
+
+
+def _received(session: Session, run: Callable[[Runner], Iterable[Any]]) -> list[Any]:
+    """Each result of ``run`` on a Runner bound to ``session``; a card shown waits."""
     runner = Runner(lambda: session)
     results = []
-    for result in runner.command(cell):
+    for result in run(runner):
         if isinstance(result, ActionCard):
             runner.shown(result)
         results.append(result)

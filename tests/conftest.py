@@ -80,12 +80,14 @@ class Env:
         self.ws_skills = self.workspace / "skills"
         self.user_skills = base / "user_skills"
         self.bundled_skills = base / "bundled_skills"
+        self.example_skills = base / "example_skills"
         self.home = base / "home"
         # The other agents' folders (docs/loader.md#roots), where skill_roots finds them.
         self.compat_skills = {source: (self.workspace if where == "workspace" else self.home) / folder
                               for source, where, folder in COMPAT_ROOTS}
         self.bin = base / "bin"
-        for d in (self.ws_skills, self.user_skills, self.bundled_skills, self.bin,
+        for d in (self.ws_skills, self.user_skills, self.bundled_skills, self.example_skills,
+                  self.bin,
                   *self.compat_skills.values()):
             d.mkdir(parents=True, exist_ok=True)
         self.host_env: dict[str, str] = {"PRESENT_VAR": "1", "EMPTY_VAR": ""}
@@ -98,12 +100,13 @@ class Env:
     def roots(self, explicit: bool = True) -> tuple[Root, ...]:
         """Every root, in SOURCES order; the other agents' folders are never explicit."""
         return tuple(Root(source, self.root_dir(source),
-                          explicit and source in ("workspace", "user", "bundled"))
+                          explicit and source in ("workspace", "user", "bundled", "examples"))
                      for source in SOURCES)
 
     def root_dir(self, source: str) -> Path:
         return {"workspace": self.ws_skills, "user": self.user_skills,
-                "bundled": self.bundled_skills, **self.compat_skills}[source]
+                "bundled": self.bundled_skills, "examples": self.example_skills,
+                **self.compat_skills}[source]
 
     def snapshot(self, tools: ToolRegistry | None = None, policy: ToolPolicy | None = None,
                  roots=None, host: Host | None = None, version: int = 1):
@@ -116,6 +119,7 @@ class Env:
         env = {"SKILLS_WORKSPACE_DIR": str(self.ws_skills),
                "SKILLS_USER_DIR": str(self.user_skills),
                "SKILLS_BUNDLED_DIR": str(self.bundled_skills),
+               "SKILLS_EXAMPLES_DIR": str(self.example_skills),
                "HOME": str(self.home)}
         env.update(extra)
         return env

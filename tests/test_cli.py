@@ -229,11 +229,12 @@ def test_validate_strict_reports_each_violation_separately(env):
     folder = env.write_skill(env.base / "v", "x_y", "summary: no name, no description\n"
                                                    "argument-hint: '[file]'")
     lines = _lines(env.cli("skills", "validate", "--strict", str(folder), check_rc=1))
-    assert lines == [
-        f"{folder}: 'summary' is not part of the Agent Skills format (a Lily key)",
-        f"{folder}: 'argument-hint' is not part of the Agent Skills format (a Claude Code key)",
+    assert lines == [  # the errors, then the keys Lily reads: warnings
         f"{folder}: missing required field 'name'",
         f"{folder}: missing required field 'description'",
+        f"{folder}: warning: 'summary' is not part of the Agent Skills format (a Lily key)",
+        f"{folder}: warning: 'argument-hint' is not part of the Agent Skills format "
+        "(a Claude Code key)",
     ]
 
 

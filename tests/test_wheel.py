@@ -42,6 +42,15 @@ def test_wheel_contains_the_bundled_skills(wheel):
             assert wheel.read(path) == (skill / "SKILL.md").read_bytes()
 
 
+def test_wheel_contains_the_example_skills_apart_from_the_bundle(wheel):
+    # SKILLS_EXAMPLES=1 finds them here in an installed Lily (docs/loader.md#roots)
+    names = set(wheel.namelist())
+    for skill in ("read_receipts", "send_message"):
+        path = f"lily_kernel/_bundled/examples/skills/{skill}/SKILL.md"
+        assert wheel.read(path) == (REPO / "examples" / "skills" / skill / "SKILL.md").read_bytes()
+        assert f"lily_kernel/_bundled/skills/{skill}/SKILL.md" not in names
+
+
 def test_wheel_contains_the_persona(wheel):
     names = set(wheel.namelist())
     for fname in ("SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md"):

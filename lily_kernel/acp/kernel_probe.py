@@ -178,8 +178,6 @@ class KernelNotebook:
     def run(self, code: str) -> Any:
         """Run ``code`` in the user's namespace like a cell (magics, the last expression
         shown), capturing what it prints and shows, as the Lily kernel's run_python does."""
-        import ast
-
         from IPython.core import inputtransformer2
         from IPython.utils.capture import capture_output
         display: Any = __import__("IPython.display", fromlist=["display"]).display
@@ -187,19 +185,7 @@ class KernelNotebook:
         shell, error = self.shell, None
         with capture_output(display=True) as captured:
             try:
-                source = transformer().transform_cell(code)
-                tree = ast.parse(source)
-                filename = shell.compile.cache(source)
-                tail = tree.body[-1] if tree.body else None
-                last = tail if isinstance(tail, ast.Expr) else None
-                if last is not None:
-                    tree.body.pop()
-                exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
-                if last is not None:
-                    value = eval(compile(ast.Expression(last.value), filename, "eval"),
-                                 shell.user_global_ns, shell.user_ns)
-                    if value is not None:
-                        display(value)
+                self.tools.exec_cell(shell, transformer().transform_cell(code), display)
             except Exception as exc:
                 error = _error_info(self.tools, None, code, exc)
                 setattr(shell, RUN_ERROR, (shell.execution_count, error))

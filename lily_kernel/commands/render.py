@@ -563,9 +563,12 @@ def _mcp_markdown(r: McpStatus) -> str:
     def esc(v: object) -> str:
         return md_text(str(v))
 
+    changed = ["The MCP configuration changed since it was read:", "",
+               *(f"- {esc(line)}" for line in r.changes), ""] if r.changes else []
     if not r.servers:
-        return "No MCP server is configured (docs: `[mcp.servers.NAME]` in lily.toml)."
-    out = []
+        return "\n".join([*changed, "No MCP server is configured (docs: "
+                           "`[mcp.servers.NAME]` in lily.toml)."])
+    out = changed
     if r.restarted:
         out.append(f"Restarted MCP server **{esc(r.restarted)}**.\n")
     for row in r.servers:
@@ -589,9 +592,11 @@ markdown.register(McpStatus, _mcp_markdown)
 
 @text.register
 def _(r: McpStatus) -> str:
+    out = [f"The MCP configuration changed since it was read: {'; '.join(r.changes)}.\n"
+           ] if r.changes else []
     if not r.servers:
-        return _plain(_mcp_markdown(r))
-    out = [f"Restarted MCP server {r.restarted}.\n"] if r.restarted else []
+        return "\n".join([*out, _plain(_mcp_markdown(McpStatus(())))])
+    out += [f"Restarted MCP server {r.restarted}.\n"] if r.restarted else []
     for row in r.servers:
         state = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
         out.append(f"{row['name']} ({row['transport']}, {row['source']}): {state}")

@@ -39,10 +39,12 @@ class AgentList:
 
 @dataclass(frozen=True)
 class McpStatus:
-    """``/mcp``: each MCP server's state and tools (``Hub.status`` rows), and name clashes."""
+    """``/mcp``: each MCP server's state and tools (``Hub.status`` rows), name clashes, and
+    what changed since the configuration was last read (one line each)."""
     servers: tuple[dict[str, Any], ...]
     problems: tuple[str, ...] = ()
     restarted: str | None = None
+    changes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -442,23 +442,25 @@ def _clip(text: str, width: int) -> str:
 
 
 def _mcp(session: Session, cmd: Command) -> Any:
-    hub = session.mcp
     words = cmd.args.split()
+    if words and (words[0] != "restart" or len(words) != 2):
+        raise CommandError("usage: /mcp, or /mcp restart NAME.")
+    changes = session.reload_mcp()  # lily.toml and .mcp.json as they are now
+    hub = session.mcp
     restarted = None
     if words:
-        if words[0] != "restart" or len(words) != 2:
-            raise CommandError("usage: /mcp, or /mcp restart NAME.")
         if hub is None or words[1] not in hub.servers:
             raise CommandError(f"no MCP server named '{words[1]}'. Run /mcp for the list.")
-        hub.restart(words[1])
+        if not any(line.startswith(f"'{words[1]}' ") for line in changes):
+            hub.restart(words[1])  # (a server whose configuration changed just started)
         restarted = words[1]
     if hub is None:
-        return McpStatus(())
+        return McpStatus((), changes=tuple(changes))
     hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
     words_of = {"run": "auto", "ask": "approval", "refuse": "denied"}
     rows = hub.status(session.tools, session.policy,
                       lambda tool: words_of[pending.verdict(session, tool, {}).action])
-    return McpStatus(tuple(rows), tuple(hub.problems), restarted)
+    return McpStatus(tuple(rows), tuple(hub.problems), restarted, tuple(changes))
 
 
 def _no_args(cmd: Command) -> None:

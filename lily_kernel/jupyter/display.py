@@ -44,16 +44,10 @@ def card_html(card: ActionCard, decided: str | None = None) -> str:
     a = card.action
     if isinstance(a, HeldCall):
         return tool_card_html(card, decided)
-    title = (f"<p><b>Confirm {html_text(a.skill)}</b> ({html_text(a.kind)}, card "
-             f"<code>{short(a.id)}</code>)")
-    title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
-    if card.warning:
-        title = f"<p><b>{html_text(card.warning)}</b></p>\n" + title
-    if card.reason:
-        title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
-    parts = [title, _html_table(("parameter", "value"),
-                                [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
-                                styled=True)]
+    parts = [_title_html(card, "Confirm", a.skill, a.kind),
+             _html_table(("parameter", "value"),
+                         [(k, json.dumps(v, ensure_ascii=False)) for k, v in a.params.items()],
+                         styled=True)]
     if a.kind == "internal":
         parts.append(_html_table(("setting", "now", "after"),
                                  [(p, "—" if a.old.get(p) is None else json.dumps(a.old[p]),
@@ -67,22 +61,28 @@ def card_html(card: ActionCard, decided: str | None = None) -> str:
     return "\n".join(parts)
 
 
-def tool_card_html(card: ActionCard, decided: str | None = None) -> str:
-    """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
-    run_python's code highlighted (pygments comes with IPython). All of it escaped."""
-    a = card.action
-    assert isinstance(a, HeldCall)
-    title = (f"<p><b>Approve {html_text(render.tool_of(a))}</b> (tool call, card "
-             f"<code>{short(a.id)}</code>)")
+def _title_html(card: ActionCard, verb: str, name: str, kind: str) -> str:
+    """A card's heading (``verb name`` (``kind``, its id): its purpose), its warning above
+    it, and why it asks below."""
+    title = (f"<p><b>{verb} {html_text(name)}</b> ({html_text(kind)}, card "
+             f"<code>{short(card.action.id)}</code>)")
     title += f": {html_text(card.purpose)}</p>" if card.purpose else "</p>"
     if card.warning:
         title = f"<p><b>{html_text(card.warning)}</b></p>\n" + title
     if card.reason:
         title += f"\n<p>It asks because {html_text(card.reason)}.</p>"
-    parts = [title, _html_table(("tool", "from", "hints"),
-                                [(render.tool_of(a), render.origin_of(a),
-                                  render.hints(a.annotations, a.tool, a.origin))],
-                                styled=True)]
+    return title
+
+
+def tool_card_html(card: ActionCard, decided: str | None = None) -> str:
+    """A held call's approval card: tool, origin, hints, arguments as JSON, a write's diff;
+    run_python's code highlighted (pygments comes with IPython). All of it escaped."""
+    a = card.action
+    assert isinstance(a, HeldCall)
+    parts = [_title_html(card, "Approve", render.tool_of(a), "tool call"),
+             _html_table(("tool", "from", "hints"),
+                         [(render.tool_of(a), render.origin_of(a),
+                           render.hints(a.annotations, a.tool, a.origin))], styled=True)]
     arguments = ["<p>Arguments (in full):</p>",
                  f"<pre style=\"max-height:24em;overflow:auto\">{html_text(card.arguments)}</pre>"]
     if card.code is not None and render.code_only(a) is not None:  # the one argument: once

@@ -12,7 +12,6 @@ the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
 """
 from __future__ import annotations
 
-import ast
 import sys
 import traceback
 from collections.abc import Iterable, Mapping
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lily_kernel.jupyter import plots, proposals
 from lily_kernel.tools import images
-from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult
+from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
 
 if TYPE_CHECKING:
     from IPython.core.history import HistoryManager
@@ -143,29 +142,22 @@ class ShellNotebook:
         shell = self.shell
         error = None
         figures = _open_figures()
+        filename = None
         with capture_output(display=True) as captured:
             try:
                 source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
-                tree = ast.parse(source)
-                filename = shell.compile.cache(source)
-                tail = tree.body[-1] if tree.body else None
-                last = tail if isinstance(tail, ast.Expr) else None
-                if last is not None:
-                    tree.body.pop()
-                exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
-                if last is not None:
-                    value = eval(compile(ast.Expression(last.value), filename, "eval"),
-                                 shell.user_global_ns, shell.user_ns)
-                    if value is not None:
-                        display(value)
+                exec_cell(shell, source, display)
             except Exception as exc:
                 self.events.error = (None, code, exc)
-                error = _error_info(None, code, exc)
-                print(f"{error.traceback.rstrip()}", file=sys.stderr)
+                error = _error_info(None, code, exc, filename)
+                print(_one_line(exc, filename))  # the user's line; the model has the traceback
             _show_new_figures(shell, figures, display)
         for out in captured.outputs:  # for a model that sees images (tools/images.py)
             images.offer_bundle(out.data)
-        return RunResult(captured_text(captured), error, captured)
+        text = captured_text(captured)
+        if error is not None:
+            text = "\n".join(p for p in (text, error.traceback.rstrip()) if p)
+        return RunResult(text, error, captured)
 
 
 def _open_figures() -> set[int]:
@@ -190,13 +182,32 @@ def _show_new_figures(shell: InteractiveShell, before: set[int], display: Any) -
             pyplot.close(figure)
 
 
-def _error_info(count: int | None, source: str, exc: BaseException) -> ErrorInfo:
+#: What run_python's code is called in its traceback: IPython's cache file of the code is a
+#: temporary path of this machine, which a saved notebook would carry.
+CODE_FILE = "<run_python code>"
+
+
+def _error_info(count: int | None, source: str, exc: BaseException,
+                filename: str | None = None) -> ErrorInfo:
     tb = exc.__traceback__
     while tb is not None and (tb.tb_frame.f_code.co_filename == __file__ or "IPython" in
                               tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
         tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
+    if filename:
+        text = text.replace(f'File "{filename}"', f'File "{CODE_FILE}"')
     return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
+
+
+def _one_line(exc: BaseException, filename: str | None) -> str:
+    """run_python's error as the user sees it: one line with the line of the code that
+    raised, not a traceback (the model gets that, and ``last_error`` for /fix)."""
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    where = f" (line {lines[-1]})" if lines and lines[-1] else ""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        where = f" (line {exc.lineno})"
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"The code raised {what}{where}."
 
 
 def _with_figures(text: str, figures: Iterable[str]) -> str:

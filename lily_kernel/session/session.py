@@ -49,6 +49,7 @@ from lily_kernel.tools.builtin_tools import register_builtins
 from lily_kernel.tools.tool_registry import ToolIdentity, ToolPolicy, ToolRegistry
 
 if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
+    from lily_kernel.tools.mcp.mcp_hub import Hub
     from lily_kernel.typed.outbox import Outbox
     from lily_kernel.typed.registry import ConfigRegistry
 
@@ -213,27 +214,52 @@ class Session:
 
     def _start_mcp(self) -> None:
         """Start the configured MCP servers (docs/mcp.md); the SDK is imported only then."""
-        old, self.mcp = getattr(self, "mcp", None), None
+        old: Hub | None = getattr(self, "mcp", None)
+        self.mcp: Hub | None = None
         if old is not None:
             old.close()
-        from lily_kernel.tools.mcp import mcp_config
-        if not (self._client_mcp or mcp_config.configured(self.workspace, self._user_config,
-                                                          self._workspace_config)):
-            return
         try:
-            servers = mcp_config.load(self.workspace, self._env, self._user_config,
-                                      self._workspace_config, self._client_mcp)
+            servers = self._mcp_configs(self._user_config, self._workspace_config)
         except ConfigError as exc:
             self._file_error = self._file_error or str(exc)
             return
+        if servers:
+            self._new_hub(servers).start()
+
+    def _new_hub(self, servers: list[Any]) -> Hub:
+        from lily_kernel.tools.mcp.mcp_hub import Hub
+        hub = self.mcp = Hub(servers, self.workspace,
+                             lambda: _trusted(self.workspace, self._env))
+        return hub
+
+    def _mcp_configs(self, user: Mapping[str, Any], workspace: Mapping[str, Any]) -> list[Any]:
+        """The configured MCP servers (ServerConfig each); ConfigError says why not."""
+        from lily_kernel.tools.mcp import mcp_config
+        if not (self._client_mcp or mcp_config.configured(self.workspace, user, workspace)):
+            return []
+        servers = mcp_config.load(self.workspace, self._env, user, workspace, self._client_mcp)
         if not self.permissions.workspace_mcp:  # the administrator forbids them
             from dataclasses import replace
             servers = [replace(s, error="the administrator's policy forbids the workspace's "
                                         "MCP servers") if s.from_workspace else s
                        for s in servers]
-        from lily_kernel.tools.mcp.mcp_hub import Hub
-        self.mcp = Hub(servers, self.workspace, lambda: _trusted(self.workspace, self._env))
-        self.mcp.start()
+        return servers
+
+    def reload_mcp(self) -> list[str]:
+        """``/mcp``: the MCP servers as the user's lily.toml, the workspace's and .mcp.json
+        configure them now (docs/mcp.md#commands); one line per change. Only the servers
+        change: the rest of lily.toml is read again at /new or /trust."""
+        try:
+            servers = self._mcp_configs(
+                read_config_file(self.workspace, user_config_path(self._env)),
+                read_config_file(self.workspace))
+        except ConfigError as exc:
+            return [f"the MCP configuration cannot be read: {exc}; the servers keep the "
+                    "configuration they started with"]
+        if self.mcp is None and not servers:
+            return []
+        hub = self.mcp if self.mcp is not None else self._new_hub([])
+        return list(hub.reconfigure(servers))
 
     def _initial_model_config(self) -> ModelConfig:
         config, errors = ModelConfig.from_sources(self._env, self._file_config.get("model"))

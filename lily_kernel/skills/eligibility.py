@@ -90,6 +90,14 @@ def ineligibility(skill: Skill, tools: ToolRegistry, policy: ToolPolicy,
     return "; ".join(problems) or None
 
 
+def asks_path(skill: Skill) -> bool:
+    """Does the skill's eligibility look binaries up on PATH? Its verdict can change with
+    no change of the host's settings (a binary installed), so it is asked at every load."""
+    elig, gate = skill.eligibility, skill.openclaw
+    return bool(elig.binaries or elig.any_binaries
+                or (gate is not None and not gate.always and (gate.bins or gate.any_bins)))
+
+
 NOTEBOOK_ONLY = "needs a notebook"  # the start of the reason a notebook face removes
 
 

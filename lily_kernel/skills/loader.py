@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -19,7 +19,7 @@ from lily_kernel.errors import LoaderError, SkillError
 from lily_kernel.skills import skill_md
 from lily_kernel.skills.aliases import bind as _aliases
 from lily_kernel.skills.aliases import builtin_lookalike
-from lily_kernel.skills.eligibility import Host
+from lily_kernel.skills.eligibility import Host, asks_path
 from lily_kernel.skills.eligibility import ToolReasons as _ToolReasons
 from lily_kernel.skills.eligibility import WhichCache as _WhichCache
 from lily_kernel.skills.eligibility import ineligibility as _ineligibility
@@ -104,15 +104,15 @@ SETTLED_NS = 2_000_000_000
 
 
 class SkillCache:
-    """What each skill's SKILL.md parsed into (its :class:`Skill` and what the content hash
-    reads of it, or the reason it is malformed), kept between loads: a session holds one
-    for the kernel's life.
+    """What each skill's SKILL.md parsed into (a :class:`Parsed`), kept between loads: a
+    session holds one for the kernel's life.
 
     An entry is reused while its file's ``lstat`` still says the same type, device, inode,
     size, mtime and ctime, so a load reads and parses again only what changed (and a
     symlinked SKILL.md, whose ``lstat`` is the link's, every time). A file changed within
     :data:`SETTLED_NS` of the load is not kept. Each load keeps only the entries of the
-    skills it parsed: those of removed or shadowed files go.
+    skills it parsed: those of removed or shadowed files go. An entry's verdict holds
+    while the load's :class:`Judging` equals the one it was decided against.
     """
 
     def __init__(self) -> None:
@@ -120,6 +120,7 @@ class SkillCache:
         self._entries: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
         self._kept: dict[str, tuple[str, tuple[int, ...], Parsed]] = {}
         self._settled = 0
+        self._judging: Judging | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -132,6 +133,13 @@ class SkillCache:
     def finish(self) -> None:
         """End a load: keep only what it asked for."""
         self._entries, self._kept = self._kept, {}
+
+    def judging(self, now: Judging) -> Judging:
+        """``now``, or the previous load's equal :class:`Judging`: the verdicts kept with
+        that one still hold."""
+        if now != self._judging:
+            self._judging = now
+        return self._judging
 
     def parsed(self, name: str, source: str, path: str) -> Parsed:
         """:func:`_parse_one` of the skill folder ``path``, unless it is unchanged."""
@@ -148,7 +156,7 @@ class SkillCache:
                     return entry[2]
         read = skill_md.read(path)
         if isinstance(read, skill_md.Unreadable):
-            return read.reason, b""
+            return Parsed(read.reason)
         data, st = read
         result = _parsed(name, source, path, data)
         if st.st_ctime_ns < self._settled and st.st_mtime_ns < self._settled:
@@ -204,42 +212,49 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
                 winners[name] = (root, path, error)
 
     parsed = cache.parsed if cache is not None else _parse_one
+    judging = Judging(tools, tools.version, policy, host.platform, dict(host.env), host.path,
+                      reserved)
     if cache is not None:
         cache.start()
+        judging = cache.judging(judging)
     included: list[Skill] = []
     content = hashlib.sha256()  # the content hash (_content_hash), skill by skill
     excluded_aliases: dict[str, str] = {}
     which = _WhichCache(host.path)
     tool_reasons = _ToolReasons(tools, policy)
-    for name, (root, path, error) in sorted(winners.items()):
+    for name in sorted(winners):  # (the names alone sort faster than the items)
+        root, path, error = winners[name]
         source = root.source
-        for loser, loser_path in shadowed.get(name, ()):
-            diagnostics.append(Diagnostic(
-                "shadowed", name, loser.source, loser_path,
-                f"shadowed by the {source} copy at {path}"))
+        if name in shadowed:
+            for loser, loser_path in shadowed[name]:
+                diagnostics.append(Diagnostic(
+                    "shadowed", name, loser.source, loser_path,
+                    f"shadowed by the {source} copy at {path}"))
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        skill, hashed = parsed(name, source, path)
+        entry = parsed(name, source, path)
+        skill = entry.skill
         if isinstance(skill, str):
             diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
-        if skill.command or skill.command_tool:
-            reason = _exclusion(skill, tools, reserved)
-            if reason:
-                diagnostics.append(Diagnostic("skill_error", name, source, path, reason))
-                continue
-        reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
-        if reason:
-            diagnostics.append(Diagnostic("ineligible", name, source, path, reason))
-            if skill.command:
+        if entry.judged is judging:
+            verdict = entry.verdict
+        else:
+            verdict = _verdict(skill, tools, policy, host, reserved, which, tool_reasons)
+            if not asks_path(skill):  # a binary may appear on PATH: asked at every load
+                entry.judged, entry.verdict = judging, verdict
+        if verdict is not None:
+            kind, reason = verdict
+            diagnostics.append(Diagnostic(kind, name, source, path, reason))
+            if kind == "ineligible" and skill.command:
                 excluded_aliases.setdefault(skill.command, name)
             continue
         if skill.unknown_keys or not skill.summary or len(skill.description) > MAX_DESCRIPTION:
             for note in _notes(skill):
                 diagnostics.append(Diagnostic("note", name, source, path, note))
         included.append(skill)
-        content.update(hashed)
+        content.update(entry.hashed)
     if cache is not None:
         cache.finish()
 
@@ -262,16 +277,46 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
     )
 
 
-#: A skill and what the content hash reads of it (:func:`_hashed`), or why it is malformed
-#: or unreadable (and no bytes).
-Parsed = tuple[Skill, bytes] | tuple[str, bytes]
+#: Why a parsed skill is left out, as its diagnostic's kind and reason
+#: (``skill_error``: excluded by a rule; ``ineligible``: an eligibility rule is unmet),
+#: or None when it is included.
+Verdict = tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a skill's verdict depends on besides the skill itself and the binaries on
+    PATH: the tools (this registry, at this version), the policy, the host's platform,
+    environment and PATH, and the reserved command names. Equal judgings give equal
+    verdicts."""
+    tools: ToolRegistry  # compared by identity (a registry has no ==), with its version
+    tools_version: int
+    policy: ToolPolicy
+    platform: str
+    env: Mapping[str, str]  # a copy: the host's mapping may change in place
+    path: str | None
+    reserved: frozenset[str]
+
+
+class Parsed:
+    """What one SKILL.md parsed into: the :class:`Skill` and what the content hash reads
+    of it (:func:`_hashed`), or why it is malformed or unreadable (and no bytes); and the
+    skill's last :data:`Verdict` with the :class:`Judging` it was decided against."""
+
+    __slots__ = ("hashed", "judged", "skill", "verdict")
+
+    def __init__(self, skill: Skill | str, hashed: bytes = b"") -> None:
+        self.skill = skill
+        self.hashed = hashed
+        self.judged: Judging | None = None
+        self.verdict: Verdict = None
 
 
 def _parse_one(name: str, source: str, path: str) -> Parsed:
     """The skill in the folder ``path``, or why it is malformed or unreadable."""
     read = skill_md.read(path)
     if isinstance(read, skill_md.Unreadable):
-        return read.reason, b""
+        return Parsed(read.reason)
     return _parsed(name, source, path, read[0])
 
 
@@ -279,8 +324,20 @@ def _parsed(name: str, source: str, path: str, data: bytes) -> Parsed:
     try:
         skill = parse(name, source, path, data)
     except SkillError as exc:
-        return str(exc), b""
-    return skill, _hashed(skill)
+        return Parsed(str(exc))
+    return Parsed(skill, _hashed(skill))
+
+
+def _verdict(skill: Skill, tools: ToolRegistry, policy: ToolPolicy, host: Host,
+             reserved: frozenset[str], which: _WhichCache,
+             tool_reasons: _ToolReasons | None = None) -> Verdict:
+    """Whether a parsed skill is left out: :func:`_exclusion`, then eligibility."""
+    if skill.command or skill.command_tool:
+        reason = _exclusion(skill, tools, reserved)
+        if reason:
+            return "skill_error", reason
+    reason = _ineligibility(skill, tools, policy, host, which, tool_reasons)
+    return ("ineligible", reason) if reason else None
 
 
 def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
@@ -295,13 +352,9 @@ def check_one(cand: Candidate, tools: ToolRegistry, policy: ToolPolicy,
     if skill is None:
         return None, diagnostics
     where = (cand.name, skill.source, skill.path)
-    reason = _exclusion(skill, tools, reserved) if skill.command or skill.command_tool else None
-    kind = "skill_error"
-    if not reason:
-        kind = "ineligible"
-        reason = _ineligibility(skill, tools, policy, host, _WhichCache(host.path))
-    if reason:
-        return None, [*diagnostics, Diagnostic(kind, *where, reason)]
+    verdict = _verdict(skill, tools, policy, host, reserved, _WhichCache(host.path))
+    if verdict is not None:
+        return None, [*diagnostics, Diagnostic(verdict[0], *where, verdict[1])]
     return skill, diagnostics + [Diagnostic("note", *where, n) for n in _notes(skill)]
 
 
@@ -311,7 +364,7 @@ def _load_one(cand: Candidate, diagnostics: list[Diagnostic]) -> Skill | None:
     if cand.error:  # a malformed winner is excluded; no fallback to a shadowed copy
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, cand.error))
         return None
-    skill = _parse_one(cand.name, source, path)[0]
+    skill = _parse_one(cand.name, source, path).skill
     if isinstance(skill, str):
         diagnostics.append(Diagnostic("skill_error", cand.name, source, path, skill))
         return None

@@ -18,9 +18,11 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # lily_kernel/
 # Every root's source name, highest precedence first (docs/loader.md#roots): the project
 # before the user before what ships with Lily; at each level Lily's own folder first, then
 # the folders other agents read (the Agent Skills client guide's `.agents/skills`, Claude
-# Code's `.claude/skills`, OpenClaw's `~/.openclaw/skills`).
+# Code's `.claude/skills`, OpenClaw's `~/.openclaw/skills`). Last, Lily's example skills
+# (the typed messaging skills), only when ``SKILLS_EXAMPLES`` turns them on.
 SOURCES = ("workspace", "workspace-agents", "workspace-claude",
-           "user", "user-agents", "user-openclaw", "bundled")
+           "user", "user-agents", "user-openclaw", "bundled", "examples")
+_ON = ("1", "true", "yes", "on")
 #: The sources of the workspace's own roots: a default one (no variable names it) waits for
 #: workspace trust (docs/trust-boundary.md#workspace-trust).
 WORKSPACE_SOURCES = ("workspace", "workspace-agents", "workspace-claude")
@@ -32,7 +34,7 @@ COMPAT_ROOTS = (("workspace-agents", "workspace", ".agents/skills"),
 
 
 def bundled(name: str) -> Path:
-    """The bundled folder ``name`` (skills, persona, kernelspec)."""
+    """The bundled folder ``name`` (skills, examples, persona, kernelspec)."""
     installed = _PACKAGE / "_bundled" / name
     if installed.is_dir():
         return installed
@@ -80,7 +82,9 @@ def shared_workspace(env: Mapping[str, str] | None = None) -> bool:
 def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = None) -> tuple[Root, ...]:
     """Every root, highest precedence first (the order of SOURCES), from the environment.
 
-    ``SKILLS_COMPAT_ROOTS=0`` leaves out the other agents' folders (docs/loader.md#roots).
+    ``SKILLS_COMPAT_ROOTS=0`` leaves out the other agents' folders; ``SKILLS_EXAMPLES=1``
+    adds Lily's example skills (``examples/skills``), off by default, and
+    ``SKILLS_EXAMPLES_DIR`` names another folder for them (docs/loader.md#roots).
     """
     env = os.environ if env is None else env
     workspace = workspace if workspace is not None else workspace_dir(env)
@@ -97,6 +101,10 @@ def skill_roots(env: Mapping[str, str] | None = None, workspace: Path | None = N
         "user": root("user", "SKILLS_USER_DIR", home / ".lily" / "skills"),
         "bundled": root("bundled", "SKILLS_BUNDLED_DIR", bundled("skills")),
     }
+    if env.get("SKILLS_EXAMPLES_DIR"):
+        roots["examples"] = root("examples", "SKILLS_EXAMPLES_DIR", Path())
+    elif env.get("SKILLS_EXAMPLES", "").strip().lower() in _ON:
+        roots["examples"] = Root("examples", bundled("examples") / "skills", False)
     if env.get("SKILLS_COMPAT_ROOTS", "1") != "0":
         for source, base, folder in COMPAT_ROOTS:
             roots[source] = Root(source, (workspace if base == "workspace" else home) / folder,

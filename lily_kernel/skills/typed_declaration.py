@@ -33,12 +33,13 @@ RESOLVERS = {"contact": "actorUri"}  # resolver -> the type it produces
 ACTIVITY_TYPES = ("Create", "Follow", "Like", "Announce", "Undo", "Update", "Delete",
                   "Add", "Remove", "Block", "Accept", "Reject")
 
-_HEADING = re.compile(r"^#{1,6}\s+(?:\d+\.\s*)?(.+?)\s*#*\s*$")
-_PARAM = re.compile(r"^[-*]\s+([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z]+)\s*"
-                    r"\((required|optional)\)\s*(?:(?:—|–|--|-)\s*(.*))?$")
-_CONSTRAINT = re.compile(r"^([a-z_]+)\s*:\s*(.*)$")
-_ACL = re.compile(r"^[-*]?\s*(read|write)\s*:\s*\[(.*)\]\s*$")
-_PATH = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
+# Each is used with fullmatch: a "$" would also match before a trailing newline.
+_HEADING = re.compile(r"#{1,6}\s+(?:\d+\.\s*)?(.+?)\s*#*\s*")
+_PARAM = re.compile(r"[-*]\s+([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z]+)\s*"
+                    r"\((required|optional)\)\s*(?:(?:—|–|--|-)\s*(.*))?")
+_CONSTRAINT = re.compile(r"([a-z_]+)\s*:\s*(.*)")
+_ACL = re.compile(r"[-*]?\s*(read|write)\s*:\s*\[(.*)\]\s*")
+_PATH = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*")
 CONSTRAINT_KEYS = ("resolve", "default", "enum", "min", "max", "config")
 
 
@@ -119,7 +120,7 @@ def sections(body: str, first_line: int = 1) -> dict[str, tuple[int, list[str]]]
             if current is not None:
                 current.append(line)
             continue
-        m = None if fence else _HEADING.match(line)
+        m = None if fence else _HEADING.fullmatch(line)
         if m:
             name = m.group(1).strip().strip("`*").lower()
             name = {"behavior": "behaviour"}.get(name, name)  # either spelling
@@ -187,7 +188,7 @@ def _acl(heading_line: int, lines: list[str]) -> tuple[tuple[str, ...], tuple[st
         line = raw.strip()
         if not line or line.startswith("```"):
             continue
-        m = _ACL.match(line)
+        m = _ACL.fullmatch(line)
         if not m:
             raise TypedError(f"line {i}: Config ACL lines look like \"- write: ['a.b.c']\"; "
                              f"got '{line}'")
@@ -197,7 +198,7 @@ def _acl(heading_line: int, lines: list[str]) -> tuple[tuple[str, ...], tuple[st
             if not item:  # [''] or a stray comma: an entry that names nothing
                 raise TypedError(f"line {i}: the Config ACL has an empty entry; list dotted "
                                  "config paths, e.g. ['messaging.rcs'], or [] for none")
-            if not _PATH.match(item):
+            if not is_config_path(item):
                 raise TypedError(f"line {i}: '{item}' is not a config path "
                                  "(dotted lowercase segments, e.g. messaging.rcs)")
             (read if m.group(1) == "read" else write).append(item)
@@ -220,7 +221,7 @@ def _params(heading_line: int, lines: list[str]) -> tuple[Param, ...]:
         if not indented:
             if line.lower() in ("none", "none.", "(none)"):
                 continue
-            m = _PARAM.match(line)
+            m = _PARAM.fullmatch(line)
             if not m:
                 raise TypedError(f"line {i}: a parameter line looks like "
                                  f"'- name: type (required|optional) — description'; got '{line}'")
@@ -236,7 +237,7 @@ def _params(heading_line: int, lines: list[str]) -> tuple[Param, ...]:
             continue
         if current is None:
             raise TypedError(f"line {i}: a constraint line must follow a parameter line")
-        m = _CONSTRAINT.match(line)
+        m = _CONSTRAINT.fullmatch(line)
         if not m or m.group(1) not in CONSTRAINT_KEYS:
             raise TypedError(f"line {i}: unknown constraint '{line}' for parameter "
                              f"'{current['name']}' (known: {', '.join(CONSTRAINT_KEYS)})")
@@ -308,7 +309,7 @@ def _check_param(d: dict[str, Any]) -> Param:
     config = None
     if "config" in d:
         config = d["config"][1].strip("'\"")
-        if not _PATH.match(config):
+        if not is_config_path(config):
             fail("config", f"'{config}' is not a config path")
     param = Param(name, ptype, d["required"], d["description"], resolve, None, False, enum,
                   bounds.get("min"), bounds.get("max"), config, d["line"],
@@ -350,6 +351,11 @@ def _with_config_path(param: Param, acl_write: tuple[str, ...]) -> Param:
 
 
 # -- one value -----------------------------------------------------------------
+
+def is_config_path(value: str) -> bool:
+    """Whether ``value`` is a dotted config path (lowercase segments), the whole of it."""
+    return _PATH.fullmatch(value) is not None
+
 
 def is_https_uri(value: str) -> bool:
     """Whether ``value`` is an https URI with a host (and a valid port, if any)."""

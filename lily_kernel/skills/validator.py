@@ -5,12 +5,12 @@ Three rule sets (docs/skills-compat.md#validation):
 - default: Lily's format rules, from the file alone (the same parser as the loader);
 - ``lily``: what a load here would make of the skill: the loader's own reasons,
   including the tools, eligibility on this host and the notes;
-- ``strict``: the Agent Skills specification exactly (only its six fields, its
-  name rules and length limits), with the deliberate differences from
-  ``skills-ref`` the docs list; where the specification's value types are
-  stricter than ``skills-ref`` (``metadata`` mapping strings to strings,
-  ``allowed-tools`` and ``license`` as strings, a non-empty ``compatibility``),
-  a mismatch is a warning, not an error (docs/skills-compat.md#strict).
+- ``strict``: the Agent Skills specification (its six fields, its name rules and
+  length limits, ``metadata`` mapping strings to strings), with the deliberate
+  differences from ``skills-ref`` the docs list: a key Lily reads (``summary``,
+  ``command``, Claude Code's) is a warning, not an error; a key nobody here reads is an
+  error, as in skills-ref; ``allowed-tools`` or ``license`` not a string and an empty
+  ``compatibility`` are warnings (docs/skills-compat.md#strict).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from lily_kernel.skills import frontmatter
 from lily_kernel.skills.skill import (
     AGENT_SKILLS_KEYS,
     CLAUDE_CODE_KEYS,
+    KNOWN_KEYS,
     MAX_DESCRIPTION,
     MAX_NAME_LEN,
     V0_KEYS,
@@ -114,8 +115,10 @@ def strict_problems(dir_name: str, data: bytes) -> list[str]:
 
 
 def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
-    """The Agent Skills rules as (errors, warnings): a value of another type than the
-    specification states, which skills-ref reads as text, is a warning."""
+    """The Agent Skills rules as (errors, warnings): a key Lily reads but the format does
+    not have is a warning (other clients ignore it, skills-ref refuses it); any other key
+    outside the format is an error; ``metadata`` not mapping strings to strings is an
+    error, as the specification states (skills-ref turns the values into text)."""
     try:
         text = frontmatter.decode(data)
         source, _ = frontmatter.split(text)
@@ -124,8 +127,9 @@ def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
         meta = frontmatter.parse_yaml(source)
     except FrontmatterError as exc:
         return [str(exc)], []
-    out = [_not_in_format(key) for key in meta if key not in AGENT_SKILLS_KEYS]
-    warnings: list[str] = []
+    outside = [key for key in meta if key not in AGENT_SKILLS_KEYS]
+    out = [_not_in_format(key) for key in outside if key not in KNOWN_KEYS]
+    warnings = [_not_in_format(key) for key in outside if key in KNOWN_KEYS]
     out += _name(meta, dir_name)
     description = meta.get("description")
     if "description" not in meta:
@@ -146,7 +150,7 @@ def strict_findings(dir_name: str, data: bytes) -> tuple[list[str], list[str]]:
     if "allowed-tools" in meta and not isinstance(meta["allowed-tools"], str):
         warnings.append("'allowed-tools' must be a string (tool names separated by spaces)")
     if "metadata" in meta:
-        warnings += _metadata(meta["metadata"])
+        out += _metadata(meta["metadata"])
     return out, warnings
 
 

@@ -586,6 +586,25 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
                  result.display)
 
 
+def exec_cell(shell: Any, source: str, display: Callable[[Any], Any]) -> None:
+    """Run ``source`` (magics already transformed) in ``shell``'s namespace as a cell runs:
+    its last expression, when not None, goes to ``display``. Both faces' ``run`` use it (the
+    Lily kernel's and, inside a notebook's own kernel, ``lily acp``'s)."""
+    import ast
+    tree = ast.parse(source)
+    filename = shell.compile.cache(source)
+    tail = tree.body[-1] if tree.body else None
+    last = tail if isinstance(tail, ast.Expr) else None
+    if last is not None:
+        tree.body.pop()
+    exec(compile(tree, filename, "exec"), shell.user_global_ns, shell.user_ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), filename, "eval"),
+                     shell.user_global_ns, shell.user_ns)
+        if value is not None:
+            display(value)
+
+
 # -- registration ---------------------------------------------------------------------------
 
 READ_ONLY = {"readOnlyHint": True}

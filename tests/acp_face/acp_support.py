@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import agent_support
 from acp import PROTOCOL_VERSION, spawn_agent_process
@@ -110,6 +112,36 @@ class World(agent_support.World):
                 yield conn, proc
 
 
+@contextlib.asynccontextmanager
+async def acp_session(world: World, script: list[Any]
+                      ) -> AsyncIterator[tuple[Recorder, Any, str, ScriptedServer, Any]]:
+    """A new `lily acp` in ``world`` whose model plays ``script``, with one new session:
+    (what the client receives, the connection, the session id, the model's server, the
+    process)."""
+    client = Recorder()
+    with ScriptedServer(script) as server:
+        async with world.lily(client, server) as (conn, proc):
+            new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+            yield client, conn, new.session_id, server, proc
+
+
+async def help_text(client: Recorder, conn: Any, session_id: str) -> str:
+    """What the client has received once ``/help`` in the session has been answered."""
+    await conn.prompt(session_id=session_id, prompt=prompt("/help"))
+    await settle()
+    return client.text()
+
+
+async def prompt_once(world: World, text: str, server: ScriptedServer | None = None
+                      ) -> tuple[Recorder, Any]:
+    """``text`` prompted once in a new session of a new `lily acp` whose model is ``server``:
+    what the client received, and the prompt's reply."""
+    client = Recorder()
+    async with world.lily(client, server) as (conn, _):
+        new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+        return client, await conn.prompt(session_id=new.session_id, prompt=prompt(text))
+
+
 async def commands_arrive(client: Recorder, timeout: float = 10) -> list[str]:
     """The commands `lily acp` advertises after session/new (they follow the response)."""
     for _ in range(int(timeout / 0.05)):
@@ -151,3 +183,22 @@ def execute(port: int, token: str, kernel: str, code: str, **content: Any) -> di
                 return dict(reply["content"])
     finally:
         ws.close()
+
+
+def free_port() -> int:
+    """A free TCP port of 127.0.0.1, for a server started next."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop_server(proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """Stop a server's process (terminated; killed if it is not gone in 20 s) and close the
+    log it wrote to."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()

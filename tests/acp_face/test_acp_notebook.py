@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,18 @@ from typing import Any
 
 import pytest
 from acp.schema import ResourceContentBlock
-from acp_support import Recorder, World, execute, prompt, run, settle
+from acp_support import (
+    Recorder,
+    World,
+    acp_session,
+    execute,
+    free_port,
+    help_text,
+    prompt,
+    run,
+    settle,
+    stop_server,
+)
 
 from lily_kernel.testing import ScriptedServer
 
@@ -32,18 +42,12 @@ CELLS = ["data = [3, 1, 2]\nprices = {'apple': 1.5, 'pear': 2.25}",
          "def half(x):\n    return x / 0\n\nhalf(len(data))"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class NotebookServer:
     """`jupyter server` (Lily's environment's) with one notebook whose python3 kernel ran
     :data:`CELLS` (the last one fails), as a user's would have."""
 
     def __init__(self, base: Path, root: Path) -> None:
-        self.root, self.port = root, _free_port()
+        self.root, self.port = root, free_port()
         self.runtime = base / "jrt"
         self.env = {**{k: v for k, v in os.environ.items()
                        if not k.startswith(("JUPYTER", "OPENAI", "LILY", "VIRTUAL_ENV"))},
@@ -101,13 +105,7 @@ class NotebookServer:
         shutil.copy(own, self.runtime / f"jpserver-{os.getpid()}.json")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        stop_server(self.proc, self.log)
 
 
 @pytest.fixture
@@ -161,20 +159,14 @@ def test_the_notebook_tools_read_the_kernel_of_the_notebook_in_the_chats_folder(
               {"content": "Your notebook has data and prices."}]
 
     async def go():
-        client = Recorder()
-        with ScriptedServer(script) as server:
-            async with lily.lily(client, server) as (conn, _):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("/help"))
-                await settle()
-                help_text = client.text()
-                reply = await conn.prompt(session_id=new.session_id,
-                                          prompt=prompt("what is in my notebook?"))
-                await settle()
-            return help_text, reply, client, server.chat_requests()
+        async with acp_session(lily, script) as (client, conn, sid, server, _):
+            helped = await help_text(client, conn, sid)
+            reply = await conn.prompt(session_id=sid, prompt=prompt("what is in my notebook?"))
+            await settle()
+            return helped, reply, client, server.chat_requests()
 
-    help_text, reply, client, requests = run(go())
-    assert "work through the Jupyter server" in help_text and "no notebook kernel" not in help_text
+    helped, reply, client, requests = run(go())
+    assert "work through the Jupyter server" in helped and "no notebook kernel" not in helped
     assert reply.stop_reason == "end_turn"
     offered = {t["function"]["name"] for t in requests[0]["tools"]}
     assert {"list_variables", "inspect_variable", "last_error", "read_cells", "run_python",
@@ -250,15 +242,12 @@ def test_the_attached_notebook_is_the_one_read_and_share_values_false_is_kept(wo
               {"content": "Read again."}]
 
     async def go():
-        client = Recorder()
-        with ScriptedServer(script) as server:
-            async with lily.lily(client, server) as (conn, _):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                blocks = [*prompt("look at this notebook"),
-                          ResourceContentBlock(type="resource_link", name="analysis.ipynb",
-                                               uri=(sub / "analysis.ipynb").as_uri())]
-                await conn.prompt(session_id=new.session_id, prompt=blocks)
-                await conn.prompt(session_id=new.session_id, prompt=prompt("and now?"))
+        async with acp_session(lily, script) as (_, conn, sid, server, _):
+            blocks = [*prompt("look at this notebook"),
+                      ResourceContentBlock(type="resource_link", name="analysis.ipynb",
+                                           uri=(sub / "analysis.ipynb").as_uri())]
+            await conn.prompt(session_id=sid, prompt=blocks)
+            await conn.prompt(session_id=sid, prompt=prompt("and now?"))
             return server.chat_requests()
 
     answers = _tool_answers(run(go()))
@@ -346,21 +335,16 @@ def test_cancel_while_run_python_runs_interrupts_the_notebooks_kernel(world, jup
 def test_without_a_jupyter_server_the_notebook_tools_are_not_offered(world):
     """Zed and JetBrains start `lily acp` themselves: no runtime file of a parent, no tools."""
     async def go():
-        client = Recorder()
-        with ScriptedServer([{"content": "Hello."}]) as server:
-            async with world.lily(client, server) as (conn, _):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("/help"))
-                await settle()
-                help_text = client.text()
-                await conn.prompt(session_id=new.session_id, prompt=prompt("hi"))
-            return help_text, server.chat_requests()
+        async with acp_session(world, [{"content": "Hello."}]) as (client, conn, sid, server, _):
+            helped = await help_text(client, conn, sid)
+            await conn.prompt(session_id=sid, prompt=prompt("hi"))
+            return helped, server.chat_requests()
 
-    help_text, requests = run(go())
+    helped, requests = run(go())
     offered = {t["function"]["name"] for t in requests[0].get("tools", [])}
     assert not offered & {"list_variables", "inspect_variable", "last_error", "read_cells",
                           "run_python", "propose_cell"}
-    line = next(line for line in help_text.splitlines() if "notebook tools" in line)
+    line = next(line for line in helped.splitlines() if "notebook tools" in line)
     assert "no Jupyter server started `lily acp`" in line
 
 

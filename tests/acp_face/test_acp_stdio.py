@@ -6,7 +6,17 @@ import asyncio
 
 import pytest
 from acp.schema import FileEditToolCallContent, McpServerStdio, ToolCallProgress
-from acp_support import SYSTEM_NOTE, Recorder, World, commands_arrive, prompt, run, settle
+from acp_support import (
+    SYSTEM_NOTE,
+    Recorder,
+    World,
+    acp_session,
+    commands_arrive,
+    prompt,
+    prompt_once,
+    run,
+    settle,
+)
 
 from lily_kernel.testing import ScriptedServer
 
@@ -19,18 +29,9 @@ def world(tmp_path):
 def test_prose_streams_chunks_to_the_same_loop_and_ends_with_the_footer(world):
     script = [{"expect": {"contains": "what is up"},
                "content": "First line.\nSecond line.\nThird line, the last.", "chunks": 9}]
-
-    async def go():
-        client = Recorder()
-        with ScriptedServer(script) as server:
-            async with world.lily(client, server) as (conn, _):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                reply = await conn.prompt(session_id=new.session_id,
-                                          prompt=prompt(f"{SYSTEM_NOTE}\n\nwhat is up"))
-            sent = server.chat_requests()[0]["messages"]
-        return client, reply, sent
-
-    client, reply, sent = run(go())
+    with ScriptedServer(script) as server:
+        client, reply = run(prompt_once(world, f"{SYSTEM_NOTE}\n\nwhat is up", server))
+        sent = server.chat_requests()[0]["messages"]
     assert reply.stop_reason == "end_turn"
     assert len(client.chunks()) >= 3, client.chunks()  # streamed, line by line
     text = client.text()
@@ -264,14 +265,7 @@ def test_mcp_servers_from_session_new_join_as_the_users_own(world):
 
 
 def test_nothing_but_protocol_reaches_stdout_and_errors_are_one_line(world):
-    async def go():
-        client = Recorder()
-        async with world.lily(client, None) as (conn, _):
-            new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-            reply = await conn.prompt(session_id=new.session_id, prompt=prompt("/nosuch"))
-            return client, reply
-
-    client, reply = run(go())
+    client, reply = run(prompt_once(world, "/nosuch"))
     assert reply.stop_reason == "end_turn"
     assert client.text().startswith("Error: ") and "\n" not in client.text()
     assert not any(isinstance(u, ToolCallProgress) for u in client.updates)
@@ -306,14 +300,11 @@ def test_each_session_is_journaled_and_a_sigterm_journals_its_end(world):
     import signal
 
     async def go():
-        client = Recorder()
-        with ScriptedServer([{"content": "Noted."}]) as server:
-            async with world.lily(client, server) as (conn, proc):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("remember this"))
-                proc.send_signal(signal.SIGTERM)
-                code = await asyncio.wait_for(proc.wait(), 30)
-        return new.session_id, code
+        async with acp_session(world, [{"content": "Noted."}]) as (_, conn, sid, _, proc):
+            await conn.prompt(session_id=sid, prompt=prompt("remember this"))
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(proc.wait(), 30)
+        return sid, code
 
     session_id, code = run(go())
     assert code == 0
@@ -354,16 +345,8 @@ def test_a_tool_call_shows_before_it_runs_then_its_result_and_each_step_is_a_par
     script = [{"content": "Let me look.", "tool_calls": [{"id": "call_l", "name": "list",
                                                           "arguments": {"path": "."}}]},
               {"expect": {"contains": "data.csv"}, "content": "There is data.csv."}]
-
-    async def go():
-        client = Recorder()
-        with ScriptedServer(script) as server:
-            async with world.lily(client, server) as (conn, _):
-                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                reply = await conn.prompt(session_id=new.session_id, prompt=prompt("what's here?"))
-        return client, reply
-
-    client, reply = run(go())
+    with ScriptedServer(script) as server:
+        client, reply = run(prompt_once(world, "what's here?", server))
     assert reply.stop_reason == "end_turn"
     start, done = client.tool_updates("call_l")
     assert (start.status, start.kind, start.title, start.raw_input) == (

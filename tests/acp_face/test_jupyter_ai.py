@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_support import execute
+from acp_support import execute, free_port, stop_server
 
 from lily_kernel.acp import persona_install
 from lily_kernel.testing import ScriptedServer
@@ -35,17 +34,11 @@ WRITE = [{"tool_calls": [{"id": "call_w", "name": "write",
 SLOW = {"content": "word " * 300, "chunks": 300, "chunk_delay": 0.05}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Jupyter:
     def __init__(self, base: Path, model: ScriptedServer) -> None:
         self.root = base / "root"
         self.root.mkdir(exist_ok=True)  # a second server may serve the same root
-        self.port = _free_port()
+        self.port = free_port()
         home = base / "home"
         skills = self.root / "skills"
         for d in (home, skills, base / "user_skills"):
@@ -107,13 +100,7 @@ class Jupyter:
             return json.loads(r.read())
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        stop_server(self.proc, self.log)
 
 
 class Chat:

@@ -28,7 +28,25 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_P
                    "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
 
-class RecordingProxy:
+class LocalServer:
+    """A threading HTTP server on a free port of 127.0.0.1, serving until :meth:`close`."""
+
+    server: ThreadingHTTPServer
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> str:
+        """Start serving with ``handler``; the server's URL (no path)."""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class RecordingProxy(LocalServer):
     """A forwarding HTTP proxy on 127.0.0.1 that records each request it passes on
     (absolute-form request lines, as a client sends them to a proxy)."""
 
@@ -65,18 +83,10 @@ class RecordingProxy:
 
             do_GET = do_POST = relay
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.url = self.serve(Handler)
 
 
-class Redirector:
+class Redirector(LocalServer):
     """An endpoint that answers every POST with ``status``: a redirect to ``location``, or
     (no location) a plain 201, as an ActivityPub outbox accepts an activity."""
 
@@ -98,15 +108,7 @@ class Redirector:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.url = self.serve(Handler) + "/v1"
 
 
 @pytest.fixture
@@ -220,26 +222,12 @@ def test_an_mcp_http_server_is_reached_through_the_configured_proxy(tmp_path, pr
                                                                     monkeypatch):
     """The MCP SDK's HTTP client is an httpx client with trust_env: HTTP_PROXY applies."""
     import os
-    import socket
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+
+    from mcp_http_support import mcp_http_server
 
     from lily_kernel.session.session import Session
     from lily_kernel.settings.model_settings import user_config_path
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    script = Path(__file__).resolve().parents[1] / "mcp" / "http_server.py"
-    proc = subprocess.Popen([sys.executable, str(script), str(port), "tok-123"],
-                            stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+    with mcp_http_server("tok-123") as port:
         env = {"HOME": str(tmp_path / "home"), "SKILLS_USER_DIR": str(tmp_path / "u"),
                "PATH": os.environ.get("PATH", "")}
         (tmp_path / "u").mkdir()
@@ -257,6 +245,3 @@ def test_an_mcp_http_server_is_reached_through_the_configured_proxy(tmp_path, pr
                                                       if method == "POST"]
         finally:
             session.mcp.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)

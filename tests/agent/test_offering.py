@@ -79,7 +79,7 @@ def test_read_skill_file_only_under_a_skill_with_references(world):
 def test_propose_action_only_once_a_typed_skill_is_in_the_request(world):
     script = [call("load_skill", {"name": "send_message"}), "which contact?"]
     with ScriptedServer(script) as server:
-        session = world.session(server)
+        session = world.session(server, SKILLS_EXAMPLES="1")  # the typed examples, turned on
         loop.run(session, "tell Ana I am late")
         first, second = server.chat_requests()
     for typed_tool in ("propose_action", "read_config"):
@@ -89,7 +89,7 @@ def test_propose_action_only_once_a_typed_skill_is_in_the_request(world):
 
 
 def test_read_config_only_under_an_internal_typed_skill_that_reads_settings(world):
-    session = world.session(None)
+    session = world.session(None, SKILLS_EXAMPLES="1")
     assert {"propose_action", "read_config"} <= set(offered_under(session, "read_receipts"))
     for skill in (None, "research_assistant", "send_message"):
         assert "read_config" not in offered_under(session, skill)

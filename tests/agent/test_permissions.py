@@ -193,38 +193,42 @@ def results(server: ScriptedServer) -> dict[str, str]:
     return {m["tool_call_id"]: m["content"] for m in last if m.get("role") == "tool"}
 
 
+def run_once(world: World, mode: str | None, script: list, prompt: str
+             ) -> tuple[loop.Reply, ScriptedServer]:
+    """``prompt`` in a new session of ``mode`` (None: the default) whose model plays
+    ``script``: the reply, and the server (stopped), which keeps the requests it was sent."""
+    with ScriptedServer(script) as server:
+        session = world.session(server, **({"LILY_MODE": mode} if mode else {}))
+        return loop.run(session, prompt), server
+
+
 @pytest.mark.parametrize("mode", ["ask", "edits", "auto"])
 def test_a_new_file_that_runs_later_waits_for_a_card_in_every_mode(tmp_path, mode):
     world = World(tmp_path)
-    with ScriptedServer([call("write", {"path": "conftest.py",
-                                        "content": "import os; os.system('id')\n"}, "c1")]
-                        ) as server:
-        session = world.session(server, LILY_MODE=mode)
-        reply = loop.run(session, "set up tests")
-        assert reply.proposal is not None and reply.proposal.tool == "write"
-        assert "pytest imports it" in reply.proposal.reason
-        assert reply.proposal.always_refusal  # --always never covers it
+    script = [call("write", {"path": "conftest.py", "content": "import os; os.system('id')\n"},
+                   "c1")]
+    proposal = run_once(world, mode, script, "set up tests")[0].proposal
+    assert proposal is not None and proposal.tool == "write"
+    assert "pytest imports it" in proposal.reason
+    assert proposal.always_refusal  # --always never covers it
     assert not (world.workspace / "conftest.py").exists()
 
 
 def test_plan_mode_offers_and_runs_nothing_that_writes(tmp_path):
     world = World(tmp_path)
     script = [call("write", {"path": "a.txt", "content": "x"}, "w1"), "Planned."]
-    with ScriptedServer(script) as server:
-        session = world.session(server, LILY_MODE="plan")
-        assert loop.run(session, "plan it").text == "Planned."
-        offered = [t["function"]["name"] for t in server.chat_requests()[0]["tools"]]
-        assert "read" in offered and "write" not in offered
-        assert "not available in plan mode" in results(server)["w1"]
+    reply, server = run_once(world, "plan", script, "plan it")
+    assert reply.text == "Planned."
+    offered = [t["function"]["name"] for t in server.chat_requests()[0]["tools"]]
+    assert "read" in offered and "write" not in offered
+    assert "not available in plan mode" in results(server)["w1"]
     assert not (world.workspace / "a.txt").exists()
 
 
 def test_edits_mode_writes_an_ordinary_file_without_a_card(tmp_path):
     world = World(tmp_path)
     script = [call("write", {"path": "notes.md", "content": "hello\n"}, "w1"), "Done."]
-    with ScriptedServer(script) as server:
-        session = world.session(server, LILY_MODE="edits")
-        assert loop.run(session, "note it").text == "Done."
+    assert run_once(world, "edits", script, "note it")[0].text == "Done."
     assert (world.workspace / "notes.md").read_text() == "hello\n"
 
 
@@ -238,10 +242,9 @@ def test_a_binary_file_is_never_overwritten_and_no_card_says_no_change(tmp_path)
         {"name": "write", "arguments": {"path": "latin.txt", "content": "caf\ufffd\n"}, "id": "b2"},
     ]}, "Done."]
     for mode in ("ask", "auto"):
-        with ScriptedServer(script) as server:
-            reply = loop.run(world.session(server, LILY_MODE=mode), "fix the files")
-            assert reply.proposal is None and reply.text == "Done."
-            got = results(server)
+        reply, server = run_once(world, mode, script, "fix the files")
+        assert reply.proposal is None and reply.text == "Done."
+        got = results(server)
         for key in ("b1", "b2"):
             assert got[key].startswith("Error: '") and "is not UTF-8 text" in got[key], got
             assert "sha256" in got[key] and "no change" not in got[key]
@@ -257,11 +260,10 @@ def test_an_argument_too_long_to_show_whole_is_refused_not_half_shown(tmp_path):
     (user / "lily.toml").write_text("[limits]\nanswer_chars = 1000000\n")
     long = "x" * (CARD_CHARS + 10)
     script = [call("write", {"path": "big.txt", "content": long}, "l1"), "Stopped."]
-    with ScriptedServer(script) as server:
-        reply = loop.run(world.session(server), "write it")
-        assert reply.proposal is None and reply.text == "Stopped."
-        assert results(server)["l1"].startswith("Error: not run: a card shows a call's "
-                                                "arguments in full")
+    reply, server = run_once(world, None, script, "write it")
+    assert reply.proposal is None and reply.text == "Stopped."
+    assert results(server)["l1"].startswith("Error: not run: a card shows a call's "
+                                            "arguments in full")
     assert not (world.workspace / "big.txt").exists()
 
 

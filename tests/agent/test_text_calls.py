@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_support import World, assert_consistent, run_shown
+from agent_support import World, assert_consistent, prose_results, run_shown
 
 from lily_kernel.agent import loop
 from lily_kernel.agent.text_calls import loads_lenient, read, repair_arguments, shown_call
 from lily_kernel.commands.results import ActionCard, Answer
-from lily_kernel.commands.runner import Runner
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -177,17 +176,6 @@ def world(tmp_path) -> World:
     return world
 
 
-def ask(session, text: str) -> list:
-    """What a face receives for the prose cell ``text`` (a card shown waits)."""
-    runner = Runner(lambda: session)
-    results = []
-    for result in runner.ask(text):
-        if isinstance(result, ActionCard):
-            runner.shown(result)
-        results.append(result)
-    return results
-
-
 def tool_results(request: dict) -> list[str]:
     return [m["content"] for m in request["messages"] if m.get("role") == "tool"]
 
@@ -221,7 +209,7 @@ def test_the_footer_says_the_call_was_read_from_text(world, server):
                '<tool_call>\n{"name": "read", "arguments": {"path": "notes.txt"}}\n'
                '</tool_call>', "Done.")
     session = world.session(server)
-    [answer] = ask(session, "what is here?")
+    [answer] = prose_results(session, "what is here?")
     assert isinstance(answer, Answer) and answer.text == "Done."
     assert "2 tool calls read from text" in answer.footer()
     assert answer.tools == ("list", "read")
@@ -349,6 +337,6 @@ def test_a_card_waits_for_a_text_call_in_the_face(world, server):
     server.add('```json\n{"name": "write", "arguments": {"path": "notes.txt", "content": '
                '"NEW"}}\n```')
     session = world.session(server)
-    results = ask(session, "change the notes")
+    results = prose_results(session, "change the notes")
     assert isinstance(results[-1], ActionCard) and results[-1].action.tool == "write"
     assert session.pending is results[-1].action

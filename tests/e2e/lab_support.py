@@ -203,6 +203,17 @@ class Notebook:
         self.page.keyboard.press("Delete")
         self.page.keyboard.type(text)
 
+    def complete(self, index: int, text: str, match: str) -> None:
+        """Type ``text`` into cell ``index`` and press Tab: the completer offers the one
+        ``match``, and Enter accepts it."""
+        from playwright.sync_api import expect
+        self.type_into(index, text)
+        self.page.keyboard.press("Tab")
+        completer = self.page.locator(".jp-Completer")
+        expect(completer).to_be_visible()
+        expect(completer.locator(".jp-Completer-item")).to_have_text([match])
+        self.page.keyboard.press("Enter")
+
     def save(self) -> None:
         self.command("docmanager:save")
         self.page.wait_for_function(

@@ -52,17 +52,17 @@ def test_run_all_twice_does_not_duplicate_a_proposal(front, page, model, turns):
     name = "propose-run-all.ipynb"
     code_notebook(front.root / name, setup_cell(server), "Suggest a first look.")
     nb = Notebook(page, front, name)
-    propose(turns, "First answer.")
-    nb.command("notebook:run-all-cells")
-    expect(nb.output(1)).to_contain_text("inserted below as cell 3", timeout=LONG)
-    expect(nb.output(1)).to_contain_text("First answer.")
-    nb.wait_idle()
-    assert sources(page).count(f"%%python\n{PROPOSAL}") == 1, sources(page)
 
-    propose(turns, "Second answer.")
-    nb.command("notebook:run-all-cells")
-    expect(nb.output(1)).to_contain_text("Second answer.", timeout=LONG)
-    expect(nb.output(1)).to_contain_text("already below as cell 3, not inserted again")
-    nb.wait_idle()
-    assert sources(page).count(f"%%python\n{PROPOSAL}") == 1, sources(page)
+    def run_all(answer: str, placed: str) -> None:
+        """Run all, the model proposing the same cell and answering ``answer``; the card
+        says where the cell is (``placed``) and one copy of it stands in the notebook."""
+        propose(turns, answer)
+        nb.command("notebook:run-all-cells")
+        expect(nb.output(1)).to_contain_text(placed, timeout=LONG)
+        expect(nb.output(1)).to_contain_text(answer, timeout=LONG)
+        nb.wait_idle()
+        assert sources(page).count(f"%%python\n{PROPOSAL}") == 1, sources(page)
+
+    run_all("First answer.", "inserted below as cell 3")
+    run_all("Second answer.", "already below as cell 3, not inserted again")
     assert len(sources(page)) == 3, sources(page)

@@ -13,7 +13,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +179,16 @@ class Kernel:
             self.km.shutdown_kernel(now=True)
 
 
+def run_cells(world: World, cells: Iterable[str], timeout: float = 60) -> list[Run]:
+    """Run ``cells`` in order, each to success, in a new Lily kernel in ``world``, which is
+    shut down after."""
+    kernel = Kernel("lily", world)
+    try:
+        return [kernel.ok(cell, timeout=timeout) for cell in cells]
+    finally:
+        kernel.shutdown()
+
+
 class ConnectionRecorder:
     """A TCP server on 127.0.0.1 that records every connection made to it (and answers nothing)."""
 
@@ -227,14 +237,16 @@ def scripted_kernel_world(base: Path, ipython_dir: Path | None, server_url: str)
 
 @contextmanager
 def scripted_kernel(base: Path, ipython_dir: Path | None, server_url: str,
-                    kernel_name: str = "lily", files: dict[str, str] | None = None
-                    ) -> Iterator[Kernel]:
+                    kernel_name: str = "lily", files: dict[str, str] | None = None,
+                    **env: str) -> Iterator[Kernel]:
     """A kernel whose model is the scripted server at ``server_url``, shut down on exit.
 
     ``files`` are written into its workspace before it starts; a python3 kernel loads
-    ``%load_ext lily`` first, so both faces of Lily start ready the same way.
+    ``%load_ext lily`` first, so both faces of Lily start ready the same way. ``env``: more
+    of the kernel's environment (``SKILLS_EXAMPLES="1"``: Lily's example skills).
     """
     world = scripted_kernel_world(base, ipython_dir, server_url)
+    world.env.update(env)
     for name, text in (files or {}).items():
         (world.workspace / name).write_text(text, encoding="utf-8")
     kernel = Kernel(kernel_name, world)

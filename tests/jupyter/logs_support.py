@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_support import Kernel, make_world, write_skill
+from kernel_support import make_world, run_cells, write_skill
 
 from lily_kernel.session.logs import Logs
 from lily_kernel.settings import workspace_trust
@@ -62,12 +62,7 @@ def record_session(base: Path, ipython_dir: Path | None = None) -> Recorded:
         (world.workspace / "notes" / "todo.txt").write_text("TODO write the docs\n")
         (world.workspace / "lily.toml").write_text("[journal]\ncapture_reads = true\n")
         workspace_trust.trust(world.workspace, world.env)  # capture_reads needs trust
-        kernel = Kernel("lily", world)
-        try:
-            for cell in CELLS:
-                kernel.ok(cell, timeout=60)
-        finally:
-            kernel.shutdown()
+        run_cells(world, CELLS)
         # from the journal: a %%python cell asking for it would be journaled as a cell too
         (session_id,) = Logs(world.workspace).by_session
         assert server.remaining() == 0, server.chat_requests()

@@ -20,7 +20,8 @@ CONTACTS = "alice:\n  actor: https://alice.example/users/alice\n"
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
     with scripted_kernel(tmp_path_factory.mktemp("approval"), ipython_dir, server.url,
-                         files={"notes.txt": "keep\nold line\n", "contacts.yaml": CONTACTS}) as k:
+                         files={"notes.txt": "keep\nold line\n", "contacts.yaml": CONTACTS},
+                         SKILLS_EXAMPLES="1") as k:  # send_message is an example skill
         yield k
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from kernel_support import Kernel, make_world
+from kernel_support import make_world, run_cells
 
 from lily_kernel.cli import main
 from lily_kernel.testing.server import ScriptedServer
@@ -72,12 +72,7 @@ def test_export_of_a_session_runs_again_under_nbval(tmp_path, ipython_dir, capsy
     with ScriptedServer(turns()) as server:
         world = make_world(tmp_path / "rec", ipython_dir, **kernel_env(tmp_path, server.url))
         (world.workspace / "sales.csv").write_text("item,amount\na,10\nb,20\nc,30\n")
-        kernel = Kernel("lily", world)
-        try:
-            for cell in CELLS:
-                kernel.ok(cell, timeout=60)
-        finally:
-            kernel.shutdown()
+        run_cells(world, CELLS)
         assert server.remaining() == 0
     out = tmp_path / "export" / "sales-export.ipynb"
     assert main(["logs", "export", "sales.ipynb", "--ipynb", str(out),

@@ -20,7 +20,8 @@ CONTACTS = f"alice:\n  actor: {ALICE}\n  aliases: [Alice Chen, ali]\n"
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipython_dir, server):
     with scripted_kernel(tmp_path_factory.mktemp("typed-kernel"), ipython_dir, server.url,
-                         files={"contacts.yaml": CONTACTS}) as k:
+                         files={"contacts.yaml": CONTACTS},
+                         SKILLS_EXAMPLES="1") as k:  # send_message is an example skill
         yield k
 
 

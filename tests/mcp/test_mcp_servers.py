@@ -5,13 +5,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 from agent_support import run_command
+from mcp_http_support import mcp_http_server
 from mcp_support import BIN, HOSTILE, toml_server
 
 from lily_kernel.commands import render
@@ -63,22 +63,9 @@ def test_reference_git_server(mcp_world, tmp_path):
     assert "a.txt" in call(session, "mcp__git__git_status", repo_path=str(repo))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_streamable_http_server_with_a_secret_header(mcp_world, monkeypatch):
-    port, token = _free_port(), "http-token-0123456789"
-    proc = subprocess.Popen([PY, os.path.join(os.path.dirname(HOSTILE), "http_server.py"),
-                             str(port), token], stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+    token = "http-token-0123456789"
+    with mcp_http_server(token) as port:
         monkeypatch.setenv("REMOTE_TOKEN", token)
         mcp_world.user(f'[mcp.servers.remote]\nurl = "http://127.0.0.1:{port}/mcp"\n'
                        'headers = { Authorization = "Bearer ${REMOTE_TOKEN}" }\n')
@@ -90,9 +77,6 @@ def test_streamable_http_server_with_a_secret_header(mcp_world, monkeypatch):
         assert token not in render.text(run_command(session, "/mcp"))
         from lily_kernel.redaction import redact
         assert redact(f"x {token} y") == "x *** y"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_server_that_fails_to_start_shows_its_stderr_in_mcp(mcp_world):

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from lily_kernel.session import journal as journal_module
@@ -18,18 +19,24 @@ from lily_kernel.session.logs import Logs, turns
 SID = "d" * 32
 
 
-def test_a_short_write_is_announced_retried_and_marked(tmp_path, monkeypatch):
-    path = tmp_path / ".lily" / "journal" / "s.jsonl"
-    journal = Journal(path)
+def short_once(tmp_path: Path, monkeypatch, cut: Callable[[bytes], bytes]) -> Journal:
+    """A journal holding a ``session_created`` record, whose next write writes only
+    ``cut(data)`` (the disk had no room for the rest); the writes after it are whole."""
+    journal = Journal(tmp_path / ".lily" / "journal" / "s.jsonl")
     journal.append({"event": "session_created", "session_id": SID})
     real_write = os.write
     calls = {"n": 0}
 
-    def short_once(fd: int, data: bytes) -> int:  # the disk had room for half a line
+    def write(fd: int, data: bytes) -> int:
         calls["n"] += 1
-        return real_write(fd, data[: len(data) // 2]) if calls["n"] == 1 else real_write(fd, data)
+        return real_write(fd, cut(data) if calls["n"] == 1 else data)
 
-    monkeypatch.setattr(journal_module.os, "write", short_once)
+    monkeypatch.setattr(journal_module.os, "write", write)
+    return journal
+
+
+def test_a_short_write_is_announced_retried_and_marked(tmp_path, monkeypatch):
+    journal = short_once(tmp_path, monkeypatch, lambda data: data[: len(data) // 2])  # half
     journal.append({"event": "command", "session_id": SID, "command": "/skills", "ok": True})
     notice = journal.take_notice()
     assert notice is not None and notice.startswith("journal: not recorded: short write (")
@@ -50,17 +57,7 @@ def test_a_short_write_is_announced_retried_and_marked(tmp_path, monkeypatch):
 def test_a_write_one_byte_short_is_not_read_as_a_record(tmp_path, monkeypatch):
     # the disk had room for the whole record but its newline: the partial line is valid
     # JSON, and read as a record it would appear twice and fork the chain
-    path = tmp_path / ".lily" / "journal" / "s.jsonl"
-    journal = Journal(path)
-    journal.append({"event": "session_created", "session_id": SID})
-    real_write = os.write
-    calls = {"n": 0}
-
-    def all_but_newline(fd: int, data: bytes) -> int:
-        calls["n"] += 1
-        return real_write(fd, data[:-1]) if calls["n"] == 1 else real_write(fd, data)
-
-    monkeypatch.setattr(journal_module.os, "write", all_but_newline)
+    journal = short_once(tmp_path, monkeypatch, lambda data: data[:-1])
     journal.append({"event": "command", "session_id": SID, "command": "/skills", "ok": True})
     journal.append({"event": "command", "session_id": SID, "command": "/help", "ok": True})
     records = Logs(tmp_path).checked(SID)

@@ -313,7 +313,12 @@ def test_skill_roots_from_environment_are_explicit_and_defaults_are_not(tmp_path
     env_vars = {"SKILLS_WORKSPACE_DIR": str(tmp_path / "w"), "HOME": str(tmp_path)}
     roots = skill_roots(env_vars, workspace=tmp_path / "ws")
     by_source = {r.source: r for r in roots}
-    assert [r.source for r in roots] == list(SOURCES)
+    assert [r.source for r in roots] == [s for s in SOURCES if s != "examples"]  # off by default
+    examples = skill_roots({**env_vars, "SKILLS_EXAMPLES": "1"}, workspace=tmp_path / "ws")[-1]
+    assert examples.source == "examples" and not examples.explicit
+    assert (examples.path / "send_message" / "SKILL.md").is_file()
+    named = skill_roots({**env_vars, "SKILLS_EXAMPLES_DIR": str(tmp_path / "e")})[-1]
+    assert named == Root("examples", tmp_path / "e", True)
     assert by_source["workspace"].explicit and by_source["workspace"].path == tmp_path / "w"
     assert not by_source["user"].explicit
     assert not by_source["bundled"].explicit

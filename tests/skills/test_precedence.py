@@ -12,7 +12,7 @@ from lily_kernel.skills.paths import SOURCES
 
 # every root alone, every pair, and all of them at once
 SUBSETS = [combo for n in (1, 2) for combo in itertools.combinations(SOURCES, n)] + [SOURCES]
-assert len(SUBSETS) == 7 + 21 + 1
+assert len(SUBSETS) == 8 + 28 + 1
 
 
 @pytest.mark.parametrize("present", SUBSETS, ids=["+".join(s) for s in SUBSETS])
@@ -40,8 +40,9 @@ def test_precedence_in_every_combination(env, present):
 
 def test_precedence_order_is_workspace_user_bundled():
     # docs/loader.md#roots: project, then user, then bundled; Lily's own folder first at each level
+    # and Lily's example skills last, when SKILLS_EXAMPLES turns them on
     assert SOURCES == ("workspace", "workspace-agents", "workspace-claude",
-                       "user", "user-agents", "user-openclaw", "bundled")
+                       "user", "user-agents", "user-openclaw", "bundled", "examples")
 
 
 def test_distinct_names_from_all_roots_are_merged(env):

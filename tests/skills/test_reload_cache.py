@@ -1,5 +1,6 @@
 """docs/loader.md#reloads: a session keeps what each SKILL.md parsed into, and a reload reads
-again only the files whose lstat changed (type, device, inode, size, mtime, ctime).
+again only the files whose lstat changed (type, device, inode, size, mtime, ctime); a kept
+skill's verdict (exclusion, eligibility) holds while what it was decided against is unchanged.
 
 Which files a load reads is seen through the loader's one read of a SKILL.md
 (``skill_md.read``), wrapped to record each folder it is called for."""
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 from agent_support import run_command
 
+from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.skills import loader, skill_md
+from lily_kernel.skills.eligibility import Host
 from lily_kernel.skills.loader import SkillCache, build_snapshot
 from lily_kernel.tools.tool_registry import ToolPolicy
 
@@ -155,3 +158,64 @@ def test_a_symlinked_skill_md_inside_its_folder_is_read_at_every_load(env, reads
     (folder / "real.md").write_text("---\nsummary: v2\n---\nBody.\n")
     assert _load(env, cache).get("linked").summary == "v2"
     assert reads == ["linked", "linked"]
+
+
+@pytest.fixture
+def judged(monkeypatch) -> list[str]:
+    """The skills (names) each load decides a verdict for, in order."""
+    seen: list[str] = []
+    real = loader._verdict
+
+    def recording(skill, *args, **kwargs):
+        seen.append(skill.name)
+        return real(skill, *args, **kwargs)
+    monkeypatch.setattr(loader, "_verdict", recording)
+    return seen
+
+
+def test_a_kept_verdict_is_decided_again_when_what_it_depends_on_changes(env, judged, settled):
+    """The verdict of an unchanged skill is kept while the tools (the registry and its
+    version), the policy, the host (platform, environment, PATH) and the reserved names are
+    as they were; a change of any of them, even of the host's environment in place, decides
+    every verdict again. A skill that looks a binary up on PATH is decided at every load:
+    a binary installed on the same PATH makes it eligible."""
+    env.write_skill(env.ws_skills, "plain", "summary: plain")
+    env.write_skill(env.ws_skills, "reads", "summary: reads\nrequires_tools: [read]")
+    env.write_skill(env.ws_skills, "needs-env", "summary: e\neligibility:\n  env: [LATER_VAR]")
+    env.write_skill(env.ws_skills, "needs-bin", "summary: b\neligibility:\n  binaries: [laterbin]")
+    env.write_skill(env.ws_skills, "late", "invocation_mode: tool_dispatch\ncommand_tool: late_tool")
+    env.write_skill(env.ws_skills, "aliased", "summary: a\ncommand: later")
+    everyone = ["aliased", "late", "needs-bin", "needs-env", "plain", "reads"]
+    cache, tools = SkillCache(), env.tools_for(env.workspace)
+    host_env = dict(env.host_env)
+    host = Host("linux", host_env, str(env.bin))
+
+    def load(policy: ToolPolicy | None = None, reserved: frozenset[str] = BUILTIN_NAMES):
+        judged.clear()
+        return build_snapshot(env.roots(), tools, policy or ToolPolicy(), host=host,
+                              reserved=reserved, cache=cache)
+
+    assert load().names() == ["aliased", "plain", "reads"] and judged == everyone
+    assert load().names() == ["aliased", "plain", "reads"] and judged == ["needs-bin"]
+
+    host_env["LATER_VAR"] = "1"  # the session's mapping, changed in place
+    assert load().names() == ["aliased", "needs-env", "plain", "reads"] and judged == everyone
+    env.make_bin(env.bin, "laterbin")  # the same PATH
+    assert load().get("needs-bin") is not None and judged == ["needs-bin"]
+
+    snap = load(ToolPolicy(deny=frozenset({"read"})))
+    assert "'read' is denied" in env.diag(snap, "ineligible", "reads").reason
+    assert judged == everyone
+    assert load().get("reads") is not None and judged == everyone
+
+    @tools.register(name="late_tool")
+    def late_tool(input: str = "") -> str:
+        return "ran"
+    assert load().get("late") is not None and judged == everyone
+
+    snap = load(reserved=BUILTIN_NAMES | {"later"})
+    assert "collides with the built-in command /later" in env.diag(
+        snap, "skill_error", "aliased").reason
+    assert judged == everyone
+    assert load().aliases["later"] == "aliased" and judged == everyone
+    assert load().names() == everyone and judged == ["needs-bin"]

@@ -91,7 +91,7 @@ def test_compat_roots_can_be_turned_off(env):
     assert trusted(env).snapshot.get("from-agents") is not None
     off = env.session(journal=False, SKILLS_COMPAT_ROOTS="0").snapshot
     assert off.get("from-agents") is None
-    assert [r.source for r in off.roots] == ["workspace", "user", "bundled"]
+    assert [r.source for r in off.roots] == ["workspace", "user", "bundled", "examples"]
 
 
 def test_a_home_root_that_is_the_workspace_root_is_read_once(env):

@@ -20,12 +20,15 @@ LONG = "x" * 1025
 ASCII = "names are ASCII"
 SPELLING = "SKILL.md spelled exactly"
 FLOW = "flow-style YAML is valid"
-# Where the specification's value types are stricter than skills-ref, --strict warns:
-# the verdict (valid) is skills-ref's. case id -> the warning expected.
+LILY_KEYS = "a key Lily reads is a warning"
+METADATA = "metadata maps strings to strings"
+# What --strict warns about and still passes. case id -> the warning expected.
 WARNINGS = {
-    "nested-metadata": "'metadata.openclaw' must be a string, not a mapping",
-    "number-in-metadata": "'metadata.version' must be a string, not a number",
-    "metadata-not-a-mapping": "'metadata' must be a mapping of strings to strings",
+    "lily-key": "'summary' is not part of the Agent Skills format (a Lily key)",
+    "lily-eligibility": "'eligibility' is not part of the Agent Skills format (a Lily key)",
+    "claude-code-key": "'disable-model-invocation' is not part of the Agent Skills format "
+                       "(a Claude Code key)",
+    "argument-hint": "'argument-hint' is not part of the Agent Skills format (a Claude Code key)",
     "license-list": "'license' must be a string",
     "allowed-tools-list": "'allowed-tools' must be a string (tool names separated by spaces)",
     "empty-compatibility": "'compatibility' must be a string of 1 to 500 characters",
@@ -42,18 +45,14 @@ CASES = [
         "compatibility: Requires python3\nallowed-tools: Bash(git:*) Read\n"
         "metadata:\n  author: example-org\n  version: \"1.0\""), [], None),
     ("lily-key", "lily-key", "SKILL.md",
-     FM.format("name: lily-key\ndescription: d\nsummary: Short."),
-     ["'summary' is not part of the Agent Skills format (a Lily key)"], None),
+     FM.format("name: lily-key\ndescription: d\nsummary: Short."), [], LILY_KEYS),
     ("lily-eligibility", "lily-elig", "SKILL.md",
-     FM.format("name: lily-elig\ndescription: d\neligibility:\n  env:\n    - HOME"),
-     ["'eligibility' is not part of the Agent Skills format (a Lily key)"], None),
+     FM.format("name: lily-elig\ndescription: d\neligibility:\n  env:\n    - HOME"), [],
+     LILY_KEYS),
     ("claude-code-key", "cc-key", "SKILL.md",
-     FM.format("name: cc-key\ndescription: d\ndisable-model-invocation: true"),
-     ["'disable-model-invocation' is not part of the Agent Skills format (a Claude Code key)"],
-     None),
+     FM.format("name: cc-key\ndescription: d\ndisable-model-invocation: true"), [], LILY_KEYS),
     ("argument-hint", "cc-hint", "SKILL.md",
-     FM.format("name: cc-hint\ndescription: d\nargument-hint: \"<file>\""),
-     ["'argument-hint' is not part of the Agent Skills format (a Claude Code key)"], None),
+     FM.format("name: cc-hint\ndescription: d\nargument-hint: \"<file>\""), [], LILY_KEYS),
     ("unknown-key", "odd-key", "SKILL.md",
      FM.format("name: odd-key\ndescription: d\nhomepage: https://example.org"),
      ["'homepage' is not part of the Agent Skills format"], None),
@@ -108,13 +107,18 @@ CASES = [
      FM.format("name: flow-meta\ndescription: d\nmetadata: {author: example-org}"), [], FLOW),
     ("nested-metadata", "nested-meta", "SKILL.md",
      FM.format("name: nested-meta\ndescription: d\nmetadata:\n  openclaw:\n    emoji: x"),
-     [], None),
+     ["'metadata.openclaw' must be a string, not a mapping"], METADATA),
+    ("list-in-metadata", "list-meta", "SKILL.md",
+     FM.format("name: list-meta\ndescription: d\nmetadata:\n  tags:\n    - a\n    - b"),
+     ["'metadata.tags' must be a string, not a list"], METADATA),
     ("number-in-metadata", "number-meta", "SKILL.md",
      FM.format("name: number-meta\ndescription: d\nmetadata:\n  version: 1.0"),
-     [], None),
+     ["'metadata.version' must be a string, not a number"], METADATA),
+    ("quoted-number-in-metadata", "quoted-meta", "SKILL.md",
+     FM.format("name: quoted-meta\ndescription: d\nmetadata:\n  version: \"1.0\""), [], None),
     ("metadata-not-a-mapping", "text-meta", "SKILL.md",
      FM.format("name: text-meta\ndescription: d\nmetadata: just text"),
-     [], None),
+     ["'metadata' must be a mapping of strings to strings"], METADATA),
     ("license-list", "list-license", "SKILL.md",
      FM.format("name: list-license\ndescription: d\nlicense:\n  - MIT"),
      [], None),
@@ -148,22 +152,23 @@ def test_several_problems_are_each_reported(tmp_path):
     skill = make(tmp_path, "Many_Bad", "SKILL.md",
                  FM.format("summary: s\ncommand: go\nname: Many_Bad\nmetadata:\n  n: 2"))
     assert validate(skill, strict=True) == [
-        "'summary' is not part of the Agent Skills format (a Lily key)",
-        "'command' is not part of the Agent Skills format (a Lily key)",
         "name 'Many_Bad' must be lowercase",
         "name 'Many_Bad' contains '_': only lowercase ASCII letters, digits and hyphens "
         "are allowed",
         "missing required field 'description'",
+        "'metadata.n' must be a string, not a number",
     ]
-    assert validate_strict(skill)[1] == ["'metadata.n' must be a string, not a number"]
+    assert validate_strict(skill)[1] == [
+        "'summary' is not part of the Agent Skills format (a Lily key)",
+        "'command' is not part of the Agent Skills format (a Lily key)"]
 
 
 def test_lily_only_rules_do_not_decide_strict(tmp_path):
-    # invocation_mode 'fast' is a Lily error; for --strict it is just a key outside the format
+    # invocation_mode 'fast' is a Lily error; for --strict it is a Lily key: a warning
     skill = make(tmp_path, "mode", "SKILL.md",
                  FM.format("name: mode\ndescription: d\ninvocation_mode: fast"))
-    assert validate(skill, strict=True) == [
-        "'invocation_mode' is not part of the Agent Skills format (a Lily key)"]
+    assert validate_strict(skill) == (
+        [], ["'invocation_mode' is not part of the Agent Skills format (a Lily key)"])
     assert "invocation_mode" in validate(skill)[0]  # the default rules still refuse it
 
 
@@ -180,14 +185,14 @@ def test_skills_ref_agrees_except_on_the_documented_differences(tmp_path):
         else:  # the difference is real: the two validators do disagree here
             disagreements[case_id] = difference
             assert lily_ok != (ref_problems == []), (case_id, difference, ref_problems)
-    assert set(disagreements.values()) == {ASCII, SPELLING, FLOW}
+    assert set(disagreements.values()) == {ASCII, SPELLING, FLOW, LILY_KEYS, METADATA}
 
 
 def test_documented_differences_are_in_the_readme_and_docs():
     repo = Path(__file__).resolve().parents[2]
     readme = (repo / "README.md").read_text(encoding="utf-8")
     docs = (repo / "docs" / "skills-compat.md").read_text(encoding="utf-8")
-    for difference in (ASCII, SPELLING, FLOW):
+    for difference in (ASCII, SPELLING, FLOW, LILY_KEYS, METADATA):
         assert difference in readme, difference
         assert difference in docs, difference
 
@@ -238,18 +243,18 @@ COLLECTION_CASES = [
         "license: Complete terms in LICENSE.txt"), None),
     ("claude-code-keys", "fix-issue", FM.format(
         "name: fix-issue\ndescription: Fix a GitHub issue\ndisable-model-invocation: true\n"
-        "argument-hint: \"[issue-number]\""), None),
+        "argument-hint: \"[issue-number]\""), LILY_KEYS),
     ("claude-allowed-tools-list", "safe-reader", FM.format(
         "name: safe-reader\ndescription: Read files without making changes.\n"
         "allowed-tools:\n  - Read\n  - Grep"), None),
     ("version-as-number", "pdf-tools", FM.format(
-        "name: pdf-tools\ndescription: d\nmetadata:\n  author: example\n  version: 1.0"), None),
+        "name: pdf-tools\ndescription: d\nmetadata:\n  author: example\n  version: 1.0"), METADATA),
     ("openclaw-flow-metadata", "weather", FM.format(
         'name: weather\ndescription: Current weather.\nmetadata: {"openclaw": {"emoji": "x", '
-        '"requires": {"bins": ["curl"]}}}'), FLOW),
+        '"requires": {"bins": ["curl"]}}}'), None),  # both refuse: flow style, nested map
     ("openclaw-block-metadata", "github", FM.format(
         "name: github\ndescription: Use gh.\nmetadata:\n  openclaw:\n    requires:\n"
-        "      bins:\n        - gh"), None),
+        "      bins:\n        - gh"), METADATA),
 ]
 
 
@@ -281,10 +286,25 @@ def test_strict_gives_skills_refs_verdict(tmp_path, case):
 
 def test_strict_warnings_do_not_fail_the_command(env):
     folder = env.write_skill(env.base / "v", "pdf-tools", "name: pdf-tools\ndescription: d\n"
-                             "allowed-tools:\n  - Read\nmetadata:\n  version: 1.0")
+                             "summary: Short.\ncommand: pdf\n"
+                             "allowed-tools:\n  - Read\nmetadata:\n  version: \"1.0\"")
     proc = env.cli("skills", "validate", "--strict", str(folder), check_rc=0)
     assert proc.stdout.splitlines() == [
-        f"{folder}: warning: 'allowed-tools' must be a string (tool names separated by spaces)",
-        f"{folder}: warning: 'metadata.version' must be a string, not a number"]
+        f"{folder}: warning: 'summary' is not part of the Agent Skills format (a Lily key)",
+        f"{folder}: warning: 'command' is not part of the Agent Skills format (a Lily key)",
+        f"{folder}: warning: 'allowed-tools' must be a string (tool names separated by spaces)"]
     lily = env.cli("skills", "validate", "--lily", str(folder), check_rc=0)  # the loader's view
     assert "warning" not in lily.stdout
+
+
+def test_strict_refuses_metadata_that_is_not_strings(env):
+    # the issue-34 case: a map inside metadata (OpenClaw's shape), a list, a number
+    folder = env.write_skill(env.base / "m", "weather", "name: weather\ndescription: d\n"
+                             "metadata:\n  openclaw:\n    emoji: x\n  tags:\n    - a\n"
+                             "  version: 2")
+    proc = env.cli("skills", "validate", "--strict", str(folder), check_rc=1)
+    assert proc.stdout.splitlines() == [
+        f"{folder}: 'metadata.openclaw' must be a string, not a mapping",
+        f"{folder}: 'metadata.tags' must be a string, not a list",
+        f"{folder}: 'metadata.version' must be a string, not a number"]
+    assert "0 of 1 skill(s) valid (strict Agent Skills rules)." in proc.stderr

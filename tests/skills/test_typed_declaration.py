@@ -228,6 +228,19 @@ def test_headings_inside_code_fences_are_not_sections(tmp_path):
     assert spec.kind == "internal" and spec.purpose == "Change the sound settings."
 
 
+def test_the_typed_examples_are_off_by_default(tmp_path):
+    # issue 34 §6: a notebook user's bundle holds no messaging skills; SKILLS_EXAMPLES=1 adds them
+    off = Session(workspace=tmp_path, env=_session_env(tmp_path, examples=False), journal=False)
+    assert {"read_receipts", "send_message"}.isdisjoint(off.snapshot.names())
+    assert {"plan_compiler", "todo_scan"} <= set(off.snapshot.names())
+    assert not [d for d in off.snapshot.diagnostics if d.skill in ("read_receipts",
+                                                                  "send_message")]
+    on = Session(workspace=tmp_path, env=_session_env(tmp_path), journal=False)
+    assert on.snapshot.get("send_message").source == "examples"
+    assert set(on.snapshot.names()) == set(off.snapshot.names()) | {"read_receipts",
+                                                                   "send_message"}
+
+
 def test_the_bundled_examples_load(tmp_path):
     session = Session(workspace=tmp_path, env=_session_env(tmp_path, bundled=None), journal=False)
     rr = session.snapshot.get("read_receipts")
@@ -386,11 +399,14 @@ def test_bad_activity_key_excludes_the_skill_naming_the_key(tmp_path, kwargs, fr
 
 # -- /help shows the parameters as a table -------------------------------------------------
 
-def _session_env(base: Path, bundled: Path | None = None) -> dict[str, str]:
+def _session_env(base: Path, bundled: Path | None = None, examples: bool = True,
+                 ) -> dict[str, str]:
     (base / "ws_skills").mkdir(parents=True, exist_ok=True)
     (base / "user_skills").mkdir(parents=True, exist_ok=True)
     env = {"SKILLS_WORKSPACE_DIR": str(base / "ws_skills"),
            "SKILLS_USER_DIR": str(base / "user_skills"), "HOME": str(base / "home")}
+    if examples:  # Lily's example skills (the typed messaging ones), off by default
+        env["SKILLS_EXAMPLES"] = "1"
     if bundled is not None:
         env["SKILLS_BUNDLED_DIR"] = str(bundled)
     return env
@@ -469,3 +485,12 @@ def test_behavior_spelling_is_accepted():
 @pytest.mark.parametrize("uri", ["https://a.example:99999/x", "https://a.example:port/x"])
 def test_uri_with_an_invalid_port_is_refused(uri):
     assert not typed_declaration.is_https_uri(uri)
+
+
+@pytest.mark.parametrize("text", ["messaging.rcs\n", "messaging.rcs\nx", "\nmessaging.rcs",
+                                  "Messaging.rcs", "messaging..rcs", ""])
+def test_a_config_path_is_the_whole_text_never_with_a_trailing_newline(text):
+    """A config path (an ACL entry, a parameter's config:) is matched whole: anchored with
+    "$", "messaging.rcs\\n" passed, as "$" also matches before a final newline."""
+    assert typed_declaration.is_config_path("messaging.rcs")
+    assert not typed_declaration.is_config_path(text)

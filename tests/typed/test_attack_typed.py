@@ -50,9 +50,16 @@ def knobs(write: str = "['app.knobs']", label_path: str = "app.knobs.label") -> 
     return KNOBS.format(write=write, label_path=label_path)
 
 
+class ExamplesWorld(World):
+    """The agent tests' world with Lily's example skills (send_message) turned on."""
+
+    def env(self, server, **extra: str) -> dict[str, str]:
+        return super().env(server, SKILLS_EXAMPLES="1", **extra)
+
+
 @pytest.fixture
 def world(tmp_path) -> World:
-    w = World(tmp_path)
+    w = ExamplesWorld(tmp_path)
     (w.skills / "knobs").mkdir()
     (w.skills / "knobs" / "SKILL.md").write_text(knobs(), encoding="utf-8")
     return w

@@ -71,14 +71,15 @@ def _clean_environment(no_machine_model, monkeypatch):
 
 
 class World(AgentWorld):
-    """A workspace with contacts.yaml and its own skill root; the bundled skills are the repo's."""
+    """A workspace with contacts.yaml and its own skill root; the bundled skills are the repo's,
+    with its example skills (the typed messaging ones) turned on."""
 
     def __init__(self, base: Path) -> None:
         super().__init__(base)
         (self.workspace / "contacts.yaml").write_text(CONTACTS, encoding="utf-8")
 
-    def session(self, server: ScriptedServer | None = None) -> Session:
-        session = super().session(server)
+    def session(self, server: ScriptedServer | None = None) -> Session:  # type: ignore[override]
+        session = super().session(server, SKILLS_EXAMPLES="1")
         for name in ("read_receipts", "send_message"):
             assert session.snapshot.get(name) is not None, session.snapshot.diagnostics
         return session

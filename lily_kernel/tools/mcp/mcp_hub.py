@@ -39,14 +39,18 @@ class Hub:
         self.changes: dict[str, list[str]] = {}  # server -> what its tools/list changed
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         for config in configs:
-            server = Server(config, str(self.workspace))
-            waits = not (config.error or config.disabled)
-            if config.from_workspace and not self.trusted and waits:
-                server.state = "untrusted"
-                server.reason = ("the workspace is not trusted: run /trust to start the "
-                                 f"servers of {self.workspace}")
-            self.servers[config.name] = server
+            self.servers[config.name] = self._server(config)
         _LIVE.add(self)
+
+    def _server(self, config: ServerConfig) -> Server:
+        """A stopped server for ``config``; a workspace's waits for /trust when untrusted."""
+        server = Server(config, str(self.workspace))
+        waits = not (config.error or config.disabled)
+        if config.from_workspace and not self.trusted and waits:
+            server.state = "untrusted"
+            server.reason = ("the workspace is not trusted: run /trust to start the "
+                             f"servers of {self.workspace}")
+        return server
 
     def start(self) -> None:
         """Start every server that may start (in the background)."""
@@ -68,6 +72,44 @@ class Hub:
         if server.state not in ("untrusted", "disabled") and not server.config.error:
             server.restart()
         return server
+
+    def reconfigure(self, configs: Iterable[ServerConfig]) -> list[str]:
+        """The configuration as read again (``/mcp``, docs/mcp.md#commands): a server no
+        longer configured stops, a new one starts, a changed one starts again as configured
+        now; an unchanged one keeps running. One line per change. A workspace server added or
+        changed since the workspace was trusted waits for /trust, like any untrusted one."""
+        wanted = {config.name: config for config in configs}
+        lines = []
+        new = [c for n, c in wanted.items()
+               if c.from_workspace and (n not in self.servers or self.servers[n].config != c)]
+        if new:  # the workspace changed: is it still as the user trusted it?
+            self.trusted = self.trusted and self._is_trusted()
+        for name in [n for n in self.servers if n not in wanted]:
+            self._stop(self.servers.pop(name))
+            lines.append(f"'{name}' is no longer configured: stopped")
+        for name, config in wanted.items():
+            old = self.servers.get(name)
+            if old is not None and old.config == config:
+                continue
+            if old is not None:
+                self._stop(old)
+            server = self.servers[name] = self._server(config)
+            if server.state == "stopped":
+                server.start()
+            what = ("added" if old is None else
+                    f"changed ({', '.join(_changed(old.config, config))})")
+            lines.append(f"'{name}' {what}: " + (
+                "waits for /trust" if server.state == "untrusted" else
+                "disabled" if config.disabled else
+                f"not started: {config.error}" if config.error else "started"))
+        if lines:
+            self._synced = {"": -1}  # the registry is rebuilt at the next sync
+        return lines
+
+    @staticmethod
+    def _stop(server: Server) -> None:
+        if server.state in ("ready", "starting"):
+            server.stop()
 
     def close(self) -> None:
         """Stop every server (``/new``, the kernel's exit)."""
@@ -168,6 +210,14 @@ class Hub:
                          "stderr": server.stderr_tail() if server.state == "failed" else [],
                          "tools": tools})
         return rows
+
+
+def _changed(old: ServerConfig, new: ServerConfig) -> list[str]:
+    """The settings of a server that differ between two configurations (names only: a
+    changed value may be a secret)."""
+    fields = ("source", "command", "args", "env", "cwd", "url", "headers", "auto_approve",
+              "timeout", "disabled", "error")
+    return [f for f in fields if getattr(old, f) != getattr(new, f)] or ["settings"]
 
 
 def _source(server: Server) -> str:
