@@ -185,7 +185,8 @@ class KernelNotebook:
         shell, error = self.shell, None
         with capture_output(display=True) as captured:
             try:
-                self.tools.exec_cell(shell, transformer().transform_cell(code), display)
+                source = transformer().transform_cell(code)
+                self.tools.exec_cell(shell, source, shell.compile.cache(source), display)
             except Exception as exc:
                 error = _error_info(self.tools, None, code, exc)
                 setattr(shell, RUN_ERROR, (shell.execution_count, error))

@@ -146,7 +146,8 @@ class ShellNotebook:
         with capture_output(display=True) as captured:
             try:
                 source = TransformerManager().transform_cell(code)  # magics; not Lily's routing
-                exec_cell(shell, source, display)
+                filename = shell.compile.cache(source)
+                exec_cell(shell, source, filename, display)
             except Exception as exc:
                 self.events.error = (None, code, exc)
                 error = _error_info(None, code, exc, filename)

@@ -586,13 +586,13 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
                  result.display)
 
 
-def exec_cell(shell: Any, source: str, display: Callable[[Any], Any]) -> None:
-    """Run ``source`` (magics already transformed) in ``shell``'s namespace as a cell runs:
-    its last expression, when not None, goes to ``display``. Both faces' ``run`` use it (the
+def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
+    """Run ``source`` (magics already transformed; ``filename``: its file in IPython's
+    cache, ``shell.compile.cache(source)``) in ``shell``'s namespace as a cell runs: its
+    last expression, when not None, goes to ``display``. Both faces' ``run`` use it (the
     Lily kernel's and, inside a notebook's own kernel, ``lily acp``'s)."""
     import ast
     tree = ast.parse(source)
-    filename = shell.compile.cache(source)
     tail = tree.body[-1] if tree.body else None
     last = tail if isinstance(tail, ast.Expr) else None
     if last is not None:

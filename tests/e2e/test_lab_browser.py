@@ -20,9 +20,12 @@ LONG = 90_000  # ms, for whole-notebook runs on a loaded machine
 MODEL = "scripted-e2e"
 
 
-def setup_cell(server) -> str:
+def setup_cell(server, examples: bool = False) -> str:
+    """``examples``: the opt-in example skills too (read_receipts, send_message)."""
     return ("%%python\nimport lily\n"
-            f"lily.session().set_model(base_url={server.url!r}, model={MODEL!r}, "
+            + ("import os\nos.environ['SKILLS_EXAMPLES'] = '1'\nlily.session().renew()\n"
+               if examples else "")
+            + f"lily.session().set_model(base_url={server.url!r}, model={MODEL!r}, "
             "max_retries='0', timeout='120')\nprint('model ready')")
 
 
@@ -83,7 +86,8 @@ def test_saved_table_survives_restart_and_reload(lab, page):
 
 def test_confirm_button_renders_its_result_as_a_table(lab, page, model, turns):
     server, _ = model
-    code_notebook(lab.root / "typed.ipynb", setup_cell(server), "Please turn off my read receipts.")
+    code_notebook(lab.root / "typed.ipynb", setup_cell(server, examples=True),
+                  "Please turn off my read receipts.")
     turns.extend([
         {"tool_calls": [{"name": "load_skill", "arguments": {"name": "read_receipts"}}]},
         {"tool_calls": [{"name": "propose_action",
@@ -169,10 +173,12 @@ def test_quickstart_run_all(lab, page):
     proposed = page.locator(".jp-Notebook .jp-CodeCell").last
     expect(proposed.locator(".jp-InputArea-editor")).to_contain_text("%%python")
     errors = page.locator(".jp-OutputArea [data-mime-type='application/vnd.jupyter.stderr']")
-    # no failing cell (Run All reached /fix); the one stderr output is what the confirmed
-    # run_python printed, the error /fix then explains
-    expect(errors).to_have_count(1)
-    expect(errors).to_contain_text("NameError: name 'days' is not defined")
+    # no failing cell (Run All reached /fix), and no traceback: the confirmed run_python
+    # says in one line what its code raised, the error /fix then explains
+    expect(errors).to_have_count(0)
+    raised = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']",
+                          has_text="The code raised NameError: name 'days' is not defined")
+    expect(raised).to_have_count(1)
     expect(page.locator(".lily-skills table")).to_be_visible()
 
 
