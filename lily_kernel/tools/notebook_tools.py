@@ -37,6 +37,7 @@ CELL_OUTPUT_CHARS = 1_500   # characters of one cell's output
 CELL_LOOKBACK = 200         # cells an @In[n] mention looks back through
 ERROR_CHARS = 4_000         # characters of last_error's traceback
 RUN_OUTPUT_CHARS = 6_000    # characters of run_python's output given to the model
+COLUMNS_LISTED = 12  # a DataFrame's column names list_variables shows (str labels only)
 STATS_MAX_ELEMENTS = 10_000_000  # ndarray min/max/mean only below this size (C loops ignore the bound)
 
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "_", "__", "___",
@@ -185,16 +186,20 @@ def _library_type(t: type) -> bool:
     return False
 
 
-def shape(obj: Any, classes: tuple[Any, Any, Any] | None = None) -> str:
+def shape(obj: Any, classes: tuple[Any, Any, Any] | None = None, columns: bool = False) -> str:
     """``DataFrame 1,000×12``, ``ndarray float64 (3, 224, 224)``, ``list[37]``, ``str[1,204]``.
-    ``classes``: :func:`_classes`, when the caller asks for many."""
+    ``classes``: :func:`_classes`, when the caller asks for many; ``columns``: a DataFrame's
+    first column names too (``DataFrame 7×3 [x, y, label]``), when values may be shared."""
     t = type(obj)
     if t in _SIZED:
         return f"{t.__name__}[{len(obj):,}]"
     frame, series, ndarray = classes or _classes()
     if t is frame and t is not None:
         rows, cols = obj.shape
-        return f"DataFrame {rows:,}×{cols:,}"
+        names = [c for c in list(obj.columns[:COLUMNS_LISTED]) if type(c) is str] \
+            if columns else []
+        more = ", …" if names and cols > len(names) else ""
+        return f"DataFrame {rows:,}×{cols:,}" + (f" [{', '.join(names)}{more}]" if names else "")
     if t is series and t is not None:
         return f"Series {obj.dtype} [{len(obj):,}]"
     if t is ndarray and t is not None:
@@ -220,8 +225,9 @@ def variable_names(nb: Notebook) -> list[str]:
             if _listed(name, value, hidden, False) and not is_secret(name)]
 
 
-def list_variables(nb: Notebook, include_callables: bool = False) -> str:
-    """The list_variables tool: the user's variables with their types and shapes."""
+def list_variables(nb: Notebook, include_callables: bool = False, share: bool = True) -> str:
+    """The list_variables tool: the user's variables with their types and shapes (and, when
+    values may be shared, a DataFrame's column names)."""
     ns = nb.namespace()
     hidden = nb.hidden()
     shown: list[str] = []
@@ -238,7 +244,7 @@ def list_variables(nb: Notebook, include_callables: bool = False) -> str:
     classes = _classes()
     for name in shown[older:]:  # the most recently defined ones
         try:
-            lines.append(f"{name}: {shape(ns[name], classes)}")
+            lines.append(f"{name}: {shape(ns[name], classes, share)}")
         except Exception:
             lines.append(f"{name}: {type_name(ns.get(name))}")
     head = (f"{len(shown)} variable{'s' if len(shown) != 1 else ''}"
@@ -330,6 +336,7 @@ def _describe(obj: Any, share: bool) -> str:
             out.append("nulls per column: " + (", ".join(
                 f"{c if type(c) is str else safe_repr(c)}={int(n)}" for c, n in nulls.items())
                 or "(object columns are not counted)"))
+            out += _column_stats(obj, typed)
             if plain_objects:
                 out += ["head():", head.to_string(max_cols=20, max_colwidth=40)]
             else:
@@ -380,6 +387,19 @@ def _describe(obj: Any, share: bool) -> str:
     fields = [f"  {k}: {safe_repr(v)}" for k, v in itertools.islice(attrs.items(), REPR_ITEMS)
               if type(k) is str]
     return "\n".join([f"{head}, attributes (its repr is not run):", *fields])
+
+
+def _column_stats(frame: Any, typed: list[Any]) -> list[str]:
+    """Each numeric column's min, max, mean and sum (a question about a frame is most often
+    one of these); none above :data:`STATS_MAX_ELEMENTS` values."""
+    numeric = [c for c in typed if frame[c].dtype.kind in "iuf"][:20]
+    if not numeric or frame.shape[0] * len(numeric) > STATS_MAX_ELEMENTS:
+        return []
+    stats = frame[numeric].agg(["min", "max", "mean", "sum"])
+    return ["numeric columns (min, max, mean, sum):", *(
+        f"  {c if type(c) is str else safe_repr(c)}: "
+        + ", ".join(f"{float(stats[c][k]):.6g}" for k in ("min", "max", "mean", "sum"))
+        for c in numeric)]
 
 
 def _instance_dict(obj: Any) -> dict[str, Any] | None:
@@ -636,7 +656,7 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
     ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's."""
     if tool == "list_variables":
         include = bool(args.get("include_callables", False))
-        return _guarded(tool, share, lambda: list_variables(nb, include))
+        return _guarded(tool, share, lambda: list_variables(nb, include, share))
     if tool == "inspect_variable":
         return _guarded(tool, share, lambda: inspect_variable(nb, args["name"], share,
                                                                 list_dir))

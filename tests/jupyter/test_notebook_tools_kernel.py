@@ -68,7 +68,7 @@ def test_list_variables_names_types_shapes_and_hides_secrets(face, server, turns
             "api_key = 'sk-SECRETVALUE'\nmy_token = 'TOKENVALUE'\ndb_password = 'PW'\n"
             "def helper(): pass\nclass Thing: pass\n_private = 1")
     result, _ = ask_tool(face, server, turns, "list_variables", {}, "lv1")
-    assert "df: DataFrame 3×2" in result
+    assert "df: DataFrame 3×2 [city, temp]" in result  # the column names a question needs
     assert "arr: ndarray float64 (3, 224, 224)" in result
     assert "items: list[37]" in result and "text: str[1,204]" in result
     assert "3 hidden" in result
@@ -85,6 +85,8 @@ def test_inspect_variable_dataframe_array_and_secret(face, server, turns):
     result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "df"}, "iv1")
     assert "3 rows × 2 columns" in result and "temp: float64" in result
     assert "nulls per column: city=1, temp=1" in result and "Oslo" in result
+    # a numeric column's min, max, mean and sum, NaN left out as pandas does
+    assert "numeric columns (min, max, mean, sum):\n  temp: 3.5, 19, 11.25, 22.5" in result
     result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "arr"}, "iv2")
     assert "shape (3, 224, 224), dtype float64" in result and "min 0.0, max 0.0, mean 0.0" in result
     result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "api_key"}, "iv3")
