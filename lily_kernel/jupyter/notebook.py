@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel.jupyter import plots, proposals
-from lily_kernel.tools import images
+from lily_kernel.tools import images, notebook_tools
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
 
 if TYPE_CHECKING:
@@ -191,9 +191,10 @@ CODE_FILE = "<run_python code>"
 def _error_info(count: int | None, source: str, exc: BaseException,
                 filename: str | None = None) -> ErrorInfo:
     tb = exc.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__ or "IPython" in
+    ours = (__file__, notebook_tools.__file__)  # run() and exec_cell
+    while tb is not None and (tb.tb_frame.f_code.co_filename in ours or "IPython" in
                               tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
-        tb = tb.tb_next  # IPython's frames (run_code) and run()'s own are not the user's
+        tb = tb.tb_next  # IPython's frames (run_code) and Lily's own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     if filename:
         text = text.replace(f'File "{filename}"', f'File "{CODE_FILE}"')

@@ -115,6 +115,7 @@ def test_a_decided_card_is_saved_as_decided_and_an_error_is_one_path_free_line(
     result = tool_result(server, "r2")
     assert "Traceback" in result and 'File "<run_python code>", line 2' in result, result
     assert "/tmp/" not in result and "ipykernel_" not in result
+    assert "lily_kernel" not in result  # Lily's own frames are not the user's
 
 
 def test_an_alias_of_an_excluded_skill_names_the_skill_and_why(kernel):
