@@ -59,12 +59,13 @@ class CardButtons:
         w = self._w
         self.card = card
         call = isinstance(card.action, HeldCall)
+        fit = {"layout": w.Layout(width="auto")}  # a fixed width cuts "Always this session"
         yes = w.Button(description="Run once" if call else "Confirm", button_style="success",
-                       icon="check")
-        no = w.Button(description="Deny" if call else "Cancel", icon="times")
+                       icon="check", **fit)
+        no = w.Button(description="Deny" if call else "Cancel", icon="times", **fit)
         self.buttons = [yes]
         if isinstance(card.action, HeldCall) and card.action.always_refusal is None:
-            always = w.Button(description="Always this session", icon="check-double")
+            always = w.Button(description="Always this session", icon="check-double", **fit)
             always.on_click(self._click(True, always=True))
             self.buttons.append(always)
         self.buttons.append(no)

@@ -30,6 +30,20 @@ def run_card(front, page, turns, server, name: str, *extra: str) -> Notebook:
     return nb
 
 
+def test_every_card_button_shows_its_whole_label(front, page, model, turns):
+    server, _ = model
+    code_notebook(front.root / "card-labels.ipynb", setup_cell(server), "Write a note.")
+    turns.append({"tool_calls": [{"name": "write", "arguments": {
+        "path": "note.txt", "content": "hello\n"}, "id": "w-call"}]})
+    nb = Notebook(page, front, "card-labels.ipynb")
+    run_setup(nb)
+    nb.run(1)
+    always = nb.output(1).get_by_role("button", name="Always this session")
+    expect(always).to_be_visible(timeout=LONG)
+    for button in nb.output(1).locator(".widget-button").all():  # none cut to "Always this se…"
+        assert button.evaluate("b => b.scrollWidth <= b.clientWidth"), button.inner_text()
+
+
 def test_confirm_button_shows_a_table_and_survives_a_restart(front, page, model, turns):
     server, _ = model
     nb = run_card(front, page, turns, server, "card-click.ipynb")
