@@ -154,18 +154,18 @@ class Journal:
         line = "{" + f'"{CHAIN_KEY}":{json.dumps(self.prev)},' + body[1:]
         data = (line + "\n").encode("utf-8", "backslashreplace")
         digest = record_hash({**parsed, CHAIN_KEY: self.prev})
-        if self._torn is None:
-            self._torn = _ends_torn(self.path)  # else this record would be glued to a torn line
-        if self._torn:
-            # end the partial line so it can never parse: cut one byte short, it would be a
-            # whole record, written twice and forking the chain
-            data = b"#\n" + data
         # One write(2) of a whole line to a file opened for append: once it returns, the
         # line survives a crash of this process (no fsync: that guards against power
         # loss, at milliseconds per command cell).
         fd = self._open()
         locked = _lock(fd)
         try:
+            if self._torn is None:  # under the lock: another writer is never mid-line here
+                self._torn = _ends_torn(self.path)  # else this record would be glued to it
+            if self._torn:
+                # end the partial line so it can never parse: cut one byte short, it would
+                # be a whole record, written twice and forking the chain
+                data = b"#\n" + data
             written = os.write(fd, data)
         finally:
             if locked:
