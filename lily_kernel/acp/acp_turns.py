@@ -38,6 +38,7 @@ from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
 from lily_kernel.session.journal import journal_path
 from lily_kernel.session.session import Session
+from lily_kernel.tools.tool_registry import FILE_WRITES
 
 StopReason = Literal["end_turn", "cancelled"]
 #: What ``/help`` adds in ``lily acp``: where the notebook tools work, or why they are not offered.
@@ -267,7 +268,7 @@ class Turns:
         action = card.action
         held = isinstance(action, HeldCall)
         old = (updates.old_text(session, action.args)
-               if isinstance(action, HeldCall) and action.tool == "write" else None)
+               if isinstance(action, HeldCall) and action.tool in FILE_WRITES else None)
         call = updates.card_tool_call(session, card, old)
         if call.tool_call_id not in state.started:
             self.client.send(state.id, helpers.start_tool_call(
@@ -340,7 +341,7 @@ class _Live:
             args: dict[str, Any] = given if isinstance(given, dict) else {}
             if call_id not in started:
                 waiting = bool(data.get("waiting"))
-                old = updates.old_text(session, args) if name == "write" else None
+                old = updates.old_text(session, args) if name in FILE_WRITES else None
                 self._send(updates.tool_started(session, call_id, name, args,
                                                 "pending" if waiting else "in_progress", old))
                 started.add(call_id)

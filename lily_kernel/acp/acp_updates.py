@@ -42,7 +42,7 @@ ToolContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCal
 ONCE, ALWAYS, DENY = "once", "always", "deny"
 RESULT_CHARS = 4_000  # what a tool call's update shows of its result
 _KINDS: dict[str, ToolKind] = {"read": "read", "list": "search", "scan_todos": "search",
-                               "write": "edit", "run_python": "execute",
+                               "write": "edit", "edit": "edit", "run_python": "execute",
                                "load_skill": "read", "read_skill_file": "read"}
 
 
@@ -151,10 +151,17 @@ def _title(name: str, args: Mapping[str, Any]) -> str:
     return f"{name} {path}" if isinstance(path, str) and path else name
 
 
-def write_diff(session: Session, args: Mapping[str, Any],
+def write_diff(session: Session, name: str, args: Mapping[str, Any],
                old: str | None) -> FileEditToolCallContent | None:
-    """A ``write`` call's change as the client's diff (absolute path, old and new text)."""
+    """A ``write`` or ``edit`` call's change as the client's diff (absolute path, old and
+    new text); None for another tool, or an edit whose ``old`` is not once in the file."""
     path, content = args.get("path"), args.get("content")
+    if name == "edit":
+        cut, new = args.get("old"), args.get("new")
+        content = (old.replace(cut, new, 1) if isinstance(old, str) and isinstance(cut, str)
+                   and isinstance(new, str) and cut and old.count(cut) == 1 else None)
+    elif name != "write":
+        return None
     if not isinstance(path, str) or not isinstance(content, str):
         return None
     env = session.environ
@@ -163,7 +170,7 @@ def write_diff(session: Session, args: Mapping[str, Any],
 
 
 def old_text(session: Session, args: Mapping[str, Any]) -> str | None:
-    """The text a ``write`` would replace, read through the file boundary; None for a new
+    """The text a ``write`` or ``edit`` would replace, read through the file boundary; None for a new
     file, or one the boundary refuses (the write is refused too)."""
     from lily_kernel.errors import ToolError
     path = args.get("path")
@@ -179,10 +186,10 @@ def old_text(session: Session, args: Mapping[str, Any]) -> str | None:
 def tool_started(session: Session, call_id: str, name: str, args: Mapping[str, Any],
                  status: Literal["pending", "in_progress"] = "in_progress",
                  old: str | None = None) -> ToolCallStart:
-    """A model's tool call as the client first sees it; a ``write`` carries its diff."""
+    """A model's tool call as the client first sees it; a ``write`` or ``edit`` carries its diff."""
     tool = session.tools.get(name)
     content: list[ToolContent] = []
-    diff = write_diff(session, args, old) if name == "write" else None
+    diff = write_diff(session, name, args, old)
     if diff is not None:
         content.append(diff)
     locations = [ToolCallLocation(path=diff.path)] if diff is not None else None
@@ -221,7 +228,7 @@ def card_tool_call(session: Session, card: ActionCard, old: str | None) -> ToolC
     if isinstance(action, HeldCall):
         title = _title(action.tool, action.args)
         kind = tool_kind(action.tool, action.annotations)
-        diff = write_diff(session, action.args, old) if action.tool == "write" else None
+        diff = write_diff(session, action.tool, action.args, old)
         if diff is not None:
             content.append(diff)
         else:

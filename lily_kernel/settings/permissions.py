@@ -199,6 +199,15 @@ class Permissions:
         return [(k, v, self.provenance.get(k, "default")) for k, v in values.items()]
 
 
+#: A tool a rule names under another name too: ``edit`` writes the files ``write`` does, so a
+#: rule for ``write`` (deny, allow, confirm, always_ask) governs it as well, and a rule
+#: written before ``edit`` existed is not slipped past (docs/permissions.md#the-table).
+GOVERNED_AS = {"edit": "write"}
+
+
 def matches(name: str, names: Iterable[str]) -> bool:
-    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)?"""
-    return any(name == p or fnmatchcase(name, p) for p in names)
+    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``), or is the name it
+    is governed as (:data:`GOVERNED_AS`)?"""
+    patterns = tuple(names)
+    wanted = (name, GOVERNED_AS[name]) if name in GOVERNED_AS else (name,)
+    return any(n == p or fnmatchcase(n, p) for n in wanted for p in patterns)

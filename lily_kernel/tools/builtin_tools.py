@@ -1,6 +1,6 @@
 """Tools every session starts with, confined to the session's workspace.
 
-``read``, ``write`` and ``list`` are the workspace file tools; ``scan_todos``
+``read``, ``write``, ``edit`` and ``list`` are the workspace file tools; ``scan_todos``
 backs the ``todo_scan`` skill (``/todos``) and ``compile_plan`` turns notes into
 the plan format of docs/agent.md#tools without a model; both serve deterministic
 ``tool_dispatch`` skills. Every file operation goes through the session's
@@ -72,6 +72,20 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
         fs().write(path, content)
         return f"wrote {len(content)} characters to {path}"
 
+    @registry.register(name="edit", change=lambda args: edit_change(fs(), args),
+                       annotations={"readOnlyHint": False, "destructiveHint": True})
+    def edit_file(path: str, old: str, new: str) -> str:
+        """Replace one exact text in a workspace file.
+
+        `old` must occur exactly once in the file, as the file holds it; the rest of the
+        file is kept. A new file is written with `write`.
+        """
+        args = {"path": path, "old": old, "new": new}
+        content = edited(fs(), args)
+        write_change(fs(), {"path": path, "content": content})  # refuses a non-text file
+        fs().write(path, content)
+        return f"replaced 1 occurrence in {path}"
+
     @registry.register(name="list", annotations=READ_ONLY)
     def list_files(path: str = ".") -> str:
         """List a workspace folder (folders end with '/')."""
@@ -136,6 +150,48 @@ def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str |
                                         content.splitlines(keepends=True),
                                         f"a/{shown}", f"b/{shown}"))
     return diff or NO_CHANGE
+
+
+def edited(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str:
+    """The text an ``edit`` call leaves in its file: ``old`` replaced by ``new``, once.
+    ToolError, naming the call that would work, when ``old`` is empty, not in the file or
+    in it more than once, or the file is missing, not text or larger than a read shows."""
+    path, old, new = args.get("path"), args.get("old"), args.get("new")
+    if not isinstance(path, str) or not isinstance(old, str) or not isinstance(new, str):
+        raise ToolError("edit takes path, old and new as strings, e.g. "
+                        'edit(path="settings.txt", old="debug = true", new="debug = false")')
+    shown = "/".join(workspace_fs.split(path)) or path
+    if not old:
+        raise ToolError(f"old is empty: give the exact text of {shown} to replace "
+                        f'(read(path="{shown}") shows it); write(path, content) writes a whole file')
+    try:
+        data, size = fs.read_bytes_of(path, verb="write")
+    except ToolError as exc:
+        if os.path.lexists(os.path.join(fs.root, *workspace_fs.split(path))):
+            raise
+        raise ToolError(f"{exc}; edit changes a file that exists: write(path=\"{shown}\", "
+                        "content=...) creates one") from None
+    if size > fs.read_bytes:
+        raise ToolError(f"'{shown}' holds {size:,} bytes, more than a read shows "
+                        f"({fs.read_bytes:,}): edit would not see the whole file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"'{shown}' is not UTF-8 text; edit changes text files only") from None
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"{old!r} is not in {shown}: old must be the file's text exactly, "
+                        f'spaces and case included (read(path="{shown}") shows it)')
+    if count > 1:
+        raise ToolError(f"{old!r} occurs {count} times in {shown}: give old with enough of "
+                        "the text around it to occur once")
+    return text.replace(old, new, 1)
+
+
+def edit_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
+    """What an ``edit`` would change: the diff of the whole file, as a ``write`` of the
+    edited text shows it (:func:`write_change`; :data:`NO_CHANGE` when ``new`` is ``old``)."""
+    return write_change(fs, {"path": args.get("path"), "content": edited(fs, args)})
 
 
 _CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"

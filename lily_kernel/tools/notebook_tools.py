@@ -38,6 +38,8 @@ CELL_LOOKBACK = 200         # cells an @In[n] mention looks back through
 ERROR_CHARS = 4_000         # characters of last_error's traceback
 RUN_OUTPUT_CHARS = 6_000    # characters of run_python's output given to the model
 COLUMNS_LISTED = 12  # a DataFrame's column names list_variables shows (str labels only)
+NO_FAILURE = "No cell has failed in this notebook session."  # last_error, before the last cell
+STATS = ("min", "max", "mean", "sum")  # a numeric column's figures (inspect_variable)
 STATS_MAX_ELEMENTS = 10_000_000  # ndarray min/max/mean only below this size (C loops ignore the bound)
 
 IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "_", "__", "___",
@@ -350,6 +352,8 @@ def _describe(obj: Any, share: bool) -> str:
             head = obj.head(5)
             if not _object_dtype(obj.dtype):
                 out.append(f"nulls: {int(obj.isna().sum())}")
+            if obj.dtype.kind in "iuf" and 0 < len(obj) <= STATS_MAX_ELEMENTS:
+                out.append(_stats_text(obj.agg(list(STATS))))
             if not _object_dtype(obj.dtype) or _plain_column(head.to_numpy()):
                 out += ["head():", head.to_string(max_rows=5)]
         return "\n".join(out)
@@ -395,11 +399,15 @@ def _column_stats(frame: Any, typed: list[Any]) -> list[str]:
     numeric = [c for c in typed if frame[c].dtype.kind in "iuf"][:20]
     if not numeric or frame.shape[0] * len(numeric) > STATS_MAX_ELEMENTS:
         return []
-    stats = frame[numeric].agg(["min", "max", "mean", "sum"])
-    return ["numeric columns (min, max, mean, sum):", *(
-        f"  {c if type(c) is str else safe_repr(c)}: "
-        + ", ".join(f"{float(stats[c][k]):.6g}" for k in ("min", "max", "mean", "sum"))
-        for c in numeric)]
+    stats = frame[numeric].agg(list(STATS))
+    return ["numeric columns:", *(
+        f"  {c if type(c) is str else safe_repr(c)}: {_stats_text(stats[c])}" for c in numeric)]
+
+
+def _stats_text(values: Any) -> str:
+    """``min 10, max 70, mean 40, sum 280``: each figure named (a small model read the bare
+    ``10, 70, 40, 280`` under a header wrongly)."""
+    return ", ".join(f"{k} {float(values[k]):.6g}" for k in STATS)
 
 
 def _instance_dict(obj: Any) -> dict[str, Any] | None:
@@ -491,15 +499,46 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True,
     if reason:
         raise ToolError(reason)
     ns = nb.namespace()
+    label = name
     if name not in ns:
-        raise ToolError(_not_a_variable(nb, name, ns, list_dir))
-    value = ns[name]
+        column = _column_of(nb, name, ns)
+        if column is None:
+            raise ToolError(_not_a_variable(nb, name, ns, list_dir))
+        frame, key = column
+        label = f"{frame}[{key!r}]"
+        value = ns[frame][key]
+        lead = f"'{name}' is not a variable; it is column {key!r} of the DataFrame {frame}.\n"
+    else:
+        value, lead = ns[name], ""
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
-        return f"{name}: {type_name(value)} (… timed out: over {INSPECT_SECONDS:g} s)"
+        return f"{lead}{label}: {type_name(value)} (… timed out: over {INSPECT_SECONDS:g} s)"
     if isinstance(text, BaseException):
-        return f"{name}: {type_name(value)} — could not be summarised ({type_name(text)})"
-    return clip(f"{name}: {text}" + ("" if share else f"\n{NOT_SHARED}"), INSPECT_CHARS)
+        return f"{lead}{label}: {type_name(value)} — could not be summarised ({type_name(text)})"
+    return clip(f"{lead}{label}: {text}" + ("" if share else f"\n{NOT_SHARED}"), INSPECT_CHARS)
+
+
+_COLUMN = re.compile(r"\s*([A-Za-z_]\w*)\s*(?:\[\s*(['\"])(.+?)\2\s*\]|\.([A-Za-z_]\w*))\s*")
+
+
+def _column_of(nb: Notebook, name: str, ns: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The DataFrame column ``name`` means, as (variable, column), or None: ``df['y']``,
+    ``df["y"]`` or ``df.y`` of a DataFrame variable, or a bare ``y`` that is a column of
+    exactly one DataFrame variable (a small model asked for "the mean of column y in df"
+    calls ``inspect_variable("y")``). Only frames whose column labels are all library
+    values are looked in, so no code of the notebook's own runs (docs/agent.md#loop-hygiene)."""
+    found = _COLUMN.fullmatch(name)
+    if found:
+        key = found.group(3) or found.group(4)
+        frames = [found.group(1)] if found.group(1) in ns and \
+            refusal(nb, found.group(1)) is None else []
+    elif name.isidentifier():
+        key, frames = name, variable_names(nb)
+    else:
+        return None
+    hits = [v for v in frames if _exact(ns.get(v), "pandas", "DataFrame")
+            and all(_library_type(type(c)) for c in ns[v].columns) and key in ns[v].columns]
+    return (hits[0], key) if len(hits) == 1 else None
 
 
 # -- cells and errors -----------------------------------------------------------------------
@@ -565,11 +604,16 @@ def format_error(err: ErrorInfo, share: bool = True) -> str:
 
 
 def last_error(nb: Notebook, share: bool = True) -> str:
-    """The last_error tool: the last failed cell, or a line saying none failed."""
+    """The last_error tool: the last failed cell; when none failed, a line saying so and
+    the last cell that ran (a small model asked "what did my last cell compute?" calls
+    last_error, and then answers from that cell)."""
     err = nb.last_error()
-    if err is None:
-        return "No cell has failed in this notebook session."
-    return format_error(err, share)
+    if err is not None:
+        return format_error(err, share)
+    cells = nb.cells(1)
+    if not cells:
+        return f"{NO_FAILURE} No cell has run yet."
+    return f"{NO_FAILURE} The last cell that ran:\n{_cell_text(cells[-1], share)}"
 
 
 # -- acting ---------------------------------------------------------------------------------
@@ -711,12 +755,14 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
     def _inspect_variable(name: str) -> str:
         """Summarise one notebook variable.
 
-        For a DataFrame its columns, dtypes, nulls and head(); for an array its shape,
-        dtype and min/max/mean; for containers and strings their length and first items."""
+        For a DataFrame its columns, dtypes, nulls, numeric columns' min/max/mean/sum and
+        head(); a column's name (``y``, ``df['y']``) shows that column; for an array its
+        shape, dtype and min/max/mean; for containers and strings their length and first
+        items."""
         return _text(run("inspect_variable", {"name": name}, share_values()))
 
     def _read_cells(last: int = 5) -> str:
-        """The last executed cells' sources and outputs, oldest first."""
+        """What the last cells ran and printed, oldest first."""
         return _text(run("read_cells", {"last": last}, share_values()))
 
     def _last_error() -> str:

@@ -68,21 +68,26 @@ SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
 #: for what they do (:data:`SMALL_ASKED`) or under a skill that names them
 #: (``requires_tools``), so that "Say hello." stays within 600 prompt tokens
 #: (docs/agent.md#small-model-profile).
-SMALL_LEAVES_OUT = frozenset({"write", "list", "read_cells", "run_python"})
+SMALL_LEAVES_OUT = frozenset({"write", "edit", "list", "read_cells", "run_python"})
 _FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4})\b",
                     re.IGNORECASE)
 _RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate)\b", re.IGNORECASE)
 _CELLS = re.compile(r"\bcells?\b", re.IGNORECASE)
-#: Which words of a request bring which left-out tool back (a file name such as notes.txt,
-#: "file", "folder"; "run", "execute"; "cell").
-SMALL_ASKED = {"read": _FILES, "write": _FILES, "list": _FILES, "run_python": _RUN,
-               "read_cells": _CELLS}
+_CHANGE = re.compile(r"\b(?:change|replace|edit|modify|modifies|update|rename|fix|fixes|correct|"
+                     r"remove|delete|insert|append|uncomment|set|turn)(?:s|d|ed|ing)?\b",
+                     re.IGNORECASE)
+#: Which words of a request bring which left-out tool back, all of a tool's patterns
+#: matching (a file name such as notes.txt, "file", "folder"; "run", "execute"; "cell"; and
+#: for ``edit`` a file and a word of change: "change", "replace", "fix", …).
+SMALL_ASKED = {"read": (_FILES,), "write": (_FILES,), "edit": (_FILES, _CHANGE),
+               "list": (_FILES,), "run_python": (_RUN,), "read_cells": (_CELLS,)}
 
 
 def asked_for(text: str) -> frozenset[str]:
     """The tools the request ``text`` asks for (:data:`SMALL_ASKED`): those of
     :data:`SMALL_LEAVES_OUT` come back, and all of them come first in the small profile."""
-    return frozenset(name for name, words in SMALL_ASKED.items() if words.search(text))
+    return frozenset(name for name, words in SMALL_ASKED.items()
+                     if all(w.search(text) for w in words))
 
 
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:

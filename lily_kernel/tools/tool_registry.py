@@ -20,11 +20,11 @@ import re
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from lily_kernel.errors import ToolError
+from lily_kernel.settings import permissions
 from lily_kernel.settings.permissions import Kind, Mode, Permissions
 
 if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#import-rules)
@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # pydantic is imported on first use (docs/architecture.md#imp
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: The built-in tools that write a workspace file; a rule naming ``write`` in ``[tools]``
+#: deny, allow or confirm governs ``edit`` too (it writes the same files, docs/permissions.md).
+FILE_WRITES = frozenset({"write", "edit"})
 ALWAYS_CONFIRM = frozenset({"run_python"})  # runs code in the user's namespace: never unasked
 
 
@@ -239,7 +242,7 @@ def kind_of(tool: Tool) -> Kind:
         return "run"
     if tool.origin == "mcp":
         return "mcp"
-    if tool.name == "write" and tool.origin == "builtin" and tool.change is not None:
+    if tool.name in FILE_WRITES and tool.origin == "builtin" and tool.change is not None:
         return "write"
     if tool.name == "propose_cell" and tool.origin == "notebook":
         return "propose"
@@ -247,10 +250,9 @@ def kind_of(tool: Tool) -> Kind:
 
 
 def matches(name: str, names: frozenset[str]) -> bool:
-    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)?"""
-    if name in names:
-        return True
-    return any(fnmatchcase(name, p) for p in names if "*" in p or "?" in p or "[" in p)
+    """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``)? One rule with the
+    permission model's: a rule for ``write`` governs ``edit`` too."""
+    return permissions.matches(name, names)
 
 
 def _name_set(value: str | None) -> frozenset[str] | None:

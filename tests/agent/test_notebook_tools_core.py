@@ -208,3 +208,86 @@ def test_a_held_call_pauses_the_step_in_order_and_runs_once(tmp_path):
         assert results["b"].startswith("The code ran without an error")
         assert results["c"].startswith("Error: not run")
         assert not results["a"].startswith("Error")
+
+
+# -- what a small model asks wrongly, answered (issue 30) -----------------------------------
+
+class Cells(Book):
+    def __init__(self, ns: dict, cells: list, error=None) -> None:
+        super().__init__(ns)
+        self._cells, self._error = cells, error
+
+    def cells(self, last):
+        return self._cells[-last:]
+
+    def last_error(self):
+        return self._error
+
+
+def test_a_column_name_is_answered_with_that_column_of_the_one_frame_that_has_it():
+    pd = pytest.importorskip("pandas")
+    book = Book({"df": pd.DataFrame({"x": [1, 2, 3], "y": [10.0, 20.0, 60.0]}), "n": 3})
+    for name in ("y", "df['y']", 'df["y"]', "df.y", " df[ 'y' ] "):
+        text = notebook_tools.inspect_variable(book, name)
+        assert text.startswith(f"'{name}' is not a variable; it is column 'y' of the DataFrame "
+                               "df.\ndf['y']: Series y: 3 values, dtype float64"), text
+        assert "min 10, max 60, mean 30, sum 90" in text
+    assert "mean" not in notebook_tools.inspect_variable(book, "y", share=False)  # not shared
+    # the expression form of a column that is not there still points to the variable
+    with pytest.raises(notebook_tools.ToolError, match=r"call inspect_variable\(name=\"df\"\)"):
+        notebook_tools.inspect_variable(book, "df['z']")
+
+
+def test_a_column_name_in_two_frames_or_in_none_is_still_an_error():
+    pd = pytest.importorskip("pandas")
+    book = Book({"a": pd.DataFrame({"y": [1]}), "b": pd.DataFrame({"y": [2]})})
+    with pytest.raises(notebook_tools.ToolError, match="no variable named 'y'"):
+        notebook_tools.inspect_variable(book, "y")
+    assert "column 'y' of the DataFrame b" in notebook_tools.inspect_variable(book, "b.y")
+    with pytest.raises(notebook_tools.ToolError, match="no variable named 'q'"):
+        notebook_tools.inspect_variable(book, "q")
+
+
+def test_a_frame_whose_column_labels_are_the_users_objects_is_not_looked_in():
+    pd = pytest.importorskip("pandas")
+    calls = []
+
+    class Label:
+        def __hash__(self):
+            calls.append("hash")
+            return 1
+
+        def __eq__(self, other):
+            calls.append("eq")
+            return False
+
+    book = Book({"df": pd.DataFrame({Label(): [1], "ok": [2]}), "other": pd.DataFrame({"y": [1]})})
+    calls.clear()
+    assert "column 'y' of the DataFrame other" in notebook_tools.inspect_variable(book, "y")
+    with pytest.raises(notebook_tools.ToolError):
+        notebook_tools.inspect_variable(book, "df.ok")
+    assert calls == []  # no code of the notebook's own ran
+
+
+def test_a_secret_frame_or_column_expression_is_refused():
+    pd = pytest.importorskip("pandas")
+    book = Book({"api_token": pd.DataFrame({"y": [1]})})
+    with pytest.raises(notebook_tools.ToolError):
+        notebook_tools.inspect_variable(book, "api_token['y']")
+    with pytest.raises(notebook_tools.ToolError, match="no variable named 'y'"):
+        notebook_tools.inspect_variable(book, "y")  # a secret-looking frame is not listed
+
+
+def test_last_error_with_no_failure_shows_the_last_cell_that_ran():
+    cells = [notebook_tools.Cell(1, "a = 1", ""),
+             notebook_tools.Cell(2, "result = sum(range(10))\nprint(result)", "45\n")]
+    text = notebook_tools.last_error(Cells({}, cells))
+    assert text == ("No cell has failed in this notebook session. The last cell that ran:\n"
+                    "--- cell [2] ---\nresult = sum(range(10))\nprint(result)\n"
+                    "--- output ---\n45")
+    hidden = notebook_tools.last_error(Cells({}, cells), share=False)
+    assert "45" not in hidden and notebook_tools.NOT_SHARED in hidden
+    assert notebook_tools.last_error(Cells({}, [])) == \
+        "No cell has failed in this notebook session. No cell has run yet."
+    err = notebook_tools.ErrorInfo(2, "print(x)", "NameError", "name 'x' is not defined", "tb")
+    assert notebook_tools.last_error(Cells({}, cells, err)).startswith("The last failed cell")

@@ -86,11 +86,23 @@ def test_inspect_variable_dataframe_array_and_secret(face, server, turns):
     assert "3 rows × 2 columns" in result and "temp: float64" in result
     assert "nulls per column: city=1, temp=1" in result and "Oslo" in result
     # a numeric column's min, max, mean and sum, NaN left out as pandas does
-    assert "numeric columns (min, max, mean, sum):\n  temp: 3.5, 19, 11.25, 22.5" in result
+    assert "numeric columns:\n  temp: min 3.5, max 19, mean 11.25, sum 22.5" in result
     result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "arr"}, "iv2")
     assert "shape (3, 224, 224), dtype float64" in result and "min 0.0, max 0.0, mean 0.0" in result
     result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": "api_key"}, "iv3")
     assert result.startswith("Error:") and "SECRETVALUE" not in result
+
+
+def test_inspect_variable_given_a_column_shows_that_column(face, server, turns):
+    """The 1.5B model asked "What is the mean of column y in df?" calls
+    inspect_variable("y") (issue 30): the column of the one DataFrame that has it."""
+    face.py("import pandas as pd\ncolframe = pd.DataFrame({'x': [1, 2, 3], 'yy': [10, 20, 60]})")
+    for i, name in enumerate(("yy", "colframe['yy']", "colframe.yy")):
+        result, _ = ask_tool(face, server, turns, "inspect_variable", {"name": name}, f"col{i}")
+        assert f"'{name}' is not a variable; it is column 'yy' of the DataFrame colframe." \
+            in result, result
+        assert "Series yy: 3 values, dtype int64" in result and "min 10, max 60, mean 30, sum 90" \
+            in result
 
 
 def test_inspect_variable_on_a_workspace_file_names_the_read_tool(face, server, turns):
