@@ -64,6 +64,18 @@ def test_an_edit_shows_its_diff_on_a_card_and_changes_only_that_text(world):
     assert settings(world) == "debug = false\nport = 8080\n"
 
 
+def test_a_confirmed_edit_does_not_run_when_the_file_changed_after_its_card(world):
+    with ScriptedServer([call("edit", EDIT, "e1"), "Not done."]) as server:
+        session = world.session(server)
+        assert run_shown(session, "turn debug off in settings.txt").proposal is not None
+        (world.workspace / "settings.txt").write_text("debug = true\nport = 9090\n")
+        outcome = pending.decide(session, None, ok=True)
+        loop.resume(session, outcome.item, outcome.result)
+        got = results(server)["e1"]
+    assert "changed since the card was shown" in got, got
+    assert settings(world) == "debug = true\nport = 9090\n"
+
+
 @pytest.mark.parametrize(("args", "says"), [
     ({**EDIT, "old": "debug=true"}, "'debug=true' is not in settings.txt: old must be the "
                                     "file's text exactly"),
