@@ -291,7 +291,7 @@ def test_model_prints_the_same_table_as_in_a_notebook(env):
     assert out.splitlines()[2].split() == ["setting", "value"]
     md = render.markdown(ModelInfo({"model": "m", "timeout": None}))
     assert "| setting | value |" in md and "| timeout | — |" in md
-    assert any(line.split() == ["temperature", "0.2"] for line in out.splitlines())
+    assert any(line.split() == ["temperature", "0.0"] for line in out.splitlines())
     assert any(line.startswith("Sent with every request:") for line in out.splitlines())
 
 

@@ -70,7 +70,7 @@ class EvalKernel:
     """One Lily kernel in its own workspace, driven through jupyter_client."""
 
     def __init__(self, base: Path, base_url: str, model: str, timeout: float,
-                 kernel_name: str = "lily") -> None:
+                 kernel_name: str = "lily", extra: dict[str, str] | None = None) -> None:
         from jupyter_client.manager import start_new_kernel
         self.workspace = base / "ws"
         dirs = {d: base / d for d in ("home", "ipython", "user_skills")}
@@ -84,6 +84,7 @@ class EvalKernel:
                     "LILY_TIMEOUT": str(int(timeout)), "LILY_MAX_RETRIES": "0",
                     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-local-eval"),
                     "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+        env.update(extra or {})  # --set: a setting measured (LILY_TEMPERATURE=0)
         self.env = env
         self.proposed: str | None = None
         self._log = (base / "kernel.log").open("wb")  # the kernel's own stderr, not the report's
@@ -156,11 +157,12 @@ def journal(workspace: Path, prompt: str) -> dict[str, Any]:
     return out
 
 
-def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float) -> Result:
+def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float,
+             extra: dict[str, str] | None = None) -> Result:
     base = root / task.name
     shutil.rmtree(base, ignore_errors=True)
     proxy.task = "setup:" + task.name
-    kernel = EvalKernel(base, proxy.url, model, timeout)
+    kernel = EvalKernel(base, proxy.url, model, timeout, extra=extra)
     started = time.monotonic()
     cards = 0
     ran_proposed = False
@@ -338,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ctx", type=int, default=8192)
     p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
+                   help="an environment variable for every task's kernel, to measure a "
+                        "setting (LILY_TEMPERATURE=0); repeatable")
     p.add_argument("--list", action="store_true", help="list the tasks and exit")
     p.add_argument("--markdown", type=Path, metavar="JSON",
                    help="print a results file as a Markdown table and exit")
@@ -350,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{t.name:16} {t.prompt}")
         return 0
     tasks = TASKS if not args.tasks else [BY_NAME[n] for n in args.tasks.split(",")]
+    extra = dict(kv.split("=", 1) for kv in args.set if "=" in kv)
+    if len(extra) != len(args.set):
+        p.error("--set takes VAR=VALUE")
     if not args.serve and not args.base_url:
         p.error("give --serve MODEL, or --base-url (LILY_EVAL_BASE_URL)")
     server = None
@@ -367,11 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         import lily_kernel  # the Lily the kernels run (PYTHONPATH may name another checkout)
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, cwd=Path(lily_kernel.__file__).parent).stdout.strip()
-        print(f"model {model} at {base_url}; Lily at {commit or '?'}; {len(tasks)} tasks", flush=True)
+        print(f"model {model} at {base_url}; Lily at {commit or '?'}; {len(tasks)} tasks"
+              + "".join(f"; {k}={v}" for k, v in extra.items()), flush=True)
         results: list[Result] = []
         with tempfile.TemporaryDirectory(prefix="lily-eval-") as tmp:
             for task in tasks:
-                r = run_task(task, proxy, model, Path(tmp), args.timeout)
+                r = run_task(task, proxy, model, Path(tmp), args.timeout, extra)
                 results.append(r)
                 print(f"{r.task:16} {'ok ' if r.ok else 'FAIL'} steps={r.steps} "
                       f"in={_fmt(r.prompt_tokens)} out={_fmt(r.completion_tokens)} "
@@ -388,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({
                 "model": model, "base_url": base_url, "commit": commit, "sent": sent,
+                "set": extra,
                 "passed": passed, "total": len(results),
                 "results": [asdict(r) for r in results]}, indent=2))
         return 0

@@ -250,7 +250,7 @@ def test_a_low_temperature_is_sent_by_default_and_none_sends_none(workspace):
         run_command(session, "/model temperature=0")
         loop.run(session, "q3")
         first, second, third = server.chat_requests()
-    assert first["temperature"] == DEFAULT_TEMPERATURE == 0.2
+    assert first["temperature"] == DEFAULT_TEMPERATURE == 0.0
     assert "temperature" not in second  # the server's own default
     assert third["temperature"] == 0
 
@@ -258,10 +258,10 @@ def test_a_low_temperature_is_sent_by_default_and_none_sends_none(workspace):
 def test_an_endpoint_that_refuses_temperature_is_asked_again_without_it_from_then_on(workspace):
     with ScriptedServer(["FIRST", "SECOND"], reject_params=["temperature"]) as server:
         session = make_session(workspace, OPENAI_BASE_URL=server.url, LILY_MAX_RETRIES="0")
-        assert "temperature 0.2" in render.text(run_command(session, "/model"))
+        assert "temperature 0.0" in render.text(run_command(session, "/model"))
         assert loop.run(session, "q1").text == "FIRST"
         refused, retried = server.chat_requests()[:2]
-        assert refused["temperature"] == 0.2 and "temperature" not in retried
+        assert refused["temperature"] == 0 and "temperature" not in retried
         assert retried["stream_options"] == {"include_usage": True}  # only that one is dropped
         assert loop.run(session, "q2").text == "SECOND"
         assert len(server.chat_requests()) == 3  # remembered: asked once, without it

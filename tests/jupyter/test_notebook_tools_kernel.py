@@ -365,7 +365,7 @@ def test_a_notebook_request_is_offered_the_notebook_tools_and_no_skill_tools(fac
     names = offered(server)
     assert names >= NOTEBOOK_TOOLS and {"load_skill", "read", "write", "list"} <= names
     assert not names & {"propose_action", "read_config", "compile_plan", "scan_todos"}
-    assert server.chat_requests()[-1]["temperature"] == 0.2
+    assert server.chat_requests()[-1]["temperature"] == 0
     face.cmd("/model profile=small")
     try:
         turns.append("Hello again!")
