@@ -204,7 +204,12 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             elif not turn.tool_calls and turn.finish_reason != "cut":
                 # the request's own skill named as a tool is read too: Request answers it
                 own = [request.skill] if request.skill else []
-                _read_text_calls(turn, [*offered, *own, *aliases], skills, notes)
+                # a call the step required as JSON (and the endpoint took the format) is
+                # the answer asked for, not a call written as text: no footer line for it
+                asked_json = required is not None and "response_format" not in \
+                    model_client.refused(model_client.endpoint_key(session.model_config))
+                _read_text_calls(turn, [*offered, *own, *aliases], skills,
+                                 _Notes() if asked_json else notes)
             _aliased(turn, aliases, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now

@@ -52,7 +52,7 @@ def test_the_first_small_step_requires_one_call_to_an_offered_tool_and_runs_it(w
                                               "properties": {"path": {"type": "string"}}}
     assert alt["required"] == ["name", "arguments"] and alt["additionalProperties"] is False
     assert "response_format" not in second  # later steps are free
-    assert "1 tool call read from text" in reply.notes
+    assert reply.notes == []  # the required call is the answer asked for, not a text call
 
 
 def test_the_full_profile_and_a_step_without_tools_require_nothing(world):
@@ -74,6 +74,13 @@ def test_an_endpoint_that_refuses_response_format_is_asked_without_it_from_then_
         sent = server.chat_requests()
     assert "response_format" in sent[0]  # refused: HTTP 400 naming it
     assert all("response_format" not in s for s in sent[1:]) and len(sent) == 3
+
+
+def test_a_call_written_as_text_where_the_format_was_refused_says_so_in_the_footer(world):
+    script = ['{"name": "read", "arguments": {"path": "notes.txt"}}', "Thursday."]
+    with ScriptedServer(script, reject_params=["response_format"]) as server:
+        reply = loop.run(world.session(server, LILY_PROFILE="small"), "When is the launch?")
+    assert reply.text == "Thursday." and reply.notes == ["1 tool call read from text"]
 
 
 def test_after_a_tool_result_the_request_is_restated_only_in_what_is_sent(world):
