@@ -222,7 +222,8 @@ def diagnose(outcome: Outcome, steps: list[Any]) -> str:
     said = [e for e in steps if e.status == 200]
     if said and said[-1].finish == "length":
         return "answer cut at max_tokens"
-    texts = [e.text.strip() for e in said if not e.calls and TEXT_CALL.search(e.text)]
+    texts = [e.text.strip() for e in said if not e.calls and TEXT_CALL.search(e.text)
+             and "response_format" not in (e.request_params or {})]  # not a required call
     if texts:
         whole = all(t[:1] in "{<`[" and t[-1:] in "}>`]" for t in texts)
         return "tool call written as text" if whole else "tool call shown inside prose"
