@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fetch
 from proxy import Proxy
-from tasks import BY_NAME, TASKS, Call, Outcome, Task
+from tasks import BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
 
 CARD = re.compile(r"card `([0-9a-f]{8})`")
 TEXT_CALL = re.compile(r'"(name|function)"\s*:\s*"|<tool_call>|<tools>|<function=|\[TOOL_CALLS\]')
@@ -337,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base-url", default=os.environ.get("LILY_EVAL_BASE_URL"))
     p.add_argument("--model", default=os.environ.get("LILY_EVAL_MODEL"))
     p.add_argument("--tasks", help="comma-separated task names (default: all)")
+    p.add_argument("--held-out", action="store_true",
+                   help="run the held-out tasks (tasks.HELD_OUT) instead of the suite")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=8192)
     p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
@@ -352,10 +354,11 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(args.markdown))
         return 0
     if args.list:
-        for t in TASKS:
+        for t in HELD_OUT if args.held_out else TASKS:
             print(f"{t.name:16} {t.prompt}")
         return 0
-    tasks = TASKS if not args.tasks else [BY_NAME[n] for n in args.tasks.split(",")]
+    tasks = [BY_NAME[n] for n in args.tasks.split(",")] if args.tasks else \
+        HELD_OUT if args.held_out else TASKS
     extra = dict(kv.split("=", 1) for kv in args.set if "=" in kv)
     if len(extra) != len(args.set):
         p.error("--set takes VAR=VALUE")

@@ -251,4 +251,32 @@ TASKS: list[Task] = [
          all_of(called("last_error"), says_any("Price", "KeyError")), setup=[KEY_ERROR]),
 ]
 
-BY_NAME = {t.name: t for t in TASKS}
+CONFIG = "[server]\nhost = localhost\nport = 8080\n"
+
+#: Held out: written after issue 30's sixth session had changed Lily, to see how far the
+#: changes carry to tasks they were not made for (``run_eval.py --held-out``; not in the
+#: suite's success rate). bench/README.md has their first run.
+HELD_OUT: list[Task] = [
+    Task("set_port", "In config.ini, set port to 9090.",
+         file_is("config.ini", lambda t: "port = 9090" in t and "host = localhost" in t,
+                 "not changed as asked"), files={"config.ini": CONFIG}),
+    Task("max_x", "What is the largest value in column x of df?",
+         all_of(number(7), no_raw_call()), setup=[DF_SETUP]),
+    Task("sum_y", "What is the sum of df['y']?", all_of(number(280), no_raw_call()),
+         setup=[DF_SETUP]),
+    Task("csv_rows", "How many cities are listed in cities.csv?",
+         all_of(number(4), no_raw_call()), files={"cities.csv": CITIES}),
+    Task("cell_printed", "What did my previous cell print?", says_any("hello world"),
+         setup=["%%python\nprint('hello world')"]),
+    Task("fix_typo", "Fix the typo 'helo' in greeting.txt so it says 'hello'.",
+         file_is("greeting.txt", lambda t: t == "hello there\nbye\n", "not fixed"),
+         files={"greeting.txt": "helo there\nbye\n"}),
+    Task("dtype", "What dtype is column label in df?", says_any("object", "str", "string"),
+         setup=[DF_SETUP]),
+    Task("total_column", "Add a column total = x + y to df.",
+         python_prints("print(list(df['total']) == [a + b for a, b in zip(df['x'], df['y'])] "
+                       "if 'total' in df else 'no total')", "True", "df has no column total"),
+         setup=[DF_SETUP], run_proposed=True),
+]
+
+BY_NAME = {t.name: t for t in TASKS + HELD_OUT}
