@@ -359,9 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tasks = [BY_NAME[n] for n in args.tasks.split(",")] if args.tasks else \
         HELD_OUT if args.held_out else TASKS
-    extra = dict(kv.split("=", 1) for kv in args.set if "=" in kv)
-    if len(extra) != len(args.set):
+    if any("=" not in kv for kv in args.set):
         p.error("--set takes VAR=VALUE")
+    extra = dict(kv.split("=", 1) for kv in args.set)
     if not args.serve and not args.base_url:
         p.error("give --serve MODEL, or --base-url (LILY_EVAL_BASE_URL)")
     server = None

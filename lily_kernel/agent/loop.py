@@ -208,8 +208,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 # the answer asked for, not a call written as text: no footer line for it
                 asked_json = required is not None and "response_format" not in \
                     model_client.refused(model_client.endpoint_key(session.model_config))
-                _read_text_calls(turn, [*offered, *own, *aliases], skills,
-                                 _Notes() if asked_json else notes)
+                _read_text_calls(turn, [*offered, *own, *aliases], skills, notes,
+                                 counted=not asked_json)
             _aliased(turn, aliases, notes)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
@@ -345,15 +345,17 @@ class _Notes:
 
 
 def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
-                     notes: _Notes) -> None:
-    """An answer that is tool calls written as text becomes those calls (agent/text_calls.py)."""
+                     notes: _Notes, counted: bool = True) -> None:
+    """An answer that is tool calls written as text becomes those calls (agent/text_calls.py);
+    ``counted``: the footer says so."""
     found = text_calls.read(turn.content, offered, skills)
     if found:
         # ids unique in the conversation, and 9 letters or digits (Mistral's templates
         # refuse any other id)
         turn.tool_calls = [ToolCall(uuid.uuid4().hex[:9], c.name, c.arguments) for c in found]
         turn.content = ""
-        notes.add("{n} tool call{s} read from text", len(found))
+        if counted:
+            notes.add("{n} tool call{s} read from text", len(found))
 
 
 def _aliased(turn: Turn, aliases: dict[str, str], notes: _Notes) -> None:

@@ -208,6 +208,5 @@ GOVERNED_AS = {"edit": "write"}
 def matches(name: str, names: Iterable[str]) -> bool:
     """Is ``name`` in ``names``, exactly or by a glob (``mcp__notes__*``), or is the name it
     is governed as (:data:`GOVERNED_AS`)?"""
-    patterns = tuple(names)
     wanted = (name, GOVERNED_AS[name]) if name in GOVERNED_AS else (name,)
-    return any(n == p or fnmatchcase(n, p) for n in wanted for p in patterns)
+    return any(n == p or fnmatchcase(n, p) for p in names for n in wanted)

@@ -80,10 +80,7 @@ def register_builtins(registry: ToolRegistry, workspace: Path,
         `old` must occur exactly once in the file, as the file holds it; the rest of the
         file is kept. A new file is written with `write`.
         """
-        args = {"path": path, "old": old, "new": new}
-        content = edited(fs(), args)
-        write_change(fs(), {"path": path, "content": content})  # refuses a non-text file
-        fs().write(path, content)
+        fs().write(path, edited(fs(), {"path": path, "old": old, "new": new})[1])
         return f"replaced 1 occurrence in {path}"
 
     @registry.register(name="list", annotations=READ_ONLY)
@@ -128,6 +125,22 @@ def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str |
     if not isinstance(path, str) or not isinstance(content, str):
         return None
     fs.check_write(path, content)
+    found = _current_text(fs, path, "write replaces")
+    if found is None:
+        return None
+    old, size = found
+    if size > fs.read_bytes:
+        return (f"(the file exists and holds {size:,} bytes, more than a read shows: "
+                "the whole file is replaced)")
+    return _diff(path, old, content)
+
+
+def _current_text(fs: workspace_fs.WorkspaceFS, path: str,
+                  verb: str) -> tuple[str, int] | None:
+    """What a file holds now, as far as a read shows, and its size; None when there is no
+    file (a write would create one: the folders on its way are checked). ToolError when the
+    boundary refuses it, or what was read is not UTF-8 text (``verb``: the tool and what it
+    does, for that line)."""
     try:
         data, size = fs.read_bytes_of(path, verb="write")
     except ToolError:
@@ -135,49 +148,49 @@ def write_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str |
             raise  # there is something there the boundary refuses: so is the write
         fs.check_new(path)  # a new file: the folders on its way must pass too
         return None
-    shown = "/".join(workspace_fs.split(path))
     complete = size <= fs.read_bytes
     try:  # a cut file may end inside a character: only what was read must be text
-        old = codecs.getincrementaldecoder("utf-8")().decode(data[:fs.read_bytes], complete)
+        return codecs.getincrementaldecoder("utf-8")().decode(data[:fs.read_bytes], complete), size
     except UnicodeDecodeError:
-        raise ToolError(f"'{shown}' is not UTF-8 text ({size:,} bytes, sha256 "
+        raise ToolError(f"'{_shown(path)}' is not UTF-8 text ({size:,} bytes, sha256 "
                         f"{hashlib.sha256(data).hexdigest()[:16]}…{'' if complete else ' of the first bytes'}); "
-                        "write replaces text files only, so it leaves this one as it is") from None
-    if not complete:
-        return (f"(the file exists and holds {size:,} bytes, more than a read shows: "
-                "the whole file is replaced)")
+                        f"{verb} text files only, so it leaves this one as it is") from None
+
+
+def _shown(path: str) -> str:
+    return "/".join(workspace_fs.split(path)) or path
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    """The unified diff of a file's text, or :data:`NO_CHANGE`."""
+    shown = _shown(path)
     diff = "".join(difflib.unified_diff(old.splitlines(keepends=True),
-                                        content.splitlines(keepends=True),
+                                        new.splitlines(keepends=True),
                                         f"a/{shown}", f"b/{shown}"))
     return diff or NO_CHANGE
 
 
-def edited(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str:
-    """The text an ``edit`` call leaves in its file: ``old`` replaced by ``new``, once.
-    ToolError, naming the call that would work, when ``old`` is empty, not in the file or
-    in it more than once, or the file is missing, not text or larger than a read shows."""
+def edited(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> tuple[str, str]:
+    """The text an ``edit`` call finds in its file and the text it leaves there: ``old``
+    replaced by ``new``, once. ToolError, naming the call that would work, when ``old`` is
+    empty, not in the file or in it more than once, or the file is missing, not text or
+    larger than a read shows."""
     path, old, new = args.get("path"), args.get("old"), args.get("new")
     if not isinstance(path, str) or not isinstance(old, str) or not isinstance(new, str):
         raise ToolError("edit takes path, old and new as strings, e.g. "
                         'edit(path="settings.txt", old="debug = true", new="debug = false")')
-    shown = "/".join(workspace_fs.split(path)) or path
+    shown = _shown(path)
     if not old:
         raise ToolError(f"old is empty: give the exact text of {shown} to replace "
                         f'(read(path="{shown}") shows it); write(path, content) writes a whole file')
-    try:
-        data, size = fs.read_bytes_of(path, verb="write")
-    except ToolError as exc:
-        if os.path.lexists(os.path.join(fs.root, *workspace_fs.split(path))):
-            raise
-        raise ToolError(f"{exc}; edit changes a file that exists: write(path=\"{shown}\", "
-                        "content=...) creates one") from None
+    found = _current_text(fs, path, "edit changes")
+    if found is None:
+        raise ToolError(f"no file '{shown}' in the workspace; edit changes a file that exists: "
+                        f'write(path="{shown}", content=...) creates one')
+    text, size = found
     if size > fs.read_bytes:
         raise ToolError(f"'{shown}' holds {size:,} bytes, more than a read shows "
                         f"({fs.read_bytes:,}): edit would not see the whole file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"'{shown}' is not UTF-8 text; edit changes text files only") from None
     count = text.count(old)
     if count == 0:
         raise ToolError(f"{old!r} is not in {shown}: old must be the file's text exactly, "
@@ -185,13 +198,15 @@ def edited(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str:
     if count > 1:
         raise ToolError(f"{old!r} occurs {count} times in {shown}: give old with enough of "
                         "the text around it to occur once")
-    return text.replace(old, new, 1)
+    return text, text.replace(old, new, 1)
 
 
 def edit_change(fs: workspace_fs.WorkspaceFS, args: Mapping[str, Any]) -> str | None:
-    """What an ``edit`` would change: the diff of the whole file, as a ``write`` of the
-    edited text shows it (:func:`write_change`; :data:`NO_CHANGE` when ``new`` is ``old``)."""
-    return write_change(fs, {"path": args.get("path"), "content": edited(fs, args)})
+    """What an ``edit`` would change: the diff of the whole file (:data:`NO_CHANGE` when
+    ``new`` is ``old``). ToolError when the edit, or the write it makes, would be refused."""
+    before, after = edited(fs, args)
+    fs.check_write(str(args["path"]), after)
+    return _diff(str(args["path"]), before, after)
 
 
 _CONSTRAINT_RE = re.compile(r"^(constraints?:|must\b|must not\b|never\b|do not\b|don't\b|"
