@@ -346,8 +346,7 @@ class _Notes:
 
 def _read_text_calls(turn: Turn, offered: list[str], skills: set[str],
                      notes: _Notes, counted: bool = True) -> None:
-    """An answer that is tool calls written as text becomes those calls (agent/text_calls.py);
-    ``counted``: the footer says so."""
+    """An answer that is tool calls written as text becomes those calls (agent/text_calls.py)."""
     found = text_calls.read(turn.content, offered, skills)
     if found:
         # ids unique in the conversation, and 9 letters or digits (Mistral's templates
