@@ -41,6 +41,7 @@ from acp.schema import (
 )
 
 from lily_kernel import __version__
+from lily_kernel.acp.acp_clients import profile_of
 from lily_kernel.acp.acp_turns import StopReason, Turns
 from lily_kernel.errors import LilyError
 
@@ -215,7 +216,9 @@ class LilyAgent:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
         """What Lily offers: session loading from the journal, stdio and HTTP MCP servers,
-        text prompts with resource links (docs/front-ends.md#what-works-where)."""
+        text prompts with resource links (docs/front-ends.md#what-works-where). What the
+        client is and displays is kept for the session's requests (acp_clients.py)."""
+        self.turns.profile = profile_of(client_capabilities, client_info)
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(

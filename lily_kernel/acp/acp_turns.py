@@ -28,6 +28,7 @@ from acp.schema import AvailableCommand, PermissionOption, ToolCallUpdate
 from lily_kernel import redaction
 from lily_kernel.acp import acp_updates as updates
 from lily_kernel.acp import notebook_server
+from lily_kernel.acp.acp_clients import ClientProfile
 from lily_kernel.acp.notebook_server import NotebookLink, Server
 from lily_kernel.acp.prompt_text import read_prompt
 from lily_kernel.agent.pending import HeldCall
@@ -37,6 +38,7 @@ from lily_kernel.commands.runner import WAITING, Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
 from lily_kernel.session.journal import journal_path
+from lily_kernel.session.resume import CHAT_CONVERSATION, NOTEBOOK_CONVERSATION
 from lily_kernel.session.session import Session
 from lily_kernel.tools.tool_registry import FILE_WRITES
 
@@ -125,6 +127,7 @@ class Turns:
         self.client = client
         self.env = env
         self.sessions: dict[str, AcpSession] = {}
+        self.profile = ClientProfile()  # set by initialize
         self._server: Server | bool | None = False  # False: not looked for yet
 
     def _link(self, workspace: Path) -> NotebookLink | None:
@@ -152,7 +155,8 @@ class Turns:
         """``session/load``: the ACP session ``session_id`` taken up from its journal in
         ``cwd``, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
         conversation and /model settings, never a waiting card nor an --always grant); what
-        the model sees of it is replayed to the client as user and agent messages."""
+        the model sees of it is replayed to the client as user and agent messages, unless
+        the client keeps the chat's history itself (jupyter-ai's ``.chat``)."""
         state = self.sessions.get(session_id)
         if state is None:
             workspace = Path(cwd)
@@ -169,7 +173,13 @@ class Turns:
             state = self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
         if not state.runner.ready:
             return
-        for message in state.runner.session.conversation:
+        session = state.runner.session
+        if session.resume_note:  # the first output's note: a chat, not a notebook
+            session.resume_note = session.resume_note.replace(
+                NOTEBOOK_CONVERSATION, CHAT_CONVERSATION)
+        if self.profile.keeps_history:  # jupyter-ai's .chat holds it: no second copy
+            return
+        for message in session.conversation:
             text = _message_text(message.get("content"))
             if not text.strip():
                 continue
@@ -269,13 +279,16 @@ class Turns:
         held = isinstance(action, HeldCall)
         old = (updates.old_text(session, action.args)
                if isinstance(action, HeldCall) and action.tool in FILE_WRITES else None)
-        call = updates.card_tool_call(session, card, old)
+        call = updates.card_tool_call(session, card, old, self.profile)
+        shown = updates.displayed(self.profile, call)
+        if not shown:  # the client would show buttons over code it does not display
+            call = updates.unshowable(call)
         if call.tool_call_id not in state.started:
             self.client.send(state.id, helpers.start_tool_call(
                 call.tool_call_id, call.title or "", kind=call.kind, status="pending",
                 content=call.content, raw_input=call.raw_input))
             state.started.add(call.tool_call_id)
-        choice = self.client.ask_permission(state.id, call, updates.permission_options(card))
+        choice = self.client.ask_permission(state.id, call, updates.permission_options(card, shown))
         if choice is None:  # the client cancelled the turn: nothing runs (_after_cancel)
             self.client.send(state.id, updates.tool_finished(session, call.tool_call_id,
                                                              False, None))

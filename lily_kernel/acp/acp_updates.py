@@ -28,6 +28,7 @@ from acp.schema import (
     UnstructuredCommandInput,
 )
 
+from lily_kernel.acp.acp_clients import ClientProfile
 from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
 from lily_kernel.commands.results import ActionCard, Answer
@@ -40,7 +41,9 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 ToolContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 #: The permission choices of a card: Lily's Confirm, Confirm --always, Cancel.
 ONCE, ALWAYS, DENY = "once", "always", "deny"
-RESULT_CHARS = 4_000  # what a tool call's update shows of its result
+RESULT_CHARS = 4_000
+#: The diff path under which ``run_python``'s code is shown (no such file is written).
+CODE_PATH = "(run_python code).py"  # what a tool call's update shows of its result
 _KINDS: dict[str, ToolKind] = {"read": "read", "list": "search", "scan_todos": "search",
                                "write": "edit", "edit": "edit", "run_python": "execute",
                                "load_skill": "read", "read_skill_file": "read"}
@@ -165,8 +168,9 @@ def write_diff(session: Session, name: str, args: Mapping[str, Any],
     if not isinstance(path, str) or not isinstance(content, str):
         return None
     env = session.environ
-    return helpers.tool_diff_content(str(session.workspace / path), redact(content, env),
-                                     None if old is None else redact(old, env))
+    return helpers.tool_diff_content(str(session.workspace / path),
+                                     _visible(redact(content, env)),
+                                     None if old is None else _visible(redact(old, env)))
 
 
 def old_text(session: Session, args: Mapping[str, Any]) -> str | None:
@@ -220,35 +224,101 @@ def card_call_id(card: ActionCard) -> str:
     return f"lily-action-{short(action.id)}"
 
 
-def card_tool_call(session: Session, card: ActionCard, old: str | None) -> ToolCallUpdate:
-    """What the permission request shows: the call's arguments (redacted and capped, as
-    on the card), a write's diff; for a typed skill's action, what it would do."""
+def _visible(text: str) -> str:
+    return sanitize.visible(text)[0]
+
+
+def _visible_data(value: Any) -> Any:
+    """JSON data with each string's hidden characters made visible (``rawInput`` is shown
+    as text by some clients: jupyter-ai lists it as ``key: value`` lines)."""
+    if isinstance(value, str):
+        return _visible(value)
+    if isinstance(value, list):
+        return [_visible_data(v) for v in value]
+    if isinstance(value, dict):
+        return {_visible(str(k)): _visible_data(v) for k, v in value.items()}
+    return value
+
+
+def code_diff(session: Session, code: str) -> FileEditToolCallContent:
+    """``run_python``'s code as a new file's diff: the form jupyter-ai shows in full (its
+    panel draws no text content); the path names no real file (:data:`CODE_PATH`)."""
+    return helpers.tool_diff_content(str(session.workspace / CODE_PATH), code, None)
+
+
+def card_tool_call(session: Session, card: ActionCard, old: str | None,
+                   profile: ClientProfile | None = None) -> ToolCallUpdate:
+    """What the permission request shows, in the forms ``profile``'s client displays: the
+    call's title, its exact code or arguments (redacted and with hidden characters made
+    visible, as on the kernel's card), a write's diff; for a typed skill's action, what it
+    would do (docs/front-ends.md#what-each-client-is-sent)."""
+    profile = profile or ClientProfile()
     action = card.action
     content: list[ToolContent] = []
+    warning = f"{card.warning}." if card.warning else ""
     if isinstance(action, HeldCall):
-        title = _title(action.tool, action.args)
+        env = session.environ
+        title = _visible(_title(action.tool, action.args))
         kind = tool_kind(action.tool, action.annotations)
         diff = write_diff(session, action.tool, action.args, old)
-        if diff is not None:
+        code = redact(card.code, env) if card.code is not None else None
+        if diff is not None and profile.shows("diff"):
             content.append(diff)
-        else:
-            content.append(_text(f"{card.purpose}\n\n```json\n{card.arguments}\n```".strip()))
-        raw: Any = json.loads(_json(action.args, session.environ))
+        elif code is not None and profile.shows("diff") and not profile.shows("text"):
+            content.append(code_diff(session, code))
+        if profile.shows("text") and diff is None:
+            shown = (sanitize.code_block(code, "python") if code is not None
+                     else sanitize.code_block(card.arguments, "json"))
+            lines = [warning, sanitize.md_text(card.purpose), sanitize.md_text(card.reason), shown]
+            content.append(_text("\n\n".join(line for line in lines if line)))
+        raw: Any = _visible_data(json.loads(_json(action.args, env)))
     else:
-        title, kind, raw = f"{action.skill}: {action.kind} action", "other", None
-        content.append(_text(card.purpose or f"The skill {action.skill} proposes an action."))
+        title, kind = _visible(f"{action.skill}: {action.kind} action"), "other"
+        purpose = card.purpose or f"The skill {action.skill} proposes an action."
+        if profile.shows("text"):
+            content.append(_text(sanitize.md_text(purpose)))
+        raw = {"__tool_use_purpose": _visible(purpose), "skill": _visible(action.skill),
+               "action": _visible(action.kind)}
+    if warning:
+        title = f"{title} — {warning}"
     return ToolCallUpdate(tool_call_id=card_call_id(card), title=title, kind=kind,
-                          status="pending", content=content, raw_input=raw)
+                          status="pending", content=content or None, raw_input=raw)
 
 
-def permission_options(card: ActionCard) -> list[PermissionOption]:
+def displayed(profile: ClientProfile, call: ToolCallUpdate) -> bool:
+    """Whether ``profile``'s client displays what a permission request asks about: a diff,
+    a text content, or the raw input (jupyter-ai shows an ``execute`` call's only as
+    ``command``, which Lily's calls never carry)."""
+    for item in call.content or []:
+        if isinstance(item, FileEditToolCallContent) and profile.shows("diff"):
+            return True
+        if isinstance(item, ContentToolCallContent) and profile.shows("text"):
+            return True
+    raw = call.raw_input
+    return raw is not None and profile.shows("raw_input") and not (
+        profile.jupyter_ai and call.kind == "execute")
+
+
+def unshowable(call: ToolCallUpdate) -> ToolCallUpdate:
+    """A request whose code the client cannot display: it says so; only Deny is offered."""
+    note = ("this client cannot display the code or arguments to approve, so Lily offers "
+            "only Deny; run the request in a notebook (the Lily kernel) to see and allow it")
+    return call.model_copy(update={
+        "title": f"{call.title} — {note}", "content": [_text(f"**{note}.**")]})
+
+
+def permission_options(card: ActionCard, shown: bool = True) -> list[PermissionOption]:
     """Lily's choices for a card: run once, always this session (only where ``/confirm
-    --always`` is allowed: never for ``run_python`` nor a typed action), deny."""
+    --always`` is allowed: never for ``run_python`` nor a typed action), deny; only deny
+    when the client cannot display what would run (``shown`` false)."""
     action = card.action
+    deny = PermissionOption(option_id=DENY, name="Deny", kind="reject_once")
+    if not shown:
+        return [deny]
     options = [PermissionOption(option_id=ONCE, name="Run once", kind="allow_once")]
     if isinstance(action, HeldCall) and not action.always_refusal:
         options.append(PermissionOption(option_id=ALWAYS, name="Always this session",
                                         kind="allow_always"))
-    options.append(PermissionOption(option_id=DENY, name="Deny", kind="reject_once"))
+    options.append(deny)
     return options
 

@@ -20,6 +20,11 @@ from lily_kernel.session.journal import UNCHAINED, verify_chain
 MAX_PARENTS = 50  # sessions followed back through resumes and forks
 
 
+#: Whose conversation the resume line names: a notebook's; ``lily acp`` says a chat's.
+NOTEBOOK_CONVERSATION = "this notebook's conversation"
+CHAT_CONVERSATION = "this chat's conversation"
+
+
 @dataclass
 class Restored:
     """A conversation rebuilt from the journal: its messages (each with the time it was
@@ -40,8 +45,8 @@ class Restored:
         """The one line the first Lily output shows after a resume."""
         when = time.strftime("%H:%M", time.localtime(self.times[-1])) if self.times else "?"
         turns = self.requests
-        return (f"Resumed {turns} request{'s' if turns != 1 else ''} of this notebook's "
-                f"conversation (last at {when}); /new starts afresh.")
+        return (f"Resumed {turns} request{'s' if turns != 1 else ''} of "
+                f"{NOTEBOOK_CONVERSATION} (last at {when}); /new starts afresh.")
 
 
 def latest_session(records: Iterable[dict[str, Any]], but: str | None = None) -> str | None:

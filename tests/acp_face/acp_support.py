@@ -37,6 +37,21 @@ SYSTEM_NOTE = ("System note: When creating or editing Jupyter notebooks (.ipynb)
                "corruption.")
 
 
+#: Recorded ``initialize`` params of the clients Lily is tested with (docs/front-ends.md#what-works-where):
+#: jupyter-ai 3.2 (jupyter-ai-acp-client 0.3.3, ``default_acp_client._init_connection``),
+#: Zed (fs and terminal offered, as its agent panel does) and a minimal client (nothing).
+CLIENTS: dict[str, dict[str, Any]] = {
+    "jupyter-ai": {"clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
+                                          "terminal": True},
+                   "clientInfo": {"name": "Jupyter AI", "title": "Jupyter AI ACP Client",
+                                  "version": "0.1.0"}},
+    "zed": {"clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
+                                   "terminal": True, "_meta": {"terminal_output": True}},
+            "clientInfo": {"name": "zed", "title": "Zed", "version": "0.212.4"}},
+    "minimal": {},
+}
+
+
 class Recorder:
     """An ACP client that records every update and answers permission requests from a list
     (an option id, or None for a cancelled request)."""
@@ -100,15 +115,21 @@ class World(agent_support.World):
         return env
 
     @contextlib.asynccontextmanager
-    async def lily(self, client: Recorder, server: ScriptedServer | None
+    async def lily(self, client: Recorder, server: ScriptedServer | None, as_client: str = "minimal",
                    ) -> AsyncIterator[tuple[Any, Any]]:
-        """`lily acp` spawned and initialized; (the connection, the process)."""
+        """`lily acp` spawned and initialized as the client ``as_client`` of :data:`CLIENTS`
+        does; (the connection, the process)."""
+        from acp.schema import InitializeRequest
+        init = InitializeRequest.model_validate({"protocolVersion": PROTOCOL_VERSION,
+                                                 **CLIENTS[as_client]})
         with open(self.stderr, "ab") as err:
             async with spawn_agent_process(client, str(LILY), "acp", env=self.env(server),
                                            cwd=self.workspace,
                                            transport_kwargs={"stderr": err.fileno()}
                                            ) as (conn, proc):
-                conn.init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                conn.init = await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=init.client_capabilities, client_info=init.client_info)
                 yield conn, proc
 
 
