@@ -37,6 +37,8 @@ from acp.schema import (
     PermissionOption,
     PromptCapabilities,
     PromptResponse,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     ToolCallUpdate,
 )
 
@@ -234,10 +236,11 @@ class LilyAgent:
                           **kwargs: Any) -> NewSessionResponse:
         """A Lily session in ``cwd``, the client's MCP servers joining as the user's own."""
         session_id = await self._on_main(lambda: self.turns.new(cwd, mcp_servers or []))
+        modes, options = await self._on_main(lambda: self.turns.settings(session_id))
         # The commands follow the response: a client files updates under a session it
         # knows, and jupyter-ai knows this one only once session/new has returned.
         asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
-        return NewSessionResponse(session_id=session_id)
+        return NewSessionResponse(session_id=session_id, modes=modes, config_options=options)
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            additional_directories: list[str] | None = None,
@@ -245,8 +248,22 @@ class LilyAgent:
         """A session taken up from its journal, its conversation replayed to the client."""
         # not tied to the session's jobs: a cancel stops a prompt, never a load
         await self._on_main(lambda: self.turns.load(cwd, session_id, mcp_servers or []))
+        modes, options = await self._on_main(lambda: self.turns.settings(session_id))
         asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=modes, config_options=options)
+
+    async def set_session_mode(self, session_id: str, mode_id: str,
+                               **kwargs: Any) -> SetSessionModeResponse:
+        """``session/set_mode``: as ``/mode MODE_ID`` (a refusal is the request's error)."""
+        await self._on_main(lambda: self.turns.set_mode(session_id, mode_id))
+        return SetSessionModeResponse()
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
+                                **kwargs: Any) -> SetSessionConfigOptionResponse:
+        """``session/set_config_option``: as ``/model KEY=VALUE``; the options' new state."""
+        options = await self._on_main(
+            lambda: self.turns.set_option(session_id, config_id, value))
+        return SetSessionConfigOptionResponse(config_options=options)
 
     def _advertise(self, session_id: str) -> None:
         future = self.main.submit(lambda: self.turns.advertise(session_id))

@@ -23,9 +23,16 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from acp import helpers
-from acp.schema import AvailableCommand, PermissionOption, ToolCallUpdate
+from acp.schema import (
+    AvailableCommand,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    PermissionOption,
+    ToolCallUpdate,
+)
 
 from lily_kernel import redaction
+from lily_kernel.acp import acp_settings as settings
 from lily_kernel.acp import acp_updates as updates
 from lily_kernel.acp import notebook_server
 from lily_kernel.acp.acp_clients import ClientProfile
@@ -83,6 +90,8 @@ class AcpSession:
     live: _Live | None = None
     started: set[str] = field(default_factory=set)  # tool calls the client was shown
     said: bool = False  # this turn's message has text already (the next part starts a paragraph)
+    meter: settings.UsageMeter = field(default_factory=settings.UsageMeter)
+    told: tuple[str, str] = ("", "")  # the mode and the config options the client was told
 
     def message(self, client: Client, text: str, new_part: bool = True) -> None:
         """Send ``text`` (inert Markdown) as this turn's message continues; a new part
@@ -206,6 +215,52 @@ class Turns:
             self.client.send(state.id, helpers.update_available_commands(commands))
             state.commands = said
 
+    def settings(self, session_id: str) -> tuple[Any, Any]:
+        """The session's modes and config options (None, None while no session could
+        start), as ``session/new`` and ``session/load`` return them; the client is told."""
+        state = self.get(session_id)
+        if not state.runner.ready:
+            return None, None
+        session = state.runner.session
+        modes, options = settings.modes(session), settings.config_options(session)
+        state.told = (modes.current_mode_id, _dump(options))
+        return modes, options
+
+    def set_mode(self, session_id: str, mode_id: str) -> None:
+        """``session/set_mode``: ``/mode MODE_ID`` (CommandError with its reason)."""
+        settings.set_mode(self.get(session_id).runner.session, mode_id)
+        self.get(session_id).told = (mode_id, self.get(session_id).told[1])
+
+    def set_option(self, session_id: str, config_id: str, value: str | bool) -> list[Any]:
+        """``session/set_config_option``: ``/model KEY=VALUE``; the options' new state."""
+        state = self.get(session_id)
+        settings.set_option(state.runner.session, config_id, value)
+        options = settings.config_options(state.runner.session)
+        state.told = (state.told[0], _dump(options))
+        return options
+
+    def _tell_settings(self, state: AcpSession) -> None:
+        """After a command (``/mode``, ``/model``, ``/new``): the mode or the options that
+        changed, as ``current_mode_update`` and ``config_option_update``."""
+        if not state.runner.ready:
+            return
+        session = state.runner.session
+        mode = session.permissions.mode.value
+        if mode != state.told[0]:
+            self.client.send(state.id, CurrentModeUpdate(session_update="current_mode_update",
+                                                         current_mode_id=mode))
+        options = settings.config_options(session)
+        if _dump(options) != state.told[1]:
+            self.client.send(state.id, ConfigOptionUpdate(
+                session_update="config_option_update", config_options=options))
+        state.told = (mode, _dump(options))
+
+    def _tell_usage(self, state: AcpSession, answer: Answer | None = None) -> None:
+        """A ``usage_update`` after a model step (and at the request's end)."""
+        update = state.meter.update(state.runner.session, answer)
+        if update is not None:
+            self.client.send(state.id, update)
+
     def _commands(self, state: AcpSession) -> list[AvailableCommand]:
         runner = state.runner
         return updates.available_commands(runner.session if runner.ready else None)
@@ -228,7 +283,11 @@ class Turns:
         state.live, state.started, state.said = None, set(), False
         try:
             if prompt.is_command:
-                self._show(state, runner.command(prompt.text.strip(), live=self._live(state)))
+                try:
+                    self._show(state, runner.command(prompt.text.strip(),
+                                                     live=self._live(state)))
+                finally:
+                    self._tell_settings(state)
                 if prompt.text.split() == ["/help"]:
                     self._say(state, NO_NOTEBOOK if state.link is None else THROUGH_SERVER)
             elif (text := prompt.request(state.workspace)).strip():
@@ -261,6 +320,8 @@ class Turns:
                 else:
                     self._say(state, sanitize.markdown(result.text.rstrip()))
                 state.message(self.client, updates.footer(result), new_part=False)
+                if runner_ready(state):
+                    self._tell_usage(state, result)
             elif isinstance(result, ActionCard):
                 self._ask(state, result)
             elif isinstance(result, ActionDone):
@@ -314,6 +375,15 @@ class Turns:
         state.message(self.client, text)
 
 
+def runner_ready(state: AcpSession) -> bool:
+    """Whether the session's runner holds a session (a command may have failed to start one)."""
+    return state.runner.ready
+
+
+def _dump(options: list[Any]) -> str:
+    return repr([o.model_dump() for o in options])
+
+
 def _message_text(content: Any) -> str:
     """A conversation message's text: a string, or the text parts of a list."""
     if isinstance(content, str):
@@ -342,6 +412,7 @@ class _Live:
     def event(self, kind: str, data: dict[str, Any]) -> None:
         session, started = self.state.runner.session, self.state.started
         if kind == "waiting":  # a new model step: the last one's text ends here
+            self.turns._tell_usage(self.state)  # the last step's tokens
             if self.step.raw.strip():
                 first = not self.step.sent
                 self.state.message(self.turns.client, self.step.finish(), new_part=first)

@@ -105,6 +105,7 @@ class World(agent_support.World):
     def __init__(self, base: Path) -> None:
         super().__init__(base)
         self.stderr = base / "stderr.txt"
+        self.extra_env: dict[str, str] = {}  # more variables for `lily acp` (a policy file)
 
     def env(self, server: ScriptedServer | None) -> dict[str, str]:
         env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
@@ -112,7 +113,7 @@ class World(agent_support.World):
                "LILY_TIMEOUT": "20", "OPENAI_API_KEY": "sk-acp-test", "SKILLS_COMPAT_ROOTS": "0"}
         if server is not None:
             env["OPENAI_BASE_URL"] = server.url
-        return env
+        return {**env, **self.extra_env}
 
     @contextlib.asynccontextmanager
     async def lily(self, client: Recorder, server: ScriptedServer | None, as_client: str = "minimal",
