@@ -36,8 +36,10 @@ from lily_kernel.acp import acp_settings as settings
 from lily_kernel.acp import acp_updates as updates
 from lily_kernel.acp import notebook_server
 from lily_kernel.acp.acp_clients import ClientProfile
+from lily_kernel.acp.acp_live import Live
 from lily_kernel.acp.notebook_server import NotebookLink, Server
 from lily_kernel.acp.prompt_text import read_prompt
+from lily_kernel.agent.model_client import REASONING
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.commands import render, sanitize
 from lily_kernel.commands.results import ActionCard, ActionDone, Answer, ProposedCells
@@ -87,7 +89,7 @@ class AcpSession:
     runner: Runner
     link: NotebookLink | None = None  # the notebook tools through a Jupyter server
     commands: tuple[tuple[str, str], ...] = ()
-    live: _Live | None = None
+    live: Live | None = None
     started: set[str] = field(default_factory=set)  # tool calls the client was shown
     said: bool = False  # this turn's message has text already (the next part starts a paragraph)
     meter: settings.UsageMeter = field(default_factory=settings.UsageMeter)
@@ -281,6 +283,7 @@ class Turns:
         self.advertise(session_id)
         runner = state.runner
         state.live, state.started, state.said = None, set(), False
+        thinking = REASONING.set(lambda piece: state.live.think(piece) if state.live else None)
         try:
             if prompt.is_command:
                 try:
@@ -299,12 +302,14 @@ class Turns:
             return "cancelled"
         except LilyError as exc:
             self._say(state, sanitize.md_text(error_line(exc)))
+        finally:
+            REASONING.reset(thinking)
         self.advertise(session_id)  # /reload_skills, /new and /trust change the skills
         return "end_turn"
 
     def _live(self, state: AcpSession) -> Any:
-        def make() -> _Live:
-            state.live = _Live(self, state)
+        def make() -> Live:
+            state.live = Live(self.client, state, lambda: self._tell_usage(state))
             return state.live
         return make
 
@@ -392,46 +397,3 @@ def _message_text(content: Any) -> str:
         return "\n".join(str(p.get("text", "")) for p in content
                          if isinstance(p, dict) and p.get("type") == "text")
     return ""
-
-
-class _Live:
-    """The live view of one agent request: streamed text and tool calls."""
-
-    def __init__(self, turns: Turns, state: AcpSession) -> None:
-        self.turns, self.state = turns, state
-        self.step = updates.StreamedText()
-
-    def _send(self, update: Any) -> None:
-        self.turns.client.send(self.state.id, update)
-
-    def write(self, piece: str) -> None:
-        first = not self.step.sent
-        rest = self.step.feed(piece)
-        self.state.message(self.turns.client, rest, new_part=first)
-
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        session, started = self.state.runner.session, self.state.started
-        if kind == "waiting":  # a new model step: the last one's text ends here
-            self.turns._tell_usage(self.state)  # the last step's tokens
-            if self.step.raw.strip():
-                first = not self.step.sent
-                self.state.message(self.turns.client, self.step.finish(), new_part=first)
-            self.step = updates.StreamedText()
-        elif kind == "skill":
-            self._send(helpers.update_agent_thought_text(f"using skill {data['name']}"))
-        elif kind in ("tool_start", "tool") and "id" in data:
-            call_id, name = str(data["id"]), str(data["name"])
-            given = data.get("args")
-            args: dict[str, Any] = given if isinstance(given, dict) else {}
-            if call_id not in started:
-                waiting = bool(data.get("waiting"))
-                old = updates.old_text(session, args) if name in FILE_WRITES else None
-                self._send(updates.tool_started(session, call_id, name, args,
-                                                "pending" if waiting else "in_progress", old))
-                started.add(call_id)
-            if kind == "tool" and not data.get("waiting"):
-                self._send(updates.tool_finished(session, call_id, bool(data.get("ok")),
-                                                 data.get("result")))
-
-    def close(self, interrupted: bool = False) -> None:
-        """The request ended; an interrupted one's text stays as it was sent."""

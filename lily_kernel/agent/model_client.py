@@ -7,6 +7,7 @@ environment at call time and never stored in the session.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import re
@@ -285,6 +286,12 @@ class _Refused(Exception):
         self.param = param
 
 
+#: Where the ``reasoning_content`` deltas of a model that sends them go while a face shows
+#: them (``lily acp``: thought chunks); unset, they are dropped as before.
+REASONING: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "lily_reasoning", default=None)
+
+
 def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               on_text: Callable[[str], None] | None, max_chars: int | None,
               omit: frozenset[str] = frozenset(), max_tokens: int | None = None,
@@ -312,6 +319,9 @@ def _complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[st
                 continue
             choice = chunk.choices[0]
             delta: Any = choice.delta  # None in a malformed chunk (chunks are not validated)
+            thought = getattr(delta, "reasoning_content", None) if delta is not None else None
+            if thought and (sink := REASONING.get()) is not None:
+                sink(str(thought))  # shown by a face that asks (lily acp), never kept
             if delta is not None and delta.content:
                 piece = delta.content
                 if size + len(piece) > cap:  # keep the head, stop reading the rest

@@ -153,6 +153,8 @@ class Replies:
             return obj
 
         body = [chunk({"role": "assistant"})]
+        if turn.get("reasoning"):  # a reasoning model's thinking, before its answer
+            body.append(chunk({"content": None, "reasoning_content": str(turn["reasoning"])}))
         body += [chunk({"content": piece})
                  for piece in _content_pieces(content or "", turn.get("chunks"))]
         for i, call in enumerate(calls):

@@ -19,6 +19,7 @@ TURN_KEYS = frozenset({
     "content", "tool_calls", "finish_reason", "usage", "chunks", "chunk_delay", "delay",
     "status", "retry_after", "error_message", "raw", "truncate", "expect",
     "endless", "stream_chars", "drip", "max_duration", "echo_headers", "gzip_line",
+    "reasoning",  # streamed as reasoning_content before the answer (a reasoning model)
 })
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "id"})
 _EXPECT_KEYS = frozenset({"contains"})

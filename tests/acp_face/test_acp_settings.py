@@ -149,3 +149,26 @@ def test_each_model_step_reports_its_tokens_and_the_window(world):
     assert [u.used for u in usage] == [110, 155]
     assert all(u.size == 32_768 for u in usage)
     assert usage[-1].field_meta["lily"]["turnsNotSent"] == 0
+
+
+def test_a_models_reasoning_arrives_as_thought_chunks_redacted_and_not_in_the_answer(world):
+    from acp.schema import AgentThoughtChunk
+    key = world.env(None)["OPENAI_API_KEY"]
+    script = [{"reasoning": f"First I weigh it.\nThe key is {key}, no matter.",
+               "content": "Answer."}]
+
+    async def go():
+        client = Recorder()
+        with ScriptedServer(script) as server:
+            async with world.lily(client, server, "zed") as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("think"))
+                await settle()
+        return client
+
+    client = run(go())
+    thoughts = "".join(u.content.text for u in client.updates
+                       if isinstance(u, AgentThoughtChunk))
+    assert "First I weigh it" in thoughts and "no matter" in thoughts
+    assert key not in thoughts
+    assert "weigh" not in client.text() and client.text().startswith("Answer.")
