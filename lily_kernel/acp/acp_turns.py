@@ -37,6 +37,7 @@ from lily_kernel.acp import acp_updates as updates
 from lily_kernel.acp import notebook_server
 from lily_kernel.acp.acp_clients import ClientProfile
 from lily_kernel.acp.acp_live import Live
+from lily_kernel.acp.acp_plan import PlanTracker
 from lily_kernel.acp.notebook_server import NotebookLink, Server
 from lily_kernel.acp.prompt_text import read_prompt
 from lily_kernel.agent.model_client import REASONING
@@ -94,6 +95,7 @@ class AcpSession:
     said: bool = False  # this turn's message has text already (the next part starts a paragraph)
     meter: settings.UsageMeter = field(default_factory=settings.UsageMeter)
     told: tuple[str, str] = ("", "")  # the mode and the config options the client was told
+    plan: PlanTracker = field(default_factory=PlanTracker)
 
     def message(self, client: Client, text: str, new_part: bool = True) -> None:
         """Send ``text`` (inert Markdown) as this turn's message continues; a new part
@@ -325,8 +327,9 @@ class Turns:
                 else:
                     self._say(state, sanitize.markdown(result.text.rstrip()))
                 state.message(self.client, updates.footer(result), new_part=False)
-                if runner_ready(state):
-                    self._tell_usage(state, result)
+                self._tell_usage(state, result)
+                if (plan := state.plan.read(result.text)) is not None:
+                    self.client.send(state.id, plan)
             elif isinstance(result, ActionCard):
                 self._ask(state, result)
             elif isinstance(result, ActionDone):
@@ -378,11 +381,6 @@ class Turns:
     def _say(self, state: AcpSession, text: str) -> None:
         """One part of the message: Markdown that is inert already (rendered or sanitised)."""
         state.message(self.client, text)
-
-
-def runner_ready(state: AcpSession) -> bool:
-    """Whether the session's runner holds a session (a command may have failed to start one)."""
-    return state.runner.ready
 
 
 def _dump(options: list[Any]) -> str:
