@@ -21,6 +21,7 @@ import signal
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from acp import PROTOCOL_VERSION, RequestError, run_agent
@@ -29,20 +30,28 @@ from acp.interfaces import Client as AcpClient
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     ToolCallUpdate,
 )
 
 from lily_kernel import __version__
+from lily_kernel.acp import acp_sessions
 from lily_kernel.acp.acp_clients import profile_of
 from lily_kernel.acp.acp_turns import StopReason, Turns
 from lily_kernel.errors import LilyError
@@ -225,6 +234,9 @@ class LilyAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities()),
                 prompt_capabilities=PromptCapabilities(image=False, audio=False,
                                                        embedded_context=False),
                 mcp_capabilities=McpCapabilities(http=True, sse=False)),
@@ -264,6 +276,31 @@ class LilyAgent:
         options = await self._on_main(
             lambda: self.turns.set_option(session_id, config_id, value))
         return SetSessionConfigOptionResponse(config_options=options)
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        """``session/list``: the ACP sessions journaled in ``cwd`` (the process's folder when
+        none is given) that ``session/load`` would take up: id, title, last activity."""
+        folder = Path(cwd) if cwd else Path.cwd()
+        return ListSessionsResponse(
+            sessions=await self._on_main(lambda: acp_sessions.listing(folder)))
+
+    async def resume_session(self, session_id: str, cwd: str,
+                             mcp_servers: list[Any] | None = None,
+                             additional_directories: list[str] | None = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        """``session/resume``: as ``session/load`` (the same journal rule), no replay."""
+        await self._on_main(
+            lambda: self.turns.load(cwd, session_id, mcp_servers or [], replay=False))
+        modes, options = await self._on_main(lambda: self.turns.settings(session_id))
+        asyncio.get_running_loop().call_later(0.2, self._advertise, session_id)
+        return ResumeSessionResponse(modes=modes, config_options=options)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """``session/close``: the session's end journaled; it leaves this process."""
+        self.main.interrupt(session_id)  # a running turn stops first, as on cancel
+        await self._on_main(lambda: self.turns.end(session_id))
+        return CloseSessionResponse()
 
     def _advertise(self, session_id: str) -> None:
         future = self.main.submit(lambda: self.turns.advertise(session_id))
@@ -341,8 +378,10 @@ def serve() -> int:
 
     async def listen() -> None:
         reader, writer = await _streams(read_fd, write_fd)
-        # LilyAgent answers the methods it offers; the SDK's router skips the others
-        await run_agent(cast("Agent", agent), writer, reader)
+        # LilyAgent answers the methods it offers; the SDK's router skips the others.
+        # session/resume and session/close are "unstable" in SDK 0.11 (stable in the
+        # protocol since): the flag routes them (tests/acp_face/test_acp_sessions.py)
+        await run_agent(cast("Agent", agent), writer, reader, use_unstable_protocol=True)
 
     def io() -> None:
         try:

@@ -32,9 +32,9 @@ from acp.schema import (
 )
 
 from lily_kernel import redaction
+from lily_kernel.acp import acp_sessions, notebook_server
 from lily_kernel.acp import acp_settings as settings
 from lily_kernel.acp import acp_updates as updates
-from lily_kernel.acp import notebook_server
 from lily_kernel.acp.acp_clients import ClientProfile
 from lily_kernel.acp.acp_live import Live
 from lily_kernel.acp.acp_plan import PlanTracker
@@ -47,7 +47,6 @@ from lily_kernel.commands.results import ActionCard, ActionDone, Answer, Propose
 from lily_kernel.commands.runner import WAITING, Runner
 from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
-from lily_kernel.session.journal import journal_path
 from lily_kernel.session.resume import CHAT_CONVERSATION, NOTEBOOK_CONVERSATION
 from lily_kernel.session.session import Session
 from lily_kernel.tools.tool_registry import FILE_WRITES
@@ -151,57 +150,55 @@ class Turns:
         return NotebookLink(server, workspace) if isinstance(server, Server) else None
 
     # -- sessions -----------------------------------------------------------------------
-    def new(self, cwd: str, servers: Sequence[Any] = ()) -> str:
-        """A new session in ``cwd`` (the client's folder is the workspace); its id."""
-        session_id = uuid.uuid4().hex
-        workspace = Path(cwd)
-        tables = mcp_tables(servers)
-        label = f"acp-{session_id}"
-        link = self._link(workspace)
+    def new(self, cwd: str, servers: Sequence[Any] = (), session_id: str | None = None,
+            resume: bool = False) -> str:
+        """A new session in ``cwd`` (the client's folder is the workspace); its id. With
+        ``resume``, session ``session_id`` taken up from its journal there."""
+        session_id = session_id or uuid.uuid4().hex
+        workspace, tables = Path(cwd), mcp_tables(servers)
+        label, link = acp_sessions.label(session_id), self._link(workspace)
         runner = Runner(lambda: Session(workspace, label=label, env=self.env,
                                         reserved_commands=BUILTIN_NAMES, client_mcp=tables,
+                                        resume=resume,
                                         add_tools=link.add_tools if link else None))
         self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
         return session_id
 
-    def load(self, cwd: str, session_id: str, servers: Sequence[Any] = ()) -> None:
-        """``session/load``: the ACP session ``session_id`` taken up from its journal in
-        ``cwd``, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
+    def load(self, cwd: str, session_id: str, servers: Sequence[Any] = (),
+             replay: bool = True) -> None:
+        """``session/load`` (and, without ``replay``, ``session/resume``): the ACP session
+        ``session_id`` taken up from its journal in ``cwd`` when acp_sessions.loadable allows
+        it, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
         conversation and /model settings, never a waiting card nor an --always grant); what
         the model sees of it is replayed to the client as user and agent messages, unless
         the client keeps the chat's history itself (jupyter-ai's ``.chat``)."""
         state = self.sessions.get(session_id)
         if state is None:
-            workspace = Path(cwd)
-            label = f"acp-{session_id}"
-            if not journal_path(workspace, label).is_file():
-                raise CommandError(f"no journal of ACP session '{session_id}' in {workspace}; "
-                                   "start a new session.")
-            tables = mcp_tables(servers)
-            link = self._link(workspace)
-            runner = Runner(lambda: Session(workspace, label=label, env=self.env,
-                                            reserved_commands=BUILTIN_NAMES, client_mcp=tables,
-                                            resume=True,
-                                            add_tools=link.add_tools if link else None))
-            state = self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
+            acp_sessions.loadable(Path(cwd), session_id)  # CommandError: not taken up
+            state = self.get(self.new(cwd, servers, session_id, resume=True))
         if not state.runner.ready:
             return
         session = state.runner.session
         if session.resume_note:  # the first output's note: a chat, not a notebook
             session.resume_note = session.resume_note.replace(
                 NOTEBOOK_CONVERSATION, CHAT_CONVERSATION)
-        if self.profile.keeps_history:  # jupyter-ai's .chat holds it: no second copy
+        if self.profile.keeps_history or not replay:  # jupyter-ai's .chat holds it
             return
         for message in session.conversation:
             text = _message_text(message.get("content"))
-            if not text.strip():
-                continue
-            if message.get("role") == "user":
-                self.client.send(session_id, helpers.update_user_message_text(
-                    sanitize.markdown(text)))
-            elif message.get("role") == "assistant":
-                self.client.send(session_id, helpers.update_agent_message_text(
-                    sanitize.markdown(text)))
+            role = message.get("role")
+            if text.strip() and role in ("user", "assistant"):
+                send = (helpers.update_user_message_text if role == "user"
+                        else helpers.update_agent_message_text)
+                self.client.send(session_id, send(sanitize.markdown(text)))
+
+    def end(self, session_id: str) -> None:
+        """``session/close``: the session's end journaled, a waiting card declined, and the
+        session gone from this process (``session/load`` can take it up again)."""
+        state = self.sessions.pop(session_id, None)
+        if state is not None and state.runner.ready:
+            self._after_cancel(state)
+            state.runner.session.end("session/close")
 
     def get(self, session_id: str) -> AcpSession:
         """The session ``session_id`` names; CommandError when there is none."""

@@ -126,7 +126,8 @@ class World(agent_support.World):
         with open(self.stderr, "ab") as err:
             async with spawn_agent_process(client, str(LILY), "acp", env=self.env(server),
                                            cwd=self.workspace,
-                                           transport_kwargs={"stderr": err.fileno()}
+                                           transport_kwargs={"stderr": err.fileno()},
+                                           use_unstable_protocol=True,  # resume, close
                                            ) as (conn, proc):
                 conn.init = await conn.initialize(
                     protocol_version=PROTOCOL_VERSION,

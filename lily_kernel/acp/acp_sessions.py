@@ -1,0 +1,78 @@
+"""The ACP sessions Lily journaled in a folder: which may be taken up, and the list a client's
+history picker shows (docs/front-ends.md#sessions).
+
+One rule for every way back into a session — ``session/load``, ``session/resume``, and
+whether ``session/list`` names it: :func:`loadable`. A journal Lily would not resume is
+neither loaded nor listed (the journal's own checks, e.g. that Lily wrote it for this user,
+belong in :func:`loadable`, so all three follow them). Taking a session up restores its
+conversation and ``/model`` settings only, never a waiting card nor an ``--always`` grant
+(docs/session.md#resume).
+"""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+from acp.schema import SessionInfo
+
+from lily_kernel.commands import sanitize
+from lily_kernel.errors import CommandError
+from lily_kernel.session import journal
+
+PREFIX = "acp-"  # an ACP session's journal label: acp-<session id>
+MAX_LISTED = 200  # the newest sessions listed
+TITLE_CHARS = 80
+
+
+def label(session_id: str) -> str:
+    """The journal label of ACP session ``session_id``."""
+    return f"{PREFIX}{session_id}"
+
+
+def loadable(workspace: Path, session_id: str) -> Path:
+    """The journal of ACP session ``session_id`` in ``workspace``, when Lily may take the
+    session up from it; CommandError (one line) otherwise."""
+    path = journal.journal_path(workspace, label(session_id))
+    # the id must name its file exactly: "a/b" must not reach the journal of "a_b"
+    if path.name != f"{label(session_id)}.jsonl" or not path.is_file():
+        raise CommandError(f"no journal of ACP session '{session_id[:80]}' in {workspace}; "
+                           "start a new session.")
+    return path
+
+
+def _title(records: list[dict[str, Any]]) -> str | None:
+    for record in records:
+        text = record.get("text") if record.get("event") == "prose" else \
+            record.get("command") if record.get("event") == "command" else None
+        if isinstance(text, str) and text.strip():
+            line = " ".join(text.split())
+            line = line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1] + "…"
+            return sanitize.visible(line)[0]
+    return None
+
+
+def _when(records: list[dict[str, Any]], path: Path) -> str:
+    stamp = next((r["t"] for r in reversed(records) if isinstance(r.get("t"), (int, float))),
+                 path.stat().st_mtime)
+    moment = datetime.datetime.fromtimestamp(float(stamp), datetime.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def listing(workspace: Path) -> list[SessionInfo]:
+    """The ACP sessions journaled in ``workspace`` that :func:`loadable` allows, newest first:
+    id, folder, title (the first request), last activity."""
+    folder = workspace / ".lily" / "journal"
+    found: list[SessionInfo] = []
+    paths = sorted(folder.glob(f"{PREFIX}*.jsonl"), key=lambda p: p.stat().st_mtime,
+                   reverse=True) if folder.is_dir() else []
+    for path in paths[:MAX_LISTED]:
+        session_id = path.name[len(PREFIX):-len(".jsonl")]
+        try:
+            loadable(workspace, session_id)
+        except CommandError:
+            continue
+        records = list(journal.read(path))
+        found.append(SessionInfo(session_id=session_id, cwd=str(workspace),
+                                 title=_title(records), updated_at=_when(records, path)))
+    return found
