@@ -11,11 +11,13 @@ conversation and ``/model`` settings only, never a waiting card nor an ``--alway
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from acp.schema import SessionInfo
 
+from lily_kernel import redaction
 from lily_kernel.commands import sanitize
 from lily_kernel.errors import CommandError
 from lily_kernel.session import journal
@@ -76,3 +78,28 @@ def listing(workspace: Path) -> list[SessionInfo]:
         found.append(SessionInfo(session_id=session_id, cwd=str(workspace),
                                  title=_title(records), updated_at=_when(records, path)))
     return found
+
+
+def mcp_tables(servers: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The MCP servers of ``session/new`` as ``[mcp.servers]`` tables (stdio and HTTP; an
+    SSE server is left out: Lily does not declare ``mcpCapabilities.sse``). Their
+    environment and header values are registered as secrets, so no output shows them."""
+    tables: dict[str, dict[str, Any]] = {}
+    for server in servers:
+        name = str(getattr(server, "name", "") or "")
+        if not name:
+            continue
+        if getattr(server, "command", None):
+            env = {e.name: e.value for e in getattr(server, "env", None) or []}
+            tables[name] = {"command": server.command, "args": list(server.args or []),
+                            "env": env}
+            secrets: Iterable[str] = env.values()
+        elif getattr(server, "type", None) == "http":
+            headers = {h.name: h.value for h in server.headers or []}
+            tables[name] = {"url": server.url, "headers": headers}
+            secrets = headers.values()
+        else:
+            continue
+        for value in secrets:
+            redaction.add_secret(value)
+    return tables

@@ -31,8 +31,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from lily_kernel import redaction
-from lily_kernel.acp import acp_sessions, notebook_server
+from lily_kernel.acp import acp_sessions, client_files, notebook_server
 from lily_kernel.acp import acp_settings as settings
 from lily_kernel.acp import acp_updates as updates
 from lily_kernel.acp.acp_clients import ClientProfile
@@ -78,6 +77,14 @@ class Client(Protocol):
         """``session/request_permission``: the option chosen, None when cancelled."""
         ...
 
+    def read_text(self, session_id: str, path: str) -> str:
+        """``fs/read_text_file``."""
+        ...
+
+    def write_text(self, session_id: str, path: str, content: str) -> None:
+        """``fs/write_text_file``."""
+        ...
+
 
 @dataclass
 class AcpSession:
@@ -107,31 +114,6 @@ class AcpSession:
         self.said = True
 
 
-def mcp_tables(servers: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """The MCP servers of ``session/new`` as ``[mcp.servers]`` tables (stdio and HTTP; an
-    SSE server is left out: Lily does not declare ``mcpCapabilities.sse``). Their
-    environment and header values are registered as secrets, so no output shows them."""
-    tables: dict[str, dict[str, Any]] = {}
-    for server in servers:
-        name = str(getattr(server, "name", "") or "")
-        if not name:
-            continue
-        if getattr(server, "command", None):
-            env = {e.name: e.value for e in getattr(server, "env", None) or []}
-            tables[name] = {"command": server.command, "args": list(server.args or []),
-                            "env": env}
-            secrets: Iterable[str] = env.values()
-        elif getattr(server, "type", None) == "http":
-            headers = {h.name: h.value for h in server.headers or []}
-            tables[name] = {"url": server.url, "headers": headers}
-            secrets = headers.values()
-        else:
-            continue
-        for value in secrets:
-            redaction.add_secret(value)
-    return tables
-
-
 class Turns:
     """The ACP sessions of this process and how one prompt runs."""
 
@@ -155,14 +137,26 @@ class Turns:
         """A new session in ``cwd`` (the client's folder is the workspace); its id. With
         ``resume``, session ``session_id`` taken up from its journal there."""
         session_id = session_id or uuid.uuid4().hex
-        workspace, tables = Path(cwd), mcp_tables(servers)
+        workspace, tables = Path(cwd), acp_sessions.mcp_tables(servers)
         label, link = acp_sessions.label(session_id), self._link(workspace)
         runner = Runner(lambda: Session(workspace, label=label, env=self.env,
                                         reserved_commands=BUILTIN_NAMES, client_mcp=tables,
                                         resume=resume,
                                         add_tools=link.add_tools if link else None))
         self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
+        if runner.ready:  # an editor's buffers: what the model reads and writes
+            runner.session.files_through = client_files.through_client(*self._fs(session_id))
         return session_id
+
+    def _fs(self, session_id: str) -> tuple[Any, Any]:
+        """The client's file methods Lily uses: those it offers, unless it is jupyter-ai
+        (whose methods are the disk Lily reads itself, without its boundary)."""
+        p, client = self.profile, self.client
+        if p.jupyter_ai:
+            return None, None
+        return ((lambda path: client.read_text(session_id, path)) if p.fs_read else None,
+                (lambda path, text: client.write_text(session_id, path, text))
+                if p.fs_write else None)
 
     def load(self, cwd: str, session_id: str, servers: Sequence[Any] = (),
              replay: bool = True) -> None:

@@ -91,6 +91,9 @@ class Session:
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
         self._skill_cache = SkillCache()  # parsed SKILL.md files, for the session's life (/new too)
+        # a face's own way to the files, over the boundary's checks (lily acp: the client's)
+        self.files_through: Callable[[workspace_fs.WorkspaceFS],
+                                     workspace_fs.WorkspaceFS] | None = None
         self._start(resume=resume)
 
     # -- lifecycle -----------------------------------------------------------
@@ -362,7 +365,7 @@ class Session:
                                              self.persona_dirs, self._env)
             if self.capture_reads:
                 files.on_read = self._capture
-            self._files = files
+            self._files = files if self.files_through is None else self.files_through(files)
         return self._files
 
     def _capture(self, path: str, data: bytes) -> None:
