@@ -278,10 +278,14 @@ def test_a_reopened_chat_after_a_server_restart_takes_lilys_conversation_up(tmp_
     script = [{"content": "Noted: 42."},
               {"expect": {"contains": "which number"}, "content": "It was 42."}]
 
+    seen: list[list[str]] = []
+
     async def talk(server: Jupyter, text: str, answer: str) -> None:
         chat, lily = await _open_chat(server)
         await chat.send(text, to=lily)
         await chat.until(lambda m: answer in m.get("body", ""))
+        await asyncio.sleep(2)  # a late replay would land now
+        seen.append([str(m.get("body", "")) for m in chat.messages.values()])
         chat.ws.close()
 
     with ScriptedServer(script) as model:
@@ -304,6 +308,11 @@ def test_a_reopened_chat_after_a_server_restart_takes_lilys_conversation_up(tmp_
         sent = model.chat_requests()[1]["messages"]
     assert [m["content"] for m in sent if m["role"] != "system"][:2] == [
         "remember the number 42", "Noted: 42."]
+    # the reopened chat did not grow: session/load replayed nothing into jupyter-ai's chat,
+    # which it saves in the .chat file (issue 42); the note names a chat
+    saved = [str(m.get("body", "")) for m in json.loads(chat_file.read_text())["messages"]]
+    assert sum("Noted: 42." in body for body in saved) == 1, saved
+    assert any("this chat's conversation" in body for body in seen[1] + saved), seen[1]
 
 
 def test_a_notebook_kernels_variable_is_read_through_the_notebook_tools(tmp_path):
@@ -340,3 +349,47 @@ def test_a_notebook_kernels_variable_is_read_through_the_notebook_tools(tmp_path
     assert "'apple': 1.5" in answers["call_i"] and "dict of length 2" in answers["call_i"]
     assert "prices: dict[2]" in answers["call_l"]
     assert count == 2  # Lily's reads were silent: the notebook's count did not move
+
+
+def test_run_pythons_code_reaches_jupyter_ais_tool_call_as_the_diff_its_panel_draws(tmp_path):
+    """Issue 42, through jupyter-ai's own server: the pending run_python call jupyter-ai
+    stores for its panel carries the exact code as a diff (the form its ToolCall component
+    draws before the buttons), a hidden character shown as ⟨U+202E⟩; Deny runs nothing."""
+    _install()
+    code = "marker = 6 * 7 # \u202eok\nprint(marker)\n"
+    script = [{"tool_calls": [{"id": "call_p", "name": "run_python",
+                               "arguments": {"code": code}}]}]
+
+    async def talk(server: Jupyter) -> dict[str, Any]:
+        chat, lily = await _open_chat(server)
+        await chat.send("compute the marker", to=lily)
+        pending = await chat.until(lambda m: any(
+            tc.get("permission_status") == "pending"
+            for tc in (m.get("metadata") or {}).get("tool_calls", [])))
+        call: dict[str, Any] = next(tc for tc in pending["metadata"]["tool_calls"]
+                                    if tc.get("permission_status") == "pending")
+        server.post("ai/acp/permissions", {"session_id": call["session_id"],
+                                           "tool_call_id": call["tool_call_id"],
+                                           "option_id": "deny"})
+        await chat.until(lambda m: "did not run" in m.get("body", ""))
+        chat.ws.close()
+        return call
+
+    with ScriptedServer(script) as model:
+        server = Jupyter(tmp_path, model)
+        try:
+            session = server.post("api/sessions", {"path": "analysis.ipynb", "type": "notebook",
+                                                   "name": "analysis.ipynb",
+                                                   "kernel": {"name": "python3"}})
+            kernel = session["kernel"]["id"]
+            call = asyncio.run(asyncio.wait_for(talk(server), 300))
+            ran = execute(server.port, TOKEN, kernel, "", user_expressions={
+                "ran": "'marker' in globals()"})
+        finally:
+            server.stop()
+    assert [o["option_id"] for o in call["permission_options"]] == ["once", "deny"]
+    assert call["diffs"][0]["new_text"] == code.replace("\u202e", "⟨U+202E⟩")
+    assert call["diffs"][0].get("old_text") is None
+    assert "⟨U+202E⟩" in call["title"]
+    assert ran["user_expressions"]["ran"]["data"]["text/plain"] == "False"
+    assert len(model.chat_requests()) == 1
