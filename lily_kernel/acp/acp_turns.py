@@ -348,6 +348,10 @@ class Turns:
                 call.tool_call_id, call.title or "", kind=call.kind, status="pending",
                 content=call.content, raw_input=call.raw_input))
             state.started.add(call.tool_call_id)
+        else:  # shown as it started: now with what the request shows (jupyter-ai keeps these)
+            self.client.send(state.id, helpers.update_tool_call(
+                call.tool_call_id, title=call.title, content=call.content,
+                raw_input=call.raw_input))
         choice = self.client.ask_permission(state.id, call, updates.permission_options(card, shown))
         if choice is None:  # the client cancelled the turn: nothing runs (_after_cancel)
             self.client.send(state.id, updates.tool_finished(session, call.tool_call_id,

@@ -76,7 +76,7 @@ def test_resume_takes_the_conversation_up_without_replay_and_close_journals_the_
             sent = server.chat_requests()[1]["messages"]
         return new.session_id, resumed, replayed, client.text(), gone.value, forged.value, sent
 
-    session_id, resumed, replayed, text, gone, forged, sent = run(go())
+    session_id, resumed, replayed, text, gone, forged, sent = run(go(), 180)
     assert resumed.modes.current_mode_id == "ask" and resumed.config_options
     assert replayed == []
     assert "of this chat's conversation" in text and "It was 42." in text
