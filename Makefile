@@ -1,6 +1,6 @@
 # Two commands get a newcomer going: `make demo` and `make test`.
-# Both build the virtual environment in .venv first; nothing is installed
-# outside it.
+# Both build the virtual environment in .venv first (`make test` also .venv-eg and .venv-jai);
+# nothing is installed outside the checkout, and no tracked file changes.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -59,10 +59,17 @@ demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 # The quickstart in JupyterLab, on the Lily kernel (JupyterLab comes with the test extra;
-# installed here if it is missing).
-lab: $(STAMP)
+# installed here if it is missing). JupyterLab autosaves, so it opens a copy in lab/ (ignored
+# by git; made once, your edits stay): the tracked notebooks/quickstart.ipynb never changes.
+LAB := lab
+lab: $(STAMP) $(LAB)/quickstart.ipynb
 	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet jupyterlab
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/quickstart.ipynb
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB)/quickstart.ipynb
+
+$(LAB)/quickstart.ipynb:
+	mkdir -p $(LAB)
+	cp -R notebooks/fixtures $(LAB)/fixtures
+	cp notebooks/quickstart.ipynb $(LAB)/quickstart.ipynb
 
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py

@@ -137,6 +137,71 @@ def template_lacks_tools(session: Session) -> bool | None:
     return info.lacks_tools if info else None
 
 
+def settle_model(session: Session) -> str | None:
+    """With a ``base_url`` and no model named, take the model the endpoint serves when it
+    lists exactly one (llama.cpp, a single-model vLLM); when it lists several, none of them
+    the one in use, return the problem naming them (the request's error, a ``/model`` note).
+    docs/agent.md#the-endpoints-models"""
+    config = session.model_config
+    if not config.base_url or session.model_named or session.served_model:
+        return None
+    info = of_session(session)
+    models = info.models if info else None
+    if not models or config.model in models:
+        return None
+    if len(models) == 1:
+        session.take_served_model(models[0])
+        return None
+    from lily_kernel.redaction import redact_urls
+    shown = ", ".join(models[:20]) + (f" and {len(models) - 20} more" if len(models) > 20 else "")
+    return (f"no model is named and the endpoint at {redact_urls(config.base_url)} serves "
+            f"{len(models)}: {shown}; choose one with /model NAME (or LILY_MODEL, or "
+            "[model] model in lily.toml)")
+
+
+def withheld_endpoint(session: Session) -> str | None:
+    """Why an untrusted workspace's ``[model] base_url`` is not used, and the step that uses
+    it (``/trust``), or None (docs/trust-boundary.md#workspace-trust)."""
+    for item in session.withheld:
+        if (item.table, item.key) == ("model", "base_url"):
+            return (f"this workspace's lily.toml names the endpoint {item.describe()}, not used "
+                    f"until you trust the workspace (it would receive {item.secret}): /trust "
+                    "shows what the workspace ships, then /trust --yes uses its endpoint")
+    return None
+
+
+def explained(session: Session, problem: str) -> str:
+    """Why no request can be made, with the step that fixes it when the workspace's own
+    endpoint is withheld (``/trust``) or other settings are."""
+    withheld = None if session.config_error else withheld_endpoint(session)
+    if withheld:
+        return f"no model is configured: {withheld}."
+    note = session.untrusted_note
+    return f"{problem} {note}" if note else problem
+
+
+def model_note(session: Session) -> str | None:
+    """``/model``'s line on where the model name came from, when the endpoint chose it or
+    must be asked to (several models, none named)."""
+    problem = settle_model(session) or withheld_endpoint(session)
+    if problem:
+        return problem[0].upper() + problem[1:] + "."
+    if session.served_model:
+        return (f"No model was named, so Lily uses {session.served_model}, the one model the "
+                "endpoint serves (with its context window); /model NAME picks another.")
+    return None
+
+
+def prepare(session: Session) -> None:
+    """Before a request: :func:`settle_model` (AgentError naming the endpoint's models when
+    it serves several and none is named), then :func:`learn_window`."""
+    problem = settle_model(session)
+    if problem:
+        from lily_kernel.errors import AgentError
+        raise AgentError(problem)
+    learn_window(session)
+
+
 def learn_window(session: Session) -> None:
     """Before a request: unless a window is set, take the one the endpoint states (it comes
     before the built-in table, docs/agent.md#context-budget)."""
