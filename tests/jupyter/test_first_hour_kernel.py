@@ -122,3 +122,58 @@ def test_no_tools_dropped_note_on_a_step_that_called_a_tool(tmp_path, ipython_di
             assert "could not call any" not in model_text(run)
         finally:
             kernel.shutdown()
+
+
+def _buttons(run) -> dict[str, str]:
+    """The card's buttons: description -> comm id."""
+    opened = {m["content"]["comm_id"]: m["content"]["data"]["state"]
+              for m in run.of_type("comm_open")}
+    return {s.get("description"): cid for cid, s in opened.items()
+            if s.get("_model_name") == "ButtonModel"}
+
+
+def _click(kernel: Kernel, comm_id: str) -> list[dict]:
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "custom", "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(msg)
+    return kernel.iopub_until_idle(msg["header"]["msg_id"], timeout=20)
+
+
+def _states(messages: list[dict]) -> list[dict]:
+    return [m["content"]["data"].get("state", {}) for m in messages
+            if m["msg_type"] == "comm_msg"]
+
+
+def test_a_clicked_card_shows_the_choice_once(tmp_path, ipython_dir):
+    """The button clicked is marked and the others are greyed; a card decided in another
+    cell says so once, in the card (not again under its buttons)."""
+    turns = [call("run_python", {"code": "print('RAN')"}, "r1"), "Ran it.",
+             call("run_python", {"code": "print('AGAIN')"}, "r2"), "Ran it again."]
+    with ScriptedServer(turns, model=SERVED) as server:
+        kernel = local_kernel(tmp_path, ipython_dir, server.url)
+        try:
+            buttons = _buttons(kernel.ok("run it"))
+            updates = _click(kernel, buttons["Run once"])
+            final: dict[str, dict] = {}
+            for m in updates:
+                if m["msg_type"] == "comm_msg":
+                    final.setdefault(m["content"]["comm_id"], {}).update(
+                        m["content"]["data"].get("state", {}))
+            once = final[buttons["Run once"]]
+            assert once["description"] == "Run once (chosen)" and once["button_style"] == "info"
+            deny = final[buttons["Deny"]]
+            assert deny["disabled"] and deny.get("button_style", "") == ""
+            assert once["disabled"]
+
+            assert _buttons(kernel.ok("run it again"))
+            decided = kernel.ok("/confirm")
+            said = [m["content"]["data"] for m in decided.messages
+                    if m["msg_type"] == "update_display_data"
+                    and "Decided in another cell" in str(m["content"]["data"])]
+            assert len(said) == 1
+            assert said[0]["text/html"].count("Decided in another cell (/confirm).") == 1
+            under = " ".join(str(s.get("value", "")) for s in _states(decided.messages))
+            assert "Decided in another cell" not in under
+            assert "(chosen)" not in str(_states(decided.messages))
+        finally:
+            kernel.shutdown()
