@@ -49,11 +49,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
-# Debian's Chromium is installed) and nbval over the golden notebooks.
+# Debian's Chromium is installed) and nbval over the golden notebooks. The tests leave the
+# checkout as they found it: `git status --porcelain` after the run must be what it was
+# before (journals and caches go to temporary or ignored folders), else make test fails.
+PYTEST := $(BIN)/python -m pytest tests notebooks --nbval
 test: $(STAMP) $(EG_STAMP) $(JAI_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
-	$(BIN)/python -m pytest tests notebooks --nbval
+	@before="$$(git status --porcelain 2>/dev/null)"; echo "$(PYTEST)"; $(PYTEST); rc=$$?; \
+	if [ "$$(git status --porcelain 2>/dev/null)" != "$$before" ]; then \
+	  echo "make test: the tests changed the checkout (git status --porcelain):"; \
+	  git status --porcelain; exit 1; fi; exit $$rc
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py

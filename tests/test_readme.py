@@ -120,3 +120,30 @@ def test_the_make_commands_exist_and_make_lab_opens_a_copy(tmp_path):
     ignored = subprocess.run(["git", "check-ignore", "-q", "lab/quickstart.ipynb"], cwd=REPO,
                              timeout=30)
     assert ignored.returncode in (0, 128)  # ignored (128: not a git checkout)
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
+                    reason="no make or git")
+def test_make_test_fails_when_the_tests_change_the_checkout(tmp_path):
+    """Issue 43 §4: `make test` compares `git status --porcelain` before and after its
+    pytest run (PYTEST stands in for the run here, in a scratch checkout)."""
+    shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "scratch"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True, timeout=60)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / ".lily-installed").touch()  # after pyproject.toml: up to date
+    (tmp_path / ".git" / "info" / "exclude").write_text(".venv\n")
+    make = ["make", "-o", ".venv-eg/.eg-installed", "-o", ".venv-jai/.jai-installed", "test"]
+
+    def run(pytest_stand_in: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*make, f"PYTEST={pytest_stand_in}"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    assert run("true").returncode == 0
+    dirty = run("touch stray.txt")
+    assert dirty.returncode != 0 and "the tests changed the checkout" in dirty.stdout
+    assert "?? stray.txt" in dirty.stdout
+    (tmp_path / "stray.txt").unlink()
+    assert run("false").returncode != 0  # a failing run still fails
