@@ -127,6 +127,12 @@ def test_the_lily_toml_recipe_works_after_trust(tmp_path, ipython_dir):
             kernel.ok("/trust --yes")
             assert kernel.run("hello").status == "ok"
             assert server.chat_requests()[-1]["model"] == "qwen2.5:7b"
+            # the third place: `/model base_url=URL NAME` in the notebook
+            assert "`/model base_url=URL NAME`" in README
+            server.add("Hello again.")
+            kernel.ok(f"/model base_url={server.url} llama3.2:3b")
+            assert kernel.run("hello").status == "ok"
+            assert server.chat_requests()[-1]["model"] == "llama3.2:3b"
         finally:
             kernel.shutdown()
 
