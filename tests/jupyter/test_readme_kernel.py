@@ -159,14 +159,19 @@ def test_the_notebook_tour_runs_as_written(tmp_path, ipython_dir):
     with ScriptedServer(script, model="qwen2.5-7b-instruct-q4_k_m.gguf") as server:
         env = {"OPENAI_BASE_URL": server.url, "MPLBACKEND": "Agg"}
         kernel = start(tmp_path, ipython_dir, env, label="tour.ipynb")
+        checkout = tmp_path / "checkout"
+        checkout.mkdir()
+        (checkout / "lab").symlink_to(kernel.workspace)
         try:
             for kind, body, before in steps:
-                if kind == "shell":
+                if kind == "shell":  # from the checkout, whose lab/ is the workspace
                     shell = body.replace(".venv/bin/lily", shlex.quote(lily))
-                    done = subprocess.run(["bash", "-euc", shell], cwd=kernel.workspace,
+                    done = subprocess.run(["bash", "-euc", shell], cwd=checkout,
                                           env=kernel.world.env,
                                           capture_output=True, text=True, timeout=120)
                     assert done.returncode == 0, (body, done.stderr)
+                    if "lily logs" in body:
+                        assert "tour.ipynb" in done.stdout, done.stdout
                     continue
                 if "Restart the kernel" in before:
                     kernel.shutdown()
