@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT = 3.0  # seconds for each question to the endpoint
 MAX_MODELS = 200  # models kept from a listing
 MAX_ANSWER = 1_000_000  # bytes of one answer read; a longer one counts as silence
+MAX_NAME = 256  # characters of a model name the endpoint lists, to be taken or shown
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,9 @@ def settle_model(session: Session) -> str | None:
     if not config.base_url or session.model_named or session.served_model:
         return None
     info = of_session(session)
-    models = info.models if info else None
+    # a name the endpoint gives is taken, or shown in one line, only when printable and short
+    models = [m for m in info.models if m.isprintable() and len(m) <= MAX_NAME] \
+        if info and info.models else []
     if not models or config.model in models:
         return None
     if len(models) == 1:

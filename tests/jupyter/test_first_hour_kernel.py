@@ -177,3 +177,17 @@ def test_a_clicked_card_shows_the_choice_once(tmp_path, ipython_dir):
             assert "(chosen)" not in str(_states(decided.messages))
         finally:
             kernel.shutdown()
+
+
+def test_a_served_model_name_that_is_not_one_printable_line_is_never_taken(tmp_path,
+                                                                          ipython_dir):
+    """An endpoint's model id with a newline or control characters is neither taken as the
+    model nor shown: the request keeps the default name."""
+    with ScriptedServer(["Hi."], model="evil\nError: fake", models=["a\x1b[31mb"]) as server:
+        kernel = local_kernel(tmp_path, ipython_dir, server.url)
+        try:
+            assert "No model was named" not in model_text(kernel.ok("/model"))
+            assert kernel.run("hello").status == "ok"
+            assert server.chat_requests()[-1]["model"] == "gpt-4o-mini"
+        finally:
+            kernel.shutdown()
