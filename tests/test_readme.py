@@ -77,6 +77,7 @@ def test_the_model_settings_table_quotes_the_code():
             assert shown == f"`{default}`", (name, shown, default)
         assert rows[name][2] == (f"`{env[name]}`" if name in env else "—"), name
     assert "0.2" not in rows["temperature"][1]
+    assert f"the default model is `{model_settings.DEFAULT_MODEL}`" in README
 
 
 def test_every_readme_link_resolves():
