@@ -1,6 +1,6 @@
 # Two commands get a newcomer going: `make demo` and `make test`.
-# Both build the virtual environment in .venv first; nothing is installed
-# outside it.
+# Both build the virtual environment in .venv first (`make test` also .venv-eg and .venv-jai);
+# nothing is installed outside the checkout, and no tracked file changes.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -49,20 +49,33 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # One pytest run: the unit and kernel tests, the real-browser suite (tests/e2e, when
-# Debian's Chromium is installed) and nbval over the golden notebooks.
+# Debian's Chromium is installed) and nbval over the golden notebooks. The tests leave the
+# checkout as they found it: `git status --porcelain` after the run must be what it was
+# before (journals and caches go to temporary or ignored folders), else make test fails.
+PYTEST := $(BIN)/python -m pytest tests notebooks --nbval
 test: $(STAMP) $(EG_STAMP) $(JAI_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
-	$(BIN)/python -m pytest tests notebooks --nbval
+	@before="$$(git status --porcelain 2>/dev/null)"; echo "$(PYTEST)"; $(PYTEST); rc=$$?; \
+	if [ "$$(git status --porcelain 2>/dev/null)" != "$$before" ]; then \
+	  echo "make test: the tests changed the checkout (git status --porcelain):"; \
+	  git status --porcelain; exit 1; fi; exit $$rc
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 # The quickstart in JupyterLab, on the Lily kernel (JupyterLab comes with the test extra;
-# installed here if it is missing).
-lab: $(STAMP)
+# installed here if it is missing). JupyterLab autosaves, so it opens a copy in lab/ (ignored
+# by git; made once, your edits stay): the tracked notebooks/quickstart.ipynb never changes.
+LAB := lab
+lab: $(STAMP) $(LAB)/quickstart.ipynb
 	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet jupyterlab
-	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/quickstart.ipynb
+	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB)/quickstart.ipynb
+
+$(LAB)/quickstart.ipynb:
+	mkdir -p $(LAB)
+	cp -R notebooks/fixtures $(LAB)/fixtures
+	cp notebooks/quickstart.ipynb $(LAB)/quickstart.ipynb
 
 bench: $(STAMP)
 	$(BIN)/python bench/snapshot_bench.py

@@ -224,8 +224,8 @@ def cmd_acp(args: argparse.Namespace) -> int:
     except ImportError as exc:
         if exc.name not in ("acp", "pydantic") and not str(exc.name).startswith("acp."):
             raise
-        raise CommandError("lily acp needs the Agent Client Protocol SDK: "
-                           "pip install 'lily-kernel[acp]'.") from None
+        raise CommandError("lily acp needs the Agent Client Protocol SDK: from a checkout, "
+                           ".venv/bin/pip install -e '.[acp]'.") from None
     return serve()
 
 
@@ -449,16 +449,25 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
 
 def add_logs_parser(sub: Any) -> None:
     """The ``lily logs`` subcommands (docs/logs.md)."""
-    cmd = sub.add_parser("logs", help="browse, search, export and replay the journal")
+    cmd = sub.add_parser("logs", help="browse, search, export and replay the journal "
+                         "(alone: list the sessions, as `lily logs list`)")
     cmd.add_argument("--workspace", metavar="DIR", help="the workspace (default: as the kernel)")
-    cmd.add_argument("-n", type=int, default=0, metavar="N",
-                      help="at most N sessions (default all) or matches (default 20)")
-    cmd.add_argument("--json", action="store_true", help="print JSON")
-    cmd.add_argument("-q", "--query", metavar="TEXT", help="full-text search")
-    cmd.add_argument("-T", "--tool", metavar="TOOL", help="only this tool's calls and results")
-    cmd.add_argument("-m", "--model", metavar="MODEL", help="only sessions that used MODEL")
-    cmd.add_argument("--since", metavar="WHEN", help="a date, date-time or duration ago (7d)")
-    cmd.add_argument("--until", metavar="WHEN", help="a date, date-time or duration ago")
+
+    def filters(p: argparse.ArgumentParser, **keep: Any) -> None:
+        """The listing's and the search's options (``keep``: a subcommand's default=SUPPRESS,
+        so ``lily logs -n 3 list`` and ``lily logs list -n 3`` are one)."""
+        p.add_argument("-n", type=int, default=keep.get("default", 0), metavar="N",
+                       help="at most N sessions (default all) or matches (default 20)")
+        p.add_argument("--json", action="store_true", help="print JSON", **keep)
+        for flags, metavar, text in (
+                (("-q", "--query"), "TEXT", "full-text search"),
+                (("-T", "--tool"), "TOOL", "only this tool's calls and results"),
+                (("-m", "--model"), "MODEL", "only sessions that used MODEL"),
+                (("--since",), "WHEN", "a date, date-time or duration ago (7d)"),
+                (("--until",), "WHEN", "a date, date-time or duration ago")):
+            p.add_argument(*flags, metavar=metavar, help=text, **keep)
+
+    filters(cmd)
     cmd.set_defaults(func=cmd_logs)
     lsub = cmd.add_subparsers(dest="action")
 
@@ -470,29 +479,33 @@ def add_logs_parser(sub: Any) -> None:
         p.set_defaults(func=func)
         return p
 
+    filters(child("list", "the sessions, newest first (with -q: a full-text search)",
+                  cmd_logs), default=argparse.SUPPRESS)
     show = child("show", "one session as a transcript", cmd_logs_show)
     show.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
     show.add_argument("-n", type=int, default=0, metavar="N", help="only the last N cells")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     show.add_argument("-t", "--truncate", type=int, nargs="?", const=200, default=None,
                       metavar="CHARS", help="cut tool arguments and results (default 200)")
-    use = child("usage", "token totals", cmd_logs_usage)
-    use.add_argument("--by", choices=("model", "session", "day"), default="model")
+    use = child("usage", "token totals by model, session or day", cmd_logs_usage)
+    use.add_argument("--by", choices=("model", "session", "day"), default="model",
+                     help="what the totals are grouped by (default: model)")
     use.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     rm = child("rm", "delete one session's records", cmd_logs_rm)
-    rm.add_argument("session", metavar="SESSION")
+    rm.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
     rm.add_argument("--yes", action="store_true", help="do not ask")
     prune = child("prune", "delete sessions idle for longer than a duration", cmd_logs_prune)
     prune.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h, 2w")
     prune.add_argument("--yes", action="store_true", help="do not ask")
     exp = child("export", "a session as Markdown or a notebook", cmd_logs_export)
-    exp.add_argument("session", metavar="SESSION")
-    exp.add_argument("--md", metavar="FILE")
-    exp.add_argument("--ipynb", metavar="FILE")
+    exp.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
+    exp.add_argument("--md", metavar="FILE", help="write a Markdown transcript")
+    exp.add_argument("--ipynb", metavar="FILE", help="write a notebook on the Lily kernel")
     rep = child("replay", "a session as a notebook + scripted model for pytest --nbval",
                 cmd_logs_replay)
-    rep.add_argument("session", metavar="SESSION")
-    rep.add_argument("--to", required=True, metavar="DIR")
+    rep.add_argument("session", metavar="SESSION", help="an id (or its start) or a label")
+    rep.add_argument("--to", required=True, metavar="DIR",
+                     help="the folder for the notebook and its scripted model")
     rep.add_argument("--no-run", action="store_true",
                      help="do not run it once to record its outputs (nbval then has none)")
     rep.add_argument("--include-code", action="store_true",
@@ -555,7 +568,7 @@ def parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=cmd_list)
     ssub.add_parser("check", help="print every diagnostic; exit 1 on skill errors").set_defaults(func=cmd_check)
     info = ssub.add_parser("info", help="show one skill")
-    info.add_argument("name")
+    info.add_argument("name", help="the skill's name")
     info.set_defaults(func=cmd_info)
     val = ssub.add_parser("validate", help="validate skill folders")
     rules = val.add_mutually_exclusive_group()
@@ -563,7 +576,7 @@ def parser() -> argparse.ArgumentParser:
                        help="the Agent Skills specification exactly (only its six fields)")
     rules.add_argument("--lily", action="store_true",
                        help="what Lily would load here: the loader's reasons, eligibility, notes")
-    val.add_argument("paths", nargs="+", metavar="PATH")
+    val.add_argument("paths", nargs="+", metavar="PATH", help="skill folders (or SKILL.md files)")
     val.set_defaults(func=cmd_validate)
     ins = ssub.add_parser("install", help="scan a skill and copy it into Lily's user or "
                           "workspace root")
@@ -578,7 +591,7 @@ def parser() -> argparse.ArgumentParser:
     ins.set_defaults(func=cmd_skills_install)
     rem = ssub.add_parser("remove", help="delete an installed skill from the user or "
                           "workspace root")
-    rem.add_argument("name", metavar="NAME")
+    rem.add_argument("name", metavar="NAME", help="the installed skill's name")
     _add_target(rem)
     rem.set_defaults(func=cmd_skills_remove)
 
@@ -591,11 +604,15 @@ def parser() -> argparse.ArgumentParser:
     add_logs_parser(sub)
 
     run = sub.add_parser("run", help="run one /command cell as the kernel would (a skill request goes to the model)")
-    run.add_argument("command")
+    run.add_argument("command", help='the cell, e.g. "/todos src"')
     run.set_defaults(func=cmd_run)
 
     acp = sub.add_parser("acp", help="Lily as an Agent Client Protocol agent over stdio "
-                         "(jupyter-ai, Zed, JetBrains)")
+                         "(jupyter-ai, Zed, JetBrains)", description=(
+                             "`lily acp` itself runs Lily as an Agent Client Protocol agent on "
+                             "stdin/stdout: it is the command a chat panel (jupyter-ai, Zed, "
+                             "JetBrains) starts. `lily acp install-persona` installs Lily into "
+                             "jupyter-ai's environment (docs/front-ends.md#acp)."))
     acp.set_defaults(func=cmd_acp)
     asub = acp.add_subparsers(dest="action")
     persona = asub.add_parser("install-persona", help="install Lily as a persona into "
@@ -610,16 +627,30 @@ def parser() -> argparse.ArgumentParser:
     mlist.add_argument("--json", action="store_true", help="print one JSON object")
     mlist.set_defaults(func=cmd_mcp_list)
     mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
-    mimp.add_argument("file")
+    mimp.add_argument("file", help="the .mcp.json file")
     mimp.set_defaults(func=cmd_mcp_import)
 
     policy = sub.add_parser("policy", help="the administrator's permission policy")
     psub = policy.add_subparsers(dest="action", required=True)
     pcheck = psub.add_parser("check", help="validate an administrator's policy file "
                              "(one Error: line per problem, exit 2)")
-    pcheck.add_argument("file")
+    pcheck.add_argument("file", help="the policy file (TOML)")
     pcheck.set_defaults(func=cmd_policy_check)
+    _describe(p)
     return p
+
+
+def _describe(p: argparse.ArgumentParser) -> None:
+    """Every subcommand's ``--help`` says what it does: its one-line help as its description
+    (unless it has its own)."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, child in action.choices.items():
+                text = helps.get(name, "")
+                if child.description is None and text:
+                    child.description = text[0].upper() + text[1:] + "."
+                _describe(child)
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:

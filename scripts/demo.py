@@ -2,7 +2,8 @@
 
     python scripts/demo.py [NOTEBOOK]   (default: notebooks/quickstart.ipynb)
 
-The notebook is executed fresh with nbclient (nothing is written back); each
+The notebook is executed fresh with nbclient, in a temporary copy of its folder (nothing
+is written back, no journal lands in the checkout); each
 cell's source and its text outputs are printed, so a newcomer can read what
 Lily does without opening Jupyter. Cells tagged ``raises-exception`` are
 expected to fail; any other failure makes the demo exit 1.
@@ -10,6 +11,7 @@ expected to fail; any other failure makes the demo exit 1.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -58,10 +60,15 @@ def main(argv: list[str]) -> int:
     print(f"Lily demo: executing {path.name} headless on the '{kernel}' kernel "
           "(no API key needed for commands).\n")
     with tempfile.TemporaryDirectory(prefix="lily-demo-") as sockets:
+        # the notebook's folder, copied: the kernel's journal (.lily/) and whatever the cells
+        # write land there, never in the checkout (git status stays clean)
+        folder = Path(sockets) / path.parent.name
+        shutil.copytree(path.parent, folder,
+                        ignore=shutil.ignore_patterns(".lily", ".ipynb_checkpoints"))
         km = local_kernel(kernel, sockets)
         try:
             NotebookClient(nb, km=km, timeout=120, allow_errors=True,
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
+                           resources={"metadata": {"path": str(folder)}}).execute()
         finally:  # nbclient shuts down only the kernels it made itself
             if km.has_kernel:
                 km.shutdown_kernel()
@@ -76,8 +83,8 @@ def main(argv: list[str]) -> int:
 
 
 NEXT = """Next:
-  make lab            open this notebook in JupyterLab on the Lily kernel
-                      (installs JupyterLab into .venv the first time)
+  make lab            open a copy of this notebook (in lab/) in JupyterLab on the
+                      Lily kernel (installs JupyterLab into .venv the first time)
   .venv/bin/lily      the same commands in a terminal: .venv/bin/lily run /skills
   make test           the tests, including the real-browser suite when Chromium is installed"""
 

@@ -28,8 +28,10 @@ class World:
     def env(self, server: ScriptedServer | None, **extra: str) -> dict[str, str]:
         env = {"SKILLS_WORKSPACE_DIR": str(self.skills), "SKILLS_USER_DIR": str(self.user),
                "HOME": str(self.base / "home"), "LILY_MAX_RETRIES": "0", "LILY_TIMEOUT": "5"}
-        if server is not None:
-            env["OPENAI_BASE_URL"] = server.url
+        if server is not None:  # the model these tests stand in for, named: the scripted
+            # server lists one model, which Lily would take for an unnamed one
+            # (docs/agent.md#the-endpoints-models)
+            env["OPENAI_BASE_URL"], env["LILY_MODEL"] = server.url, "gpt-4o-mini"
         env.update(extra)
         return env
 

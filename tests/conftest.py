@@ -31,6 +31,17 @@ from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
 REPO = Path(__file__).resolve().parent.parent
 REPO_SKILLS = REPO / "skills"
 REPO_PERSONA = REPO / "persona"
+# nbval runs the golden notebooks' kernels in notebooks/, so their journals land in
+# notebooks/.lily/ (ignored by git): removed after the run when the run made it (issue 43 §4)
+GOLDEN_JOURNALS = REPO / "notebooks" / ".lily"
+_GOLDEN_JOURNALS_BEFORE = GOLDEN_JOURNALS.exists()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Leave the checkout as the run found it: the golden runs' journals go again."""
+    import shutil
+    if not _GOLDEN_JOURNALS_BEFORE and GOLDEN_JOURNALS.is_dir():
+        shutil.rmtree(GOLDEN_JOURNALS, ignore_errors=True)
 
 
 def write_skill(root: Path, name: str, frontmatter: str | None = None,

@@ -375,3 +375,28 @@ def test_no_skill_alias_takes_a_built_in_name_in_any_cli_load(env):
     proc = env.cli("skills", "install", str(source), "--workspace", check_rc=1)
     assert "refused to install 'other'" in proc.stderr and "built-ins win" in proc.stderr
     assert not (env.ws_skills / "other").exists()
+
+
+def test_every_group_that_lists_has_list_and_every_subcommand_says_what_it_does(world):
+    """Issue 43 §3: `lily logs list` as `lily skills list` and `lily mcp list`; each
+    subcommand's --help has a description; `lily acp --help` says `lily acp` runs the agent."""
+    import argparse
+
+    from lily_kernel.cli import parser
+
+    def walk(p: argparse.ArgumentParser):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield child
+                    yield from walk(child)
+
+    groups = {c.prog.split()[-1]: c for c in walk(parser()) if len(c.prog.split()) == 2}
+    for group in ("skills", "logs", "mcp"):
+        sub = next(a for a in groups[group]._actions if isinstance(a, argparse._SubParsersAction))
+        assert "list" in sub.choices, group
+    undescribed = [c.prog for c in walk(parser()) if not c.description]
+    assert undescribed == []
+    assert "`lily acp` itself runs Lily" in world.cli("acp", "--help", check_rc=0).stdout
+    listed = world.cli("logs", "list", check_rc=0)
+    assert listed.stdout == world.cli("logs", check_rc=0).stdout

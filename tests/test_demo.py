@@ -10,7 +10,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def checkout_state() -> tuple[str, bool]:
+    """``git status --porcelain`` of the checkout (tracked changes and untracked files not
+    ignored) and whether notebooks/.lily exists; ("", False) outside a git checkout."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, text=True,
+                                capture_output=True, timeout=60)
+    except FileNotFoundError:
+        return "", False
+    return status.stdout, (REPO / "notebooks" / ".lily").exists()
+
+
 def test_demo_runs_the_quickstart_and_points_to_make_lab(tmp_path):
+    """Issue 43 §4 too: the demo leaves the checkout as it was (no changed or new file, no
+    journal in notebooks/.lily)."""
+    before = checkout_state()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LILY_"))}
     (tmp_path / "user_skills").mkdir()
     env.update(HOME=str(tmp_path), IPYTHONDIR=str(tmp_path / "ipython"),
@@ -28,3 +42,4 @@ def test_demo_runs_the_quickstart_and_points_to_make_lab(tmp_path):
     # the demo's kernel talks over IPC: ipykernel has no TCP-encryption warning to print
     assert "without encryption" not in proc.stdout + proc.stderr
     assert "WARNING" not in proc.stderr, proc.stderr
+    assert checkout_state() == before  # nothing written into the checkout

@@ -51,7 +51,7 @@ LILY = {lily!r}
 if not (os.path.isfile(LILY) and os.access(LILY, os.X_OK)):
     raise PersonaRequirementsUnmet(
         f"Lily's executable {{LILY}} is gone. Reinstall Lily with its acp extra "
-        "(pip install 'lily-kernel[acp]'), then run `lily acp install-persona "
+        "(from its checkout: .venv/bin/pip install -e '.[acp]'), then run `lily acp install-persona "
         "--python {python}` again and restart JupyterLab."
     )
 

@@ -345,7 +345,10 @@ class Budget:
 
     def _checked(self, turn: model_client.Turn, config: ModelConfig,
                  tools: list[dict[str, Any]], fitted: Fitted) -> model_client.Turn:
-        """``turn``, with a footer note when the server dropped the tools offered."""
+        """``turn``, with a footer note when the server dropped the tools offered (never on
+        a step that called one: the model saw them)."""
+        if turn.tool_calls:
+            return turn
         note = dropped.tools_dropped(turn.usage, fitted.tokens,
                                      self.counter(config.model).tools(tools), len(tools),
                                      self.lacks_tools)

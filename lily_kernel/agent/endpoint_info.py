@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT = 3.0  # seconds for each question to the endpoint
 MAX_MODELS = 200  # models kept from a listing
 MAX_ANSWER = 1_000_000  # bytes of one answer read; a longer one counts as silence
+MAX_NAME = 256  # characters of a model name the endpoint lists, to be taken or shown
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,73 @@ def template_lacks_tools(session: Session) -> bool | None:
     (None: unknown, or no ``base_url``)."""
     info = of_session(session)
     return info.lacks_tools if info else None
+
+
+def settle_model(session: Session) -> str | None:
+    """With a ``base_url`` and no model named, take the model the endpoint serves when it
+    lists exactly one (llama.cpp, a single-model vLLM); when it lists several, none of them
+    the one in use, return the problem naming them (the request's error, a ``/model`` note).
+    docs/agent.md#the-endpoints-models"""
+    config = session.model_config
+    if not config.base_url or session.model_named or session.served_model:
+        return None
+    info = of_session(session)
+    # a name the endpoint gives is taken, or shown in one line, only when printable and short
+    models = [m for m in info.models if m.isprintable() and len(m) <= MAX_NAME] \
+        if info and info.models else []
+    if not models or config.model in models:
+        return None
+    if len(models) == 1:
+        session.take_served_model(models[0])
+        return None
+    from lily_kernel.redaction import redact_urls
+    shown = ", ".join(models[:20]) + (f" and {len(models) - 20} more" if len(models) > 20 else "")
+    return (f"no model is named and the endpoint at {redact_urls(config.base_url)} serves "
+            f"{len(models)}: {shown}; choose one with /model NAME (or LILY_MODEL, or "
+            "[model] model in lily.toml)")
+
+
+def withheld_endpoint(session: Session) -> str | None:
+    """Why an untrusted workspace's ``[model] base_url`` is not used, and the step that uses
+    it (``/trust``), or None (docs/trust-boundary.md#workspace-trust)."""
+    for item in session.withheld:
+        if (item.table, item.key) == ("model", "base_url"):
+            return (f"this workspace's lily.toml names the endpoint {item.describe()}, not used "
+                    f"until you trust the workspace (it would receive {item.secret}): /trust "
+                    "shows what the workspace ships, then /trust --yes uses its endpoint")
+    return None
+
+
+def explained(session: Session, problem: str) -> str:
+    """Why no request can be made, with the step that fixes it when the workspace's own
+    endpoint is withheld (``/trust``) or other settings are."""
+    withheld = None if session.config_error else withheld_endpoint(session)
+    if withheld:
+        return f"no model is configured: {withheld}."
+    note = session.untrusted_note
+    return f"{problem} {note}" if note else problem
+
+
+def model_note(session: Session) -> str | None:
+    """``/model``'s line on where the model name came from, when the endpoint chose it or
+    must be asked to (several models, none named)."""
+    problem = settle_model(session) or withheld_endpoint(session)
+    if problem:
+        return problem[0].upper() + problem[1:] + "."
+    if session.served_model:
+        return (f"No model was named, so Lily uses {session.served_model}, the one model the "
+                "endpoint serves (with its context window); /model NAME picks another.")
+    return None
+
+
+def prepare(session: Session) -> None:
+    """Before a request: :func:`settle_model` (AgentError naming the endpoint's models when
+    it serves several and none is named), then :func:`learn_window`."""
+    problem = settle_model(session)
+    if problem:
+        from lily_kernel.errors import AgentError
+        raise AgentError(problem)
+    learn_window(session)
 
 
 def learn_window(session: Session) -> None:

@@ -84,11 +84,9 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     session.withdraw()  # a card offered by a request that failed was never shown
     env = session.environ
     problem = session.config_error or model_client.not_configured(env, session.model_config)
-    if problem:
-        if session.untrusted_note:  # a withheld endpoint explains the missing model
-            problem = f"{problem} {session.untrusted_note}"
-        raise AgentError(problem)
-    endpoint_info.learn_window(session)
+    if problem:  # a withheld endpoint explains a missing model
+        raise AgentError(endpoint_info.explained(session, problem))
+    endpoint_info.prepare(session)  # the endpoint's one model when none is named; its window
     session.budget.lacks_tools = lambda: endpoint_info.template_lacks_tools(session)
     content = skill.prompt if skill else text
     request = Request(session, skill.skill.name if skill else None,
@@ -195,8 +193,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             asking = None
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
-            for line in turn.notes:  # e.g. the server dropped the tools (agent/tools_dropped.py)
-                notes.add(line)
+            for line in () if request.tools_used else turn.notes:  # tools dropped (unless
+                notes.add(line)  # one was called: agent/tools_dropped.py)
             session.add_usage(turn.usage, config.model)
             if turn.finish_reason == "stopped":  # the guard stopped a runaway answer
                 turn.content = guard.text

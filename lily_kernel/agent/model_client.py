@@ -73,6 +73,10 @@ def not_configured(env: Mapping[str, str], config: ModelConfig) -> str | None:
     """Why no model can be called, or None."""
     if env.get("OPENAI_API_KEY") or config.base_url:
         return None
+    if env.get("OPENAI_BASE_URL"):  # set by %env after the session read its environment
+        return ("no model is configured for this session: OPENAI_BASE_URL was set after it "
+                "started, and a session reads it when it starts; run /new to start one that "
+                "uses it (or /model base_url=<url> to use an endpoint now).")
     return ("no model is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL "
             "(for any other OpenAI-compatible endpoint) in the kernel's environment, "
             "or run /model base_url=<url>; /commands work without a model.")

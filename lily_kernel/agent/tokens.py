@@ -46,7 +46,7 @@ def _encoding(name: str) -> Any | None:
     """The encoding ``name`` from ``bpe-openai``, or None when the package is not installed."""
     if name not in _ENCODINGS:
         try:
-            import bpe_openai  # optional: pip install 'lily-kernel[tokens]'
+            import bpe_openai  # optional: .venv/bin/pip install -e '.[tokens]'
             _ENCODINGS[name] = bpe_openai.get_encoding(name)
         except Exception:  # not installed, or it cannot load its data: estimate instead
             _ENCODINGS[name] = None

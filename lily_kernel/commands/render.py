@@ -275,6 +275,7 @@ def _(r: ModelInfo) -> str:
     head += f"; permission mode: {r.mode} (/mode, /policy)" if r.mode else ""
     return head + "\n\n" + table(("setting", "value"), _model_rows(r), width=100) \
         + (f"\n\n{models_line(r)}" if r.models is not None else "") \
+        + "".join(f"\n\n{n}" for n in r.notes) \
         + (f"\n\n{sent_line(r.sent)}" if r.sent else "") \
         + (f"\n\n{parts_line(r.parts)}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")
@@ -287,6 +288,7 @@ def _(r: ModelInfo) -> str:
     head += f"; permission mode: **{r.mode}** (`/mode`, `/policy`)" if r.mode else ""
     return head + "\n\n" + md_table(("setting", "value"), _model_rows(r)) \
         + (f"\n\n{sanitize.md_text(models_line(r))}" if r.models is not None else "") \
+        + "".join(f"\n\n{sanitize.md_text(n)}" for n in r.notes) \
         + (f"\n\n{sanitize.md_text(sent_line(r.sent))}" if r.sent else "") \
         + (f"\n\n{sanitize.md_text(parts_line(r.parts))}" if r.parts else "") \
         + (f"\n\n{usage_line(r.usage)}" if r.usage else "")

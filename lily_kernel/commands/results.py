@@ -111,6 +111,7 @@ class ModelInfo:
     models: tuple[str, ...] | None = None  # what the endpoint lists (agent/endpoint_info.py)
     mode: str = ""  # the permission mode (docs/permissions.md#modes)
     sent: tuple[tuple[str, str], ...] = ()  # what each request sends: model_client.sent_settings
+    notes: tuple[str, ...] = ()  # e.g. the model the endpoint chose, a withheld base_url
 
 
 @dataclass(frozen=True)

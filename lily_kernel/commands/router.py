@@ -276,9 +276,12 @@ def _reload_skills(session: Session, cmd: Command) -> Any:
         raise CommandError(f"{exc}; the previous snapshot (version "
                            f"{session.snapshot.version}) stays in use.") from None
     excluded = len(snap.excluded())
+    skipped = sorted({d.skill or "?" for d in snap.untrusted()})
     return Notice(f"Reloaded skills: snapshot version {snap.version}, "
                   f"{len(snap.skills)} skill{'s' if len(snap.skills) != 1 else ''}"
-                  + (f", {excluded} excluded (see /skills --all)." if excluded else "."))
+                  + (f", {excluded} excluded (see /skills --all)." if excluded else ".")
+                  + (f" Not loaded, as this workspace is not trusted: {', '.join(skipped)}; "
+                     "/trust shows what it ships, then /trust --yes loads them." if skipped else ""))
 
 
 def _reload_persona(session: Session, cmd: Command) -> Any:
@@ -316,9 +319,10 @@ def _sent(session: Session) -> tuple[tuple[str, str], ...]:
 def _model(session: Session, cmd: Command) -> Any:
     if not cmd.args:
         from lily_kernel.agent import endpoint_info
+        note = endpoint_info.model_note(session)
         endpoint_info.learn_window(session)
         info = endpoint_info.of_session(session)
-        return ModelInfo(session.model_config.as_shown(),
+        return ModelInfo(session.model_config.as_shown(), notes=(note,) if note else (),
                          usage=dict(session.usage) if session.usage["calls"] else None,
                          parts=_prompt_parts(session), models=info.models if info else None,
                          mode=session.permissions.mode.value, sent=_sent(session))

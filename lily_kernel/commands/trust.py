@@ -84,9 +84,10 @@ def settings_lines(data: Mapping[str, Any], session: Session) -> list[str]:
             note = ""
             if (table, key) == ("model", "base_url"):
                 now = env.get("OPENAI_BASE_URL")
+                used = session.model_config.base_url
                 note = (" (no effect: OPENAI_BASE_URL in the environment wins)" if now else
-                        f" (instead of {_code(redact_urls(session.model_config.base_url))})"
-                        if session.model_config.base_url else
+                        " (the endpoint in use already)" if used == section[key] else
+                        f" (instead of {_code(redact_urls(used))})" if used else
                         " (instead of the default endpoint)")
             elif (table, key) == ("activitypub", "outbox") and env.get("LILY_OUTBOX_URL"):
                 note = " (no effect: LILY_OUTBOX_URL in the environment wins)"

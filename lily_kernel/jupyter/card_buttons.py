@@ -77,8 +77,10 @@ class CardButtons:
         """The card was decided another way: the buttons go inactive, with ``note``."""
         for b in self.buttons:
             b.disabled = True
-        self.status.value = f"<p>{html_text(note)}</p>"
-        if self.handle is not None:  # the saved card reads as decided after reopening
+            b.button_style = ""  # no choice looks made here
+        if self.handle is None:
+            self.status.value = f"<p>{html_text(note)}</p>"
+        else:  # said once, in the card, which the saved notebook keeps too
             self.handle.update(card_bundle(self.first, tuple(self.outcomes), note), raw=True)
 
     def _update(self) -> None:
@@ -94,8 +96,15 @@ class CardButtons:
         self.outcomes.append((line, line, f"<p>{html_text(line)}</p>"))
         self._update()
 
+    def _chosen(self, button: Any) -> None:
+        """The buttons after a click decided the card: all disabled, the chosen one marked."""
+        for b in self.buttons:
+            b.disabled, b.button_style = True, ""
+        button.button_style, button.icon = "info", "check"
+        button.description = f"{button.description} (chosen)"
+
     def _click(self, ok: bool, always: bool = False) -> Callable[[Any], None]:
-        def handler(_button: Any) -> None:
+        def handler(button: Any) -> None:
             for b in self.buttons:
                 b.disabled = True
             self.status.value = ""
@@ -108,6 +117,7 @@ class CardButtons:
                     b.disabled = not still
                 self.status.value = f"<p style='color:#b00'>{html_text(line)}</p>"
                 return
+            self._chosen(button)
             self.outcomes.append(outcome_parts(outcome))
             self._update()
             codes = getattr(outcome, "proposed", ())

@@ -115,6 +115,7 @@ class Session:
         self.conversation_times: list[float] = []  # when each message was journaled
         self.endpoints: dict[tuple[str, str], Any] = {}  # agent/endpoint_info: asked once
         self.window_source: str | None = None  # "endpoint" once its stated window is taken
+        self.served_model: str | None = None  # taken as the endpoint's one model: settle_model
         self.resume_note: str | None = None  # shown once, before the first output
         self.reload_count = 0
         self.command_history: list[dict[str, Any]] = []
@@ -319,6 +320,7 @@ class Session:
         if self._model_set:
             config = config.changed(**self._model_set)
         self.model_config = config
+        self.served_model = None  # the endpoint may be another now: asked again
         self.journal.append({"event": "workspace_trusted" if trusted else "workspace_untrusted",
                              "session_id": self.session_id,
                              "fingerprint": workspace_trust.fingerprint(self.workspace),
@@ -516,6 +518,8 @@ class Session:
             raise ConfigError(refusal)
         self.model_config = config
         self._model_set.update(values)
+        if "model" in values or "base_url" in values:
+            self.served_model = None
         if "context_window" in values:
             self.window_source = None
         self._model_error = None  # an explicit, valid configuration replaces a broken one
@@ -523,6 +527,21 @@ class Session:
                              "model_config": self.model_config.as_dict(),
                              "set": {k: v for k, v in values.items() if k != "base_url"}})
         return self.model_config
+
+    @property
+    def model_named(self) -> bool:
+        """Whether a model name was given (``/model NAME``, ``LILY_MODEL``, ``[model] model``);
+        when none was, a local endpoint's one model is taken (agent/endpoint_info.settle_model)."""
+        return "model" in self._model_set or bool(self._env.get("LILY_MODEL")) or \
+            "model" in (self._file_config.get("model") or {})
+
+    def take_served_model(self, name: str) -> None:
+        """Use ``name``, the one model the endpoint serves, as no model was named
+        (docs/agent.md#the-endpoints-models)."""
+        self.model_config = self.model_config.changed(model=name)
+        self.served_model = name
+        self.journal.append({"event": "model_served", "session_id": self.session_id,
+                             "model": name})
 
     def learn_context_window(self, tokens: int) -> None:
         """An endpoint named its context size: ``[model] context_window`` takes it (until

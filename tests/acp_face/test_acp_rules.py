@@ -95,8 +95,8 @@ def test_lily_acp_without_the_sdk_says_which_extra_to_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          input="", timeout=120)
     assert out.returncode == 1
-    assert out.stderr == ("Error: lily acp needs the Agent Client Protocol SDK: "
-                          "pip install 'lily-kernel[acp]'.\n")
+    assert out.stderr == ("Error: lily acp needs the Agent Client Protocol SDK: from a "
+                          "checkout, .venv/bin/pip install -e '.[acp]'.\n")
 
 
 def test_the_probe_stands_in_for_every_lily_import_of_the_code_it_ships():

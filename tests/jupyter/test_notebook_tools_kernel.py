@@ -305,7 +305,10 @@ def test_buttons_go_inactive_when_the_card_is_decided_by_command(face, server, t
     assert set(buttons.values()) <= disabled
     said = " ".join(str(m["content"]["data"].get("state", {}).get("value", ""))
                     for m in done.of_type("comm_msg"))
-    assert "/confirm" in said
+    assert "Decided" not in said  # said once, in the card (issue 43 §3), not under the buttons
+    card = [m["content"]["data"]["text/html"] for m in done.of_type("update_display_data")
+            if "Decided in another cell" in str(m["content"]["data"])]
+    assert len(card) == 1 and card[0].count("Decided in another cell (/confirm).") == 1
 
 
 def test_cancel_records_declined_by_the_user(face, server, turns):

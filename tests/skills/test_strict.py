@@ -16,7 +16,7 @@ from lily_kernel.skills.validator import validate, validate_strict
 
 LONG = "x" * 1025
 
-# The deliberate differences from skills-ref, as the README and docs/skills-compat.md list them.
+# The deliberate differences from skills-ref, as docs/skills-compat.md lists them.
 ASCII = "names are ASCII"
 SPELLING = "SKILL.md spelled exactly"
 FLOW = "flow-style YAML is valid"
@@ -188,12 +188,10 @@ def test_skills_ref_agrees_except_on_the_documented_differences(tmp_path):
     assert set(disagreements.values()) == {ASCII, SPELLING, FLOW, LILY_KEYS, METADATA}
 
 
-def test_documented_differences_are_in_the_readme_and_docs():
+def test_documented_differences_are_in_the_docs():
     repo = Path(__file__).resolve().parents[2]
-    readme = (repo / "README.md").read_text(encoding="utf-8")
     docs = (repo / "docs" / "skills-compat.md").read_text(encoding="utf-8")
     for difference in (ASCII, SPELLING, FLOW, LILY_KEYS, METADATA):
-        assert difference in readme, difference
         assert difference in docs, difference
 
 
