@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
@@ -137,4 +138,19 @@ def redact(text: object, env: Mapping[str, str] | None = None, also: Iterable[st
         if value in text:
             text = text.replace(value, MASK)
     return text
+
+
+def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
+    """``value`` (JSON-like data: a tool call's arguments) with every string in it, keys
+    included, passed through :func:`redact` one by one: a mask can never break the data's
+    structure, nor run from one string into the next, as a mask over its JSON text could
+    (an ACP turn ended in JSON-RPC -32603; docs/limits-and-secrets.md#secrets)."""
+    if isinstance(value, str):
+        return redact(value, env)
+    if isinstance(value, Mapping):
+        return {redact_value(k, env) if isinstance(k, str) else k: redact_value(v, env)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v, env) for v in value]
+    return value
 

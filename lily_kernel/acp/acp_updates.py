@@ -32,7 +32,7 @@ from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
 from lily_kernel.commands.results import ActionCard, Answer
 from lily_kernel.commands.table import BUILTINS
-from lily_kernel.redaction import redact
+from lily_kernel.redaction import redact, redact_value
 from lily_kernel.session.session import Session
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch",
@@ -139,7 +139,8 @@ def tool_kind(name: str, annotations: Mapping[str, bool] | None = None) -> ToolK
 
 
 def _json(value: Any, env: Mapping[str, str]) -> str:
-    return redact(json.dumps(value, indent=2, ensure_ascii=False, default=repr), env)
+    """``value`` as JSON, each string masked on its own (a mask never breaks the JSON)."""
+    return json.dumps(redact_value(value, env), indent=2, ensure_ascii=False, default=repr)
 
 
 def _text(text: str) -> ContentToolCallContent:
