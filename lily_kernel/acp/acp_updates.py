@@ -230,10 +230,13 @@ def card_tool_call(session: Session, card: ActionCard, old: str | None) -> ToolC
         title = _title(action.tool, action.args)
         kind = tool_kind(action.tool, action.annotations)
         diff = write_diff(session, action.tool, action.args, old)
+        if diff is not None and card.warning:  # the client's diff would draw them as nothing
+            content.append(_text(f"{card.warning}\n\n```json\n{card.arguments}\n```"))
         if diff is not None:
             content.append(diff)
         else:
-            content.append(_text(f"{card.purpose}\n\n```json\n{card.arguments}\n```".strip()))
+            content.append(_text(f"{card.warning}\n\n{card.purpose}\n\n```json\n"
+                                 f"{card.arguments}\n```".strip()))
         raw: Any = json.loads(_json(action.args, session.environ))
     else:
         title, kind, raw = f"{action.skill}: {action.kind} action", "other", None

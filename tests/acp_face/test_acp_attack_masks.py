@@ -81,3 +81,22 @@ def test_a_runtime_folder_others_may_write_is_not_used(tmp_path, monkeypatch):
     runtime_file(tmp_path, monkeypatch, 0o600)
     (tmp_path / "runtime").chmod(0o777)
     assert notebook_server.find_server() is None
+
+
+def test_invisible_code_points_in_a_write_are_shown_in_the_permission_request(world):
+    hidden = "".join(chr(0xE0100 + i) for i in range(5))
+
+    async def go():
+        client = Recorder(["deny"])
+        turns = [{"tool_calls": [{"id": "call_w", "name": "write", "arguments": {
+            "path": "notes.py", "content": f"x = 1{hidden}\nimport os\n"}}]}, "Not written."]
+        with ScriptedServer(turns) as server:
+            async with world.lily(client, server) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=prompt("write notes"))
+        return client
+
+    client = run(go())
+    (call, _options) = client.asked[0]
+    texts = [c.content.text for c in call.content if getattr(c, "type", "") == "content"]
+    assert any("Warning" in t and "⟨U+E0100⟩" in t for t in texts), texts
