@@ -215,3 +215,17 @@ def test_lily_policy_check_names_each_problem(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "lily_kernel.cli", "policy", "check", str(good)],
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and "valid" in ok.stdout
+
+
+# -- every result is masked, whatever route ran the tool (issue 41 §5) --------------------------
+
+def test_a_confirmed_run_python_printing_the_key_reaches_the_model_masked(kernel, server, turns):
+    key = "sk-kernel-attack-0123456789abcdef"
+    assert kernel.run(f"%%python\nimport os\nos.environ['OPENAI_API_KEY'] = {key!r}").status == "ok"
+    turns.extend([call("run_python", {"code": "import os\nprint(os.environ['OPENAI_API_KEY'])"},
+                       "k1"), "Printed it."])
+    _md, ref = card(kernel.run("print my key"))
+    assert kernel.run(f"/confirm {ref}").status == "ok"
+    got = tool_result(server, "k1")
+    assert key not in got and "***" in got, got
+    assert not any(key in str(r) for r in server.chat_requests())
