@@ -84,15 +84,21 @@ def fold(name: str) -> str:
     return folded.rstrip(". ") or folded
 
 
-def _workspace_entries() -> set[str]:
-    here = os.getcwd()
-    return {"", ".", here, os.path.realpath(here)}
+def _in_workspace(entry: str) -> bool:
+    """Whether the ``sys.path`` entry is the workspace (the kernel's folder) or inside it:
+    what is found only there is the workspace's own code, which shadows nothing (an
+    editable install of the project the user works on)."""
+    if entry in ("", "."):
+        return True
+    here = os.path.realpath(os.getcwd())
+    real = os.path.realpath(entry)
+    return real == here or real.startswith(here.rstrip(os.sep) + os.sep)
 
 
 @lru_cache(maxsize=1)
 def importable() -> frozenset[str]:
     """Top-level module names the kernel can import, private ``_names`` included: every
-    module and package of each ``sys.path`` entry but the workspace's own, the standard
+    module and package of each ``sys.path`` entry outside the workspace, the standard
     library, built-in modules, every installed distribution's packages, what is imported
     now, and Lily's own."""
     import pkgutil
@@ -101,8 +107,7 @@ def importable() -> frozenset[str]:
     with contextlib.suppress(Exception):  # a broken distribution's metadata: the rest count
         names |= set(packages_distributions())
     names |= {name.partition(".")[0] for name in list(sys.modules)}
-    ours = _workspace_entries()
-    path = [p for p in sys.path if p not in ours and os.path.realpath(p) not in ours]
+    path = [p for p in sys.path if not _in_workspace(p)]
     with contextlib.suppress(Exception):  # an unreadable entry: the rest count
         names |= {m.name for m in pkgutil.iter_modules(path)}
     names |= {"lily", "lily_kernel"}
