@@ -186,7 +186,8 @@ def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
             return Verdict("refuse", str(exc))
     if kind == "write":
         path = args.get("path")
-        runs = autorun.reason(path) if isinstance(path, str) else None
+        runs = autorun.reason(path, getattr(session, "workspace", None)) \
+            if isinstance(path, str) else None
     approved, revoked = False, ""
     if tool.name in session.approved:
         was, now = session.approved[tool.name], tool.identity()

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 
 _SHELL = "a shell runs it at start"
 _PYTEST = "pytest reads it at start and loads the plugins it names (-p, addopts)"
@@ -128,9 +130,48 @@ def _module(parts: tuple[str, ...]) -> str | None:
     return parts[0] if len(parts) > 1 else name.split(".", 1)[0]
 
 
-def reason(path: str) -> str | None:
+_PLUGIN = re.compile(r"(?:^|[\s'\"=\[,])-p\s*([A-Za-z_][\w.]*)")
+_CONFIG_BYTES = 256 * 1024
+
+
+def _text(workspace: Path, name: str) -> str:
+    try:
+        with open(workspace / name, "rb") as f:
+            return f.read(_CONFIG_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def declared(workspace: Path) -> dict[tuple[tuple[str, ...], str], str]:
+    """Modules the workspace's own configuration makes a tool import, as (folder parts,
+    top-level module name) -> what imports it: pytest plugins named with ``-p`` in its
+    configuration files, and an in-tree build backend (``pyproject.toml`` ``[build-system]
+    build-backend`` found on ``backend-path``)."""
+    import tomllib
+    found: dict[tuple[tuple[str, ...], str], str] = {}
+    for name in ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"):
+        for plugin in _PLUGIN.findall(_text(workspace, name)):
+            found[((), fold(plugin.split(".")[0]))] = f"pytest loads it as a plugin ({name})"
+    try:
+        build = tomllib.loads(_text(workspace, "pyproject.toml")).get("build-system", {})
+    except (tomllib.TOMLDecodeError, AttributeError):
+        build = {}
+    backend, where = build.get("build-backend"), build.get("backend-path")
+    if isinstance(backend, str) and isinstance(where, list):
+        top = fold(backend.split(":")[0].split(".")[0])
+        for folder in where:
+            if isinstance(folder, str):
+                parts = tuple(fold(p) for p in folder.replace("\\", "/").split("/")
+                              if p not in ("", "."))
+                found[(parts, top)] = ("pip runs it as the in-tree build backend "
+                                       "(pyproject.toml backend-path)")
+    return found
+
+
+def reason(path: str, workspace: Path | None = None) -> str | None:
     """Why a write to workspace ``path`` (relative, '/'-separated) plants code that runs by
-    itself, or None for an ordinary file."""
+    itself, or None for an ordinary file. ``workspace``: where the modules its own
+    configuration names are looked up (:func:`declared`)."""
     given = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
     parts = tuple(f for f in (fold(p) for p in given) if f not in ("", "."))
     if not parts:
@@ -151,6 +192,11 @@ def reason(path: str) -> str | None:
     for folder, what in BY_FOLDER:
         for i in range(len(parts) - len(folder)):
             if parts[i:i + len(folder)] == folder:
+                return f"'{shown}' runs by itself: {what}"
+    if workspace is not None:
+        for (where, top), what in declared(workspace).items():
+            rest = parts[len(where):]
+            if parts[:len(where)] == where and rest and _module(rest) == top:
                 return f"'{shown}' runs by itself: {what}"
     module = _module(parts)
     if module and module in importable():

@@ -121,3 +121,23 @@ def test_an_ordinary_file_still_writes_without_a_card_in_edits_mode(world):
                          "Done."]) as server:
         reply = run_shown(world.session(server, LILY_MODE="edits"), "write it")
     assert reply.proposal is None and (world.workspace / "analysis.py").exists()
+
+
+# -- modules the workspace's own configuration names --------------------------------------------
+
+@pytest.mark.parametrize(("config", "text", "path", "why"), [
+    ("pytest.ini", "[pytest]\naddopts = -p localplug\n", "localplug.py", "plugin"),
+    ("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-plocalplug.sub"\n',
+     "localplug/__init__.py", "plugin"),
+    ("pyproject.toml", '[build-system]\nrequires = []\nbuild-backend = "inbackend"\n'
+     'backend-path = ["."]\n', "inbackend.py", "build backend"),
+    ("pyproject.toml", '[build-system]\nrequires = []\nbuild-backend = "be.api:hooks"\n'
+     'backend-path = ["_build"]\n', "_build/be/api.py", "build backend"),
+])
+def test_a_module_the_workspaces_configuration_names_asks(world, config, text, path, why):
+    (world.workspace / config).write_text(text)
+    with ScriptedServer([call("write", {"path": path, "content": PAYLOAD}, "w1")]) as server:
+        reply = run_shown(world.session(server, LILY_MODE="edits"), "tidy the project")
+    assert reply.proposal is not None, reply.text
+    assert why in reply.proposal.reason
+    assert not (world.workspace / path).exists()
