@@ -47,9 +47,12 @@ MARKERS: tuple[tuple[str, str], ...] = (
 
 
 def fold(name: str) -> str:
-    """A component as protected paths are compared: NFC, case-folded
-    (docs/trust-boundary.md#protected-paths: safe on case-insensitive disks too)."""
-    return unicodedata.normalize("NFC", name).casefold()
+    """A component as protected paths are compared: NFKC (NFC, NFD and fullwidth forms are
+    one name), case-folded, without the trailing dots and spaces Windows drops
+    (docs/trust-boundary.md#protected-paths: every spelling a disk may treat as the same
+    file, on the safe side)."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return folded.rstrip(". ") or folded
 
 
 @dataclass(frozen=True)

@@ -94,3 +94,11 @@ def test_a_new_file_in_the_users_configuration_folder_is_refused(world):
                  XDG_CONFIG_HOME=str(world.workspace / "cfg"))
     assert got.startswith("Error:"), got
     assert not (world.workspace / "cfg" / "lily" / "lily.toml").exists()
+
+
+@pytest.mark.parametrize("path", ["lily.toml.", "lily.toml ", "LILY.TOML", "ｌｉｌｙ.toml",
+                                  "./lily.toml", "persona./SOUL.md"])
+def test_every_spelling_of_lilys_configuration_is_refused(world, path):
+    got = attack(world, "write", path)
+    assert got.startswith("Error:"), (path, got)
+    assert not (world.workspace / path).exists()
