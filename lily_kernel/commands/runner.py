@@ -263,7 +263,7 @@ class Runner:
                      None if action.change is None else redact(action.change, env),
                      code if isinstance(code, str) else None, action.reason,
                      action.tool, action.server]  # the name and server: render shows them
-            found: dict[str, None] = {}
+            found = dict.fromkeys(sanitize.hidden_in(action.args))  # JSON escapes C0 ones
             for i, part in enumerate(shown):
                 if part is not None:
                     shown[i], marks = sanitize.visible(part)

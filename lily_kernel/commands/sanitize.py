@@ -356,6 +356,23 @@ def visible(text: str) -> tuple[str, tuple[str, ...]]:
     return "".join(out), tuple(found)
 
 
+def hidden_in(value: object) -> tuple[str, ...]:
+    r"""The hidden characters (:func:`visible`'s marks) in every string of JSON-like data,
+    keys included: a control JSON shows as an escape (``\r``) is still one the card warns
+    about."""
+    found: dict[str, None] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.update(dict.fromkeys(visible(item)[1]))
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            stack += list(item)
+    return tuple(found)
+
+
 #: What a terminal would act on rather than show: C0 controls but newline and tab, DEL,
 #: C1 controls (``\x9b`` is CSI on some terminals), and the bidirectional embeddings,
 #: overrides and isolates ("Trojan Source").

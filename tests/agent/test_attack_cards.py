@@ -127,3 +127,13 @@ def test_no_mask_ever_takes_a_line_break(text):
         masked = redaction.redact(form, {})
         assert masked.count("\n") == form.count("\n") and masked.count("\\n") == form.count("\\n")
         assert "run()" not in form or "run()" in masked
+
+
+@pytest.mark.parametrize("ch", ["\r", "\x1b", "\x08", "\x0b"])
+def test_a_control_the_arguments_json_escapes_still_warns(world, ch):
+    """JSON shows a C0 control as an escape (\\r), which reads like text: the card still
+    warns that the call holds one."""
+    code = f"safe = True{ch}import os; os.system('id')\n"
+    with ScriptedServer([call("write", {"path": "new.py", "content": code}, "w1")]) as server:
+        card = card_of(prose_results(world.session(server), "write it"))
+    assert card.warning and f"⟨U+{ord(ch):04X}⟩" in card.warning
