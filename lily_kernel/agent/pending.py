@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
+from lily_kernel import redaction
 from lily_kernel.errors import ActionError, ToolError, Uncertain
 from lily_kernel.settings import autorun
 from lily_kernel.settings.limits import Limits
@@ -293,7 +294,8 @@ def _run(session: Holder, call: HeldCall) -> Shown:
         value = invoke(tool, call.args)
     except ToolError as exc:
         return Shown(f"Error: {exc}")
-    return Shown(cap(value.text, session.limits.tool_result_chars)[0], value.display)
+    masked = redaction.redact(value.text, getattr(session, "environ", None))  # before the cut
+    return Shown(cap(masked, session.limits.tool_result_chars)[0], value.display)
 
 
 def cap(text: str, limit: int) -> tuple[str, bool]:

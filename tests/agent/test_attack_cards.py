@@ -137,3 +137,16 @@ def test_a_control_the_arguments_json_escapes_still_warns(world, ch):
     with ScriptedServer([call("write", {"path": "new.py", "content": code}, "w1")]) as server:
         card = card_of(prose_results(world.session(server), "write it"))
     assert card.warning and f"⟨U+{ord(ch):04X}⟩" in card.warning
+
+
+def test_a_confirmed_result_cut_at_the_cap_never_leaves_half_the_key(world):
+    """The model pads a result so the cap would cut the key in two: masked before the cut."""
+    with ScriptedServer([call("printenv", {"pad": 1}, "p1"), "Done."]) as server:
+        session = world.session(server, OPENAI_API_KEY=KEY)
+        limit = session.limits.tool_result_chars
+        session.tools.register(lambda pad: "x" * (limit - 10) + KEY, name="printenv",
+                               description="Print a variable.", ask=True)
+        prose_results(session, "pad it")
+        command_results(session, "/confirm")
+        sent = json.dumps(server.chat_requests()[-1]["messages"])
+    assert KEY[:10] not in sent
