@@ -107,6 +107,7 @@ def test_names_compare_as_the_file_system_may_treat_them():
     # NFC and NFD spell one file on macOS; fullwidth and case are compared folded too.
     nfd = unicodedata.normalize("NFD", "caf\u00e9/conftest.py")
     assert autorun.reason(nfd) and autorun.reason("café/conftest.py")
+    assert autorun.fold(unicodedata.normalize("NFD", "Caf\u00e9.py")) == autorun.fold("café.py")
     assert autorun.fold("Ｍakefile. ") == autorun.fold("makefile")
 
 
