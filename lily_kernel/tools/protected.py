@@ -118,6 +118,7 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
     (a bind mount, an alias of its folder) is refused as well."""
     from lily_kernel.settings.model_settings import CONFIG_FILE
     from lily_kernel.typed.contacts import CONTACTS_FILE
+    data_dirs, policy = list(data_dirs), list(policy)
     items: list[tuple[Path, str, bool]] = [
         (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),
         (workspace / CONFIG_FILE, "Lily's configuration", False),
@@ -136,11 +137,11 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
     # the workspace for the user (docs/trust-boundary.md#workspace-trust).
     items += [(Path(d), "Lily's data folder (the workspace trust record)", True)
               for d in data_dirs]
-    policy = list(policy)
     items += policy
     lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
     found: dict[tuple[str, ...], Protected] = {}
-    guard: list[str] = [os.path.abspath(p) for p, _, _ in policy]
+    # what binds the model is guarded by identity wherever it lies (another name for it)
+    guard: list[str] = [os.path.abspath(p) for p in (*(p for p, _, _ in policy), *data_dirs)]
     for path, what, is_dir in items:
         lexical, real = os.path.abspath(path), os.path.realpath(path)
         for base, p in ((lexical_ws, lexical), (real_ws, real)):
