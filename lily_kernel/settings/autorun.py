@@ -87,31 +87,50 @@ def fold(name: str) -> str:
 
 
 def _in_workspace(entry: str) -> bool:
-    """Whether the ``sys.path`` entry is the workspace (the kernel's folder) or inside it:
-    what is found only there is the workspace's own code, which shadows nothing (an
-    editable install of the project the user works on)."""
+    """Whether the ``sys.path`` entry is the workspace's own code: the workspace (the
+    kernel's folder) or a folder inside it that is not installed packages (an editable
+    install of the project the user works on, its ``src/``). What is found only there
+    shadows nothing; a virtual environment kept in the workspace still counts."""
     if entry in ("", "."):
         return True
     here = os.path.realpath(os.getcwd())
     real = os.path.realpath(entry)
-    return real == here or real.startswith(here.rstrip(os.sep) + os.sep)
+    if real == here:
+        return True
+    installed = {"site-packages", "dist-packages"} & set(real.split(os.sep))
+    return real.startswith(here.rstrip(os.sep) + os.sep) and not installed
+
+
+def _top_level(entry: str) -> set[str]:
+    """The top-level names a ``sys.path`` entry offers: its code files and every folder
+    named like a module (a regular or a namespace package); a zip or egg through pkgutil."""
+    import pkgutil
+    if not os.path.isdir(entry):
+        with contextlib.suppress(Exception):  # an unreadable archive: nothing from it
+            return {m.name for m in pkgutil.iter_modules([entry])}
+        return set()
+    names = set()
+    with contextlib.suppress(OSError), os.scandir(entry) as found:
+        for item in found:
+            name = item.name
+            if name.endswith(CODE_SUFFIXES):
+                names.add(name.split(".", 1)[0])
+            elif name.isidentifier() and item.is_dir():
+                names.add(name)
+    return names
 
 
 @lru_cache(maxsize=1)
 def importable() -> frozenset[str]:
     """Top-level module names the kernel can import, private ``_names`` included: every
-    module and package of each ``sys.path`` entry outside the workspace, the standard
-    library, built-in modules, every installed distribution's packages, what is imported
-    now, and Lily's own."""
-    import pkgutil
-    from importlib.metadata import packages_distributions
+    module and package (namespace packages too) of each ``sys.path`` entry outside the
+    workspace, the standard library, built-in modules, what is imported now, and Lily's
+    own. Read once, from the folders themselves (no distribution's metadata is parsed)."""
     names = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
-    with contextlib.suppress(Exception):  # a broken distribution's metadata: the rest count
-        names |= set(packages_distributions())
     names |= {name.partition(".")[0] for name in list(sys.modules)}
-    path = [p for p in sys.path if not _in_workspace(p)]
-    with contextlib.suppress(Exception):  # an unreadable entry: the rest count
-        names |= {m.name for m in pkgutil.iter_modules(path)}
+    for entry in sys.path:
+        if not _in_workspace(entry):
+            names |= _top_level(entry)
     names |= {"lily", "lily_kernel"}
     return frozenset(fold(n) for n in names if n)
 
