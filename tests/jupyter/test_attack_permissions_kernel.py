@@ -229,3 +229,16 @@ def test_a_confirmed_run_python_printing_the_key_reaches_the_model_masked(kernel
     got = tool_result(server, "k1")
     assert key not in got and "***" in got, got
     assert not any(key in str(r) for r in server.chat_requests())
+
+
+def test_share_values_false_names_no_class_the_notebook_made(admin_kernel, server, turns):
+    """A class named by a value (issue 41 §5): with share_values = false the model reads
+    neither its name nor the exception's text."""
+    admin_kernel.run("%%python\nobj = type('hunter2_in_a_name', (), {})()\n"
+                     "raise type('hunter2_in_an_error', (Exception,), {})('hunter2 text')")
+    turns.extend([call("list_variables", {}, "v1"), call("last_error", {}, "e1"), "Seen."])
+    assert admin_kernel.run("what failed?").status == "ok"
+    listed = tool_result(server, "v1")
+    assert "hunter2" not in listed and "obj: a class of the notebook's own" in listed, listed
+    error = tool_result(server, "e1").split("--- error ---")[1]  # the source is the user's
+    assert "hunter2" not in error and "not shared" in error, error
