@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 SECRET_ENV = ("OPENAI_API_KEY", "LILY_OUTBOX_TOKEN")
 #: Values shorter than this are not treated as secrets (a one-letter "key" would mask text).
@@ -40,35 +41,61 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # A secret-looking variable set in a cell, masked before IPython stores the cell (In, _ih,
 # history.sqlite): `%env NAME=value`, `%set_env NAME value`, their transformed form
 # `run_line_magic('env', 'NAME=value')`, `os.environ['NAME'] = value`,
-# `os.environ.setdefault('NAME', value)` and `os.putenv('NAME', value)`. Each starts at a
-# literal word, and the value runs to the end of its line (or its closing quote): linear.
-_ENV_SET = re.compile(
-    r"(?P<head>%(?:set_)?env[ \t]+(?P<n1>" + _NAME + r")(?:[ \t]*=[ \t]*|[ \t]+))(?P<v1>[^\n]+)"
-    r"|(?P<head2>run_line_magic\(\s*['\"](?:set_)?env['\"]\s*,\s*(?P<q2>['\"])(?P<n2>" + _NAME
-    + r")(?:[ \t]*=[ \t]*|[ \t]+))(?P<v2>[^'\"\n]+)"
-    r"|(?P<head3>environ[ \t]*\[[ \t]*(?P<q3>['\"])(?P<n3>" + _NAME
-    + r")(?P=q3)[ \t]*\][ \t]*=(?!=)[ \t]*)(?P<v3>[^\n]+)"
-    r"|(?P<head4>(?:setdefault|putenv)\([ \t]*(?P<q4>['\"])(?P<n4>" + _NAME
-    + r")(?P=q4)[ \t]*,[ \t]*)(?P<v4>[^\n)]+)")
+# `os.environ.setdefault('NAME', value)` and `os.putenv('NAME', value)` (quotes may be
+# JSON-escaped: the same code inside a tool call's arguments). Only the value is masked,
+# never the rest of the line (docs/permissions.md#cards): a magic's value runs to the end of
+# its line (a real line break or a JSON-escaped one), a Python value is masked only when it
+# is a string literal, inside its quotes. Each head starts at a literal word and each value
+# ends at its line's end at the latest: one linear pass.
+_ENV_HEAD = re.compile(
+    r"(?P<h1>%(?:set_)?env[ \t]+(?P<n1>" + _NAME + r")(?:[ \t]*=[ \t]*|[ \t]+))"
+    r"|(?P<h2>run_line_magic\(\s*\\?['\"](?:set_)?env\\?['\"]\s*,\s*\\?['\"](?P<n2>"
+    + _NAME + r")(?:[ \t]*=[ \t]*|[ \t]+))"
+    r"|(?P<h3>environ[ \t]*\[[ \t]*\\?(?P<q3>['\"])(?P<n3>" + _NAME
+    + r")\\?(?P=q3)[ \t]*\][ \t]*=(?!=)[ \t]*)"
+    r"|(?P<h4>(?:setdefault|putenv)\([ \t]*\\?(?P<q4>['\"])(?P<n4>" + _NAME
+    + r")\\?(?P=q4)[ \t]*,[ \t]*)")
+_LINE_END = re.compile(r"\n|\\n")
+_MAGIC_END = re.compile(r"\n|\\n|\\?['\"]")
+_LITERAL = re.compile(r"[rRbBfFuU]{0,2}\\?(['\"])")
+_CLOSE = {q: re.compile(r"\n|\\n|\\?" + q) for q in ("'", '"')}
 
 
-def _mask_set(m: re.Match[str]) -> str:
-    for i in ("", "2", "3", "4"):
-        head = m.group("head" + i)
-        if head is not None:
-            name = m.group("n" + (i or "1"))
-            if not SECRET_NAME.search(name):
-                return m.group(0)
-            return head + MASK
-    return m.group(0)  # pragma: no cover - one branch always matched
+def _value_end(text: str, m: re.Match[str]) -> tuple[int, int]:
+    """Where the value the head ``m`` sets starts and ends (equal: nothing to mask)."""
+    start = m.end()
+    if m.group("h1") is not None:
+        found = _LINE_END.search(text, start)
+    elif m.group("h2") is not None:
+        found = _MAGIC_END.search(text, start)
+    else:
+        literal = _LITERAL.match(text, start)
+        if literal is None:  # not a string literal: an expression, which holds no secret
+            return start, start
+        start = literal.end()
+        found = _CLOSE[literal.group(1)].search(text, start)
+    return start, (found.start() if found else len(text))
 
 
 def mask_env_assignments(text: str) -> str:
     """``text`` with the value of every secret-looking variable it sets masked: the
-    ``%env``/``%set_env``/``os.environ[...] =`` forms, before the value is live."""
+    ``%env``/``%set_env``/``os.environ[...] =`` forms, before the value is live. Only the
+    value: what follows it on the line is kept."""
     if "env" not in text:
         return text
-    return _ENV_SET.sub(_mask_set, text)
+    out: list[str] = []
+    pos = 0
+    while (m := _ENV_HEAD.search(text, pos)) is not None:
+        name = m.group("n1") or m.group("n2") or m.group("n3") or m.group("n4")
+        if not SECRET_NAME.search(name):
+            out.append(text[pos:m.end()])
+            pos = m.end()
+            continue
+        start, end = _value_end(text, m)
+        out += [text[pos:start], MASK if end > start else ""]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_urls(text: str) -> str:
@@ -111,3 +138,19 @@ def redact(text: object, env: Mapping[str, str] | None = None, also: Iterable[st
         if value in text:
             text = text.replace(value, MASK)
     return text
+
+
+def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
+    """``value`` (JSON-like data: a tool call's arguments) with every string in it, keys
+    included, passed through :func:`redact` one by one: a mask can never break the data's
+    structure, nor run from one string into the next, as a mask over its JSON text could
+    (an ACP turn ended in JSON-RPC -32603; docs/limits-and-secrets.md#secrets)."""
+    if isinstance(value, str):
+        return redact(value, env)
+    if isinstance(value, Mapping):
+        return {redact_value(k, env) if isinstance(k, str) else k: redact_value(v, env)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v, env) for v in value]
+    return value
+

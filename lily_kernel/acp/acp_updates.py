@@ -33,7 +33,7 @@ from lily_kernel.agent.pending import HeldCall, short
 from lily_kernel.commands import sanitize
 from lily_kernel.commands.results import ActionCard, Answer
 from lily_kernel.commands.table import BUILTINS
-from lily_kernel.redaction import redact
+from lily_kernel.redaction import redact, redact_value
 from lily_kernel.session.session import Session
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch",
@@ -142,7 +142,8 @@ def tool_kind(name: str, annotations: Mapping[str, bool] | None = None) -> ToolK
 
 
 def _json(value: Any, env: Mapping[str, str]) -> str:
-    return redact(json.dumps(value, indent=2, ensure_ascii=False, default=repr), env)
+    """``value`` as JSON, each string masked on its own (a mask never breaks the JSON)."""
+    return json.dumps(redact_value(value, env), indent=2, ensure_ascii=False, default=repr)
 
 
 def _text(text: str) -> ContentToolCallContent:
@@ -266,6 +267,9 @@ def card_tool_call(session: Session, card: ActionCard, old: str | None,
             content.append(diff)
         elif code is not None and profile.shows("diff") and not profile.shows("text"):
             content.append(code_diff(session, code))
+        if diff is not None and card.warning and profile.shows("text"):
+            # the client's diff would draw the hidden characters as nothing
+            content.append(_text(f"{card.warning}\n\n```json\n{card.arguments}\n```"))
         if profile.shows("text") and diff is None:
             shown = (sanitize.code_block(code, "python") if code is not None
                      else sanitize.code_block(card.arguments, "json"))

@@ -25,6 +25,7 @@ import ast
 import asyncio
 import json
 import os
+import stat
 import subprocess
 import time
 import uuid
@@ -97,6 +98,29 @@ def _ancestors() -> Iterator[int]:
         pid = _parent(pid)
 
 
+def _private(path: Path, folder: bool = False, st: os.stat_result | None = None) -> bool:
+    """Whether ``path`` (or its ``st``) is this user's alone: owned by this user and not
+    writable by anyone else. A runtime file names the server whose token Lily sends and
+    whose kernels it runs code in: another user's, or one others could have written, is
+    not used (docs/front-ends.md#acp)."""
+    try:
+        st = st or os.stat(path)
+    except OSError:
+        return False
+    kind = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
+    return kind and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _private_text(path: Path) -> str:
+    """The text of the runtime file ``path``, when it is this user's alone (opened without
+    following a symlink, checked on what was opened); OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not _private(path, st=os.fstat(f.fileno())):
+            raise PermissionError(f"{path} is not this user's alone")
+        return f.read(1 << 20).decode("utf-8")
+
+
 def find_server() -> Server | None:
     """The Jupyter server among this process's ancestors (its runtime file), or None."""
     try:
@@ -104,9 +128,11 @@ def find_server() -> Server | None:
     except ImportError:  # no Jupyter here at all
         return None
     runtime = Path(jupyter_runtime_dir())
+    if not _private(runtime, folder=True):
+        return None
     for pid in _ancestors():
         try:
-            info = json.loads((runtime / f"jpserver-{pid}.json").read_text(encoding="utf-8"))
+            info = json.loads(_private_text(runtime / f"jpserver-{pid}.json"))
         except (OSError, ValueError):
             continue
         url, root = info.get("url"), info.get("root_dir") or info.get("notebook_dir")

@@ -101,9 +101,9 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
 def resume(session: Session, call: HeldCall, result: str,
            on_text: Callable[[str], None] | None = None,
            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Reply:
-    """Continue a paused request with the confirmed tool call's ``result``."""
+    """Go on with a confirmed call's ``result``, masked whatever route decided it."""
     paused = call.paused
-    messages = _seen(session, paused.answered(result))
+    messages = _seen(session, paused.answered(redaction.redact(result, session.environ)))
     problem = session.config_error or model_client.not_configured(session.environ, session.model_config)
     if problem:
         _commit(session, messages)

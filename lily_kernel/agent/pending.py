@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
+from lily_kernel import redaction
 from lily_kernel.errors import ActionError, ToolError, Uncertain
 from lily_kernel.settings import autorun
 from lily_kernel.settings.limits import Limits
@@ -186,7 +187,8 @@ def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
             return Verdict("refuse", str(exc))
     if kind == "write":
         path = args.get("path")
-        runs = autorun.reason(path) if isinstance(path, str) else None
+        runs = autorun.reason(path, getattr(session, "workspace", None)) \
+            if isinstance(path, str) else None
     approved, revoked = False, ""
     if tool.name in session.approved:
         was, now = session.approved[tool.name], tool.identity()
@@ -292,7 +294,8 @@ def _run(session: Holder, call: HeldCall) -> Shown:
         value = invoke(tool, call.args)
     except ToolError as exc:
         return Shown(f"Error: {exc}")
-    return Shown(cap(value.text, session.limits.tool_result_chars)[0], value.display)
+    masked = redaction.redact(value.text, getattr(session, "environ", None))  # before the cut
+    return Shown(cap(masked, session.limits.tool_result_chars)[0], value.display)
 
 
 def cap(text: str, limit: int) -> tuple[str, bool]:

@@ -28,7 +28,7 @@ from lily_kernel.commands.results import (
     SkillRequest,
 )
 from lily_kernel.errors import CommandError, Interrupted, LoaderError
-from lily_kernel.redaction import redact
+from lily_kernel.redaction import redact, redact_value
 from lily_kernel.session.session import Session
 from lily_kernel.tools import mentions
 from lily_kernel.tools.notebook_tools import ProposedCell
@@ -259,11 +259,11 @@ class Runner:
             purpose = words.split(". ")[0].rstrip(".") + "." if words else ""
             env = session.environ
             code = action.args.get("code") if action.tool == "run_python" else None
-            shown = [purpose, redact(arguments_json(action.args), env),
+            shown = [purpose, arguments_json(redact_value(action.args, env)),
                      None if action.change is None else redact(action.change, env),
                      code if isinstance(code, str) else None, action.reason,
                      action.tool, action.server]  # the name and server: render shows them
-            found: dict[str, None] = {}
+            found = dict.fromkeys(sanitize.hidden_in(action.args))  # JSON escapes C0 ones
             for i, part in enumerate(shown):
                 if part is not None:
                     shown[i], marks = sanitize.visible(part)

@@ -315,23 +315,62 @@ def _is_inert(md: str) -> bool:
 #: (bidirectional overrides and isolates, zero-width spaces and joiners, the BOM), line and
 #: paragraph separators, private use and unassigned code points (docs/permissions.md#cards).
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
+#: Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt), whole:
+#: what a renderer may draw as nothing whatever its category -- variation selectors, tags,
+#: Hangul fillers, Mongolian free variation selectors, the soft hyphen, the combining
+#: grapheme joiner. Inclusive ranges.
+DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_IGNORABLE = re.compile("[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in DEFAULT_IGNORABLE)
+                        + "]")
+
+
+def hidden(ch: str) -> bool:
+    """Whether ``ch`` draws differently from what runs: a control (but newline and tab),
+    a format, separator, private-use, surrogate or unassigned code point, or a
+    default-ignorable one (docs/permissions.md#cards)."""
+    import unicodedata
+    if ch in "\n\t":
+        return False
+    return unicodedata.category(ch) in _HIDDEN_CATEGORIES or _IGNORABLE.match(ch) is not None
 
 
 def visible(text: str) -> tuple[str, tuple[str, ...]]:
-    """``text`` with every character that draws differently from what runs shown as
-    ``⟨U+202E⟩``, and the names of those found (in order, once each): what a card shows is
-    what runs."""
-    import unicodedata
+    """``text`` with every character that draws differently from what runs (:func:`hidden`)
+    shown as ``⟨U+202E⟩``, and the names of those found (in order, once each): what a card
+    shows is what runs."""
     found: dict[str, None] = {}
     out = []
     for ch in text:
-        if ch in "\n\t" or unicodedata.category(ch) not in _HIDDEN_CATEGORIES:
+        if not hidden(ch):
             out.append(ch)
             continue
         mark = f"⟨U+{ord(ch):04X}⟩"
         found[mark] = None
         out.append(mark)
     return "".join(out), tuple(found)
+
+
+def hidden_in(value: object) -> tuple[str, ...]:
+    r"""The hidden characters (:func:`visible`'s marks) in every string of JSON-like data,
+    keys included: a control JSON shows as an escape (``\r``) is still one the card warns
+    about."""
+    found: dict[str, None] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.update(dict.fromkeys(visible(item)[1]))
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            stack += list(item)
+    return tuple(found)
 
 
 #: What a terminal would act on rather than show: C0 controls but newline and tab, DEL,

@@ -42,6 +42,16 @@ _SHOWN: tuple[tuple[str, str, str], ...] = (
 )
 _VAR = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 RULES_FILES = ("AGENTS.md", "CLAUDE.md")
+
+
+def persona_files(workspace: Path, dirs: tuple[Path, ...], env: Mapping[str, str]) -> list[str]:
+    """The files of the workspace's own ``persona/`` (relative, sorted; at most 50 named)."""
+    from lily_kernel.session.persona import workspace_persona
+    own = workspace_persona(workspace, dirs, env)
+    if own is None:
+        return []
+    found = sorted(str(p.relative_to(workspace)) for p in own.rglob("*") if p.is_file())
+    return found[:50] + ([f"… {len(found) - 50} more"] if len(found) > 50 else [])
 #: Hex digits of the fingerprint /trust shows, which ``/trust --yes FINGERPRINT`` names.
 SHOWN_FINGERPRINT = 16
 _HEX = re.compile(r"[0-9a-f]+\Z")
@@ -209,6 +219,10 @@ def review(session: Session) -> TrustReview:
     skills = skill_lines(session.trusted_preview())
     out += ["**Skills** of its own folders (`skills/`, `.agents/skills`, `.claude/skills`) "
             "that would load", "", *(skills or ["- none"]), ""]
+    own = persona_files(workspace, session.persona_dirs, session.environ)
+    if own:
+        out += ["**Persona** (`persona/`, read into the system prompt only when trusted): "
+                + ", ".join(_code(f) for f in own), ""]
     rules = [name for name in RULES_FILES if (workspace / name).is_file()]
     if rules:
         out += ["**Rules files** (read into the system prompt only when trusted): "

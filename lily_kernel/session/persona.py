@@ -7,10 +7,14 @@ Files are looked up one by one, first hit wins:
 2. ``<persona>/FILE`` in the workspace persona folder, then in the bundled one.
 
 So a workspace ``persona/`` replaces the shipped persona file by file, and a
-named agent inherits whatever file it does not define from the default agent.
+named agent inherits whatever file it does not define from the default agent. A workspace's
+own ``persona/`` is instructions from whoever made the folder: it is used only once the
+user trusts the workspace (:func:`usable`, docs/trust-boundary.md#workspace-trust);
+``LILY_PERSONA_DIR`` is the user's own choice and always counts.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +49,28 @@ class Persona:
         """The persona part of the system context, files in the fixed order (each its own
         heading: no file-name comments, which a small model pays for and does not need)."""
         return "\n\n".join(f.text.strip() for f in self.files if f.text.strip())
+
+
+def workspace_persona(workspace: Path, dirs: tuple[Path, ...],
+                      env: Mapping[str, str]) -> Path | None:
+    """The workspace's own ``persona/`` among ``dirs``, when it is there, not the bundled
+    one (a source checkout of Lily) and not the folder the user named (LILY_PERSONA_DIR),
+    else None."""
+    own = workspace / "persona"
+    if env.get("LILY_PERSONA_DIR") or own not in dirs or not own.is_dir():
+        return None
+    from lily_kernel.skills.paths import bundled
+    return None if own.resolve() == bundled("persona").resolve() else own
+
+
+def usable(workspace: Path, dirs: tuple[Path, ...], env: Mapping[str, str],
+           trusted: Callable[[], bool]) -> tuple[Path, ...]:
+    """``dirs`` without the workspace's own ``persona/`` unless ``trusted()`` (asked only
+    when there is one)."""
+    own = workspace_persona(workspace, dirs, env)
+    if own is None or trusted():
+        return dirs
+    return tuple(d for d in dirs if d != own)
 
 
 def list_agents(dirs: tuple[Path, ...]) -> list[str]:

@@ -127,7 +127,7 @@ class Session:
         self.budget = Budget(learn=self.learn_context_window, record=self._record_fit)
         self._ended = False
         self.skill_snapshot = self._build_snapshot(version=1)
-        self.persona = persona.load(self.active_agent, self.persona_dirs)
+        self.persona = persona.load(self.active_agent, self.persona_used())
         label = self.label or f"session-{self.session_id[:12]}"
         path = journal_path(self.workspace, label) if self._journal_enabled else None
         if resume and path is not None and self.label and self.resume_enabled:
@@ -326,6 +326,7 @@ class Session:
                              "fingerprint": workspace_trust.fingerprint(self.workspace),
                              "model_config": self.model_config.as_dict()})
         self.reload_skills()  # the workspace's own skills; eligibility follows the policy
+        self.reload_persona()  # the workspace's own persona/, now used (or no longer)
         self._start_mcp()  # the servers as reviewed start now (or stop, when revoked)
 
     def _build_snapshot(self, version: int, fresh: bool = False) -> Snapshot:
@@ -490,20 +491,25 @@ class Session:
         return snap
 
     def reload_persona(self) -> persona.Persona:
-        """Read the persona files again (/reload_persona)."""
-        self.persona = persona.load(self.active_agent, self.persona_dirs)
+        """Read the persona files again (/reload_persona; after /trust)."""
+        self.persona = persona.load(self.active_agent, self.persona_used())
         self.journal.append({"event": "persona_reloaded", "session_id": self.session_id,
                              "agent": self.active_agent,
                              "files": [f.path for f in self.persona.files]})
         return self.persona
 
+    def persona_used(self) -> tuple[Path, ...]:
+        """The persona folders read: the workspace's own only once it is trusted."""
+        return persona.usable(self.workspace, self.persona_dirs, self._env,
+                              lambda: self.workspace_trusted)
+
     def agents(self) -> list[str]:
         """The persona agents /agent can switch to."""
-        return persona.list_agents(self.persona_dirs)
+        return persona.list_agents(self.persona_used())
 
     def switch_agent(self, name: str) -> persona.Persona:
         """Switch to persona agent ``name`` (/agent NAME)."""
-        chosen = persona.load(name, self.persona_dirs)  # raises PersonaError
+        chosen = persona.load(name, self.persona_used())  # raises PersonaError
         self.persona = chosen
         self.active_agent = name
         self.journal.append({"event": "agent_switched", "session_id": self.session_id,

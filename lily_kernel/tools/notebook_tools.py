@@ -14,6 +14,7 @@ docs/notebook-tools.md.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 import sys
@@ -161,6 +162,33 @@ def type_name(obj: Any) -> str:
     return value if type(value) is str else "?"
 
 
+#: What ``share_values = false`` says of a type it does not name.
+OWN_CLASS = "a class of the notebook's own (its name is not shared)"
+
+
+def shared_type_name(t: type) -> str:
+    """``t``'s name as the model may read it when values are not shared: a type's name can
+    carry data (``type(secret, (), {})``), so only a built-in type, or the very object a
+    loaded module publishes under that name (checked by identity), is named; any other is
+    :data:`OWN_CLASS` (docs/notebook-tools.md#privacy-share_values)."""
+    if t in _BUILTIN_TYPES:
+        return t.__name__
+    module, name = _type_attr(t, "__module__"), _type_attr(t, "__qualname__")
+    mod = sys.modules.get(module) if module != "__main__" else None
+    published = getattr(mod, "__dict__", None)
+    if type(published) is dict and published.get(name) is t:
+        return name
+    return OWN_CLASS
+
+
+def shared_error_name(ename: str) -> str:
+    """An exception's class name as the model may read it when values are not shared: a
+    built-in exception's (``KeyError``), else :data:`OWN_CLASS`."""
+    import builtins
+    found = builtins.__dict__.get(ename)
+    return ename if isinstance(found, type) and issubclass(found, BaseException) else OWN_CLASS
+
+
 def _classes() -> tuple[Any, Any, Any]:
     """Pandas' DataFrame and Series and NumPy's ndarray, when they are imported (or None)."""
     pd, np = sys.modules.get("pandas"), sys.modules.get("numpy")
@@ -190,8 +218,9 @@ def _library_type(t: type) -> bool:
 
 def shape(obj: Any, classes: tuple[Any, Any, Any] | None = None, columns: bool = False) -> str:
     """``DataFrame 1,000×12``, ``ndarray float64 (3, 224, 224)``, ``list[37]``, ``str[1,204]``.
-    ``classes``: :func:`_classes`, when the caller asks for many; ``columns``: a DataFrame's
-    first column names too (``DataFrame 7×3 [x, y, label]``), when values may be shared."""
+    ``classes``: :func:`_classes`, when the caller asks for many; ``columns`` (values may be
+    shared): a DataFrame's first column names too (``DataFrame 7×3 [x, y, label]``); without
+    it a class of the notebook's own is not named (:func:`shared_type_name`)."""
     t = type(obj)
     if t in _SIZED:
         return f"{t.__name__}[{len(obj):,}]"
@@ -206,7 +235,7 @@ def shape(obj: Any, classes: tuple[Any, Any, Any] | None = None, columns: bool =
         return f"Series {obj.dtype} [{len(obj):,}]"
     if t is ndarray and t is not None:
         return f"ndarray {obj.dtype} {tuple(obj.shape)}"
-    return type_name(obj)
+    return type_name(obj) if columns else shared_type_name(t)
 
 
 def _listed(name: Any, value: Any, hidden: Mapping[str, Any], include_callables: bool) -> bool:
@@ -248,7 +277,7 @@ def list_variables(nb: Notebook, include_callables: bool = False, share: bool = 
         try:
             lines.append(f"{name}: {shape(ns[name], classes, share)}")
         except Exception:
-            lines.append(f"{name}: {type_name(ns.get(name))}")
+            lines.append(f"{name}: {_named(ns.get(name), share)}")
     head = (f"{len(shown)} variable{'s' if len(shown) != 1 else ''}"
             + (f" ({older:,} older ones not listed; inspect_variable takes any name)" if older else "")
             + (f"; {secret} hidden (their names look like secrets)" if secret else "")
@@ -317,8 +346,17 @@ def _plain_column(values: Any) -> bool:
     return all(_library_type(type(v)) for v in values)
 
 
+def _named(obj: Any, share: bool) -> str:
+    return type_name(obj) if share else shared_type_name(type(obj))
+
+
 def _describe(obj: Any, share: bool) -> str:
-    kind = type_name(obj)
+    kind = _named(obj, share)
+    if _exact(obj, "pandas", "DataFrame") and not share:  # labels are keys of the value
+        rows, cols = obj.shape
+        kinds = collections.Counter(str(t) for t in obj.dtypes.tolist())
+        return (f"DataFrame {rows:,} rows × {cols:,} columns; dtypes: "
+                + ", ".join(f"{t} ×{n}" for t, n in kinds.most_common()))
     if _exact(obj, "pandas", "DataFrame"):
         rows, cols = obj.shape
         out = [f"DataFrame {rows:,} rows × {cols:,} columns", "columns (dtype):"]
@@ -347,7 +385,8 @@ def _describe(obj: Any, share: bool) -> str:
         return "\n".join(out)
     if _exact(obj, "pandas", "Series"):
         name = obj.name if type(obj.name) is str else safe_repr(obj.name)
-        out = [f"Series {name}: {len(obj):,} values, dtype {obj.dtype}"]
+        out = [f"Series {name if share else '(its name is not shared)'}: {len(obj):,} values, "
+               f"dtype {obj.dtype}"]
         if share:
             head = obj.head(5)
             if not _object_dtype(obj.dtype):
@@ -379,9 +418,9 @@ def _describe(obj: Any, share: bool) -> str:
         else:
             shown = [f"  {safe_repr(v)}" for v in itertools.islice(obj, REPR_ITEMS)]
         return "\n".join([head + (", first items:" if shown else ""), *shown])
-    head = f"{_type_attr(t, '__module__')}.{_type_attr(t, '__qualname__')}"
     if not share:
-        return head
+        return kind
+    head = f"{_type_attr(t, '__module__')}.{_type_attr(t, '__qualname__')}"
     if _library_type(t):
         return f"{head}: {safe_repr(obj)}"
     # The user's own class: its plain attributes, read without calling anything of its own.
@@ -512,9 +551,10 @@ def inspect_variable(nb: Notebook, name: str, share: bool = True,
         value, lead = ns[name], ""
     done, text = bounded.call(lambda: _describe(value, share), INSPECT_SECONDS)
     if not done:
-        return f"{lead}{label}: {type_name(value)} (… timed out: over {INSPECT_SECONDS:g} s)"
+        return f"{lead}{label}: {_named(value, share)} (… timed out: over {INSPECT_SECONDS:g} s)"
     if isinstance(text, BaseException):
-        return f"{lead}{label}: {type_name(value)} — could not be summarised ({type_name(text)})"
+        return (f"{lead}{label}: {_named(value, share)} — could not be summarised "
+                f"({_named(text, share)})")
     return clip(f"{lead}{label}: {text}" + ("" if share else f"\n{NOT_SHARED}"), INSPECT_CHARS)
 
 
@@ -599,7 +639,7 @@ def format_error(err: ErrorInfo, share: bool = True) -> str:
         out += [f"--- error ---\n{err.ename}: {clip(plain(err.evalue), 1_000)}",
                 "--- traceback ---", clip(plain(err.traceback).rstrip(), ERROR_CHARS, tail=True)]
     else:
-        out += [f"--- error ---\n{err.ename}", NOT_SHARED]
+        out += [f"--- error ---\n{shared_error_name(err.ename)}", NOT_SHARED]
     return "\n".join(out)
 
 
@@ -640,7 +680,8 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
         raise ToolError("code is empty")
     result = nb.run(code)
     if not share:
-        return Shown("The code ran" + (f" and raised {result.error.ename}." if result.error
+        return Shown("The code ran" + (f" and raised {shared_error_name(result.error.ename)}."
+                                       if result.error
                                        else " without an error.") + f" {NOT_SHARED}",
                      result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
@@ -685,7 +726,7 @@ def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
     except ToolError:
         raise
     except Exception as exc:
-        raise ToolError(f"{tool} failed ({type_name(exc)}) {NOT_SHARED}") from None
+        raise ToolError(f"{tool} failed ({shared_type_name(type(exc))}) {NOT_SHARED}") from None
 
 
 #: What a registered notebook tool calls: ``(tool, args, share)`` -> its result. In a notebook

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +47,12 @@ MARKERS: tuple[tuple[str, str], ...] = (
 
 
 def fold(name: str) -> str:
-    """A component as protected paths are compared: NFC, case-folded
-    (docs/trust-boundary.md#protected-paths: safe on case-insensitive disks too)."""
-    return unicodedata.normalize("NFC", name).casefold()
+    """A component as protected paths are compared: NFKC (NFC, NFD and fullwidth forms are
+    one name), case-folded, without the trailing dots and spaces Windows drops
+    (docs/trust-boundary.md#protected-paths: every spelling a disk may treat as the same
+    file, on the safe side)."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return folded.rstrip(". ") or folded
 
 
 @dataclass(frozen=True)
@@ -92,14 +95,30 @@ def _inside(root: str, path: str) -> tuple[str, ...] | None:
     return None
 
 
+def policy_paths(env: Mapping[str, str]) -> list[tuple[Path, str, bool]]:
+    """The files that bind the model, as (path, what, is a folder): the administrator's
+    policy files and the user's configuration folder (docs/permissions.md#layers)."""
+    from lily_kernel.settings import admin_policy
+    from lily_kernel.settings.model_settings import user_config_path
+    named = env.get(admin_policy.ENV_FILE)
+    admin = [admin_policy.SYSTEM_FILE, *([Path(named).expanduser()] if named else [])]
+    return [*((p, "the administrator's policy", False) for p in admin),
+            (user_config_path(env).parent, "the user's Lily configuration", True)]
+
+
 def protected_set(workspace: Path, persona_dirs: Iterable[Path],
                   skill_roots: Iterable[Path], data_dirs: Iterable[Path] = (),
+                  policy: Iterable[tuple[Path, str, bool]] = (),
                   ) -> tuple[tuple[Protected, ...], tuple[Path, ...]]:
     """The protected paths of ``workspace`` (docs/trust-boundary.md#protected-paths), and the
     absolute paths whose inodes are guarded as well. ``data_dirs``: the user's data folder
-    for Lily (the workspace trust record), protected when it lies inside the workspace."""
+    for Lily (the workspace trust record), protected when it lies inside the workspace.
+    ``policy`` (:func:`policy_paths`): protected by name when inside the workspace and by
+    identity (device and inode, its target's too) wherever it lies: another name for it
+    (a bind mount, an alias of its folder) is refused as well."""
     from lily_kernel.settings.model_settings import CONFIG_FILE
     from lily_kernel.typed.contacts import CONTACTS_FILE
+    data_dirs, policy = list(data_dirs), list(policy)
     items: list[tuple[Path, str, bool]] = [
         (workspace / ".lily", "Lily's state (journal, Config Registry, outbox)", True),
         (workspace / CONFIG_FILE, "Lily's configuration", False),
@@ -118,9 +137,11 @@ def protected_set(workspace: Path, persona_dirs: Iterable[Path],
     # the workspace for the user (docs/trust-boundary.md#workspace-trust).
     items += [(Path(d), "Lily's data folder (the workspace trust record)", True)
               for d in data_dirs]
+    items += policy
     lexical_ws, real_ws = os.path.abspath(workspace), os.path.realpath(workspace)
     found: dict[tuple[str, ...], Protected] = {}
-    guard: list[str] = []
+    # what binds the model is guarded by identity wherever it lies (another name for it)
+    guard: list[str] = [os.path.abspath(p) for p in (*(p for p, _, _ in policy), *data_dirs)]
     for path, what, is_dir in items:
         lexical, real = os.path.abspath(path), os.path.realpath(path)
         for base, p in ((lexical_ws, lexical), (real_ws, real)):

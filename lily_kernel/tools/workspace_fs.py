@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lily_kernel.errors import ToolError
 from lily_kernel.settings.limits import Limits
-from lily_kernel.tools.protected import MARKERS, Protected, fold, protected_set
+from lily_kernel.tools.protected import MARKERS, Protected, fold, policy_paths, protected_set
 
 _SEP = re.compile(r"[/\\]")
 # getattr: the module must import everywhere; _root_fd refuses where dir_fd is missing.
@@ -468,6 +468,7 @@ def for_session(workspace: Path, limits: Limits, persona_dirs: Iterable[Path],
     from lily_kernel.settings.workspace_trust import data_dir
     from lily_kernel.skills.paths import skill_roots
     roots = [r.path for r in skill_roots(env, workspace)]
-    protected, guard = protected_set(Path(workspace), persona_dirs, roots, [data_dir(env)])
+    protected, guard = protected_set(Path(workspace), persona_dirs, roots, [data_dir(env)],
+                                     policy_paths(env))
     return WorkspaceFS(workspace, protected, guard=guard, read_bytes=limits.read_bytes,
                        write_bytes=limits.write_bytes)

@@ -91,7 +91,8 @@ def test_system_message_is_instructions_then_persona_then_index(world, server):
     write_skill(world.skills, "alpha-skill", "description: Alpha described.", "ALPHA-BODY-MARK\n")
     write_skill(world.skills, "hidden-skill",
                 "summary: HIDDEN-SUMMARY-MARK\ndisable-model-invocation: true", "HIDDEN-BODY\n")
-    session = world.session(server)
+    # the user's own persona folder (a workspace's persona/ waits for /trust: issue 41)
+    session = world.session(server, LILY_PERSONA_DIR=str(persona))
     server.add("hello")
     reply = loop.run(session, "hi")
     assert reply.text == "hello" and reply.skill is None

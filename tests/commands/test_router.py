@@ -374,6 +374,8 @@ def test_reload_persona_rereads_edited_files(env):
     persona = env.workspace / "persona"
     persona.mkdir()
     (persona / "SOUL.md").write_text("Soul version one.")
+    from lily_kernel.settings import workspace_trust
+    workspace_trust.trust(env.workspace, env.session_env())  # a workspace's persona/ needs it
     session = env.session()
     assert "Soul version one." in session.persona.system_text()
     (persona / "SOUL.md").write_text("Soul version two.")

@@ -215,3 +215,30 @@ def test_lily_policy_check_names_each_problem(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "lily_kernel.cli", "policy", "check", str(good)],
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and "valid" in ok.stdout
+
+
+# -- every result is masked, whatever route ran the tool (issue 41 §5) --------------------------
+
+def test_a_confirmed_run_python_printing_the_key_reaches_the_model_masked(kernel, server, turns):
+    key = "sk-kernel-attack-0123456789abcdef"
+    assert kernel.run(f"%%python\nimport os\nos.environ['OPENAI_API_KEY'] = {key!r}").status == "ok"
+    turns.extend([call("run_python", {"code": "import os\nprint(os.environ['OPENAI_API_KEY'])"},
+                       "k1"), "Printed it."])
+    _md, ref = card(kernel.run("print my key"))
+    assert kernel.run(f"/confirm {ref}").status == "ok"
+    got = tool_result(server, "k1")
+    assert key not in got and "***" in got, got
+    assert not any(key in str(r) for r in server.chat_requests())
+
+
+def test_share_values_false_names_no_class_the_notebook_made(admin_kernel, server, turns):
+    """A class named by a value (issue 41 §5): with share_values = false the model reads
+    neither its name nor the exception's text."""
+    admin_kernel.run("%%python\nobj = type('hunter2_in_a_name', (), {})()\n"
+                     "raise type('hunter2_in_an_error', (Exception,), {})('hunter2 text')")
+    turns.extend([call("list_variables", {}, "v1"), call("last_error", {}, "e1"), "Seen."])
+    assert admin_kernel.run("what failed?").status == "ok"
+    listed = tool_result(server, "v1")
+    assert "hunter2" not in listed and "obj: a class of the notebook's own" in listed, listed
+    error = tool_result(server, "e1").split("--- error ---")[1]  # the source is the user's
+    assert "hunter2" not in error and "not shared" in error, error

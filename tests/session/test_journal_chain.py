@@ -143,7 +143,7 @@ def test_a_mask_that_would_break_the_json_line_redacts_string_by_string(tmp_path
     journal.append({"event": "python", "session_id": SID, "source": source, "ok": True})
     journal.append({"event": "prose", "session_id": SID, "text": "next"})
     records = Logs(tmp_path).checked(SID)
-    assert records[0]["source"] == ("%%python\nimport os\nos.environ['MY_TOKEN'] = ***\n"
+    assert records[0]["source"] == ("%%python\nimport os\nos.environ['MY_TOKEN'] = '***'\n"
                                     "print('after')")
     assert records[0]["ok"] is True and records[1]["text"] == "next"
     assert "tok-123456789" not in path.read_text()
