@@ -284,7 +284,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
         else:
-            hit_rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+            read = logs.Logs(_logs_workspace(args))
+            hit_rows = [(h.session[:12] + (" (foreign)" if h.session in read.by_session
+                                           and read.foreign(h.session) else ""),
+                         logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
                          h.snippet) for h in hits]
             print(render.table(("session", "time", "where", "snippet"), hit_rows, width=100))
             print(f"{len(hits)} match(es).", file=sys.stderr)
@@ -307,11 +310,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
          "tokens in", "tokens out", "models", "first request"),
-        [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else ""),
+        [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else "")
+          + (" (foreign)" if s.foreign else ""),
           logs.iso(s.started), logs.iso(s.last), str(s.requests),
           str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
           s.first)
          for s in rows]))
+    foreign = sum(1 for s in rows if s.foreign)
+    if foreign:
+        print(f"{foreign} session(s) marked (foreign): Lily cannot prove it wrote them for you; "
+              "they are shown, never resumed (docs/logs.md#authenticity).", file=sys.stderr)
     return 0
 
 
@@ -332,7 +340,7 @@ def _one_session(args: argparse.Namespace, strict: bool = True
             records = read.records(sid)
     finally:
         _print_notes(read.notes)
-    return read, sid, logs.summarize(sid, records), logs.turns(records)
+    return read, sid, read.summary(sid), logs.turns(records)
 
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
@@ -426,7 +434,10 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
     from lily_kernel.commands import logs_replay
-    read, sid, _, _ = _one_session(args)
+    read, sid, summary, _ = _one_session(args)
+    if summary.foreign:
+        print(f"Replaying a foreign journal ({summary.foreign}): nothing in it runs unless "
+              "--include-code (docs/logs.md#authenticity).")
     nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
     print(f"Wrote {script_path}")
     if code:  # what the replay would run, read from the journal: the user decides

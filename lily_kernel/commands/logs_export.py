@@ -96,7 +96,9 @@ def markdown(summary: SessionSummary, turns: list[Turn],
            f"- last activity: {iso(summary.last)}",
            f"- requests: {summary.requests}, tool calls: {summary.tool_calls}",
            f"- tokens: {tokens}",
-           f"- models: {sanitize.md_text(', '.join(summary.models) or '-')}", ""]
+           f"- models: {sanitize.md_text(', '.join(summary.models) or '-')}",
+           *([f"- **foreign journal**: {sanitize.md_text(summary.foreign)}"]
+             if summary.foreign else []), ""]
     n = 0
     for turn in turns:
         if not turn.is_cell:
@@ -166,7 +168,9 @@ def notebook(summary: SessionSummary, turns: list[Turn],
                    f"Exported from the journal by `lily logs export`: notebook "
                    f"{sanitize.md_text(summary.label or '-')}, {summary.requests} request(s), "
                    f"{summary.tool_calls} tool call(s), models: "
-                   f"{sanitize.md_text(', '.join(summary.models) or '-')}.")}]
+                   f"{sanitize.md_text(', '.join(summary.models) or '-')}."
+                   + (f"\n\n**Foreign journal**: {sanitize.md_text(summary.foreign)}."
+                      if summary.foreign else ""))}]
     count = 0
     for turn in turns:
         if not turn.is_cell:
@@ -201,7 +205,8 @@ def notebook(summary: SessionSummary, turns: list[Turn],
                       "metadata": metadata, "source": turn.text.rstrip("\n"), "outputs": outputs})
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
             "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO),
-                         "lily": {"session_id": summary.id, "label": summary.label}}}
+                         "lily": {"session_id": summary.id, "label": summary.label,
+                                  **({"foreign": summary.foreign} if summary.foreign else {})}}}
 
 
 def write_text(path: Path, text: str) -> None:

@@ -398,9 +398,10 @@ def _logs(session: Session, cmd: Command) -> Any:
     from lily_kernel.session import logs
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
-    read = logs.Logs(session.workspace)
+    read = logs.Logs(session.workspace, session.environ)
     records = read.by_session.get(session.session_id, [])
-    summary = logs.summarize(session.session_id, records)
+    summary = (read.summary(session.session_id) if records
+               else logs.summarize(session.session_id, records))
     cells = [t for t in logs.turns(records) if t.is_cell]
     word, _, rest = cmd.args.partition(" ")
     if word == "export":

@@ -14,13 +14,13 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.errors import LogsError
+from lily_kernel.errors import LilyError, LogsError
 from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
@@ -133,6 +133,7 @@ class SessionSummary:
     first: str = ""  # the first request (one line, clipped): names the session with the label
     parent: str = ""  # the session this one resumed or forked from (docs/session.md#resume)
     parent_kind: str = ""  # "resumed" or "forked"
+    foreign: str = ""  # why Lily cannot prove it wrote this session for you ("": it did)
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (``--json``)."""
@@ -141,7 +142,8 @@ class SessionSummary:
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
                 "files": self.files, "records": self.records, "first_request": self.first,
-                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None}
+                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None,
+                "foreign": self.foreign or None}
 
 
 def iso(t: float) -> str:
@@ -238,8 +240,10 @@ def call_args(call: dict[str, Any]) -> Any:
 class Logs:
     """The journal of one workspace, read once (docs/logs.md). Never writes."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, env: Mapping[str, str] | None = None) -> None:
         self.workspace = Path(workspace)
+        self.env = env  # whose journal key tells Lily's own sessions (None: the process's)
+        self._foreign: dict[str, str] = {}
         self.notes = Notes()
         self.by_session: dict[str, list[dict[str, Any]]] = {}
         if not journal_dir(self.workspace).is_dir():
@@ -251,9 +255,31 @@ class Logs:
             records.sort(key=_t)
 
     def sessions(self) -> list[SessionSummary]:
-        """Every session, newest activity first."""
-        rows = [summarize(sid, recs) for sid, recs in self.by_session.items()]
+        """Every session, newest activity first, each marked when it is foreign."""
+        rows = [self.summary(sid) for sid in self.by_session]
         return sorted(rows, key=lambda s: (s.last, s.id), reverse=True)
+
+    def summary(self, session_id: str) -> SessionSummary:
+        """The list row of one session, with :attr:`SessionSummary.foreign` set."""
+        row = summarize(session_id, self.by_session[session_id])
+        row.foreign = self.foreign(session_id)
+        return row
+
+    def foreign(self, session_id: str) -> str:
+        """Why Lily cannot prove it wrote session ``session_id`` for this user (``""``: it
+        did): a foreign session is shown, searched, exported and replayed, marked, and never
+        resumed (docs/logs.md#authenticity)."""
+        if session_id not in self._foreign:
+            from lily_kernel.session import journal_auth
+            try:
+                key = journal_auth.load_key(self.env)
+            except LilyError as exc:
+                self._foreign[session_id] = str(exc)
+            else:
+                checked = journal_auth.check_records(self.by_session[session_id], key)
+                self._foreign[session_id] = (checked.reason if isinstance(
+                    checked, journal_auth.Foreign) else "")
+        return self._foreign[session_id]
 
     def resolve(self, prefix: str) -> str:
         """The full id of the session ``prefix`` starts (or a label names); LogsError if

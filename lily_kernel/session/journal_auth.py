@@ -1,0 +1,211 @@
+"""Which journals Lily wrote for this user: the per-user key and :func:`authenticity`.
+
+A journal is data from outside until Lily proves it wrote it (docs/logs.md#authenticity).
+Every record Lily writes carries ``kid`` (which key) and ``mac``, an HMAC-SHA256 with the
+user's journal key over the record's canonical JSON, its ``prev`` link included
+(:func:`mac`), so whoever lacks the key can neither write a record nor re-link an edited
+chain. The key is 32 random bytes in the user's data folder (``$LILY_DATA_DIR``, else
+``$XDG_DATA_HOME/lily``, else ``~/.local/share/lily``: outside every workspace), mode 0600,
+created on first use atomically (a temporary file linked into place, so two kernels
+starting at once agree on one key).
+
+:func:`authenticity` is the one check every reader that acts on a journal calls (resume
+at kernel start, ``/rewind`` and ``/fork`` through it, ``lily acp`` ``session/load``):
+:class:`Authentic` with the records it verified (use those, not a second read), or
+:class:`Foreign` with why. A foreign journal can still be shown, searched, exported and
+replayed, marked as foreign (``lily logs``), never resumed.
+"""
+from __future__ import annotations
+
+import enum
+import hmac
+import os
+import secrets
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lily_kernel.errors import ConfigError
+from lily_kernel.session.journal import KID_KEY, MAC_KEY, READER_KEYS, JournalKey, verify_chain
+from lily_kernel.settings import workspace_trust
+
+KEY_NAME = "journal.key"
+_KEY_BYTES = 32
+
+
+class KeyProblem(ConfigError):
+    """The journal key cannot be had (a folder that cannot be written, a file of the wrong
+    mode or owner); the message is one sentence."""
+
+
+def key_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the user's journal key lives (outside every workspace)."""
+    return workspace_trust.data_dir(env) / KEY_NAME
+
+
+def load_key(env: Mapping[str, str] | None = None, create: bool = False) -> JournalKey | None:
+    """The user's journal key; None when there is none yet and ``create`` is False.
+    ``create``: make it on first use (mode 0600, atomically). KeyProblem when the file is not
+    the user's own private regular file, or cannot be read or written."""
+    path = key_path(env)
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        if not create:
+            return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".journal-key-", dir=path.parent)
+        try:
+            os.write(fd, secrets.token_hex(_KEY_BYTES).encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # fails if another process made the key meanwhile: use theirs
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        return _read_key(path)
+    except OSError as exc:
+        raise KeyProblem(f"the journal key {path} cannot be made: {exc.strerror or exc}") from None
+
+
+def _read_key(path: Path) -> JournalKey:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise KeyProblem(f"the journal key {path} is not a regular file")
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise KeyProblem(f"the journal key {path} belongs to another user")
+        if info.st_mode & 0o077:
+            raise KeyProblem(f"the journal key {path} is readable or writable by others "
+                            f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it")
+        text = os.read(fd, 4096).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        secret = b""
+    if len(secret) != _KEY_BYTES:
+        raise KeyProblem(f"the journal key {path} is damaged; delete it (journals written "
+                        "with it become foreign)")
+    return JournalKey.of(secret)
+
+
+class Why(enum.Enum):
+    """Why a journal is foreign."""
+
+    NO_KEY = "this user has no journal key yet, so Lily wrote no journal here for you"
+    KEY_PROBLEM = "the journal key cannot be read"
+    UNKEYED = ("its records carry no mark of Lily's key (written before journals were keyed, "
+               "by hand, or by another program)")
+    OTHER_KEY = "it was written with another journal key (another user's or machine's)"
+    EDITED = "a record was changed after Lily wrote it"
+    CHAIN = "its records were deleted, inserted or reordered"
+    UNTRUSTED = "it lies in a workspace you have not trusted"
+    UNREADABLE = "it cannot be read"
+
+
+@dataclass(frozen=True)
+class Authentic:
+    """A journal Lily wrote for this user: the records it verified, in file order (each
+    with ``_file`` and ``_line``)."""
+
+    records: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A journal Lily cannot prove it wrote for this user: why, and where if known."""
+
+    why: Why
+    where: str = ""
+
+    @property
+    def reason(self) -> str:
+        """Why, in one sentence without the ``Error:``."""
+        return self.why.value + (f" ({self.where})" if self.where else "")
+
+    def error(self, what: str = "the conversation") -> str:
+        """The one ``Error:`` line a face shows when it refuses to resume it."""
+        return (f"Error: {what} was not resumed: the journal is foreign: {self.reason}; "
+                "it starts fresh (`lily logs` still shows the old one; docs/logs.md#authenticity).")
+
+
+Authenticity = Authentic | Foreign
+
+
+def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None) -> Authenticity:
+    """Whether every record (each with ``_file``/``_line`` as the reader sets them) was
+    written by Lily with ``key``, and each session's chain holds."""
+    every = list(records)
+    if key is None:
+        return Foreign(Why.NO_KEY)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for record in every:
+        where = f"{record.get('_file', '?')}:{record.get('_line', '?')}"
+        tag = record.get(MAC_KEY)
+        if not isinstance(tag, str):
+            return Foreign(Why.UNKEYED, where)
+        if record.get(KID_KEY) != key.kid:
+            return Foreign(Why.OTHER_KEY, where)
+        signed = {k: v for k, v in record.items() if k not in READER_KEYS}
+        if not hmac.compare_digest(tag, key.mac(signed)):
+            return Foreign(Why.EDITED, where)
+        by_session.setdefault(str(record.get("session_id")), []).append(record)
+    for own in by_session.values():
+        broken = verify_chain(own)
+        if broken is not None:
+            return Foreign(Why.CHAIN, broken)
+    return Authentic(tuple(every))
+
+
+def workspace_of(path: Path) -> Path | None:
+    """The workspace a journal file ``<workspace>/.lily/journal/...`` lies in, or None."""
+    for parent in Path(path).parents:
+        if parent.name == "journal" and parent.parent.name == ".lily":
+            return parent.parent.parent
+    return None
+
+
+def untrusted_workspace(workspace: Path, env: Mapping[str, str] | None) -> bool:
+    """Whether ``workspace`` ships something trust covers (``lily.toml``, ``.mcp.json``, a
+    skills folder) that the user has not trusted as it is now (an unreadable trust record:
+    untrusted). A folder that ships none of it has nothing to distrust."""
+    try:
+        now = workspace_trust.parts(workspace)
+        if all(value == "absent" for value in now.values()):
+            return False
+        return not workspace_trust.is_trusted(workspace, env)
+    except Exception:
+        return True
+
+
+def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authenticity:
+    """Whether the journal file ``path`` is one Lily wrote for this user (the key of
+    ``env``'s data folder): every record carries a valid MAC of this user's key, each
+    session's chain holds, and it does not lie in an untrusted workspace. The one check
+    before a journal is acted on (resume, ``session/load``); a missing file is foreign
+    (UNREADABLE)."""
+    from lily_kernel.session.logs import Notes, read_file
+    workspace = workspace_of(path)
+    if workspace is not None and untrusted_workspace(workspace, env):
+        return Foreign(Why.UNTRUSTED, str(workspace))
+    try:
+        key = load_key(env)
+    except KeyProblem as exc:
+        return Foreign(Why.KEY_PROBLEM, str(exc))
+    if not path.is_file():
+        return Foreign(Why.UNREADABLE, path.name)
+    notes = Notes()
+    records = read_file(path, notes)
+    if not records and notes.lines:
+        return Foreign(Why.UNREADABLE, notes.lines[0])
+    return check_records(records, key)
