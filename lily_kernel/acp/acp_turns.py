@@ -151,8 +151,10 @@ class Turns:
     def load(self, cwd: str, session_id: str, servers: Sequence[Any] = ()) -> None:
         """``session/load``: the ACP session ``session_id`` taken up from its journal in
         ``cwd``, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
-        conversation and /model settings, never a waiting card nor an --always grant); what
-        the model sees of it is replayed to the client as user and agent messages."""
+        conversation only, never a setting, a waiting card nor an --always grant); what the
+        model sees of it is replayed to the client as user and agent messages. A journal Lily
+        did not write for this user (session/journal_auth.py) is not resumed: the session
+        starts fresh and the client is told why in one ``Error:`` line."""
         state = self.sessions.get(session_id)
         if state is None:
             workspace = Path(cwd)
@@ -169,6 +171,11 @@ class Turns:
             state = self.sessions[session_id] = AcpSession(session_id, workspace, runner, link)
         if not state.runner.ready:
             return
+        note = state.runner.session.resume_note
+        if note is not None and note.startswith("Error:"):  # a foreign journal: said now, once
+            state.runner.session.take_resume_note()
+            self.client.send(session_id, helpers.update_agent_message_text(
+                sanitize.md_text(note)))
         for message in state.runner.session.conversation:
             text = _message_text(message.get("content"))
             if not text.strip():

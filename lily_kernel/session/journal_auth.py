@@ -115,10 +115,12 @@ class Why(enum.Enum):
 
 @dataclass(frozen=True)
 class Authentic:
-    """A journal Lily wrote for this user: the records it verified, in file order (each
-    with ``_file`` and ``_line``)."""
+    """A journal Lily wrote for this user: the session it would resume (None: it holds no
+    session) and the records verified, in file order (each with ``_file`` and ``_line``):
+    that session's and its parents' (the sessions it resumed or forked from)."""
 
     records: tuple[dict[str, Any], ...]
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None) -> 
         broken = verify_chain(own)
         if broken is not None:
             return Foreign(Why.CHAIN, broken)
-    return Authentic(tuple(every))
+    return Authentic(tuple(every), None)
 
 
 def workspace_of(path: Path) -> Path | None:
@@ -176,24 +178,29 @@ def workspace_of(path: Path) -> Path | None:
 
 
 def untrusted_workspace(workspace: Path, env: Mapping[str, str] | None) -> bool:
-    """Whether ``workspace`` ships something trust covers (``lily.toml``, ``.mcp.json``, a
-    skills folder) that the user has not trusted as it is now (an unreadable trust record:
-    untrusted). A folder that ships none of it has nothing to distrust."""
+    """Whether ``workspace`` ships something that waits for ``/trust`` — its ``lily.toml``
+    or ``.mcp.json``, or a skill folder of its own no variable names (as the session
+    holds them back: skills/paths.untrusted_roots) — and the user has not trusted it as it
+    is now (an unreadable trust record: untrusted). A folder that ships none of it has
+    nothing to distrust (docs/logs.md#authenticity)."""
+    from lily_kernel.skills.paths import skill_roots, untrusted_roots
     try:
-        now = workspace_trust.parts(workspace)
-        if all(value == "absent" for value in now.values()):
-            return False
-        return not workspace_trust.is_trusted(workspace, env)
-    except Exception:
+        ships = any((workspace / name).exists() for name in workspace_trust.TRUSTED_FILES) \
+            or bool(untrusted_roots(skill_roots(env, workspace)))
+        return ships and not workspace_trust.is_trusted(workspace, env)
+    except (OSError, ConfigError):  # an unreadable record or folder fails closed
         return True
 
 
 def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authenticity:
-    """Whether the journal file ``path`` is one Lily wrote for this user (the key of
-    ``env``'s data folder): every record carries a valid MAC of this user's key, each
-    session's chain holds, and it does not lie in an untrusted workspace. The one check
-    before a journal is acted on (resume, ``session/load``); a missing file is foreign
-    (UNREADABLE)."""
+    """Whether the journal file ``path`` holds a conversation Lily wrote for this user (the
+    key of ``env``'s data folder): the last session started in it and every session it
+    resumed or forked from, each record with a valid MAC of this user's key, each chain
+    whole, and the file not in an untrusted workspace. The one check before a journal is
+    acted on (resume at kernel start, ``session/load``); a missing file is foreign
+    (UNREADABLE). Sessions of the file that the last one does not descend from are not
+    its history and are not checked (a foreign one is marked by ``lily logs``); a forged
+    session appended last is the one checked, so it is refused."""
     from lily_kernel.session.logs import Notes, read_file
     workspace = workspace_of(path)
     if workspace is not None and untrusted_workspace(workspace, env):
@@ -208,4 +215,23 @@ def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authentici
     records = read_file(path, notes)
     if not records and notes.lines:
         return Foreign(Why.UNREADABLE, notes.lines[0])
-    return check_records(records, key)
+    from lily_kernel.session.resume import MAX_PARENTS, latest_session
+    last = latest_session(records)
+    if last is None:
+        return Authentic((), None)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_session.setdefault(str(record.get("session_id")), []).append(record)
+    lineage: list[str] = []
+    current: str | None = last
+    while current is not None and current in by_session and current not in lineage \
+            and len(lineage) < MAX_PARENTS:
+        lineage.append(current)
+        created = next((r for r in by_session[current]
+                        if r.get("event") == "session_created"), {})
+        parent = created.get("resumed_from") or created.get("forked_from")
+        current = parent if isinstance(parent, str) else None
+    checked = check_records([r for r in records if r.get("session_id") in lineage], key)
+    if isinstance(checked, Foreign):
+        return checked
+    return Authentic(checked.records, last)

@@ -23,7 +23,7 @@ from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, s
 from lily_kernel.errors import ActionError, ConfigError
 from lily_kernel.session import journal_auth, persona
 from lily_kernel.session.journal import Journal, JournalKey, journal_path
-from lily_kernel.session.resume import Restored, latest_session, requests, restore
+from lily_kernel.session.resume import Restored, requests, restore
 from lily_kernel.settings import policy_layers, workspace_trust
 from lily_kernel.settings.model_settings import (
     ModelConfig,
@@ -575,11 +575,9 @@ class Session:
         if isinstance(checked, journal_auth.Foreign):
             self.resume_note = checked.error()
             return None
-        records = list(checked.records)
-        previous = latest_session(records)
-        if previous is None:
+        if checked.session_id is None:
             return None
-        carried = restore(records, previous)
+        carried = restore(list(checked.records), checked.session_id)
         if carried.problem:
             self.resume_note = (f"Error: the conversation was not resumed: {carried.problem}; "
                                 "it starts fresh (`lily logs` shows the old one).")

@@ -237,3 +237,19 @@ def test_a_key_in_the_workspace_is_not_used_when_the_data_folder_lies_elsewhere(
     journal.close()
     session = resumed(ws, env_of(tmp_path))
     assert session.conversation == []
+
+
+def test_after_a_foreign_journal_the_notebook_resumes_its_own_sessions_again(tmp_path):
+    """A journal from before the key (foreign) does not stop the notebook's own sessions
+    written after it from resuming: only the last session and its parents are checked."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = env_of(tmp_path)
+    ship(ws, hostile_records(), chained=True)
+    fresh = resumed(ws, env)
+    assert fresh.conversation == [] and fresh.take_resume_note().startswith("Error:")
+    fresh.add_message({"role": "user", "content": "my own question"})
+    fresh.add_message({"role": "assistant", "content": "MY ANSWER"})
+    fresh.journal.close()
+    again = resumed(ws, env)
+    assert [m["content"] for m in again.conversation] == ["my own question", "MY ANSWER"]
