@@ -438,7 +438,8 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     if summary.foreign:
         print(f"Replaying a foreign journal ({summary.foreign}): nothing in it runs unless "
               "--include-code (docs/logs.md#authenticity).")
-    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
+    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code,
+                                                   args.with_workspace)
     print(f"Wrote {script_path}")
     if code:  # what the replay would run, read from the journal: the user decides
         print("The replay runs code the journal names; review it (docs/logs.md#replay-and-code):")
@@ -508,6 +509,8 @@ def add_logs_parser(sub: Any) -> None:
                      help="do not run it once to record its outputs (nbval then has none)")
     rep.add_argument("--include-code", action="store_true",
                      help="write the cells that run code (%%%%python, /confirm, ...) as cells")
+    rep.add_argument("--with-workspace", action="store_true",
+                     help="load the replayed workspace's skills, persona and lily.toml")
 
 
 

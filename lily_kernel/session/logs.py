@@ -189,7 +189,8 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
                 _add(s.tools, call_name(call))
     s.files = files
     if not s.label:
-        s.label = files[0].rsplit(".", 1)[0] if files else ""
+        # the file's name without its label hash (session/journal.journal_path)
+        s.label = re.sub(r"-[0-9a-f]{16}$", "", files[0].rsplit(".", 1)[0]) if files else ""
     return s
 
 

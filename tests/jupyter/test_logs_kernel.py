@@ -227,7 +227,7 @@ def test_replay_round_trip_passes_and_a_changed_skill_body_fails_its_cell(
     ws = copy_of(recorded, tmp_path)
     replays = tmp_path / "replays"
     code, out, err = lily(capsys, "replay", recorded.session_id[:12], "--workspace", str(ws),
-                          "--to", str(replays))
+                          "--to", str(replays), "--with-workspace")  # its greet skill
     assert code == 0, out + err
     notebook = replays / f"{recorded.session_id[:12]}.ipynb"
     script = json.loads((replays / f"{recorded.session_id[:12]}.replay.json").read_text())
@@ -257,7 +257,7 @@ def test_replay_fails_where_a_tool_result_changed(recorded, capsys, tmp_path, re
     ws = copy_of(recorded, tmp_path)
     replays = tmp_path / "replays"
     assert lily(capsys, "replay", recorded.session_id, "--workspace", str(ws),
-                "--to", str(replays))[0] == 0
+                "--to", str(replays), "--with-workspace")[0] == 0
     script_path = replays / f"{recorded.session_id[:12]}.replay.json"
     script = json.loads(script_path.read_text())
     script["files"]["notes/todo.txt"]["text"] = "TODO write the tests\n"  # the file changed
