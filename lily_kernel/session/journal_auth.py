@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+import json
 import os
 import secrets
 import stat
@@ -36,11 +37,6 @@ KEY_NAME = "journal.key"
 _KEY_BYTES = 32
 
 
-class KeyProblem(ConfigError):
-    """The journal key cannot be had (a folder that cannot be written, a file of the wrong
-    mode or owner); the message is one sentence."""
-
-
 def key_path(env: Mapping[str, str] | None = None) -> Path:
     """Where the user's journal key lives (outside every workspace)."""
     return workspace_trust.data_dir(env) / KEY_NAME
@@ -48,7 +44,7 @@ def key_path(env: Mapping[str, str] | None = None) -> Path:
 
 def load_key(env: Mapping[str, str] | None = None, create: bool = False) -> JournalKey | None:
     """The user's journal key; None when there is none yet and ``create`` is False.
-    ``create``: make it on first use (mode 0600, atomically). KeyProblem when the file is not
+    ``create``: make it on first use (mode 0600, atomically). ConfigError when the file is not
     the user's own private regular file, or cannot be read or written."""
     path = key_path(env)
     try:
@@ -72,7 +68,7 @@ def load_key(env: Mapping[str, str] | None = None, create: bool = False) -> Jour
             os.unlink(tmp)
         return _read_key(path)
     except OSError as exc:
-        raise KeyProblem(f"the journal key {path} cannot be made: {exc.strerror or exc}") from None
+        raise ConfigError(f"the journal key {path} cannot be made: {exc.strerror or exc}") from None
 
 
 def _read_key(path: Path) -> JournalKey:
@@ -80,11 +76,11 @@ def _read_key(path: Path) -> JournalKey:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise KeyProblem(f"the journal key {path} is not a regular file")
+            raise ConfigError(f"the journal key {path} is not a regular file")
         if hasattr(os, "getuid") and info.st_uid != os.getuid():
-            raise KeyProblem(f"the journal key {path} belongs to another user")
+            raise ConfigError(f"the journal key {path} belongs to another user")
         if info.st_mode & 0o077:
-            raise KeyProblem(f"the journal key {path} is readable or writable by others "
+            raise ConfigError(f"the journal key {path} is readable or writable by others "
                             f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it")
         text = os.read(fd, 4096).decode("ascii", "replace").strip()
     finally:
@@ -94,7 +90,7 @@ def _read_key(path: Path) -> JournalKey:
     except ValueError:
         secret = b""
     if len(secret) != _KEY_BYTES:
-        raise KeyProblem(f"the journal key {path} is damaged; delete it (journals written "
+        raise ConfigError(f"the journal key {path} is damaged; delete it (journals written "
                         "with it become foreign)")
     return JournalKey.of(secret)
 
@@ -192,6 +188,25 @@ def untrusted_workspace(workspace: Path, env: Mapping[str, str] | None) -> bool:
         return True
 
 
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The records of one journal file as ``lily logs`` reads them (each with ``_file`` and
+    ``_line``; a line that is not a JSON object with a session id is skipped, as a torn
+    line a crash left is)."""
+    out = []
+    lines = path.read_bytes().split(b"\n")
+    lines.pop()  # b"" after the last newline, or a line still being written
+    for number, raw in enumerate(lines, 1):
+        try:
+            record = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("session_id"), str) \
+                and record["session_id"]:
+            record["_file"], record["_line"] = path.name, number
+            out.append(record)
+    return out
+
+
 def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authenticity:
     """Whether the journal file ``path`` holds a conversation Lily wrote for this user (the
     key of ``env``'s data folder): the last session started in it and every session it
@@ -201,20 +216,19 @@ def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authentici
     (UNREADABLE). Sessions of the file that the last one does not descend from are not
     its history and are not checked (a foreign one is marked by ``lily logs``); a forged
     session appended last is the one checked, so it is refused."""
-    from lily_kernel.session.logs import Notes, read_file
     workspace = workspace_of(path)
     if workspace is not None and untrusted_workspace(workspace, env):
         return Foreign(Why.UNTRUSTED, str(workspace))
     try:
         key = load_key(env)
-    except KeyProblem as exc:
+    except ConfigError as exc:
         return Foreign(Why.KEY_PROBLEM, str(exc))
     if not path.is_file():
         return Foreign(Why.UNREADABLE, path.name)
-    notes = Notes()
-    records = read_file(path, notes)
-    if not records and notes.lines:
-        return Foreign(Why.UNREADABLE, notes.lines[0])
+    try:
+        records = _records(path)
+    except OSError as exc:
+        return Foreign(Why.UNREADABLE, f"{path.name}: {exc.strerror or exc}")
     from lily_kernel.session.resume import MAX_PARENTS, latest_session
     last = latest_session(records)
     if last is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import LilyError, LogsError
+from lily_kernel.session import journal_auth
 from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
@@ -271,7 +272,6 @@ class Logs:
         did): a foreign session is shown, searched, exported and replayed, marked, and never
         resumed (docs/logs.md#authenticity)."""
         if session_id not in self._foreign:
-            from lily_kernel.session import journal_auth
             try:
                 key = journal_auth.load_key(self.env)
             except LilyError as exc:
