@@ -281,12 +281,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
                                  model=args.model, since=since, until=until,
                                  limit=args.n or 20)
         _print_notes(notes)
+        read = logs.Logs(_logs_workspace(args))
+
+        def foreign_of(session: str) -> str:  # why, or "" (docs/logs.md#authenticity)
+            return read.foreign(session) if session in read.by_session else ""
         if args.json:
-            print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
+            print(json.dumps([{**h.as_dict(), "foreign": foreign_of(h.session) or None}
+                              for h in hits], indent=2, ensure_ascii=False))
         else:
-            read = logs.Logs(_logs_workspace(args))
-            hit_rows = [(h.session[:12] + (" (foreign)" if h.session in read.by_session
-                                           and read.foreign(h.session) else ""),
+            hit_rows = [(h.session[:12] + (" (foreign)" if foreign_of(h.session) else ""),
                          logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
                          h.snippet) for h in hits]
             print(render.table(("session", "time", "where", "snippet"), hit_rows, width=100))
@@ -316,9 +319,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
           str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
           s.first)
          for s in rows]))
-    foreign = sum(1 for s in rows if s.foreign)
-    if foreign:
-        print(f"{foreign} session(s) marked (foreign): Lily cannot prove it wrote them for you; "
+    marked = sum(1 for s in rows if s.foreign)
+    if marked:
+        print(f"{marked} session(s) marked (foreign): Lily cannot prove it wrote them for you; "
               "they are shown, never resumed (docs/logs.md#authenticity).", file=sys.stderr)
     return 0
 

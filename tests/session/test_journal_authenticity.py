@@ -253,3 +253,34 @@ def test_after_a_foreign_journal_the_notebook_resumes_its_own_sessions_again(tmp
     fresh.journal.close()
     again = resumed(ws, env)
     assert [m["content"] for m in again.conversation] == ["my own question", "MY ANSWER"]
+
+
+def test_a_foreign_journal_is_listed_shown_searched_and_exported_marked(
+        tmp_path, capsys, monkeypatch):
+    from lily_kernel.cli import main
+    ws = tmp_path / "clone"
+    ws.mkdir()
+    ship(ws, hostile_records(), chained=True)
+    env = env_of(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    mine = Session(ws, label="mine.ipynb", env=env)
+    mine.add_message({"role": "user", "content": "INJECTED-REQUEST twin, but mine"})
+    mine.journal.close()
+    sid = hostile_records()[0]["session_id"]
+    assert main(["logs", "--workspace", str(ws)]) == 0
+    out, err = capsys.readouterr()
+    rows = {line.split()[0]: line for line in out.splitlines()[2:]}
+    assert "(foreign)" in rows[sid[:12]] and "(foreign)" not in rows[mine.session_id[:12]]
+    assert "1 session(s) marked (foreign)" in err
+    assert main(["logs", "--workspace", str(ws), "--json"]) == 0
+    listed = {s["id"]: s["foreign"] for s in json.loads(capsys.readouterr().out)}
+    assert "no mark of Lily's key" in listed[sid] and listed[mine.session_id] is None
+    assert main(["logs", "show", sid[:8], "--workspace", str(ws)]) == 0
+    assert "**foreign journal**" in capsys.readouterr().out
+    assert main(["logs", "-q", "INJECTED", "--workspace", str(ws), "--json"]) == 0
+    hits = {h["session"]: h["foreign"] for h in json.loads(capsys.readouterr().out)}
+    assert hits[sid] and hits[mine.session_id] is None
+    target = tmp_path / "out.md"
+    assert main(["logs", "export", sid[:8], "--workspace", str(ws), "--md", str(target)]) == 0
+    assert "**foreign journal**" in target.read_text()
