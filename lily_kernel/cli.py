@@ -281,10 +281,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                                  model=args.model, since=since, until=until,
                                  limit=args.n or 20)
         _print_notes(notes)
-        read = logs.Logs(_logs_workspace(args))
-
-        def foreign_of(session: str) -> str:  # why, or "" (docs/logs.md#authenticity)
-            return read.foreign(session) if session in read.by_session else ""
+        foreign_of = _foreign_hits(_logs_workspace(args), hits)
         if args.json:
             print(json.dumps([{**h.as_dict(), "foreign": foreign_of(h.session) or None}
                               for h in hits], indent=2, ensure_ascii=False))
@@ -324,6 +321,27 @@ def cmd_logs(args: argparse.Namespace) -> int:
         print(f"{marked} session(s) marked (foreign): Lily cannot prove it wrote them for you; "
               "they are shown, never resumed (docs/logs.md#authenticity).", file=sys.stderr)
     return 0
+
+
+def _foreign_hits(workspace: Path, hits: list[Any]) -> Callable[[str], str]:
+    """Why each hit's session is foreign ("" when Lily wrote it for you), from the marks of
+    its records in the files the hits name, without reading the whole journal again (the
+    chain is checked where a session is listed or shown; docs/logs.md#authenticity)."""
+    from lily_kernel.session import journal_auth
+    try:
+        key = journal_auth.load_key()
+    except ConfigError as exc:
+        problem = str(exc)
+        return lambda session: problem
+    folder = logs.journal_dir(workspace)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted({h.file for h in hits if h.file}):
+        for record in logs.read_file(folder / name, logs.Notes()):
+            by_session.setdefault(record["session_id"], []).append(record)
+    checked = {sid: journal_auth.check_records(recs, key, chain=False)
+               for sid, recs in by_session.items()}
+    return lambda session: (getattr(checked.get(session), "reason", "")
+                            if session in checked else "")
 
 
 def _one_session(args: argparse.Namespace, strict: bool = True

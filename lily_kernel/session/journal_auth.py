@@ -132,17 +132,25 @@ class Foreign:
         return self.why.value + (f" ({self.where})" if self.where else "")
 
     def error(self, what: str = "the conversation") -> str:
-        """The one ``Error:`` line a face shows when it refuses to resume it."""
+        """The one ``Error:`` line a face shows when it refuses to resume it: why, and
+        what the user can do."""
         return (f"Error: {what} was not resumed: the journal is foreign: {self.reason}; "
-                "it starts fresh (`lily logs` still shows the old one; docs/logs.md#authenticity).")
+                f"it starts fresh ({_NEXT.get(self.why, _SHOWN)}; docs/logs.md#authenticity).")
+
+
+_SHOWN = "`lily logs` still shows the old one"
+#: What the user can do, per reason, after the Error line (else: read it with lily logs).
+_NEXT = {Why.UNTRUSTED: "review the workspace with /trust, then restart the kernel to resume",
+         Why.KEY_PROBLEM: "fix the key as said, then restart the kernel to resume"}
 
 
 Authenticity = Authentic | Foreign
 
 
-def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None) -> Authenticity:
+def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None,
+                  chain: bool = True) -> Authenticity:
     """Whether every record (each with ``_file``/``_line`` as the reader sets them) was
-    written by Lily with ``key``, and each session's chain holds."""
+    written by Lily with ``key``, and (``chain``) each session's chain holds."""
     every = list(records)
     if key is None:
         return Foreign(Why.NO_KEY)
@@ -158,7 +166,7 @@ def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None) -> 
         if not hmac.compare_digest(tag, key.mac(signed)):
             return Foreign(Why.EDITED, where)
         by_session.setdefault(str(record.get("session_id")), []).append(record)
-    for own in by_session.values():
+    for own in by_session.values() if chain else ():
         broken = verify_chain(own)
         if broken is not None:
             return Foreign(Why.CHAIN, broken)
