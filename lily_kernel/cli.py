@@ -336,7 +336,8 @@ def _foreign_hits(workspace: Path, hits: list[Any]) -> Callable[[str], str]:
     folder = logs.journal_dir(workspace)
     by_session: dict[str, list[dict[str, Any]]] = {}
     for name in sorted({h.file for h in hits if h.file}):
-        for record in logs.read_file(folder / name, logs.Notes()):
+        for record in logs.read_file(folder / name, logs.Notes(),
+                                     lambda r, raw: journal_auth.mark(r, raw, key)):
             by_session.setdefault(record["session_id"], []).append(record)
     checked = {sid: journal_auth.check_records(recs, key, chain=False)
                for sid, recs in by_session.items()}

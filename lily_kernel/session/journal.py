@@ -11,7 +11,7 @@ Each record carries ``prev``, the hash of the record of its session written befo
 (:func:`record_hash`; ``null`` for a session's first), so an edited, deleted, inserted or
 reordered record breaks the chain (:func:`verify_chain`, docs/logs.md#hash-chain). Given the
 user's :class:`JournalKey`, each record also carries ``kid`` and ``mac`` (an HMAC over the
-record, its link included), which prove Lily wrote it for this user
+line as written, its link included), which prove Lily wrote it for this user
 (:mod:`lily_kernel.session.journal_auth`, docs/logs.md#authenticity). A write
 that fails or is short is never silent: the record waits in memory, :meth:`Journal.take_notice`
 gives the face one line for the cell, and the next record retries, after a ``journal_gap``
@@ -44,7 +44,8 @@ LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same 
 CHAIN_KEY = "prev"  # the key of a record's link to the record before it
 MAC_KEY = "mac"  # a record's HMAC with the user's journal key (hex)
 KID_KEY = "kid"  # which journal key wrote the record (the start of the key's own hash)
-READER_KEYS = frozenset({"_file", "_line"})  # what a reader adds to a record (not hashed)
+# what a reader adds to a record (not hashed): where it is, and (journal_auth) its mark
+READER_KEYS = frozenset({"_file", "_line", "_mark"})
 QUEUE_RECORDS = 1000  # records kept in memory while writes fail; older ones are then lost
 QUEUE_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them
 
@@ -84,11 +85,10 @@ class JournalKey:
         """The key ``secret`` with its id (a hash, never the key)."""
         return cls(secret, hashlib.sha256(b"lily journal key\0" + secret).hexdigest()[:16])
 
-    def mac(self, record: Mapping[str, Any]) -> str:
-        """The HMAC-SHA256 (hex) of ``record``'s canonical JSON without its ``mac``: what
-        its ``mac`` holds when this key wrote it (``prev`` and ``kid`` are covered)."""
-        data = {k: v for k, v in record.items() if k != MAC_KEY}
-        return hmac.new(self.secret, canonical(data), hashlib.sha256).hexdigest()
+    def mac(self, head: bytes) -> str:
+        """The HMAC-SHA256 (hex) of ``head``: a record's line as written, up to its
+        ``mac`` (so ``prev`` and ``kid`` are covered), byte for byte."""
+        return hmac.new(self.secret, head, hashlib.sha256).hexdigest()
 
 
 class Journal:
@@ -185,12 +185,12 @@ class Journal:
         assert self.path is not None
         line = "{" + f'"{CHAIN_KEY}":{json.dumps(self.prev)},' + body[1:]
         full = {**parsed, CHAIN_KEY: self.prev}
-        if self.key is not None:
-            full[KID_KEY] = self.key.kid
-            full[MAC_KEY] = self.key.mac(full)
-            line = (line[:-1] + f',"{KID_KEY}":"{self.key.kid}","{MAC_KEY}":"{full[MAC_KEY]}"'
-                    + "}")
-        data = (line + "\n").encode("utf-8", "backslashreplace")
+        data = line.encode("utf-8", "backslashreplace")
+        if self.key is not None:  # the mark: an HMAC over the line's bytes up to it
+            head = data[:-1] + f',"{KID_KEY}":"{self.key.kid}"'.encode("ascii")
+            full[KID_KEY], full[MAC_KEY] = self.key.kid, self.key.mac(head)
+            data = head + f',"{MAC_KEY}":"{full[MAC_KEY]}"'.encode("ascii") + b"}"
+        data += b"\n"
         digest = record_hash(full)
         # One write(2) of a whole line to a file opened for append: once it returns, the
         # line survives a crash of this process (no fsync: that guards against power

@@ -1,12 +1,14 @@
 """Which journals Lily wrote for this user: the per-user key and :func:`authenticity`.
 
 A journal is data from outside until Lily proves it wrote it (docs/logs.md#authenticity).
-Every record Lily writes carries ``kid`` (which key) and ``mac``, an HMAC-SHA256 with the
-user's journal key over the record's canonical JSON, its ``prev`` link included
-(:func:`mac`), so whoever lacks the key can neither write a record nor re-link an edited
-chain. The key is 32 random bytes in the user's data folder (``$LILY_DATA_DIR``, else
-``$XDG_DATA_HOME/lily``, else ``~/.local/share/lily``: outside every workspace), mode 0600,
-created on first use atomically (a temporary file linked into place, so two kernels
+Every record Lily writes carries ``kid`` (which key) and, last, ``mac``: an HMAC-SHA256
+with the user's journal key over the record's line as written up to its ``mac``, ``prev``
+and ``kid`` included (:func:`line_mark`), so whoever lacks the key can neither write a
+record nor re-link an edited chain. A reader marks each record as it reads its line
+(:func:`mark`, the ``_mark`` reader key); :func:`check_records` reads those marks.
+The key is 32 random bytes in the user's data folder (``$LILY_DATA_DIR``, else
+``$XDG_DATA_HOME/lily``, else ``~/.local/share/lily``: outside every workspace), mode
+0600, created on first use atomically (a temporary file linked into place, so two kernels
 starting at once agree on one key).
 
 :func:`authenticity` is the one check every reader that acts on a journal calls (resume
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.errors import ConfigError
-from lily_kernel.session.journal import KID_KEY, MAC_KEY, READER_KEYS, JournalKey, verify_chain
+from lily_kernel.session.journal import KID_KEY, MAC_KEY, JournalKey, verify_chain
 from lily_kernel.settings import workspace_trust
 
 KEY_NAME = "journal.key"
@@ -147,24 +149,49 @@ _NEXT = {Why.UNTRUSTED: "review the workspace with /trust, then restart the kern
 Authenticity = Authentic | Foreign
 
 
+_TAIL = len(',"mac":"') + 64 + len('"}')  # a marked line's end: its mac and the brace
+
+
+def line_mark(raw: bytes, record: Mapping[str, Any], key: JournalKey) -> str:
+    """Whether the journal line ``raw`` (as read, without its newline; ``record``: it
+    parsed) carries ``key``'s mark: ``""`` when it does, else the name of the :class:`Why`.
+    The HMAC covers the line byte for byte up to its ``mac``, ``kid`` included, so any
+    change to the line shows (written again in another JSON layout too)."""
+    if MAC_KEY not in record:
+        return Why.UNKEYED.name
+    if record.get(KID_KEY) != key.kid:
+        return Why.OTHER_KEY.name
+    head, tail = raw[:-_TAIL], raw[-_TAIL:]
+    if not (tail.startswith(b',"' + MAC_KEY.encode() + b'":"') and tail.endswith(b'"}')
+            and head.endswith(f',"{KID_KEY}":"{key.kid}"'.encode("ascii"))):
+        return Why.EDITED.name
+    tag = tail[len(',"mac":"'):-2].decode("ascii", "replace")
+    return "" if hmac.compare_digest(tag, key.mac(head)) else Why.EDITED.name
+
+
+def mark(record: dict[str, Any], raw: bytes, key: JournalKey | None) -> None:
+    """Set the reader's ``_mark`` of ``record`` read from the line ``raw`` (what
+    :func:`check_records` reads); without a key, every line is unmarked."""
+    record[MARK] = line_mark(raw, record, key) if key is not None else Why.NO_KEY.name
+
+
+MARK = "_mark"  # the reader's verdict on a record's line (journal.READER_KEYS)
+
+
 def check_records(records: Iterable[dict[str, Any]], key: JournalKey | None,
                   chain: bool = True) -> Authenticity:
-    """Whether every record (each with ``_file``/``_line`` as the reader sets them) was
-    written by Lily with ``key``, and (``chain``) each session's chain holds."""
+    """Whether every record (each with ``_file``/``_line`` and ``_mark`` as the reader
+    sets them: :func:`mark`) was written by Lily with ``key``, and (``chain``) each
+    session's chain holds. A record no reader marked is unkeyed."""
     every = list(records)
     if key is None:
         return Foreign(Why.NO_KEY)
     by_session: dict[str, list[dict[str, Any]]] = {}
     for record in every:
         where = f"{record.get('_file', '?')}:{record.get('_line', '?')}"
-        tag = record.get(MAC_KEY)
-        if not isinstance(tag, str):
-            return Foreign(Why.UNKEYED, where)
-        if record.get(KID_KEY) != key.kid:
-            return Foreign(Why.OTHER_KEY, where)
-        signed = {k: v for k, v in record.items() if k not in READER_KEYS}
-        if not hmac.compare_digest(tag, key.mac(signed)):
-            return Foreign(Why.EDITED, where)
+        verdict = record.get(MARK, Why.UNKEYED.name)
+        if verdict:
+            return Foreign(Why[verdict] if verdict in Why.__members__ else Why.UNKEYED, where)
         by_session.setdefault(str(record.get("session_id")), []).append(record)
     for own in by_session.values() if chain else ():
         broken = verify_chain(own)
@@ -196,7 +223,7 @@ def untrusted_workspace(workspace: Path, env: Mapping[str, str] | None) -> bool:
         return True
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
+def _records(path: Path, key: JournalKey | None) -> list[dict[str, Any]]:
     """The records of one journal file as ``lily logs`` reads them (each with ``_file`` and
     ``_line``; a line that is not a JSON object with a session id is skipped, as a torn
     line a crash left is)."""
@@ -211,6 +238,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict) and isinstance(record.get("session_id"), str) \
                 and record["session_id"]:
             record["_file"], record["_line"] = path.name, number
+            mark(record, raw, key)
             out.append(record)
     return out
 
@@ -234,7 +262,7 @@ def authenticity(path: Path, env: Mapping[str, str] | None = None) -> Authentici
     if not path.is_file():
         return Foreign(Why.UNREADABLE, path.name)
     try:
-        records = _records(path)
+        records = _records(path, key)
     except OSError as exc:
         return Foreign(Why.UNREADABLE, f"{path.name}: {exc.strerror or exc}")
     from lily_kernel.session.resume import MAX_PARENTS, latest_session

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
@@ -25,6 +25,8 @@ from lily_kernel.session import journal_auth
 from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
+#: Called by a reader with each record and its line's bytes (journal_auth.mark).
+Marker = Callable[[dict[str, Any], bytes], None]
 
 
 def journal_dir(workspace: Path) -> Path:
@@ -66,9 +68,11 @@ class Notes:
 
 
 def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
-                final: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+                final: bool = True, mark: Marker | None = None
+                ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of each good line in ``data``. A last line without its newline
-    is torn (a crash, or a writer mid-line): skipped, with a note when ``final``."""
+    is torn (a crash, or a writer mid-line): skipped, with a note when ``final``.
+    ``mark``: called with each record and its line's bytes (journal_auth.mark)."""
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when data ends with a newline
     for i, raw in enumerate(lines):
@@ -89,13 +93,16 @@ def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
         if record.get("cut"):
             notes.add(f"{path.name}:{number}: a {record.get('event') or 'record'} record was cut "
                       f"at the {record.get('cap')}-byte cap; its head is kept")
+        record.pop("_mark", None)  # a reader's verdict is never the file's to give
+        if mark is not None:
+            mark(record, raw)
         yield number, record
     if tail.strip() and final:
         notes.add(f"{path.name}:{first_line + len(lines)}: torn last line (a crash mid-write), "
                   "skipped")
 
 
-def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
+def read_file(path: Path, notes: Notes, mark: Marker | None = None) -> list[dict[str, Any]]:
     """The good records of one journal file, each with ``_file`` set to its name and
     ``_line`` to its line number (journal.READER_KEYS)."""
     try:
@@ -104,7 +111,7 @@ def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
         notes.add(f"{path.name}: cannot be read: {exc.strerror or exc}")
         return []
     out = []
-    for number, record in parse_lines(data, path, 1, notes):
+    for number, record in parse_lines(data, path, 1, notes, mark=mark):
         record["_file"], record["_line"] = path.name, number
         out.append(record)
     return out
@@ -246,12 +253,19 @@ class Logs:
         self.workspace = Path(workspace)
         self.env = env  # whose journal key tells Lily's own sessions (None: the process's)
         self._foreign: dict[str, str] = {}
+        self._key_problem = ""
+        try:
+            key = journal_auth.load_key(env)
+        except LilyError as exc:
+            key, self._key_problem = None, str(exc)
+        self._key = key
         self.notes = Notes()
         self.by_session: dict[str, list[dict[str, Any]]] = {}
         if not journal_dir(self.workspace).is_dir():
             return
         for path in journal_files(self.workspace):
-            for record in read_file(path, self.notes):
+            for record in read_file(path, self.notes,
+                                    lambda r, raw: journal_auth.mark(r, raw, key)):
                 self.by_session.setdefault(record["session_id"], []).append(record)
         for records in self.by_session.values():  # several files: one time line
             records.sort(key=_t)
@@ -272,12 +286,12 @@ class Logs:
         did): a foreign session is shown, searched, exported and replayed, marked, and never
         resumed (docs/logs.md#authenticity)."""
         if session_id not in self._foreign:
-            try:
-                key = journal_auth.load_key(self.env)
-            except LilyError as exc:
-                self._foreign[session_id] = str(exc)
-            else:
-                checked = journal_auth.check_records(self.by_session[session_id], key)
+            records = self.by_session[session_id]
+            if self._key_problem:
+                self._foreign[session_id] = self._key_problem
+            else:  # the marks the reader set (the chain is checked where a session is
+                # used: show, export, replay, resume)
+                checked = journal_auth.check_records(records, self._key, chain=False)
                 self._foreign[session_id] = (checked.reason if isinstance(
                     checked, journal_auth.Foreign) else "")
         return self._foreign[session_id]

@@ -284,3 +284,16 @@ def test_a_foreign_journal_is_listed_shown_searched_and_exported_marked(
     target = tmp_path / "out.md"
     assert main(["logs", "export", sid[:8], "--workspace", str(ws), "--md", str(target)]) == 0
     assert "**foreign journal**" in target.read_text()
+
+
+def test_a_line_claiming_the_readers_own_verdict_is_still_foreign(tmp_path):
+    """``_mark`` is what a reader sets after checking a line: a journal cannot set it."""
+    ws = tmp_path / "clone"
+    ws.mkdir()
+    records = [{**r, "_mark": "", "mac": "0" * 64, "kid": "x"} for r in hostile_records()]
+    path = ship(ws, records, chained=True)
+    from lily_kernel.session import logs
+    read = logs.Logs(ws, env_of(tmp_path))
+    assert all(read.foreign(sid) for sid in read.by_session)
+    assert isinstance(journal_auth.authenticity(path, env_of(tmp_path)), journal_auth.Foreign)
+    assert resumed(ws, env_of(tmp_path)).conversation == []
