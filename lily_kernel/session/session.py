@@ -144,6 +144,9 @@ class Session:
                     self._model_set[key] = value
         self.journal = Journal(path, self.limits.journal_record_bytes,
                                self._env if self._explicit_env else None, key=self._journal_key)
+        if self._key_problem and path is not None and self.resume_note is None:
+            self.resume_note = (f"Error: {self._key_problem}; until it is fixed this notebook's "
+                                "conversation cannot resume after a restart.")
         self.journal.append({"event": "session_created", "session_id": self.session_id,
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),

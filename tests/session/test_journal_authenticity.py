@@ -297,3 +297,18 @@ def test_a_line_claiming_the_readers_own_verdict_is_still_foreign(tmp_path):
     assert all(read.foreign(sid) for sid in read.by_session)
     assert isinstance(journal_auth.authenticity(path, env_of(tmp_path)), journal_auth.Foreign)
     assert resumed(ws, env_of(tmp_path)).conversation == []
+
+
+def test_a_key_others_can_read_is_refused_and_the_session_says_so(tmp_path):
+    env = env_of(tmp_path)
+    journal_auth.load_key(env, create=True)
+    journal_auth.key_path(env).chmod(0o644)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    session = Session(ws, label=LABEL, env=env, resume=True)
+    note = session.take_resume_note()
+    assert note.startswith("Error: the journal key") and "chmod 600" in note
+    assert "cannot resume after a restart" in note
+    session.add_message({"role": "user", "content": "q"})
+    session.journal.close()
+    assert '"mac"' not in journal_path(ws, LABEL).read_text()  # unkeyed: foreign later
