@@ -281,10 +281,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
                                  model=args.model, since=since, until=until,
                                  limit=args.n or 20)
         _print_notes(notes)
+        foreign_of = _foreign_hits(_logs_workspace(args), hits)
         if args.json:
-            print(json.dumps([h.as_dict() for h in hits], indent=2, ensure_ascii=False))
+            print(json.dumps([{**h.as_dict(), "foreign": foreign_of(h.session) or None}
+                              for h in hits], indent=2, ensure_ascii=False))
         else:
-            hit_rows = [(h.session[:12], logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
+            hit_rows = [(h.session[:12] + (" (foreign)" if foreign_of(h.session) else ""),
+                         logs.iso(h.t), h.kind + (f" {h.tool}" if h.tool else ""),
                          h.snippet) for h in hits]
             print(render.table(("session", "time", "where", "snippet"), hit_rows, width=100))
             print(f"{len(hits)} match(es).", file=sys.stderr)
@@ -307,12 +310,39 @@ def cmd_logs(args: argparse.Namespace) -> int:
     print(render.table(
         ("id", "notebook/label", "started", "last activity", "requests", "tool calls",
          "tokens in", "tokens out", "models", "first request"),
-        [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else ""),
+        [(s.id[:12], s.label + (f" ({s.parent_kind} from {s.parent[:12]})" if s.parent else "")
+          + (" (foreign)" if s.foreign else ""),
           logs.iso(s.started), logs.iso(s.last), str(s.requests),
           str(s.tool_calls), _count(s.tokens_in), _count(s.tokens_out), ", ".join(s.models),
           s.first)
          for s in rows]))
+    marked = sum(1 for s in rows if s.foreign)
+    if marked:
+        print(f"{marked} session(s) marked (foreign): Lily cannot prove it wrote them for you; "
+              "they are shown, never resumed (docs/logs.md#authenticity).", file=sys.stderr)
     return 0
+
+
+def _foreign_hits(workspace: Path, hits: list[Any]) -> Callable[[str], str]:
+    """Why each hit's session is foreign ("" when Lily wrote it for you), from the marks of
+    its records in the files the hits name, without reading the whole journal again (the
+    chain is checked where a session is listed or shown; docs/logs.md#authenticity)."""
+    from lily_kernel.session import journal_auth
+    try:
+        key = journal_auth.load_key()
+    except ConfigError as exc:
+        problem = str(exc)
+        return lambda session: problem
+    folder = logs.journal_dir(workspace)
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted({h.file for h in hits if h.file}):
+        for record in logs.read_file(folder / name, logs.Notes(),
+                                     lambda r, raw: journal_auth.mark(r, raw, key)):
+            by_session.setdefault(record["session_id"], []).append(record)
+    checked = {sid: journal_auth.check_records(recs, key, chain=False)
+               for sid, recs in by_session.items()}
+    return lambda session: (getattr(checked.get(session), "reason", "")
+                            if session in checked else "")
 
 
 def _one_session(args: argparse.Namespace, strict: bool = True
@@ -332,7 +362,7 @@ def _one_session(args: argparse.Namespace, strict: bool = True
             records = read.records(sid)
     finally:
         _print_notes(read.notes)
-    return read, sid, logs.summarize(sid, records), logs.turns(records)
+    return read, sid, read.summary(sid), logs.turns(records)
 
 
 def cmd_logs_show(args: argparse.Namespace) -> int:
@@ -426,8 +456,12 @@ def cmd_logs_replay(args: argparse.Namespace) -> int:
     """``lily logs replay SESSION --to DIR``: a notebook and a scripted-model script that
     re-run the session under ``pytest --nbval`` (docs/logs.md#replay)."""
     from lily_kernel.commands import logs_replay
-    read, sid, _, _ = _one_session(args)
-    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code)
+    read, sid, summary, _ = _one_session(args)
+    if summary.foreign:
+        print(f"Replaying a foreign journal ({summary.foreign}): nothing in it runs unless "
+              "--include-code (docs/logs.md#authenticity).")
+    nb_path, script_path, code = logs_replay.build(read, sid, Path(args.to), args.include_code,
+                                                   args.with_workspace)
     print(f"Wrote {script_path}")
     if code:  # what the replay would run, read from the journal: the user decides
         print("The replay runs code the journal names; review it (docs/logs.md#replay-and-code):")
@@ -510,6 +544,8 @@ def add_logs_parser(sub: Any) -> None:
                      help="do not run it once to record its outputs (nbval then has none)")
     rep.add_argument("--include-code", action="store_true",
                      help="write the cells that run code (%%%%python, /confirm, ...) as cells")
+    rep.add_argument("--with-workspace", action="store_true",
+                     help="load the replayed workspace's skills, persona and lily.toml")
 
 
 

@@ -217,3 +217,12 @@ def server():
     from lily_kernel.testing.server import ScriptedServer
     with ScriptedServer() as s:
         yield s
+
+
+@pytest.fixture(autouse=True)
+def _private_data_folder(tmp_path_factory, monkeypatch):
+    """A session built on the process's environment keeps its journal key (and trust
+    record) in a folder of the test's own, never in the machine's ~/.local/share/lily
+    (docs/logs.md#authenticity)."""
+    if "LILY_DATA_DIR" not in os.environ:
+        monkeypatch.setenv("LILY_DATA_DIR", str(tmp_path_factory.mktemp("lily-data")))

@@ -175,7 +175,7 @@ class LilyAgent:
         none is given) that ``session/load`` would take up: id, title, last activity."""
         folder = Path(cwd) if cwd else Path.cwd()
         return ListSessionsResponse(
-            sessions=await self._on_main(lambda: acp_sessions.listing(folder)))
+            sessions=await self._on_main(lambda: acp_sessions.listing(folder, self.turns.env)))
 
     async def resume_session(self, session_id: str, cwd: str,
                              mcp_servers: list[Any] | None = None,

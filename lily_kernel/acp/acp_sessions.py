@@ -2,16 +2,15 @@
 history picker shows (docs/front-ends.md#sessions).
 
 One rule for every way back into a session — ``session/load``, ``session/resume``, and
-whether ``session/list`` names it: :func:`loadable`. A journal Lily would not resume is
-neither loaded nor listed (the journal's own checks, e.g. that Lily wrote it for this user,
-belong in :func:`loadable`, so all three follow them). Taking a session up restores its
-conversation and ``/model`` settings only, never a waiting card nor an ``--always`` grant
+whether ``session/list`` names it: session/journal_auth.py's ``authenticity`` (only a
+journal Lily wrote for this user is resumed, or listed). Taking a session up restores its
+conversation only, never a setting, a waiting card nor an ``--always`` grant
 (docs/session.md#resume).
 """
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from acp.schema import SessionInfo
 from lily_kernel import redaction
 from lily_kernel.commands import sanitize
 from lily_kernel.errors import CommandError
-from lily_kernel.session import journal
+from lily_kernel.session import journal, journal_auth
 
 PREFIX = "acp-"  # an ACP session's journal label: acp-<session id>
 MAX_LISTED = 200  # the newest sessions listed
@@ -33,11 +32,12 @@ def label(session_id: str) -> str:
 
 
 def loadable(workspace: Path, session_id: str) -> Path:
-    """The journal of ACP session ``session_id`` in ``workspace``, when Lily may take the
-    session up from it; CommandError (one line) otherwise."""
-    path = journal.journal_path(workspace, label(session_id))
-    # the id must name its file exactly: "a/b" must not reach the journal of "a_b"
-    if path.name != f"{label(session_id)}.jsonl" or not path.is_file():
+    """The journal of ACP session ``session_id`` in ``workspace``, when there is one to take
+    up; CommandError (one line) otherwise. Whether Lily wrote it for this user is decided
+    when the session resumes from it (session/journal_auth.py): a foreign one starts fresh
+    with one ``Error:`` line, as a notebook's kernel does."""
+    path = journal.journal_path(workspace, label(session_id))  # one file per exact label
+    if not path.is_file():
         raise CommandError(f"no journal of ACP session '{session_id[:80]}' in {workspace}; "
                            "start a new session.")
     return path
@@ -61,20 +61,23 @@ def _when(records: list[dict[str, Any]], path: Path) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def listing(workspace: Path) -> list[SessionInfo]:
-    """The ACP sessions journaled in ``workspace`` that :func:`loadable` allows, newest first:
-    id, folder, title (the first request), last activity."""
+def listing(workspace: Path, env: Mapping[str, str] | None = None) -> list[SessionInfo]:
+    """The ACP sessions journaled in ``workspace`` that Lily wrote for this user (a foreign
+    journal is not listed: session/journal_auth.py), newest first: id, folder, title (the
+    first request), last activity."""
     folder = workspace / ".lily" / "journal"
     found: list[SessionInfo] = []
     paths = sorted(folder.glob(f"{PREFIX}*.jsonl"), key=lambda p: p.stat().st_mtime,
                    reverse=True) if folder.is_dir() else []
     for path in paths[:MAX_LISTED]:
-        session_id = path.name[len(PREFIX):-len(".jsonl")]
-        try:
-            loadable(workspace, session_id)
-        except CommandError:
+        said = journal_auth.authenticity(path, env)
+        if not isinstance(said, journal_auth.Authentic):
             continue
-        records = list(journal.read(path))
+        records = list(said.records)
+        named = next((r["label"] for r in records if isinstance(r.get("label"), str)), "")
+        session_id = named[len(PREFIX):] if named.startswith(PREFIX) else ""
+        if not session_id or journal.journal_path(workspace, label(session_id)) != path:
+            continue  # not the file that label names: never listed under another id
         found.append(SessionInfo(session_id=session_id, cwd=str(workspace),
                                  title=_title(records), updated_at=_when(records, path)))
     return found

@@ -163,9 +163,11 @@ class Turns:
         """``session/load`` (and, without ``replay``, ``session/resume``): the ACP session
         ``session_id`` taken up from its journal in ``cwd`` when acp_sessions.loadable allows
         it, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
-        conversation and /model settings, never a waiting card nor an --always grant); what
-        the model sees of it is replayed to the client as user and agent messages, unless
-        the client keeps the chat's history itself (jupyter-ai's ``.chat``)."""
+        conversation only, never a setting, a waiting card nor an --always grant); what the
+        model sees of it is replayed to the client as user and agent messages, unless the
+        client keeps the chat's history itself (jupyter-ai's ``.chat``). A journal Lily did
+        not write for this user (session/journal_auth.py) is not resumed: the session starts
+        fresh and the client is told why in one ``Error:`` line."""
         state = self.sessions.get(session_id)
         if state is None:
             acp_sessions.loadable(Path(cwd), session_id)  # CommandError: not taken up
@@ -173,9 +175,13 @@ class Turns:
         if not state.runner.ready:
             return
         session = state.runner.session
-        if session.resume_note:  # the first output's note: a chat, not a notebook
-            session.resume_note = session.resume_note.replace(
-                NOTEBOOK_CONVERSATION, CHAT_CONVERSATION)
+        note = session.resume_note
+        if note is not None and note.startswith("Error:"):  # a foreign journal: said now, once
+            session.take_resume_note()
+            self.client.send(session_id, helpers.update_agent_message_text(
+                sanitize.md_text(note)))
+        elif note:  # the first output's note: a chat, not a notebook
+            session.resume_note = note.replace(NOTEBOOK_CONVERSATION, CHAT_CONVERSATION)
         if self.profile.keeps_history or not replay:  # jupyter-ai's .chat holds it
             return
         for message in session.conversation:

@@ -85,9 +85,12 @@ def not_configured(env: Mapping[str, str], config: ModelConfig) -> str | None:
 class ClientCache:
     """One ``openai.OpenAI`` client per (endpoint, key, timeout, retries), built lazily."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusal: Callable[[str], str | None] | None = None) -> None:
         self._key: tuple[Any, ...] | None = None
         self._client: openai.OpenAI | None = None
+        # why an endpoint may not be asked (the administrator's allowlist), asked by
+        # complete() before every request to the client's own URL
+        self.refusal = refusal
 
     def get(self, config: ModelConfig, env: Mapping[str, str]) -> openai.OpenAI:
         """The client for ``config`` (a new one when the endpoint, key or limits changed)."""
@@ -107,6 +110,7 @@ class ClientCache:
                                    timeout=config.timeout, max_retries=config.max_retries,
                                    http_client=openai.DefaultHttpxClient(transport=transport))
             client._lily_deadline = transport  # type: ignore[attr-defined]  # read by complete()
+            client._lily_refusal = self.refusal  # type: ignore[attr-defined]  # read by complete()
             self._client, self._key = client, key
         return self._client
 
@@ -249,6 +253,12 @@ def complete(client: openai.OpenAI, config: ModelConfig, messages: list[dict[str
     call). A prompt longer than the endpoint's window is a :class:`ContextExceeded`.
     """
     from lily_kernel.agent.deadline import deadline
+    refusal = getattr(client, "_lily_refusal", None)
+    url = str(client.base_url).rstrip("/")
+    problem = refusal(url) if refusal is not None else None
+    # the administrator's allowlist, on every request (docs/permissions.md)
+    if problem and refusal is not None and refusal(url + "/") is not None:
+        raise ModelError(f"{problem}; nothing was sent")
     transport = getattr(client, "_lily_deadline", None)
     where = _where(client)
     log.debug("model request to %s: %s, %d messages, %d tools", where, config.model,

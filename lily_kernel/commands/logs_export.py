@@ -13,12 +13,18 @@ changes nothing.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lily_kernel.commands import sanitize
+from lily_kernel.errors import CommandError, LogsError, ToolError
 from lily_kernel.session.logs import SessionSummary, Turn, iso
+from lily_kernel.settings import autorun
+
+if TYPE_CHECKING:
+    from lily_kernel.session.session import Session
 
 KERNELSPEC = {"display_name": "Lily", "language": "markdown", "name": "lily"}
 LANGUAGE_INFO = {"codemirror_mode": "markdown", "file_extension": ".md",
@@ -96,7 +102,9 @@ def markdown(summary: SessionSummary, turns: list[Turn],
            f"- last activity: {iso(summary.last)}",
            f"- requests: {summary.requests}, tool calls: {summary.tool_calls}",
            f"- tokens: {tokens}",
-           f"- models: {sanitize.md_text(', '.join(summary.models) or '-')}", ""]
+           f"- models: {sanitize.md_text(', '.join(summary.models) or '-')}",
+           *([f"- **foreign journal**: {sanitize.md_text(summary.foreign)}"]
+             if summary.foreign else []), ""]
     n = 0
     for turn in turns:
         if not turn.is_cell:
@@ -166,7 +174,9 @@ def notebook(summary: SessionSummary, turns: list[Turn],
                    f"Exported from the journal by `lily logs export`: notebook "
                    f"{sanitize.md_text(summary.label or '-')}, {summary.requests} request(s), "
                    f"{summary.tool_calls} tool call(s), models: "
-                   f"{sanitize.md_text(', '.join(summary.models) or '-')}.")}]
+                   f"{sanitize.md_text(', '.join(summary.models) or '-')}."
+                   + (f"\n\n**Foreign journal**: {sanitize.md_text(summary.foreign)}."
+                      if summary.foreign else ""))}]
     count = 0
     for turn in turns:
         if not turn.is_cell:
@@ -201,13 +211,83 @@ def notebook(summary: SessionSummary, turns: list[Turn],
                       "metadata": metadata, "source": turn.text.rstrip("\n"), "outputs": outputs})
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
             "metadata": {"kernelspec": dict(KERNELSPEC), "language_info": dict(LANGUAGE_INFO),
-                         "lily": {"session_id": summary.id, "label": summary.label}}}
+                         "lily": {"session_id": summary.id, "label": summary.label,
+                                  **({"foreign": summary.foreign} if summary.foreign else {})}}}
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (UTF-8), creating its folder."""
+    """Write ``text`` to ``path`` (UTF-8), creating its folder, once :func:`refusal` allows
+    it (LogsError naming the rule otherwise)."""
+    problem = refusal(path)
+    if problem:
+        raise LogsError(f"{problem}; an export is never written there, name another file "
+                        "(docs/logs.md#where-exports-go)")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def refusal(path: Path) -> str | None:
+    """Why Lily writes no export to ``path`` anywhere on disk (``lily logs export``,
+    ``replay --to``): a file that runs by itself (settings/autorun.py: a ``.pth``,
+    ``sitecustomize.py``, a CI workflow ...), Lily's own state or a git folder, or a place
+    where Python or Jupyter run files at start: a Python environment (a folder under one
+    holding ``pyvenv.cfg``, ``site-packages``, the interpreter's own folders) or a
+    kernelspec. None: an ordinary file."""
+    import sysconfig
+
+    from lily_kernel.tools.protected import MARKERS
+    full = Path(os.path.abspath(path))
+    runs = autorun.reason(full.as_posix().lstrip("/"))
+    if runs:
+        return runs.replace("' runs", "' is a file that runs", 1)
+    folded = [autorun.fold(p) for p in full.parts]
+    for name, what in ((".lily", "Lily's state"), (".git", "a git folder (its hooks run)")):
+        if name in folded:
+            return f"'{full}' is inside {what}"
+    if {"site-packages", "dist-packages"} & set(folded):
+        return f"'{full}' is inside a Python environment, whose files run at every start"
+    for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts"):
+        where = sysconfig.get_paths().get(key)
+        if where and (full == Path(where) or Path(where) in full.parents):
+            return f"'{full}' is inside the Python installation ({key})"
+    for folder in full.parents:
+        for marker, what in MARKERS:
+            if (folder / marker).is_file():
+                return f"'{full}' is inside {what.split(' (')[0]} at {folder}"
+    return None
+
+
+def in_workspace(session: Session, target: str) -> str:
+    """``/logs export``'s FILE as a path relative to the session's workspace (CommandError
+    when it lies outside: an export goes where ``write`` may write)."""
+    path = Path(target).expanduser()
+    if path.is_absolute():
+        try:
+            path = Path(os.path.abspath(path)).relative_to(os.path.abspath(session.workspace))
+        except ValueError:
+            raise CommandError(f"{target} is outside the workspace; /logs export writes "
+                               "inside it, as write does (lily logs export writes anywhere "
+                               "else)") from None
+    return path.as_posix()
+
+
+def write_for_user(session: Session, rel: str, text: str) -> None:
+    """Write an export the user asked for in a notebook under the rules ``write`` obeys
+    (docs/logs.md#where-exports-go): nothing in plan mode; never a file that runs by itself;
+    never a protected path, a symlink or past the ``[limits] write_bytes`` cap (the
+    workspace's file boundary, tools/workspace_fs.py). CommandError naming the rule."""
+    from lily_kernel.settings.permissions import Mode
+    if session.permissions.mode is Mode.PLAN:
+        raise CommandError("in plan mode nothing is written: /mode ask, then /logs export "
+                           "again")
+    runs = autorun.reason(rel)
+    if runs:
+        raise CommandError(f"{runs}; /logs export never writes such a file, name another "
+                           "(docs/logs.md#where-exports-go)")
+    try:
+        session.files.write(rel, text)
+    except ToolError as exc:
+        raise CommandError(f"cannot export there: {exc}") from None
 
 
 def notebook_json(nb: dict[str, Any]) -> str:

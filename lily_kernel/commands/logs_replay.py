@@ -29,6 +29,7 @@ from lily_kernel.commands.logs_export import (
     KERNELSPEC,
     LANGUAGE_INFO,
     cell_id,
+    refusal,
     write_notebook,
     write_text,
 )
@@ -202,26 +203,71 @@ def _setup_source(script_name: str, name: str) -> str:
             f"replay.start({script_name!r})")
 
 
-# Commands that run code or start programs in a replay: /confirm carries out the held
-# call waiting (a recorded run_python), /trust trusts the replay's workspace (whose
-# lily.toml may start MCP servers), /mcp restart starts one.
+# Commands that run code, start programs or write files in a replay: /confirm carries out
+# the held call waiting (a recorded run_python), /trust trusts the replay's workspace (whose
+# lily.toml may start MCP servers), /mcp restart starts one, /skill runs a skill (a
+# tool_dispatch skill calls its tool directly), /mode may let calls run without a card,
+# /logs export writes a file. Any other "/name" that is not a built-in is a skill's command
+# alias, which may dispatch to a tool such as run_python: code too.
 CODE_COMMANDS = {"confirm": "carries out the call waiting for confirmation",
                  "trust": "trusts the replay's workspace (its MCP servers may start)",
-                 "mcp": "may start an MCP server"}
+                 "mcp": "may start an MCP server",
+                 "skill": "runs a skill (a tool_dispatch skill calls its tool directly)",
+                 "mode": "changes which calls run without asking"}
+#: Built-in commands that run nothing and write nothing in a replay (the rest is code).
+INERT_COMMANDS = frozenset({"skills", "help", "agent", "reload_skills", "reload_persona",
+                            "new", "rewind", "fork", "compact", "cancel", "policy",
+                            "logs", "model"})
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def code_reason(text: str) -> str | None:
-    """Why a cell of a journal would run code when replayed in the Lily kernel (None: it
-    would not): Python, a magic or a shell line, or a command in :data:`CODE_COMMANDS`.
-    Decided from the cell's text, as the kernel routes it, never from what the journal
-    says the cell was."""
+def prompt_aliases(workspace: Path, with_workspace: bool) -> frozenset[str]:
+    """The command aliases that, in the replay's kernel, only put a request to the model (a
+    ``prompt_rewrite`` skill): the user's and Lily's own skills, and the replayed
+    workspace's only ``with_workspace``. Any other alias may dispatch to a tool or carry
+    out an action, so :func:`code_reason` counts it as code."""
+    from lily_kernel.commands.table import BUILTIN_NAMES
+    from lily_kernel.skills.loader import build_snapshot
+    from lily_kernel.skills.paths import WORKSPACE_SOURCES, Root, skill_roots
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+    env = dict(os.environ)
+    roots: list[Root] = [r for r in skill_roots(env, workspace)
+                         if r.source not in WORKSPACE_SOURCES]
+    if with_workspace:  # as the replay's kernel gets it: SKILLS_WORKSPACE_DIR
+        roots.insert(0, Root("workspace", workspace / "skills", False))
+    tools = ToolRegistry()
+    register_builtins(tools, workspace)
+    snap = build_snapshot(roots, tools, ToolPolicy(), reserved=BUILTIN_NAMES)
+    return frozenset(alias for alias, name in snap.aliases.items()
+                     if snap.skill(name).invocation_mode == "prompt_rewrite")
+
+
+def code_reason(text: str, prompt_only: frozenset[str] = frozenset()) -> str | None:
+    """Why a cell of a journal would run code (or write a file, or send the session
+    elsewhere) when replayed in the Lily kernel (None: it would not): Python, a magic or a
+    shell line, a command in :data:`CODE_COMMANDS`, ``/logs export``, ``/model`` naming a
+    ``base_url``, or a ``/name`` that is no inert built-in (a skill's alias may dispatch to
+    ``run_python``; ``prompt_only``: the aliases that only ask the model, from
+    :func:`prompt_aliases`). Decided from the cell's text, as the kernel routes it, never
+    from what the journal says the cell was."""
     stripped = text.lstrip()
     if not stripped:
         return None
     if stripped.startswith("/"):
-        name = stripped[1:].split(maxsplit=1)[0] if stripped[1:].split() else ""
-        return f"/{name} {CODE_COMMANDS[name]}" if name in CODE_COMMANDS else None
+        words = stripped[1:].split(maxsplit=1)
+        name = words[0] if words else ""
+        rest = words[1] if len(words) > 1 else ""
+        if name in CODE_COMMANDS and (rest.strip() or name != "mode"):  # bare /mode shows it
+            return f"/{name} {CODE_COMMANDS[name]}"
+        if name == "logs" and rest.split()[:1] == ["export"]:
+            return "/logs export writes a file"
+        if name == "model" and "base_url" in rest:
+            return "/model base_url points the replay at another endpoint"
+        if name in INERT_COMMANDS or name in prompt_only:
+            return None
+        return (f"/{_line(name, 40)} is a skill's command or alias (it may dispatch to a tool "
+                "such as run_python)")
     if stripped.startswith("%%python"):
         return "Python (%%python)"
     if stripped[0] in "%!":
@@ -237,13 +283,14 @@ def _line(text: str, width: int = 100) -> str:
     return one if len(one) <= width else one[:width - 1] + "…"
 
 
-def code_listing(cells: list[Turn], turns_: list[dict[str, Any]]) -> list[str]:
+def code_listing(cells: list[Turn], turns_: list[dict[str, Any]],
+                 prompt_only: frozenset[str] = frozenset()) -> list[str]:
     """What the replayed notebook would run that is code, one line each: each cell that is
     code (numbered as in the notebook, after the setup cell) and each recorded
     ``run_python`` call the scripted model would make."""
     out = []
     for number, turn in enumerate(cells, 2):
-        reason = code_reason(turn.text)
+        reason = code_reason(turn.text, prompt_only)
         if reason is not None:
             out.append(f"cell {number}: {reason}: {_line(turn.text)}")
     for i, item in enumerate(turns_, 1):
@@ -261,11 +308,14 @@ def code_listing(cells: list[Turn], turns_: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
-          ) -> tuple[Path, Path, list[str]]:
+def build(logs: Logs, session_id: str, to: Path, include_code: bool = False,
+          with_workspace: bool = False) -> tuple[Path, Path, list[str]]:
     """Write the replay script and notebook of ``session_id`` into ``to``: their paths,
     and the lines saying what in it is code (:func:`code_listing`). A cell that is code
-    is written as a cell only with ``include_code``; else as a Markdown cell showing it."""
+    is written as a cell only with ``include_code``; else as a Markdown cell showing it,
+    and the replay's session denies ``run_python`` and asks before every other call.
+    The replayed workspace's skills, persona and ``lily.toml`` are used only with
+    ``with_workspace`` (docs/logs.md#replay-and-code)."""
     if not _SAFE_ID.fullmatch(session_id):
         raise LogsError("a session id must be letters, digits, '_' and '-' (up to 64); "
                         "this journal's is not, so it cannot be replayed")
@@ -277,6 +327,9 @@ def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
     if not cells:
         raise LogsError(f"session {session_id[:12]} ran no cells; nothing to replay")
     to = Path(to)
+    problem = refusal(to / f"{session_id[:12]}.ipynb")
+    if problem:  # before the folder is made (docs/logs.md#where-exports-go)
+        raise LogsError(f"{problem}; a replay is never written there, name another folder")
     to.mkdir(parents=True, exist_ok=True)
     workspace = logs.workspace
     name = session_id[:12]
@@ -286,17 +339,20 @@ def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
         "format": FORMAT, "session_id": session_id,
         "label": summarize(session_id, records).label,
         "model": _model(records),
-        "skills_dir": _where(workspace / "skills", to),
-        "persona_dir": _where(workspace / "persona", to),
-        "lily_toml": lily_toml.read_text(encoding="utf-8") if lily_toml.is_file() else None,
+        "include_code": include_code, "with_workspace": with_workspace,
+        "skills_dir": _where(workspace / "skills", to) if with_workspace else None,
+        "persona_dir": _where(workspace / "persona", to) if with_workspace else None,
+        "lily_toml": (lily_toml.read_text(encoding="utf-8")
+                      if with_workspace and lily_toml.is_file() else None),
         "files": captured_files(records),
         "turns": recorded,
     }
     script_path = to / f"{name}{SCRIPT_SUFFIX}"
     write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")
     nb_cells = [_code(_setup_source(script_path.name, name))]
+    prompt_only = prompt_aliases(workspace, with_workspace)
     for turn in cells:
-        reason = code_reason(turn.text)
+        reason = code_reason(turn.text, prompt_only)
         if reason is not None and not include_code:
             nb_cells.append(_left_out(turn.text, reason))
             continue
@@ -311,8 +367,9 @@ def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
     write_notebook(nb_path, nb)
     write_text(to / SANITIZE_NAME, SANITIZE)
     if not (to / "conftest.py").exists():  # never replace the project's own
-        write_text(to / "conftest.py", CONFTEST)
-    return nb_path, script_path, code_listing(cells, recorded)
+        # the one file that runs by itself a replay writes: Lily's own fixed text
+        (to / "conftest.py").write_text(CONFTEST, encoding="utf-8")
+    return nb_path, script_path, code_listing(cells, recorded, prompt_only)
 
 
 def _code(source: str, tags: list[str] | None = None) -> dict[str, Any]:

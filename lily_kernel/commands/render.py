@@ -320,7 +320,9 @@ def _logs_head(r: LogsView) -> str:
               else f"{s['tokens_in']:,} in / {s['tokens_out'] or 0:,} out tokens")
     return (f"Session {s['id'][:12]} ({s['label'] or 'no label'}): started {s['started']}, "
             f"{s['requests']} request(s), {s['tool_calls']} tool call(s), {tokens}, "
-            f"models: {', '.join(s['models']) or '-'}. Last {r.shown} of {r.total} cell(s):")
+            f"models: {', '.join(s['models']) or '-'}."
+            + (f" Foreign journal: {s['foreign']}." if s.get("foreign") else "")
+            + f" Last {r.shown} of {r.total} cell(s):")
 
 
 @text.register

@@ -396,15 +396,14 @@ def _compact(session: Session, cmd: Command) -> Any:
 
 def _logs(session: Session, cmd: Command) -> Any:
     """``/logs [N]`` and ``/logs export [FILE]``: this session's journal (docs/logs.md#notebook)."""
-    from pathlib import Path
-
     from lily_kernel.commands import logs_export
     from lily_kernel.session import logs
     if session.journal.path is None:
         raise CommandError("this session keeps no journal, so /logs has nothing to show.")
-    read = logs.Logs(session.workspace)
+    read = logs.Logs(session.workspace, session.environ)
     records = read.by_session.get(session.session_id, [])
-    summary = logs.summarize(session.session_id, records)
+    summary = (read.summary(session.session_id) if records
+               else logs.summarize(session.session_id, records))
     cells = [t for t in logs.turns(records) if t.is_cell]
     word, _, rest = cmd.args.partition(" ")
     if word == "export":
@@ -413,17 +412,13 @@ def _logs(session: Session, cmd: Command) -> Any:
                 read.checked(session.session_id)
             except LogsError as exc:
                 raise CommandError(str(exc)) from None
-        target = Path(rest.strip() or f"lily-session-{session.session_id[:12]}.md")
-        if not target.is_absolute():
-            target = session.workspace / target
-        try:
-            if target.suffix == ".ipynb":
-                logs_export.write_notebook(target, logs_export.notebook(summary, cells))
-            else:
-                logs_export.write_text(target, logs_export.markdown(summary, logs.turns(records)))
-        except OSError as exc:
-            raise CommandError(f"cannot write {target}: {exc.strerror or exc}.") from None
-        return Notice(f"Wrote this session's transcript ({len(cells)} cells) to `{target}`.")
+        rel = logs_export.in_workspace(session, rest.strip()
+                                       or f"lily-session-{session.session_id[:12]}.md")
+        text = (logs_export.notebook_json(logs_export.notebook(summary, cells))
+                if rel.endswith(".ipynb") else logs_export.markdown(summary, logs.turns(records)))
+        logs_export.write_for_user(session, rel, text)
+        return Notice(f"Wrote this session's transcript ({len(cells)} cells) to "
+                      f"`{session.workspace / rel}`.")
     try:
         n = int(word) if word else 10
     except ValueError:

@@ -3,8 +3,10 @@
 :func:`start` reads the replay script beside the notebook, copies the files the recorded
 session read into a fresh temporary workspace (with the recorded ``lily.toml``), starts a
 :class:`~lily_kernel.testing.ScriptedServer` answering with the recorded model turns, and
-gives this shell's Lily a new session on that workspace, with the original workspace's
-skills and persona and the recorded model name pointed at the server. :func:`finish`
+gives this shell's Lily a new session on that workspace, with the recorded model name
+pointed at the server; the original workspace's skills, persona and ``lily.toml`` only when
+the replay was written with ``--with-workspace``, and without ``--include-code`` a session
+that denies ``run_python`` and asks before every other call (docs/logs.md#replay-and-code). :func:`finish`
 fails when a recorded model turn was not used, or when a request diverged.
 """
 from __future__ import annotations
@@ -27,11 +29,18 @@ from lily_kernel.testing.server import ScriptedServer
 _state: dict[str, Any] = {}
 
 
-def _materialize(files: dict[str, dict[str, str]], root: Path) -> None:
+#: What a replay copies only with ``--with-workspace``: what the replayed workspace ships
+#: that would configure the replay's session (settings/workspace_trust.PARTS, its persona).
+CONFIG_PARTS = ("lily.toml", ".mcp.json", "skills", ".agents", ".claude", "persona", ".lily")
+
+
+def _materialize(files: dict[str, dict[str, str]], root: Path, config: bool) -> None:
     for rel, content in files.items():
         parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
         if not parts or ".." in parts:
             continue  # never outside the copy
+        if not config and parts[0].casefold() in CONFIG_PARTS:
+            continue  # a captured skill or lily.toml configures nothing without the flag
         target = root.joinpath(*parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         if "base64" in content:
@@ -46,8 +55,9 @@ def start(script_file: str) -> None:
     path = Path(script_file).resolve()
     script = json.loads(path.read_text(encoding="utf-8"))
     workspace = Path(tempfile.mkdtemp(prefix="lily-replay-"))
-    _materialize(script.get("files") or {}, workspace)
-    if script.get("lily_toml"):
+    with_workspace = script.get("with_workspace") is True
+    _materialize(script.get("files") or {}, workspace, with_workspace)
+    if with_workspace and script.get("lily_toml"):
         (workspace / "lily.toml").write_text(script["lily_toml"], encoding="utf-8")
     replayer = Replayer(script.get("turns") or [])
     server = ScriptedServer(replayer).start()
@@ -55,8 +65,14 @@ def start(script_file: str) -> None:
     env.update({"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "replay",
                 "LILY_WORKSPACE": str(workspace)})
     for key, var in (("skills_dir", "SKILLS_WORKSPACE_DIR"), ("persona_dir", "LILY_PERSONA_DIR")):
-        if script.get(key):
+        env.pop(var, None)
+        if with_workspace and script.get(key):
             env[var] = str((path.parent / script[key]).resolve())
+    if script.get("include_code") is not True:  # no recorded call runs code: run_python
+        # is denied and every other call asks, and /confirm is not a cell
+        deny = env.get("LILY_TOOLS_DENY", "")
+        env["LILY_TOOLS_DENY"] = f"{deny}, run_python" if deny.strip() else "run_python"
+        env["LILY_MODE"] = "ask"
     integration = current()
     label = session_label(os.environ)
 

@@ -9,7 +9,10 @@ head (docs/limits-and-secrets.md#caps).
 
 Each record carries ``prev``, the hash of the record of its session written before it
 (:func:`record_hash`; ``null`` for a session's first), so an edited, deleted, inserted or
-reordered record breaks the chain (:func:`verify_chain`, docs/logs.md#hash-chain). A write
+reordered record breaks the chain (:func:`verify_chain`, docs/logs.md#hash-chain). Given the
+user's :class:`JournalKey`, each record also carries ``kid`` and ``mac`` (an HMAC over the
+line as written, its link included), which prove Lily wrote it for this user
+(:mod:`lily_kernel.session.journal_auth`, docs/logs.md#authenticity). A write
 that fails or is short is never silent: the record waits in memory, :meth:`Journal.take_notice`
 gives the face one line for the cell, and the next record retries, after a ``journal_gap``
 record saying what was late or lost (docs/logs.md#fail-loud).
@@ -18,12 +21,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import os
 import re
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +42,22 @@ _LOCKS = fcntl is not None  # POSIX advisory locks (not on Windows)
 
 LOCK_WAIT = 5.0  # seconds a record waits for another kernel's lock on the same journal
 CHAIN_KEY = "prev"  # the key of a record's link to the record before it
-READER_KEYS = frozenset({"_file", "_line"})  # what a reader adds to a record (not hashed)
+MAC_KEY = "mac"  # a record's HMAC with the user's journal key (hex)
+KID_KEY = "kid"  # which journal key wrote the record (the start of the key's own hash)
+# what a reader adds to a record (not hashed): where it is, and (journal_auth) its mark
+READER_KEYS = frozenset({"_file", "_line", "_mark"})
 QUEUE_RECORDS = 1000  # records kept in memory while writes fail; older ones are then lost
 QUEUE_BYTES = 8 * 1024 * 1024  # ... and at most this many bytes of them
 
 
 def journal_path(workspace: Path, label: str) -> Path:
-    """The journal file of session ``label`` in ``workspace``."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "session"
-    return workspace / ".lily" / "journal" / f"{safe}.jsonl"
+    """The journal file of session ``label`` in ``workspace``: a readable slug of the label
+    and the start of the sha256 of its exact text, so two labels never share a file
+    (``Q1 report.ipynb``, ``Q1_report.ipynb``; on a filesystem that folds case too) and the
+    name is safe on every filesystem (docs/session.md#journal)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._")[:80] or "session"
+    tag = hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return workspace / ".lily" / "journal" / f"{safe}-{tag}.jsonl"
 
 
 def canonical(record: Mapping[str, Any]) -> bytes:
@@ -61,13 +73,33 @@ def record_hash(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(record)).hexdigest()
 
 
+@dataclass(frozen=True)
+class JournalKey:
+    """The user's journal key (session/journal_auth.py keeps it): its bytes and its id."""
+
+    secret: bytes
+    kid: str
+
+    @classmethod
+    def of(cls, secret: bytes) -> JournalKey:
+        """The key ``secret`` with its id (a hash, never the key)."""
+        return cls(secret, hashlib.sha256(b"lily journal key\0" + secret).hexdigest()[:16])
+
+    def mac(self, head: bytes) -> str:
+        """The HMAC-SHA256 (hex) of ``head``: a record's line as written, up to its
+        ``mac`` (so ``prev`` and ``kid`` are covered), byte for byte."""
+        return hmac.new(self.secret, head, hashlib.sha256).hexdigest()
+
+
 class Journal:
     """Appends records, each linked to the one before; a failed write is kept, announced
     once per cell (:meth:`take_notice`) and retried with the next record."""
 
     def __init__(self, path: Path | None, max_bytes: int = 1024 * 1024,
-                 env: Mapping[str, str] | None = None, prev: str | None = None) -> None:
+                 env: Mapping[str, str] | None = None, prev: str | None = None,
+                 key: JournalKey | None = None) -> None:
         self.path = path
+        self.key = key  # signs each record (None: unkeyed records, foreign when read back)
         self.max_bytes = max_bytes
         self.env = env  # whose secret values are masked (None: the process's, live)
         self.prev = prev  # the hash of the last record written (a resumed chain passes it)
@@ -152,8 +184,14 @@ class Journal:
         a line that is not JSON, by the next write)."""
         assert self.path is not None
         line = "{" + f'"{CHAIN_KEY}":{json.dumps(self.prev)},' + body[1:]
-        data = (line + "\n").encode("utf-8", "backslashreplace")
-        digest = record_hash({**parsed, CHAIN_KEY: self.prev})
+        full = {**parsed, CHAIN_KEY: self.prev}
+        data = line.encode("utf-8", "backslashreplace")
+        if self.key is not None:  # the mark: an HMAC over the line's bytes up to it
+            head = data[:-1] + f',"{KID_KEY}":"{self.key.kid}"'.encode("ascii")
+            full[KID_KEY], full[MAC_KEY] = self.key.kid, self.key.mac(head)
+            data = head + f',"{MAC_KEY}":"{full[MAC_KEY]}"'.encode("ascii") + b"}"
+        data += b"\n"
+        digest = record_hash(full)
         # One write(2) of a whole line to a file opened for append: once it returns, the
         # line survives a crash of this process (no fsync: that guards against power
         # loss, at milliseconds per command cell).

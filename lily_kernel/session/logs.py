@@ -14,16 +14,19 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from lily_kernel.errors import LogsError
+from lily_kernel.errors import LilyError, LogsError
+from lily_kernel.session import journal_auth
 from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_NOTES = 20  # problem lines kept per read; the rest are counted
+#: Called by a reader with each record and its line's bytes (journal_auth.mark).
+Marker = Callable[[dict[str, Any], bytes], None]
 
 
 def journal_dir(workspace: Path) -> Path:
@@ -65,9 +68,11 @@ class Notes:
 
 
 def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
-                final: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+                final: bool = True, mark: Marker | None = None
+                ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of each good line in ``data``. A last line without its newline
-    is torn (a crash, or a writer mid-line): skipped, with a note when ``final``."""
+    is torn (a crash, or a writer mid-line): skipped, with a note when ``final``.
+    ``mark``: called with each record and its line's bytes (journal_auth.mark)."""
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when data ends with a newline
     for i, raw in enumerate(lines):
@@ -88,13 +93,16 @@ def parse_lines(data: bytes, path: Path, first_line: int, notes: Notes,
         if record.get("cut"):
             notes.add(f"{path.name}:{number}: a {record.get('event') or 'record'} record was cut "
                       f"at the {record.get('cap')}-byte cap; its head is kept")
+        record.pop("_mark", None)  # a reader's verdict is never the file's to give
+        if mark is not None:
+            mark(record, raw)
         yield number, record
     if tail.strip() and final:
         notes.add(f"{path.name}:{first_line + len(lines)}: torn last line (a crash mid-write), "
                   "skipped")
 
 
-def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
+def read_file(path: Path, notes: Notes, mark: Marker | None = None) -> list[dict[str, Any]]:
     """The good records of one journal file, each with ``_file`` set to its name and
     ``_line`` to its line number (journal.READER_KEYS)."""
     try:
@@ -103,7 +111,7 @@ def read_file(path: Path, notes: Notes) -> list[dict[str, Any]]:
         notes.add(f"{path.name}: cannot be read: {exc.strerror or exc}")
         return []
     out = []
-    for number, record in parse_lines(data, path, 1, notes):
+    for number, record in parse_lines(data, path, 1, notes, mark=mark):
         record["_file"], record["_line"] = path.name, number
         out.append(record)
     return out
@@ -133,6 +141,7 @@ class SessionSummary:
     first: str = ""  # the first request (one line, clipped): names the session with the label
     parent: str = ""  # the session this one resumed or forked from (docs/session.md#resume)
     parent_kind: str = ""  # "resumed" or "forked"
+    foreign: str = ""  # why Lily cannot prove it wrote this session for you ("": it did)
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON data (``--json``)."""
@@ -141,7 +150,8 @@ class SessionSummary:
                 "tool_calls": self.tool_calls, "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out, "models": self.models, "tools": self.tools,
                 "files": self.files, "records": self.records, "first_request": self.first,
-                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None}
+                "parent": {"id": self.parent, "kind": self.parent_kind} if self.parent else None,
+                "foreign": self.foreign or None}
 
 
 def iso(t: float) -> str:
@@ -187,7 +197,8 @@ def summarize(session_id: str, records: list[dict[str, Any]]) -> SessionSummary:
                 _add(s.tools, call_name(call))
     s.files = files
     if not s.label:
-        s.label = files[0].rsplit(".", 1)[0] if files else ""
+        # the file's name without its label hash (session/journal.journal_path)
+        s.label = re.sub(r"-[0-9a-f]{16}$", "", files[0].rsplit(".", 1)[0]) if files else ""
     return s
 
 
@@ -238,22 +249,52 @@ def call_args(call: dict[str, Any]) -> Any:
 class Logs:
     """The journal of one workspace, read once (docs/logs.md). Never writes."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, env: Mapping[str, str] | None = None) -> None:
         self.workspace = Path(workspace)
+        self.env = env  # whose journal key tells Lily's own sessions (None: the process's)
+        self._foreign: dict[str, str] = {}
+        self._key_problem = ""
+        try:
+            key = journal_auth.load_key(env)
+        except LilyError as exc:
+            key, self._key_problem = None, str(exc)
+        self._key = key
         self.notes = Notes()
         self.by_session: dict[str, list[dict[str, Any]]] = {}
         if not journal_dir(self.workspace).is_dir():
             return
         for path in journal_files(self.workspace):
-            for record in read_file(path, self.notes):
+            for record in read_file(path, self.notes,
+                                    lambda r, raw: journal_auth.mark(r, raw, key)):
                 self.by_session.setdefault(record["session_id"], []).append(record)
         for records in self.by_session.values():  # several files: one time line
             records.sort(key=_t)
 
     def sessions(self) -> list[SessionSummary]:
-        """Every session, newest activity first."""
-        rows = [summarize(sid, recs) for sid, recs in self.by_session.items()]
+        """Every session, newest activity first, each marked when it is foreign."""
+        rows = [self.summary(sid) for sid in self.by_session]
         return sorted(rows, key=lambda s: (s.last, s.id), reverse=True)
+
+    def summary(self, session_id: str) -> SessionSummary:
+        """The list row of one session, with :attr:`SessionSummary.foreign` set."""
+        row = summarize(session_id, self.by_session[session_id])
+        row.foreign = self.foreign(session_id)
+        return row
+
+    def foreign(self, session_id: str) -> str:
+        """Why Lily cannot prove it wrote session ``session_id`` for this user (``""``: it
+        did): a foreign session is shown, searched, exported and replayed, marked, and never
+        resumed (docs/logs.md#authenticity)."""
+        if session_id not in self._foreign:
+            records = self.by_session[session_id]
+            if self._key_problem:
+                self._foreign[session_id] = self._key_problem
+            else:  # the marks the reader set (the chain is checked where a session is
+                # used: show, export, replay, resume)
+                checked = journal_auth.check_records(records, self._key, chain=False)
+                self._foreign[session_id] = (checked.reason if isinstance(
+                    checked, journal_auth.Foreign) else "")
+        return self._foreign[session_id]
 
     def resolve(self, prefix: str) -> str:
         """The full id of the session ``prefix`` starts (or a label names); LogsError if

@@ -57,6 +57,7 @@ class Hit:
     kind: str
     tool: str
     snippet: str
+    file: str = ""  # the journal file it is in, relative to the journal folder
 
     def as_dict(self) -> dict[str, Any]:
         """The hit as plain JSON data (``--json``)."""
@@ -230,12 +231,13 @@ class Index:
                 [*params, limit])]
             marks = ",".join("?" * len(ids))
             rows = self.db.execute(
-                "SELECT session, t, kind, tool, snippet(docs, 0, '[', ']', '…', 12) FROM docs "
+                "SELECT session, t, kind, tool, snippet(docs, 0, '[', ']', '…', 12), file "
+                "FROM docs "
                 f"WHERE docs MATCH ? AND rowid IN ({marks}) ORDER BY t DESC",
                 [query, *ids]).fetchall() if ids else []
         except sqlite3.Error as exc:
             raise LogsError(f"search failed: {exc}") from None
-        return [Hit(r[0], float(r[1]), r[2], r[3], " ".join(r[4].split())) for r in rows]
+        return [Hit(r[0], float(r[1]), r[2], r[3], " ".join(r[4].split()), r[5]) for r in rows]
 
 
 def search(workspace: Path, text: str, notes: Notes | None = None,

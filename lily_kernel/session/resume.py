@@ -5,8 +5,11 @@ conversation is its parent's (the session it resumed or forked from, named in it
 ``session_created`` record), then its own ``message`` records in order, with each
 ``conversation_compacted`` (the first ``end`` messages become the summary) and
 ``conversation_rewound`` (only the first ``keep`` messages stay) applied where it stands.
-What the user set with ``/model`` comes back too; a pending card and a ``/confirm
---always`` grant never do: nothing runs in a new kernel that the user did not see there.
+Only the conversation comes back (docs/session.md#resume): the user's, assistant's and
+tool turns, each with only the fields a turn has. Never an endpoint, key, model, header,
+policy, mode or system message (a ``model_changed`` record is not read, a ``system`` turn
+is dropped), never a pending card nor a ``/confirm --always`` grant: nothing runs in a new
+kernel that the user did not see there, and nothing goes elsewhere.
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from typing import Any
 from lily_kernel.session.journal import UNCHAINED, verify_chain
 
 MAX_PARENTS = 50  # sessions followed back through resumes and forks
+ROLES = frozenset({"user", "assistant", "tool"})  # the turns a conversation holds
+TURN_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
 
 
 #: Whose conversation the resume line names: a notebook's; ``lily acp`` says a chat's.
@@ -101,22 +106,29 @@ def _apply(out: Restored, records: list[dict[str, Any]]) -> str | None:
                 return "a message record of the journal is not a message"
             if record.get("cut"):
                 return "a message record was cut at the journal's size cap"
-            out.messages.append(message)
+            if message["role"] not in ROLES:  # a system turn is never Lily's to resume
+                continue
+            out.messages.append(_turn(message))
             out.times.append(t)
         elif event == "conversation_compacted":
             end, summary = record.get("end"), record.get("messages")
             if not isinstance(end, int) or not isinstance(summary, list):
                 return "a /compact record of the journal has no 'end' (written by an older Lily)"
-            out.messages[:end] = summary
-            out.times[:end] = [t] * len(summary)
+            kept = [_turn(m) for m in summary
+                    if isinstance(m, dict) and m.get("role") in ROLES]
+            out.messages[:end] = kept
+            out.times[:end] = [t] * len(kept)
         elif event == "conversation_rewound":
             keep = record.get("keep")
             if not isinstance(keep, int) or keep < 0:
                 return "a /rewind record of the journal is malformed"
             del out.messages[keep:], out.times[keep:]
-        elif event == "model_changed" and isinstance(record.get("set"), dict):
-            out.model_set.update(record["set"])
     return None
+
+
+def _turn(message: dict[str, Any]) -> dict[str, Any]:
+    """A conversation turn with only the fields a turn has (no extra header or setting)."""
+    return {k: v for k, v in message.items() if k in TURN_KEYS}
 
 
 def _drop_unanswered_calls(out: Restored) -> None:

@@ -21,10 +21,9 @@ from lily_kernel.agent.budget import Budget
 from lily_kernel.agent.model_client import ClientCache
 from lily_kernel.agent.pending import HeldCall, Pending, PendingItem, decline, short
 from lily_kernel.errors import ActionError, ConfigError
-from lily_kernel.session import persona
-from lily_kernel.session.journal import Journal, journal_path
-from lily_kernel.session.logs import Notes, read_file
-from lily_kernel.session.resume import Restored, latest_session, requests, restore
+from lily_kernel.session import journal_auth, persona
+from lily_kernel.session.journal import Journal, JournalKey, journal_path
+from lily_kernel.session.resume import Restored, requests, restore
 from lily_kernel.settings import policy_layers, workspace_trust
 from lily_kernel.settings.model_settings import (
     ModelConfig,
@@ -86,7 +85,15 @@ class Session:
         self.tools = tools
         if add_tools is not None:  # a face's own tools (the notebook tools), before the snapshot
             add_tools(self)
-        self.model_clients = ClientCache()
+        # the administrator's endpoint allowlist, asked before every model request
+        self.model_clients = ClientCache(refusal=lambda url: self.permissions.endpoint_refusal(url))
+        self._journal_key: JournalKey | None = None
+        self._key_problem: str | None = None  # why records are written unkeyed, if they are
+        if journal:
+            try:
+                self._journal_key = journal_auth.load_key(self._env, create=True)
+            except ConfigError as exc:
+                self._key_problem = str(exc)
         self._config_registry: ConfigRegistry | None = None
         self._outbox: Outbox | None = None
         self.persona_dirs = persona_dirs(self.workspace, self._env)
@@ -140,7 +147,10 @@ class Session:
                     self.model_config = self.model_config.changed(**{key: value})
                     self._model_set[key] = value
         self.journal = Journal(path, self.limits.journal_record_bytes,
-                                           self._env if self._explicit_env else None)
+                               self._env if self._explicit_env else None, key=self._journal_key)
+        if self._key_problem and path is not None and self.resume_note is None:
+            self.resume_note = (f"Error: {self._key_problem}; until it is fixed this notebook's "
+                                "conversation cannot resume after a restart.")
         self.journal.append({"event": "session_created", "session_id": self.session_id,
                              "label": self.label, "workspace": str(self.workspace),
                              "agent": self.active_agent, "model_config": self.model_config.as_dict(),
@@ -586,20 +596,22 @@ class Session:
         self._start()
 
     def _restored(self, path: Path) -> Restored | None:
-        """The previous session's conversation in the journal at ``path``, or None; a journal
-        that cannot be read resumes nothing, and the note says why."""
+        """The previous session's conversation in the journal at ``path``, or None. Only a
+        journal Lily wrote for this user resumes (docs/logs.md#authenticity); a foreign one,
+        or one that cannot be read, resumes nothing, and the note (one ``Error:`` line)
+        says why."""
         if not path.exists():
             return None
-        notes = Notes()
-        records = read_file(path, notes)
-        previous = latest_session(records)
-        if previous is None:
-            if notes.lines:
-                self.resume_note = f"Nothing resumed: the journal cannot be read ({notes.lines[0]})."
+        checked = journal_auth.authenticity(path, self._env)
+        if isinstance(checked, journal_auth.Foreign):
+            self.resume_note = checked.error()
             return None
-        carried = restore(records, previous)
+        if checked.session_id is None:
+            return None
+        carried = restore(list(checked.records), checked.session_id)
         if carried.problem:
-            self.resume_note = f"Nothing resumed: {carried.problem}."
+            self.resume_note = (f"Error: the conversation was not resumed: {carried.problem}; "
+                                "it starts fresh (`lily logs` shows the old one).")
             return None
         if carried.messages:
             self.resume_note = carried.line()

@@ -308,7 +308,8 @@ def test_each_session_is_journaled_and_a_sigterm_journals_its_end(world):
 
     session_id, code = run(go())
     assert code == 0
-    journal = world.workspace / ".lily" / "journal" / f"acp-{session_id}.jsonl"
+    from lily_kernel.session.journal import journal_path
+    journal = journal_path(world.workspace, f"acp-{session_id}")
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert any(r["event"] == "prose" and r["text"] == "remember this" for r in records)
     assert records[-1]["event"] == "session_ended" and records[-1]["reason"] == "SIGTERM"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from kernel_support import Kernel, scripted_kernel_world
 
+from lily_kernel.session.journal import journal_path
 from lily_kernel.testing.server import ScriptedServer
 from tests.commands.logs_hostile import ALL, danger
 from tests.commands.test_logs_export_sanitized import live
@@ -52,12 +53,12 @@ def test_logs_export_refuses_a_journal_edited_under_the_kernel(tmp_path, ipython
     try:
         kernel.ok("/skills")
         kernel.ok("/help")
-        path = world.workspace / ".lily" / "journal" / "edit.ipynb.jsonl"
+        path = journal_path(world.workspace, "edit.ipynb")
         rows = path.read_text().splitlines()
         rows[1] = rows[1].replace('"/skills"', '"/skills --all"')  # edited after the fact
         path.write_text("\n".join(rows) + "\n")
         line = kernel.run("/logs export t.md").error_line()
-        assert "has been tampered with or damaged: edit.ipynb.jsonl:3" in line, line
+        assert f"has been tampered with or damaged: {path.name}:3" in line, line
         assert not (world.workspace / "t.md").exists()
     finally:
         kernel.shutdown()

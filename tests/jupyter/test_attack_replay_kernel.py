@@ -122,3 +122,46 @@ def test_replay_of_a_tampered_journal_is_refused(tmp_path, capsys):
     assert code != 0 and err.count("Error:") == 1 and "demo.ipynb.jsonl:3" in err
     assert not (tmp_path / "out").exists()
     assert os.listdir(markers) == []
+
+
+def test_a_clones_alias_to_run_python_and_a_recorded_export_stay_text(
+        tmp_path, capsys, replay_env):
+    """Issue 41 §2: a clone ships a ``tool_dispatch`` skill whose alias calls
+    ``run_python``, and a journal whose cells are ``/pyrun <python>`` and ``/logs export``
+    into site-packages. Without flags the replay loads none of the clone's skills, writes
+    both cells as text, and nothing runs or lands, in the recording run either."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    repo = tmp_path / "repo"
+    skill = repo / "skills" / "pyrun"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: pyrun\ndescription: Runs Python.\ninvocation_mode: tool_dispatch\n"
+        "command: pyrun\ncommand_tool: run_python\n---\n# Run\n")
+    journal = Journal(repo / ".lily" / "journal" / "demo.ipynb.jsonl")
+    for event, fields in (
+            ("session_created", {"label": "demo.ipynb"}),
+            ("command", {"command": f"/pyrun open({str(markers / 'alias')!r}, 'w')", "ok": True}),
+            ("command", {"command": f"/logs export {site / 'evil.pth'}", "ok": True}),
+            ("command", {"command": "/skill pyrun print(1)", "ok": True}),
+            ("command", {"command": "/mode auto", "ok": True}),
+            ("command", {"command": "/skills", "ok": True})):
+        journal.append({"event": event, "session_id": SID, **fields})
+    journal.close()
+    out_dir = tmp_path / "replays"
+    code = main(["logs", "replay", SID[:8], "--workspace", str(repo), "--to", str(out_dir)])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert list(markers.iterdir()) == [] and list(site.iterdir()) == []
+    listing = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert listing[0].startswith("cell 2: /pyrun is a skill's command or alias"), listing
+    assert listing[1].startswith("cell 3: /logs export writes a file")
+    assert listing[2].startswith("cell 4: /skill runs a skill")
+    assert listing[3].startswith("cell 5: /mode changes which calls run")
+    script = json.loads((out_dir / f"{SID[:12]}.replay.json").read_text())
+    assert script["skills_dir"] is None and script["lily_toml"] is None
+    nb = nbformat.read(out_dir / f"{SID[:12]}.ipynb", as_version=4)
+    assert [c.cell_type for c in nb.cells] == ["code"] + ["markdown"] * 4 + ["code"] * 2

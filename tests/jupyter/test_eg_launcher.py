@@ -26,6 +26,7 @@ from jupyter_client.connect import write_connection_file
 from kernel_support import STARTUP_TIMEOUT, Kernel, make_world
 
 from lily_kernel.jupyter.enterprise_gateway import install_enterprise_gateway
+from lily_kernel.session.journal import journal_path
 
 # The launcher's last step, as EG 3.x's launch_ipykernel.py takes it: the kernel class comes
 # from --kernel-class-name, the namespace is the launcher's emptied module namespace, the
@@ -136,7 +137,7 @@ def test_lily_runs_under_the_launchers_last_step(launched, server, turns):
 
     # The journal is named after the kernel id (no KERNEL_LILY_SESSION, no JPY_SESSION_NAME).
     kernel_id = launched.world.env["KERNEL_ID"]
-    journal = launched.workspace / ".lily" / "journal" / f"{kernel_id}.jsonl"
+    journal = journal_path(launched.workspace, kernel_id)
     assert [p.name for p in journal.parent.iterdir()] == [journal.name]
     first = json.loads(journal.read_text().splitlines()[0])
     assert first["event"] == "session_created" and first["label"] == kernel_id

@@ -34,6 +34,7 @@ from test_kernel_gateway import (
 )
 from tornado.websocket import websocket_connect
 
+from lily_kernel.session.journal import journal_path
 from lily_kernel.skills.paths import bundled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +144,7 @@ def test_a_lily_kernel_through_enterprise_gateway(gateway, tmp_path, server, tur
     assert h_reply["status"] == "ok" and "/skills" in json.dumps(h_out)
     # One journal, named after the kernel id EG gave (no other label was sent), in the
     # workspace: the restart ended the first session there, the shutdown the second.
-    journal = workspace / ".lily" / "journal" / f"{kernel['id']}.jsonl"
+    journal = journal_path(workspace, kernel['id'])
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     created = [r for r in records if r["event"] == "session_created"]
     ended = [r.get("reason") for r in records if r["event"] == "session_ended"]

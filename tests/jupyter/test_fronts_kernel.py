@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from kernel_support import make_world
 
+from lily_kernel.session.journal import journal_path
+
 
 @pytest.mark.parametrize("code, reply", [
     ("%%python", {"status": "incomplete", "indent": ""}),
@@ -67,7 +69,7 @@ def test_kernel_working_dir_is_the_workspace(start_kernel, tmp_path, ipython_dir
     assert state == [str(target), str(target)]
     # found in the workspace (listed, and not loaded until the user trusts it)
     assert "local_notes" in json.dumps(kernel.ok("/skills --all").displays)
-    journal = target / ".lily" / "journal" / "team_analysis.ipynb.jsonl"
+    journal = journal_path(target, "team/analysis.ipynb")
     assert journal.is_file(), list(target.rglob("*"))
     assert not (kernel.workspace / ".lily").exists()  # nothing where the kernel was started
 
@@ -75,7 +77,7 @@ def test_kernel_working_dir_is_the_workspace(start_kernel, tmp_path, ipython_dir
 def test_kernel_lily_session_wins_over_jpy_session_name(start_kernel):
     kernel = start_kernel(KERNEL_LILY_SESSION="chosen", JPY_SESSION_NAME="/srv/other.ipynb")
     kernel.ok("/help")
-    assert (kernel.workspace / ".lily" / "journal" / "chosen.jsonl").is_file()
+    assert journal_path(kernel.workspace, "chosen").is_file()
 
 
 def test_a_missing_kernel_working_dir_leaves_the_kernel_where_it_started(

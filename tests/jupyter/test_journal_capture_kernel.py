@@ -52,7 +52,7 @@ def test_a_non_utf8_env_file_never_reaches_the_journal(tmp_path, ipython_dir, ca
     assert read["sha256"] == digest and read["bytes"] == len(ENV_FILE)
     assert OTHER not in json.dumps(read)  # a key that is not live: not in the record either
     assert set(read) == {"prev", "t", "event", "session_id", "path", "bytes", "binary",
-                         "sha256", "_file", "_line"}  # no text, no base64
+                         "sha256", "_file", "_line", "_mark", "kid", "mac"}  # no text, no base64
     # the replay's files carry neither the key nor the bytes
     out = tmp_path / "replays"
     assert main(["logs", "replay", sid[:8], "--to", str(out), "--no-run",

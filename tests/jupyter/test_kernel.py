@@ -14,6 +14,8 @@ import time
 import pytest
 from kernel_support import ANSI, NO_MODEL_PREFIX, WIDGET_MIME, Kernel, Run, write_skill
 
+from lily_kernel.session.journal import journal_path
+
 
 def snapshot_names(kernel: Kernel) -> list[str]:
     run = kernel.ok("%%python\nimport lily\nprint(' '.join(lily.session().snapshot.names()))")
@@ -479,7 +481,7 @@ def test_new_starts_a_new_session(start_kernel):
 def test_jpy_session_name_names_the_journal(start_kernel):
     kernel = start_kernel(JPY_SESSION_NAME="analysis.ipynb")
     only_display(kernel.run("/help"))
-    journal = kernel.workspace / ".lily" / "journal" / "analysis.ipynb.jsonl"
+    journal = journal_path(kernel.workspace, "analysis.ipynb")
     assert journal.is_file(), list((kernel.workspace / ".lily").rglob("*"))
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert records[0]["event"] == "session_created"

@@ -24,6 +24,8 @@ import pytest
 from kernel_support import make_world
 from tornado.websocket import websocket_connect
 
+from lily_kernel.session.journal import journal_path
+
 STARTUP = 60  # seconds for the gateway, then for the kernel (generous: tests share 2 cores)
 
 
@@ -188,7 +190,7 @@ def test_a_lily_kernel_through_kernel_gateway(gateway, tmp_path, server, turns):
         http("DELETE", f"{base}/api/kernels/{kernel['id']}")
 
     check_first_cells(runs, "Hello through the gateway.", workspace, server)
-    journal = workspace / ".lily" / "journal" / "remote-analysis.jsonl"
+    journal = journal_path(workspace, "remote-analysis")
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert records[0]["event"] == "session_created"
     assert records[0]["workspace"] == str(workspace)

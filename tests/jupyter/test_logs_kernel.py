@@ -19,6 +19,7 @@ from logs_support import CELLS, GREET_BODY, Recorded, record_session
 
 from lily_kernel.cli import main
 from lily_kernel.session import logs
+from lily_kernel.session.journal import journal_path
 
 pytestmark = pytest.mark.usefixtures("no_machine_model")
 
@@ -40,11 +41,19 @@ def copy_of(recorded: Recorded, tmp_path: Path) -> Path:
     return target
 
 
-def test_list_shows_the_session_with_requests_tools_tokens_and_model(recorded, capsys):
+def test_list_shows_the_session_with_requests_tools_tokens_and_model(recorded, capsys,
+                                                                     monkeypatch):
+    code, out, err = lily(capsys, "--workspace", str(recorded.workspace))
+    row = next(line for line in out.splitlines() if line.startswith(recorded.session_id[:12]))
+    # another user's data folder: the journal is not theirs (docs/logs.md#authenticity)
+    assert "demo.ipynb (foreign)" in row and "1 session(s) marked (foreign)" in err
+    # the kernel's user (its data folder) reads it as its own
+    monkeypatch.setenv("LILY_DATA_DIR",
+                       str(Path(recorded.env["HOME"]) / ".local" / "share" / "lily"))
     code, out, err = lily(capsys, "--workspace", str(recorded.workspace))
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith(recorded.session_id[:12]))
-    assert "demo.ipynb" in row and "scripted-test-model" in row
+    assert "demo.ipynb" in row and "scripted-test-model" in row and "foreign" not in row
     # 3 requests (2 prose, 1 skill command), 2 tool calls, 5 model calls of 100 in / 20 out
     assert row.split()[4:8] == ["3", "2", "500", "100"], row
     code, out, _ = lily(capsys, "--workspace", str(recorded.workspace), "--json", "-n", "1")
@@ -132,7 +141,7 @@ def test_rm_asks_first_and_deletes_the_records_and_the_index_rows(recorded, caps
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
     code, out, _ = lily(capsys, "rm", sid[:12], "--workspace", str(ws))
     assert code == 1 and "Nothing deleted." in out
-    assert sid in (ws / ".lily" / "journal" / "demo.ipynb.jsonl").read_text()
+    assert sid in journal_path(ws, "demo.ipynb").read_text()
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("y\n"))
     code, out, _ = lily(capsys, "rm", sid[:12], "--workspace", str(ws))
     assert code == 0 and "Deleted" in out
@@ -177,15 +186,15 @@ def test_a_hostile_model_cannot_read_or_change_the_journal_or_index(recorded, tm
     from lily_kernel.testing.server import ScriptedServer
     ws = copy_of(recorded, tmp_path)
     (ws / ".lily" / "logs-index.sqlite").write_bytes(b"index")
+    name = f".lily/journal/{journal_path(ws, 'demo.ipynb').name}"
     turns = [{"tool_calls": [
-        {"name": "read", "arguments": {"path": ".lily/journal/demo.ipynb.jsonl"}, "id": "a"},
-        {"name": "write", "arguments": {"path": ".lily/journal/demo.ipynb.jsonl",
-                                        "content": "{}"}, "id": "b"},
+        {"name": "read", "arguments": {"path": name}, "id": "a"},
+        {"name": "write", "arguments": {"path": name, "content": "{}"}, "id": "b"},
         {"name": "write", "arguments": {"path": ".lily/logs-index.sqlite", "content": ""},
          "id": "c"},
         {"name": "logs_rm", "arguments": {"session": recorded.session_id}, "id": "d"}]},
         "done"]
-    before = (ws / ".lily" / "journal" / "demo.ipynb.jsonl").read_bytes()
+    before = journal_path(ws, "demo.ipynb").read_bytes()
     with ScriptedServer(turns) as server:
         env = {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "k", "HOME": str(tmp_path),
                "SKILLS_USER_DIR": str(tmp_path / "none"),
@@ -196,7 +205,7 @@ def test_a_hostile_model_cannot_read_or_change_the_journal_or_index(recorded, tm
         loop.run(session, "clean up the logs")
         results = [m for m in server.chat_requests()[-1]["messages"] if m["role"] == "tool"]
     assert all(r["content"].startswith("Error:") for r in results), results
-    assert (ws / ".lily" / "journal" / "demo.ipynb.jsonl").read_bytes() == before
+    assert journal_path(ws, "demo.ipynb").read_bytes() == before
     assert (ws / ".lily" / "logs-index.sqlite").read_bytes() == b"index"
 
 
@@ -227,7 +236,7 @@ def test_replay_round_trip_passes_and_a_changed_skill_body_fails_its_cell(
     ws = copy_of(recorded, tmp_path)
     replays = tmp_path / "replays"
     code, out, err = lily(capsys, "replay", recorded.session_id[:12], "--workspace", str(ws),
-                          "--to", str(replays))
+                          "--to", str(replays), "--with-workspace")  # its greet skill
     assert code == 0, out + err
     notebook = replays / f"{recorded.session_id[:12]}.ipynb"
     script = json.loads((replays / f"{recorded.session_id[:12]}.replay.json").read_text())
@@ -257,7 +266,7 @@ def test_replay_fails_where_a_tool_result_changed(recorded, capsys, tmp_path, re
     ws = copy_of(recorded, tmp_path)
     replays = tmp_path / "replays"
     assert lily(capsys, "replay", recorded.session_id, "--workspace", str(ws),
-                "--to", str(replays))[0] == 0
+                "--to", str(replays), "--with-workspace")[0] == 0
     script_path = replays / f"{recorded.session_id[:12]}.replay.json"
     script = json.loads(script_path.read_text())
     script["files"]["notes/todo.txt"]["text"] = "TODO write the tests\n"  # the file changed
@@ -293,7 +302,8 @@ def test_two_kernels_appending_while_lily_logs_searches_lose_nothing(start_kerne
     assert all(r is not None and r["content"]["status"] == "ok" for r in replies)
     assert searches >= 1
     journal = world.workspace / ".lily" / "journal"
-    assert [p.name for p in journal.iterdir()] == ["same.ipynb.jsonl"]  # one shared file
+    assert [p.name for p in journal.iterdir()] == [  # one shared file
+        journal_path(world.workspace, "same.ipynb").name]
     read = logs.Logs(world.workspace)
     assert read.notes.all() == []
     notes = [t.text for sid in read.by_session for t in logs.turns(read.records(sid))

@@ -91,7 +91,7 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
     replays = tmp_path / "replays"
     for session in (sid, after, forked):
         code = main(["logs", "replay", session[:12], "--workspace", str(world.workspace),
-                     "--to", str(replays), "--include-code"])
+                     "--to", str(replays), "--include-code", "--with-workspace"])
         out, err = capsys.readouterr()
         assert code == 0, out + err
     done = subprocess.run([sys.executable, "-m", "pytest", "--nbval", str(replays), "-q",

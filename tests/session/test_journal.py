@@ -72,9 +72,11 @@ def test_read_of_a_missing_journal_is_empty(tmp_path):
 
 
 def test_journal_path_sanitises_the_label(tmp_path):
-    assert journal_path(tmp_path, "a/b c?.ipynb") == tmp_path / ".lily" / "journal" / "a_b_c_.ipynb.jsonl"
+    # a readable slug, then the start of the label's sha256 (docs/session.md#journal)
+    assert journal_path(tmp_path, "a/b c?.ipynb") == (
+        tmp_path / ".lily" / "journal" / "a_b_c_.ipynb-8ad3e6f31409bfbe.jsonl")
     assert journal_path(tmp_path, "../../etc/passwd").parent == tmp_path / ".lily" / "journal"
-    assert journal_path(tmp_path, "...").name == "session.jsonl"
+    assert journal_path(tmp_path, "...").name.startswith("session-")
 
 
 def test_unwritable_journal_does_not_break_commands(env, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from lily_kernel.cli import main
 from lily_kernel.session import logs, logs_index
-from lily_kernel.session.journal import Journal, read, record_hash
+from lily_kernel.session.journal import Journal, journal_path, read, record_hash
 from lily_kernel.settings import workspace_trust
 
 SID = "a" * 32
@@ -186,7 +186,7 @@ def test_capture_reads_journals_each_file_a_tool_reads_once(tmp_path):
     session.tools.get("read")(path="a.txt")
     session.tools.get("read")(path="a.txt")
     session.files.read_bytes_of("b.bin")
-    reads = [r for r in logs.read_file(ws / ".lily" / "journal" / "cap.jsonl", logs.Notes())
+    reads = [r for r in logs.read_file(journal_path(ws, "cap"), logs.Notes())
              if r["event"] == "file_read"]
     digest = hashlib.sha256(b"\xff\x00").hexdigest()
     assert [(r["path"], r.get("text"), r.get("binary"), r.get("base64")) for r in reads] == [
@@ -210,7 +210,7 @@ def test_captured_files_are_redacted_like_every_record(tmp_path):
     workspace_trust.trust(ws, env)
     session = Session(ws, env=env, label="sec")
     session.tools.get("read")(path=".env.example")
-    raw = (ws / ".lily" / "journal" / "sec.jsonl").read_text()
+    raw = journal_path(ws, "sec").read_text()
     assert "file_read" in raw and secret not in raw and "bob:pw" not in raw
 
 

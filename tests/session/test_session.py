@@ -5,6 +5,7 @@ import time
 
 from agent_support import run_command, skill_request
 
+from lily_kernel.session.journal import journal_path
 from lily_kernel.session.journal import read as read_journal
 from lily_kernel.session.session import Session
 
@@ -116,7 +117,10 @@ def test_session_does_not_touch_the_real_home(env, monkeypatch):
     monkeypatch.setenv("HOME", str(env.base / "home"))
     before = sorted((env.base / "home").rglob("*"))  # the fixture's empty skill folders
     env.session()
-    assert sorted((env.base / "home").rglob("*")) == before
+    # only the journal key, in the user's data folder (docs/logs.md#authenticity)
+    data = env.base / "home" / ".local" / "share" / "lily"
+    assert sorted((env.base / "home").rglob("*")) == sorted(
+        [*before, data.parent.parent, data.parent, data, data / "journal.key"])
 
 
 def test_journal_records_the_lifecycle(env):
@@ -129,8 +133,7 @@ def test_journal_records_the_lifecycle(env):
     run_command(session, "/new")
     events = [(r["event"], r["session_id"]) for r in read_journal(session.journal.path)]
     # /new starts a fresh journal file named after the new session
-    old = [e for e in read_journal(env.workspace / ".lily" / "journal"
-                                   / f"session-{first_id[:12]}.jsonl")]
+    old = [e for e in read_journal(journal_path(env.workspace, f"session-{first_id[:12]}"))]
     names = [r["event"] for r in old]
     assert names[0] == "session_created"
     assert "skills_reloaded" in names and "agent_switched" in names and "model_changed" in names
@@ -142,7 +145,8 @@ def test_journal_records_the_lifecycle(env):
 def test_labelled_session_journal_name(env):
     session = Session(workspace=env.workspace, env=env.session_env(), host=env.host,
                       label="My Notebook.ipynb")
-    assert session.journal.path == env.workspace / ".lily" / "journal" / "My_Notebook.ipynb.jsonl"
+    assert session.journal.path == journal_path(env.workspace, "My Notebook.ipynb")
+    assert session.journal.path.name.startswith("My_Notebook.ipynb-")
     assert session.journal.path.is_file()
 
 

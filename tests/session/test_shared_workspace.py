@@ -14,7 +14,7 @@ import threading
 import time
 
 from lily_kernel.jupyter.cells import session_label
-from lily_kernel.session.journal import Journal, read
+from lily_kernel.session.journal import Journal, journal_path, read
 from lily_kernel.session.session import Session
 from lily_kernel.skills.paths import shared_workspace
 from lily_kernel.typed.registry import ConfigRegistry
@@ -67,7 +67,7 @@ def test_two_kernels_on_one_volume_write_two_journals(env):
         session.end("shutdown")
         session.end("SIGTERM")  # once only
     for kernel_id in ("k-1", "k-2"):
-        records = list(read(env.workspace / ".lily" / "journal" / f"{kernel_id}.jsonl"))
+        records = list(read(journal_path(env.workspace, kernel_id)))
         assert [r["event"] for r in records] == ["session_created", "session_ended"]
         assert records[-1]["reason"] == "shutdown"
 
