@@ -10,6 +10,7 @@ from acp import RequestError
 from acp.schema import AgentMessageChunk, UserMessageChunk
 from acp_support import Recorder, World, prompt, run, settle
 
+from lily_kernel.session.journal import journal_path
 from lily_kernel.testing import ScriptedServer
 
 
@@ -84,7 +85,7 @@ def test_resume_takes_the_conversation_up_without_replay_and_close_journals_the_
                                                                           "Noted: 42."]
     assert "no ACP session" in str(gone.data)
     assert "no journal of ACP session" in str(forged.data)
-    journal = world.workspace / ".lily" / "journal" / f"acp-{session_id}.jsonl"
+    journal = journal_path(world.workspace, f"acp-{session_id}")
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     assert records[-1]["event"] == "session_ended" and records[-1]["reason"] == "session/close"
 

@@ -11,6 +11,7 @@ from acp import RequestError
 from acp.schema import ConfigOptionUpdate, CurrentModeUpdate, UsageUpdate
 from acp_support import Recorder, World, prompt, run, settle
 
+from lily_kernel.session.journal import journal_path
 from lily_kernel.testing import ScriptedServer
 
 
@@ -20,7 +21,7 @@ def world(tmp_path):
 
 
 def _journal(world: World, session_id: str) -> list[dict]:
-    path = world.workspace / ".lily" / "journal" / f"acp-{session_id}.jsonl"
+    path = journal_path(world.workspace, f"acp-{session_id}")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
