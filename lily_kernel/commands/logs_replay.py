@@ -291,6 +291,7 @@ def build(logs: Logs, session_id: str, to: Path, include_code: bool = False
         "lily_toml": lily_toml.read_text(encoding="utf-8") if lily_toml.is_file() else None,
         "files": captured_files(records),
         "turns": recorded,
+        "include_code": include_code,  # without it the replay's gate runs no code (tools/gate.py)
     }
     script_path = to / f"{name}{SCRIPT_SUFFIX}"
     write_text(script_path, json.dumps(script, indent=1, ensure_ascii=False) + "\n")

@@ -638,16 +638,42 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
     """Run ``code`` like a cell: the model's text, and the output for the face to show."""
     if not code.strip():
         raise ToolError("code is empty")
-    result = nb.run(code)
+    return _ran(nb.run(code), share)
+
+
+def _ran(result: RunResult, share: bool, where: str = "") -> Shown:
+    """What the model reads of a run (``where``: " in the sandbox"), and the face's record."""
     if not share:
-        return Shown("The code ran" + (f" and raised {result.error.ename}." if result.error
-                                       else " without an error.") + f" {NOT_SHARED}",
-                     result.display)
+        return Shown(f"The code ran{where}" + (f" and raised {result.error.ename}."
+                                               if result.error else " without an error.")
+                     + f" {NOT_SHARED}", result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = (f"The code ran and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
-              if result.error else "The code ran without an error.")
+    status = (f"The code ran{where} and raised {result.error.ename}: "
+              f"{plain(result.error.evalue)[:500]}" if result.error
+              else f"The code ran{where} without an error.")
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
+
+
+SANDBOXED = ("(It ran in the sandbox: it could read and compute, and nothing in the notebook "
+             "changed. The code is proposed as a cell below the request; the user runs it to "
+             "change the notebook.)")
+
+
+def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
+    """``run_python``'s code in the sandbox (the face's ``run_sandboxed``, tools/sandbox.py:
+    it reads and computes, and changes nothing), when the gate said so (tools/gate.py); the
+    code then lands as a proposed cell under the request, never run by itself
+    (docs/permissions.md#the-sandbox)."""
+    if not code.strip():
+        raise ToolError("code is empty")
+    run: Callable[[str], RunResult] | None = getattr(nb, "run_sandboxed", None)
+    if run is None:
+        raise ToolError("not run: this notebook has no sandbox")
+    shown = _ran(run(code), share, " in the sandbox")
+    delivered = nb.propose(code)
+    return Shown(f"{shown.text}\n{SANDBOXED}",
+                 shown.display if delivered else ProposedCell(code))
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
@@ -673,6 +699,7 @@ def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], A
 
 READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
+SANDBOX_RUN = "run_python (sandboxed)"  # what :func:`answer` runs for a sandboxed run_python
 
 
 def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
@@ -716,6 +743,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
         return propose_cell(nb, args["code"])
     if tool == "run_python":
         return run_python(nb, args["code"], share)
+    if tool == SANDBOX_RUN:
+        return run_sandboxed(nb, args["code"], share)
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
@@ -727,12 +756,15 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     tool's (docs/limits-and-secrets.md#secrets)."""
     register_answer(registry,
                     lambda tool, args, share: answer(nb, tool, args, share, list_dir),
-                    share_values)
+                    share_values, sandbox=getattr(nb, "run_sandboxed", None) is not None)
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
-                    names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
-    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`)."""
+                    names: Collection[str] = (*NAMES, "read_cell", "read_figure"),
+                    sandbox: bool = False) -> None:
+    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`);
+    ``sandbox``: ``run`` answers :data:`SANDBOX_RUN` too (the face runs a sandbox), so
+    ``run_python`` can run there when the gate says so."""
 
     def _text(result: str | Shown) -> str:
         return result.text if isinstance(result, Shown) else result
@@ -787,10 +819,14 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))
 
+    def _run_python_sandboxed(code: str) -> Shown:
+        return _shown(run(SANDBOX_RUN, {"code": code}, share_values()))
+
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
     add(_read_cell, annotations=READ_ONLY, owner_only=True)
     add(_read_figure, annotations=READ_ONLY, owner_only=True)
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
-                                            "openWorldHint": True})
+                                            "openWorldHint": True},
+        sandboxed=_run_python_sandboxed if sandbox else None)
