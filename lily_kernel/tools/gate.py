@@ -14,7 +14,6 @@ rule and, for a call a card approved, whether what the card showed still holds
 from __future__ import annotations
 
 import enum
-import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -309,13 +308,10 @@ def sandbox_unavailable(holder: Holder, tool: Tool) -> str | None:
 
 
 def engine_unavailable() -> str | None:
-    """The sandbox engine's own answer (tools/sandbox.py ``unavailable()``)."""
-    try:  # imported by name: the engine is its own module, loaded on first use
-        engine: Any = importlib.import_module("lily_kernel.tools.sandbox")
-    except ImportError:
-        return "the sandbox engine is not part of this Lily"
-    why = engine.unavailable()
-    return None if why is None else str(why)
+    """The sandbox engine's own answer (tools/sandbox.py: turned off with
+    ``LILY_SANDBOX=off``, not Linux, no Landlock, a failed probe)."""
+    from lily_kernel.tools import sandbox  # loaded by the first call that could use it
+    return sandbox.unavailable()
 
 
 def table(perms: Permissions, call: Call) -> Outcome:

@@ -634,30 +634,41 @@ def propose_cell(nb: Notebook, code: str) -> Shown:
                  "edits and runs it.", None if delivered else ProposedCell(code))
 
 
-def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
-    """Run ``code`` like a cell: the model's text, and the output for the face to show."""
+class SandboxNotebook(Notebook, Protocol):
+    """A face that can also run code in the sandbox (tools/sandbox.py, docs/sandbox.md)."""
+
+    def run_sandboxed(self, code: str) -> RunResult:
+        """Run ``code`` against a copy of the user's namespace, confined: nothing changes."""
+        ...
+
+
+def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = False) -> Shown:
+    """Run ``code`` like a cell: the model's text, and the output for the face to show;
+    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook."""
     if not code.strip():
         raise ToolError("code is empty")
-    return _ran(nb.run(code), share)
-
-
-def _ran(result: RunResult, share: bool, where: str = "") -> Shown:
-    """What the model reads of a run (``where``: " in the sandbox"), and the face's record."""
+    if sandboxed:
+        runner = getattr(nb, "run_sandboxed", None)
+        if runner is None:
+            raise ToolError("this notebook cannot run code in the sandbox")
+        result: RunResult = runner(code)
+    else:
+        result = nb.run(code)
+    ran = ("The code ran in the sandbox (nothing it changed reaches the notebook; it may "
+           "write files only under $TMPDIR)" if sandboxed else "The code ran")
     if not share:
-        return Shown(f"The code ran{where}" + (f" and raised {result.error.ename}."
-                                               if result.error else " without an error.")
-                     + f" {NOT_SHARED}", result.display)
+        return Shown(ran + (f" and raised {result.error.ename}." if result.error
+                                       else " without an error.") + f" {NOT_SHARED}",
+                     result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = (f"The code ran{where} and raised {result.error.ename}: "
-              f"{plain(result.error.evalue)[:500]}" if result.error
-              else f"The code ran{where} without an error.")
+    status = (f"{ran} and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
+              if result.error else f"{ran} without an error.")
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
 
 
-SANDBOXED = ("(It ran in the sandbox: it could read and compute, and nothing in the notebook "
-             "changed. The code is proposed as a cell below the request; the user runs it to "
-             "change the notebook.)")
+SANDBOXED = ("(The code is proposed as a cell below the request, not run there; the user "
+             "runs it to change the notebook.)")
 
 
 def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
@@ -665,12 +676,7 @@ def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
     it reads and computes, and changes nothing), when the gate said so (tools/gate.py); the
     code then lands as a proposed cell under the request, never run by itself
     (docs/permissions.md#the-sandbox)."""
-    if not code.strip():
-        raise ToolError("code is empty")
-    run: Callable[[str], RunResult] | None = getattr(nb, "run_sandboxed", None)
-    if run is None:
-        raise ToolError("not run: this notebook has no sandbox")
-    shown = _ran(run(code), share, " in the sandbox")
+    shown = run_python(nb, code, share, sandboxed=True)
     delivered = nb.propose(code)
     return Shown(f"{shown.text}\n{SANDBOXED}",
                  shown.display if delivered else ProposedCell(code))
@@ -722,9 +728,10 @@ Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
 
 
 def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
-           list_dir: ListDir | None = None) -> str | Shown:
+           list_dir: ListDir | None = None, sandboxed: bool = False) -> str | Shown:
     """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs;
-    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's."""
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's;
+    ``sandboxed``: ``run_python`` runs in the sandbox (the gate's ``Sandboxed``)."""
     if tool == "list_variables":
         include = bool(args.get("include_callables", False))
         return _guarded(tool, share, lambda: list_variables(nb, include, share))
@@ -742,7 +749,7 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
     if tool == "run_python":
-        return run_python(nb, args["code"], share)
+        return run_python(nb, args["code"], share, sandboxed)
     if tool == SANDBOX_RUN:
         return run_sandboxed(nb, args["code"], share)
     raise ToolError(f"'{tool}' is not a notebook tool")
