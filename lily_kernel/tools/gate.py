@@ -120,6 +120,11 @@ class Holder(Protocol):
     permissions: Permissions
     replay: Replay | None
 
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The session's environment (``LILY_SANDBOX=off`` turns the sandbox off)."""
+        ...
+
     def revoke(self, tool: str, why: str) -> None:
         """Forget the approval of ``tool``: ``why`` (one line) says what changed."""
         ...
@@ -304,14 +309,14 @@ def sandbox_unavailable(holder: Holder, tool: Tool) -> str | None:
         return f"[sandbox] enabled = false in {where}"
     if tool.sandboxed is None:
         return "this face has no sandbox (only a notebook runs one)"
-    return engine_unavailable()
+    return engine_unavailable(holder.environ)
 
 
-def engine_unavailable() -> str | None:
+def engine_unavailable(env: Mapping[str, str]) -> str | None:
     """The sandbox engine's own answer (tools/sandbox.py: turned off with
     ``LILY_SANDBOX=off``, not Linux, no Landlock, a failed probe)."""
     from lily_kernel.tools import sandbox  # loaded by the first call that could use it
-    return sandbox.unavailable()
+    return sandbox.unavailable(env)
 
 
 def table(perms: Permissions, call: Call) -> Outcome:
