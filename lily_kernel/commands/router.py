@@ -399,7 +399,8 @@ def decide(session: Session, ref: str | None, ok: bool, always: bool = False,
         decision = pending.decide(session, ref, ok, always, route)
     except ActionError as exc:
         raise command_error(exc) from None
-    return ActionDone(decision.item, decision.summary, decision.result, decision.display)
+    return ActionDone(decision.item, decision.summary, decision.result, decision.display,
+                      decision.outcome)
 
 
 def _compact(session: Session, cmd: Command) -> Any:
