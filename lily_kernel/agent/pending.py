@@ -320,6 +320,7 @@ def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool,
         raise
     if not isinstance(said, gate.Runs):
         reason = said.reason if isinstance(said, gate.Refused) else "it was not decided to run"
+        session.settle(call, "refused")  # journaled: confirmed, then refused when it ran
         return Decision(call, f"**{call.tool}** did not run: {reason}.", ran.text, ran.display,
                         said)
     note = (" It runs without a card for the rest of this session (until /new)."
