@@ -10,10 +10,13 @@ model's code. Everything here is standard library and Linux system calls through
   entries are; and the one folder it may write, the run's scratch folder.
 - :func:`confine` (in the child): its own process group; every inherited descriptor closed
   but the result pipe; an environment with no key, token or Lily variable; rlimits (CPU,
-  address space, tasks, file size, open files); ``PR_SET_NO_NEW_PRIVS``; a Landlock domain
+  address space, tasks, file size, open files); ``PR_SET_NO_NEW_PRIVS``; no capability
+  (a kernel run as root has them all); a Landlock domain
   (read-only where planned, read-write in the scratch folder, no execution anywhere, no TCP
   bind or connect, no abstract Unix socket or signal outside the domain); a seccomp filter
-  (no socket, no new process, no exec, no ptrace, no io_uring, no keyring, no namespace).
+  (no socket, no new process, no exec, no ptrace, no change of a file's mode, owner, times
+  or attributes — Landlock does not govern those —, no IPC object, no io_uring, no keyring,
+  no namespace, no priority or limit of another process).
 
 :func:`unavailable` says in one line why this machine cannot do it (not Linux, no Landlock
 or an ABI below :data:`MIN_ABI`, an unknown CPU architecture for the filter).
@@ -67,6 +70,9 @@ _JGE = 0x35
 _JSET = 0x45
 _RET = 0x06
 _CLONE_THREAD = 0x00010000
+_CAPABILITY_VERSION_3 = 0x20080522
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 @dataclass(frozen=True)
@@ -74,25 +80,48 @@ class _Machine:
     audit_arch: int
     clone: int
     clone3: int
-    denied: Mapping[str, int]  # system call -> its number on this machine
+    denied: Mapping[str, int]  # system call -> its number on this machine: EPERM
+    self_only: Mapping[str, int]  # allowed only on the child itself (first argument 0)
     x32: bool = False  # x86_64: refuse the x32 numbering (bit 30) too
 
 
+# What Landlock leaves open, closed here: processes, programs and sockets; ptrace and other
+# processes' memory; file modes, owners, times and extended attributes (Landlock does not
+# govern them); System V and POSIX IPC; other processes' priority, limits and CPUs;
+# io_uring (a second way to every call), BPF, the keyring, namespaces.
+_X86_64 = {
+    "socket": 41, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "setpgid": 109,
+    "setsid": 112, "mount": 165, "add_key": 248, "request_key": 249, "keyctl": 250,
+    "unshare": 272, "perf_event_open": 298, "setns": 308, "process_vm_readv": 310,
+    "process_vm_writev": 311, "bpf": 321, "execveat": 322, "userfaultfd": 323,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "pidfd_getfd": 438,
+    "open_by_handle_at": 304, "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93,
+    "lchown": 94, "fchownat": 260, "fchmodat": 268, "fchmodat2": 452, "utime": 132,
+    "utimes": 235, "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189,
+    "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+    "setxattrat": 463, "removexattrat": 466, "shmget": 29, "shmat": 30, "shmctl": 31,
+    "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67, "msgget": 68, "msgsnd": 69,
+    "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240, "mq_unlink": 241,
+    "mq_timedsend": 242, "setpriority": 141, "ioprio_set": 251}
+_AARCH64 = {
+    "socket": 198, "execve": 221, "ptrace": 117, "setpgid": 154, "setsid": 157, "mount": 40,
+    "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97, "perf_event_open": 241,
+    "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "bpf": 280,
+    "execveat": 281, "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+    "io_uring_register": 427, "pidfd_getfd": 438, "open_by_handle_at": 265, "fchmod": 52,
+    "fchmodat": 53, "fchownat": 54, "fchown": 55, "fchmodat2": 452, "utimensat": 88,
+    "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+    "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466, "msgget": 186, "msgctl": 187,
+    "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191, "semtimedop": 192,
+    "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197, "mq_open": 180,
+    "mq_unlink": 181, "mq_timedsend": 182, "setpriority": 140, "ioprio_set": 30}
 _MACHINES = {
-    "x86_64": _Machine(0xC000003E, 56, 435, {
-        "socket": 41, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "setpgid": 109,
-        "setsid": 112, "mount": 165, "add_key": 248, "request_key": 249, "keyctl": 250,
-        "unshare": 272, "perf_event_open": 298, "setns": 308, "process_vm_readv": 310,
-        "process_vm_writev": 311, "bpf": 321, "execveat": 322, "userfaultfd": 323,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438}, x32=True),
-    "aarch64": _Machine(0xC00000B7, 220, 435, {
-        "socket": 198, "execve": 221, "ptrace": 117, "setpgid": 154, "setsid": 157,
-        "mount": 40, "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97,
-        "perf_event_open": 241, "setns": 268, "process_vm_readv": 270,
-        "process_vm_writev": 271, "bpf": 280, "execveat": 281, "userfaultfd": 282,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438}),
+    "x86_64": _Machine(0xC000003E, 56, 435, _X86_64, {
+        "prlimit64": 302, "sched_setparam": 142, "sched_setscheduler": 144,
+        "sched_setaffinity": 203, "sched_setattr": 314}, x32=True),
+    "aarch64": _Machine(0xC00000B7, 220, 435, _AARCH64, {
+        "prlimit64": 261, "sched_setparam": 118, "sched_setscheduler": 119,
+        "sched_setaffinity": 122, "sched_setattr": 274}),
 }
 _MACHINES["arm64"] = _MACHINES["aarch64"]
 
@@ -230,6 +259,7 @@ def confine(the_plan: Plan, limits: Limits) -> None:
         libc = _libc()
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _oserror("prctl(PR_SET_NO_NEW_PRIVS)")
+        _drop_capabilities(libc)
         _landlock(libc, the_plan)
         _seccomp(libc)
         os.chdir(the_plan.workspace)
@@ -291,6 +321,16 @@ def _set_limits(limits: Limits) -> None:
         top = old_hard if old_hard != resource.RLIM_INFINITY else soft if hard is None else hard
         resource.setrlimit(which, (min(soft, top), min(hard or soft, top)))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file too large: EFBIG, not death
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """No capability left (a kernel run as root has them all: CAP_DAC_OVERRIDE, CAP_SYS_ADMIN,
+    CAP_LINUX_IMMUTABLE…); a user's kernel has none and this changes nothing."""
+    header = struct.pack("=Ii", _CAPABILITY_VERSION_3, 0)
+    data = bytes(24)  # two (effective, permitted, inheritable) sets, all zero
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
+        raise _oserror("capset")
 
 
 class _PathBeneath(ctypes.Structure):
@@ -357,6 +397,9 @@ def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
         prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _RET_KILL_PROCESS)]
     for number in m.denied.values():
         prog += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
+    for number in m.self_only.values():  # the pid (first argument, low half) must be 0
+        prog += [(_JEQ, 0, 4, number), (_LD_ABS, 0, 0, 16), (_JEQ, 1, 0, 0),
+                 (_RET, 0, 0, eperm), (_RET, 0, 0, _RET_ALLOW)]
     prog += [(_JEQ, 0, 1, m.clone3), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),
              (_JEQ, 0, 3, m.clone), (_LD_ABS, 0, 0, 16), (_JSET, 1, 0, _CLONE_THREAD),
              (_RET, 0, 0, eperm), (_RET, 0, 0, _RET_ALLOW)]
