@@ -30,6 +30,7 @@ import platform
 import re
 import resource
 import signal
+import stat
 import struct
 import sys
 from collections.abc import Iterable, Mapping
@@ -191,37 +192,36 @@ def unsupported() -> str | None:
 
 # -- the plan (in the parent) --------------------------------------------------------------
 
-def secrets(workspace: Path, env: Mapping[str, str]) -> set[Path]:
-    """What the child must not read: every hidden entry of the home folder and of the
-    workspace (``~/.ssh``, ``~/.config``, ``~/.aws``, ``~/.netrc``, ``.lily/``, ``.env``,
-    ``.git``), Lily's data and configuration folders, the XDG folders."""
-    homes = {Path(env["HOME"]) if env.get("HOME") else None, Path.home()}
-    found: set[Path] = set()
-    for folder in (*homes, workspace):
-        if folder is None:
-            continue
-        with suppress(OSError):
-            found.update(Path(e.path) for e in os.scandir(folder) if e.name.startswith("."))
+def secrets(workspace: str, env: Mapping[str, str]) -> set[str]:
+    """What the child must not read (real paths): every hidden entry of the home folder and
+    of the workspace (``~/.ssh``, ``~/.config``, ``~/.aws``, ``~/.netrc``, ``.lily/``,
+    ``.env``, ``.git``), Lily's data and configuration folders, the XDG folders."""
+    found: set[str] = set()
+    for folder in {env.get("HOME") or None, os.path.expanduser("~"), workspace}:
+        if folder:
+            with suppress(OSError):
+                found.update(e.path for e in os.scandir(folder) if e.name.startswith("."))
     for var in ("LILY_DATA_DIR", "LILY_POLICY_FILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                 "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "JUPYTER_RUNTIME_DIR",
                 "JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "IPYTHONDIR", "SKILLS_USER_DIR"):
         if env.get(var):
-            found.add(Path(env[var]).expanduser())
-    return {Path(os.path.realpath(p)) for p in found}
+            found.add(os.path.expanduser(env[var]))
+    return {os.path.realpath(p) for p in found}
 
 
-def _grants(path: Path, hidden: set[Path]) -> list[str]:
+def _grants(path: str, hidden: set[str]) -> list[str]:
     """``path`` whole when no secret lies below it, else its entries each the same way (a
     link is skipped: a read through it is checked where it leads). A path inside a secret
     is granted when asked by name (the workspace or a ``.venv`` inside a hidden folder)."""
-    return list(_split(path, {s for s in hidden if path in s.parents}, 0))
+    return list(_split(path, {s for s in hidden if s.startswith(path.rstrip("/") + "/")}, 0))
 
 
-def _split(path: Path, inside: set[Path], depth: int) -> Iterable[str]:
+def _split(path: str, inside: set[str], depth: int) -> Iterable[str]:
     if path in inside or depth > 8:
         return
-    if not any(path in s.parents for s in inside):
-        yield str(path)
+    prefix = path.rstrip("/") + "/"
+    if not any(s.startswith(prefix) for s in inside):
+        yield path
         return
     try:
         entries = list(os.scandir(path))
@@ -229,23 +229,22 @@ def _split(path: Path, inside: set[Path], depth: int) -> Iterable[str]:
         return
     for entry in entries:
         if not entry.is_symlink():
-            yield from _split(Path(entry.path), inside, depth + 1)
+            yield from _split(entry.path, inside, depth + 1)
 
 
 def plan(workspace: Path, scratch: Path, env: Mapping[str, str] | None = None) -> Plan:
     """The paths a child of this process may read, and its scratch folder."""
     env = os.environ if env is None else env
-    workspace = Path(os.path.realpath(workspace))
-    hidden = secrets(workspace, env)
+    real = os.path.realpath(workspace)
+    hidden = secrets(real, env)
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               *(p for p in sys.path if p)}
     read: list[str] = []
     for raw in python:
-        read += _grants(Path(os.path.realpath(raw)), hidden)  # split where it holds $HOME
-    read += _grants(workspace, hidden)
+        read += _grants(os.path.realpath(raw), hidden)  # split where it holds $HOME
+    read += _grants(real, hidden)
     read += [p for p in SYSTEM_READ if os.path.exists(p)]
-    return Plan(tuple(dict.fromkeys(p for p in read if os.path.exists(p))), str(scratch),
-                str(workspace))
+    return Plan(tuple(dict.fromkeys(p for p in read if os.path.exists(p))), str(scratch), real)
 
 
 # -- confining (in the child) --------------------------------------------------------------
@@ -366,7 +365,7 @@ def _allow(syscall: object, add: int, ruleset: int, path: str, dir_rights: int,
     except OSError:
         return  # gone since the plan: nothing to grant
     try:
-        rights = dir_rights if os.path.isdir(f"/proc/self/fd/{fd}") else file_rights
+        rights = dir_rights if stat.S_ISDIR(os.fstat(fd).st_mode) else file_rights
         if not rights:
             return
         rule = _PathBeneath(rights, fd)
