@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.errors import ToolError
 from lily_kernel.jupyter import plots, proposals
 from lily_kernel.tools import images, notebook_tools, sandbox
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
@@ -173,6 +174,9 @@ class ShellNotebook:
         from IPython.core.inputtransformer2 import TransformerManager
         from IPython.display import display
         from IPython.utils.capture import CapturedIO, RichOutput
+        reason = sandbox.unavailable()
+        if reason is not None:
+            raise ToolError(f"the sandbox is unavailable here ({reason}); nothing ran")
         plots.describe_figures(self.shell)  # a figure displayed in the child: its description
         done = sandbox.run_code(code, self.shell.user_ns, transform=TransformerManager().transform_cell,
                                 display=display, displays=_ipython_displays, limits=limits)

@@ -690,6 +690,10 @@ def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], A
 
 READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
+#: ``run_python`` in the sandbox (docs/sandbox.md): registered owner-only beside it by a face
+#: that can sandbox (:class:`SandboxNotebook`), never offered to the model; the gate runs a
+#: model's ``run_python`` call through it when its outcome is ``Sandboxed``.
+SANDBOXED = "run_python_sandboxed"
 
 
 def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
@@ -712,10 +716,10 @@ Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
 
 
 def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
-           list_dir: ListDir | None = None, sandboxed: bool = False) -> str | Shown:
+           list_dir: ListDir | None = None) -> str | Shown:
     """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs;
-    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's;
-    ``sandboxed``: ``run_python`` runs in the sandbox (the gate's ``Sandboxed``)."""
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
+    :data:`SANDBOXED` is ``run_python`` run in the sandbox (the gate's ``Sandboxed``)."""
     if tool == "list_variables":
         include = bool(args.get("include_callables", False))
         return _guarded(tool, share, lambda: list_variables(nb, include, share))
@@ -732,8 +736,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
         return _guarded(tool, share, lambda: read_figure(nb, share))
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
-    if tool == "run_python":
-        return run_python(nb, args["code"], share, sandboxed)
+    if tool in ("run_python", SANDBOXED):
+        return run_python(nb, args["code"], share, sandboxed=tool == SANDBOXED)
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
@@ -743,9 +747,10 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
+    sandboxed = (SANDBOXED,) if callable(getattr(nb, "run_sandboxed", None)) else ()
     register_answer(registry,
                     lambda tool, args, share: answer(nb, tool, args, share, list_dir),
-                    share_values)
+                    share_values, (*NAMES, "read_cell", "read_figure", *sandboxed))
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
@@ -805,6 +810,11 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))
 
+    def _run_python_sandboxed(code: str) -> Shown:
+        """Run Python code in the sandbox: a confined copy of the kernel that reads the
+        notebook's variables and the workspace, and changes nothing."""
+        return _shown(run(SANDBOXED, {"code": code}, share_values()))
+
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
     add(_read_cell, annotations=READ_ONLY, owner_only=True)
@@ -812,3 +822,4 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
                                             "openWorldHint": True})
+    add(_run_python_sandboxed, annotations=READ_ONLY, owner_only=True)

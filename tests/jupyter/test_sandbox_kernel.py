@@ -1,5 +1,5 @@
 """The sandbox in a real Lily kernel (docs/sandbox.md): ``ShellNotebook.run_sandboxed`` and
-``run_python`` through ``notebook_tools.answer(..., sandboxed=True)`` compute on the
+``run_python_sandboxed`` through ``notebook_tools.answer`` compute on the
 kernel's DataFrame, change nothing of it, and reach none of the kernel's sockets; the
 kernel answers after each attack. Each test checks the child ran (it printed MARK) first.
 """
@@ -73,8 +73,8 @@ def test_what_the_child_changes_never_reaches_the_kernel(kernel):
 
 
 def test_run_python_sandboxed_through_answer_says_it_ran_in_the_sandbox(kernel):
-    out = py(kernel, "r = notebook_tools.answer(_nb, 'run_python', {'code': "
-                     "'print(df.y.max())\\nundefined'}, True, sandboxed=True)\nprint(r.text)")
+    out = py(kernel, "r = notebook_tools.answer(_nb, notebook_tools.SANDBOXED, {'code': "
+                     "'print(df.y.max())\\nundefined'}, True)\nprint(r.text)")
     assert out.startswith("The code ran in the sandbox")
     assert "raised NameError" in out and "6" in out and "The failing line (2): undefined" in out
 
@@ -120,3 +120,10 @@ def test_a_figure_drawn_in_the_child_is_described_for_the_model(kernel):
                                "plt.bar(['a', 'b'], [3, 5])\nplt.title('counts')")
     assert result["error"] is None
     assert "counts" in result["text"] and "2 bars" in result["text"]
+
+
+def test_the_kernel_registers_run_python_sandboxed_owner_only_for_the_gate(kernel):
+    out = py(kernel, "import lily\ntool = lily.session().tools.get('run_python_sandboxed')\n"
+                     "print(tool.owner_only, tool.ask, tool.annotations.get('readOnlyHint'))\n"
+                     "print(lily.session().tools.get('run_python').ask)")
+    assert out == "True False True\nTrue\n"
