@@ -130,8 +130,9 @@ _MACHINES["arm64"] = _MACHINES["aarch64"]
 #: other one, ``OPENAI_API_KEY`` and ``LILY_*`` included, is gone before the code runs.
 KEPT_ENV = re.compile(r"PATH|LANG|LANGUAGE|LC_\w+|TZ|TERM|COLUMNS|LINES|PYTHON\w*|OMP_\w+|"
                       r"MKL_\w+|OPENBLAS_\w+|NUMEXPR_\w+|MPLBACKEND|VIRTUAL_ENV|CONDA_PREFIX")
-#: Files of the system the child may read (the rest of /etc, /proc, /sys and /dev: no).
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt", "/etc/localtime",
+#: Files of the system the child may read (the rest of /etc, /proc, /sys and /dev, /opt,
+#: /run, /tmp and /home: no; the Python installation is added wherever it lies).
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/localtime",
                "/etc/timezone", "/etc/fonts", "/etc/matplotlibrc", "/etc/ld.so.cache",
                "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/mime.types",
                "/etc/os-release", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",

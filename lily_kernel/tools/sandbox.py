@@ -348,12 +348,23 @@ def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], st
         except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
             error = _error(exc)
     drawn = list(_figures(before))
-    texts = [str(b.get("text/plain", "")) for b in bundles]
+    shown_bounded = [_bounded_bundle(b) for b in bundles[:FIGURES * 2]]
+    texts = [b.get("text/plain", "") for b in shown_bounded]
     output = "\n".join(p.rstrip("\n") for p in (out.text(), *texts, *(f["text"] for f in drawn))
                        if p)
-    return {"output": output, "printed": out.text(), "error": error, "figures": drawn, "displays": [
-        {k: v for k, v in b.items() if k in ("text/plain", "image/png") and isinstance(v, str)}
-        for b in bundles[:FIGURES * 2]]}
+    return {"output": output, "printed": out.text(), "error": error, "figures": drawn,
+            "displays": shown_bounded}
+
+
+def _bounded_bundle(bundle: dict[str, Any]) -> dict[str, str]:
+    """A displayed bundle's text (clipped) and its PNG (when small), nothing else."""
+    kept = {}
+    text, png = bundle.get("text/plain"), bundle.get("image/png")
+    if isinstance(text, str):
+        kept["text/plain"] = text[:OUTPUT_CHARS]
+    if isinstance(png, str) and len(png) <= PNG_BYTES * 4 // 3 + 4:
+        kept["image/png"] = png
+    return kept
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

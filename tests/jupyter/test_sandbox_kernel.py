@@ -127,3 +127,13 @@ def test_the_kernel_registers_run_python_sandboxed_owner_only_for_the_gate(kerne
                      "print(tool.owner_only, tool.ask, tool.annotations.get('readOnlyHint'))\n"
                      "print(lily.session().tools.get('run_python').ask)")
     assert out == "True False True\nTrue\n"
+
+
+def test_the_sandbox_turned_off_refuses_with_the_reason_and_runs_nothing(kernel):
+    out = py(kernel, "from lily_kernel.errors import ToolError\n"
+                     "os.environ['LILY_SANDBOX'] = 'off'\ntry:\n"
+                     "    notebook_tools.answer(_nb, notebook_tools.SANDBOXED, "
+                     "{'code': 'print(1)'}, True)\nexcept ToolError as exc:\n    print(exc)\n"
+                     "finally:\n    del os.environ['LILY_SANDBOX']")
+    assert out == ("the sandbox is unavailable here (the sandbox is turned off "
+                   "(LILY_SANDBOX=off)); nothing ran\n")

@@ -83,3 +83,29 @@ def test_this_machine_has_the_landlock_abi_the_sandbox_needs():
     from lily_kernel.tools import confinement
     assert confinement.landlock_abi() >= confinement.MIN_ABI
     assert os.uname().sysname == "Linux"
+
+
+def test_a_notebook_that_cannot_sandbox_refuses_run_python_sandboxed():
+    from lily_kernel.errors import ToolError
+    from lily_kernel.tools import notebook_tools
+
+    class Plain:  # a face without run_sandboxed (lily acp's kernel probe)
+        def run(self, code):
+            raise AssertionError("must not run outside the sandbox")
+
+    with pytest.raises(ToolError, match="cannot run code in the sandbox"):
+        notebook_tools.answer(Plain(), notebook_tools.SANDBOXED, {"code": "1"}, True)  # type: ignore[arg-type]
+
+
+def test_what_the_code_displays_comes_back_bounded(world):
+    from contextlib import nullcontext
+    ns: dict = {"shown": []}
+    code = ("for n in range(20):\n    shown.append({'text/plain': 'x' * 1_000_000, "
+            "'image/png': 'A' * 10_000_000, 'text/html': '<b>'})")
+    result = sandbox.run_code(code, ns, workspace=world.workspace,
+                              displays=lambda: nullcontext(ns["shown"]))
+    assert result.status is sandbox.Status.DONE, result.detail
+    assert len(result.displays) == 2 * sandbox.FIGURES
+    assert all(set(d) == {"text/plain"} and len(d["text/plain"]) == sandbox.OUTPUT_CHARS
+               for d in result.displays)
+    assert ns["shown"] == []
