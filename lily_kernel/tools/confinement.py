@@ -28,7 +28,6 @@ import errno
 import os
 import platform
 import re
-import resource
 import signal
 import stat
 import struct
@@ -306,6 +305,7 @@ def _scrub_environment(scratch: str) -> None:
 
 
 def _set_limits(limits: Limits) -> None:
+    import resource  # not on Windows, where this module is imported and never confines
     with open("/proc/self/statm", "rb") as f:
         mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     with open("/proc/loadavg", "rb") as f:

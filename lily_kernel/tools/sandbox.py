@@ -208,7 +208,7 @@ def _remove(scratch: Path) -> None:
 
 def _child(work: Callable[[], Any], plan: confinement.Plan, limits: Limits, read_fd: int,
            write_fd: int) -> NoReturn:  # pragma: no cover - runs in the child
-    code = 70
+    code, exit_now = 70, os._exit  # kept before the code runs: it could replace os._exit
     try:
         os.close(read_fd)
         fd = confinement.keep_only(write_fd, plan.scratch)
@@ -216,7 +216,7 @@ def _child(work: Callable[[], Any], plan: confinement.Plan, limits: Limits, read
             confinement.confine(plan, limits)
         except OSError as exc:
             _write_all(fd, json.dumps({"failed": str(exc)}).encode())
-            os._exit(71)
+            exit_now(71)
         try:
             message: dict[str, Any] = {"ok": work()}
         except BaseException as exc:  # the work's own failure, never the user's code's
@@ -224,7 +224,7 @@ def _child(work: Callable[[], Any], plan: confinement.Plan, limits: Limits, read
         _write_all(fd, json.dumps(message, default=str).encode())
         code = 0
     finally:
-        os._exit(code)
+        exit_now(code)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -285,12 +285,17 @@ def run_code(code: str, namespace: dict[str, Any], *, workspace: Path | None = N
     run = run_work(work, workspace, limits)
     if run.status is not Status.DONE or not isinstance(run.result, dict):
         return CodeResult(run.status, detail=run.detail, seconds=run.seconds)
-    got = run.result
-    error = CodeError(**got["error"]) if got.get("error") else None
-    shown = tuple(f for f in (Figure(str(f["text"]), base64.b64decode(f["png"])
-                                     if f.get("png") else None) for f in got["figures"]))
-    return CodeResult(Status.DONE, str(got["output"]), error, shown, tuple(got["displays"]),
-                      seconds=run.seconds, printed=str(got["printed"]))
+    try:  # the child's code could have written anything: nothing of it is trusted
+        got = run.result
+        error = CodeError(**got["error"]) if got.get("error") else None
+        shown = tuple(Figure(str(f["text"]), base64.b64decode(f["png"]) if f.get("png")
+                             else None) for f in got["figures"][:FIGURES])
+        return CodeResult(Status.DONE, str(got["output"]), error, shown,
+                          tuple(dict(d) for d in got["displays"][:FIGURES * 2]),
+                          seconds=run.seconds, printed=str(got["printed"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return CodeResult(Status.ENDED, detail="the child's result was not the sandbox's",
+                          seconds=run.seconds)
 
 
 class _Bounded(io.TextIOBase):

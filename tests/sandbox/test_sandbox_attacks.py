@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_KEY, MARK, children, needs_sandbox, open_fds
+from sandbox_support import FAKE_KEY, MARK, children, needs_sandbox, open_fds
 
 from lily_kernel.tools import sandbox
 
@@ -443,3 +443,17 @@ def test_the_secrets_are_not_granted_even_when_the_workspace_holds_them(world):
     assert str(world.home / "notes.txt") in home_plan.read
     assert not any(".ssh" in p or ".aws" in p or ".netrc" in p for p in home_plan.read)
     assert ctypes.sizeof(ctypes.c_void_p) in (4, 8)
+
+
+def test_a_forged_result_is_not_taken_for_the_sandboxs(run):
+    result = run("import json\njson.dumps = lambda *a, **k: '{\"ok\": {\"error\": {\"x\": 1}}}'")
+    assert result.status is sandbox.Status.ENDED
+    assert result.detail == "the child's result was not the sandbox's"
+
+
+def test_a_replaced_os_exit_does_not_keep_the_child_alive(run, world):
+    kids = children()
+    result = run("import os, sys\nos._exit = lambda code: None\nsys.exit = lambda *a: None\n"
+                 "print('patched')")
+    assert tried(result) == ["patched"]
+    assert children() == kids and world.leftovers() == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import MARK, children, needs_sandbox, open_fds
+from sandbox_support import MARK, children, needs_sandbox, open_fds
 
 from lily_kernel.tools import sandbox
 
