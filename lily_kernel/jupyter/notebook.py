@@ -176,12 +176,12 @@ class ShellNotebook:
         from IPython.display import display
         from IPython.utils.capture import CapturedIO, RichOutput
 
-        from lily_kernel.tools import sandbox  # ctypes and the rest: on the first sandboxed run
+        from lily_kernel.tools import sandbox, sandboxed_code  # ctypes: on the first run
         reason = sandbox.unavailable()
         if reason is not None:
             raise ToolError(f"the sandbox is unavailable here ({reason}); nothing ran")
         plots.describe_figures(self.shell)  # a figure displayed in the child: its description
-        done = sandbox.run_code(code, self.shell.user_ns, transform=TransformerManager().transform_cell,
+        done = sandboxed_code.run_code(code, self.shell.user_ns, transform=TransformerManager().transform_cell,
                                 display=display, displays=_ipython_displays,
                                 limits=limits or sandbox.DEFAULT_LIMITS)
         bundles = [*done.displays, *({"text/plain": f.text, "image/png": base64.b64encode(f.png).decode()}

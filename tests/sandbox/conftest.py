@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sandbox_support import FAKE_KEY, MARK, World
 
-from lily_kernel.tools import sandbox
+from lily_kernel.tools import sandbox, sandboxed_code
 
 
 @pytest.fixture
@@ -34,11 +34,11 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 
 @pytest.fixture
-def run(world: World) -> Callable[..., sandbox.CodeResult]:
+def run(world: World) -> Callable[..., sandboxed_code.CodeResult]:
     """``run(code, **limits)``: the code in the sandbox, after a line printing MARK."""
     def go(code: str, namespace: dict[str, Any] | None = None, seconds: float = 20,
-           **limits: Any) -> sandbox.CodeResult:
-        result = sandbox.run_code(f"print({MARK!r})\n{code}", {} if namespace is None
+           **limits: Any) -> sandboxed_code.CodeResult:
+        result = sandboxed_code.run_code(f"print({MARK!r})\n{code}", {} if namespace is None
                                   else namespace, workspace=world.workspace,
                                   limits=sandbox.Limits(seconds=seconds, **limits))
         if result.status is sandbox.Status.DONE:

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from sandbox_support import FAKE_KEY, MARK, children, needs_sandbox, open_fds
 
-from lily_kernel.tools import sandbox
+from lily_kernel.tools import sandbox, sandboxed_code
 
 pytestmark = needs_sandbox
 
 
-def tried(result: sandbox.CodeResult) -> list[str]:
+def tried(result: sandboxed_code.CodeResult) -> list[str]:
     """The lines the attack printed after MARK."""
     assert result.status is sandbox.Status.DONE, result
     return result.output.splitlines()[1:]
@@ -166,7 +166,7 @@ attempt('shadow', lambda: print(open('/etc/shadow').read()))
 
 def test_a_workspace_that_is_the_home_folder_shows_its_files_not_its_dotfiles(world, monkeypatch):
     monkeypatch.chdir(world.home)
-    result = sandbox.run_code(
+    result = sandboxed_code.run_code(
         f"print({MARK!r})\nprint(open('notes.txt').read().strip())\n"
         "try:\n    open('.ssh/id_rsa').read()\nexcept OSError as exc:\n    print(type(exc).__name__)\n",
         {}, workspace=world.home)
@@ -356,7 +356,7 @@ def test_the_cpu_limit_ends_a_busy_child(run):
 def test_an_output_flood_is_bounded(run):
     result = run("import sys\nfor i in range(300_000):\n    sys.stdout.write(f'flood {i}\\n')\n")
     assert result.status is sandbox.Status.DONE
-    assert len(result.output) <= sandbox.OUTPUT_CHARS + 100
+    assert len(result.output) <= sandboxed_code.OUTPUT_CHARS + 100
     assert "characters cut" in result.output and result.output.endswith("flood 299999")
 
 
@@ -396,7 +396,7 @@ def test_an_interrupt_during_a_run_kills_the_child_and_is_raised_again(run, worl
 
 
 def test_two_runs_at_once_are_serialised_and_both_answer(run, world):
-    results: dict[int, sandbox.CodeResult] = {}
+    results: dict[int, sandboxed_code.CodeResult] = {}
 
     def one(n: int) -> None:
         results[n] = run(f"import time\ntime.sleep(0.3)\nprint({n} * 7)")

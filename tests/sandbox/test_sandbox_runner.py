@@ -8,7 +8,7 @@ import os
 import pytest
 from sandbox_support import MARK, children, needs_sandbox, open_fds
 
-from lily_kernel.tools import sandbox
+from lily_kernel.tools import sandbox, sandboxed_code
 
 pytestmark = needs_sandbox
 
@@ -32,7 +32,7 @@ def test_an_exception_comes_back_with_its_type_message_and_failing_line(run):
 
 
 def test_a_syntax_error_names_its_line(world):
-    result = sandbox.run_code("x = 1\ny = (1,\n", {}, workspace=world.workspace)
+    result = sandboxed_code.run_code("x = 1\ny = (1,\n", {}, workspace=world.workspace)
     assert result.status is sandbox.Status.DONE
     assert result.error is not None and result.error.ename == "SyntaxError"
     assert result.error.line == 2
@@ -102,10 +102,10 @@ def test_what_the_code_displays_comes_back_bounded(world):
     ns: dict = {"shown": []}
     code = ("for n in range(20):\n    shown.append({'text/plain': 'x' * 1_000_000, "
             "'image/png': 'A' * 10_000_000, 'text/html': '<b>'})")
-    result = sandbox.run_code(code, ns, workspace=world.workspace,
+    result = sandboxed_code.run_code(code, ns, workspace=world.workspace,
                               displays=lambda: nullcontext(ns["shown"]))
     assert result.status is sandbox.Status.DONE, result.detail
-    assert len(result.displays) == 2 * sandbox.FIGURES
-    assert all(set(d) == {"text/plain"} and len(d["text/plain"]) == sandbox.OUTPUT_CHARS
+    assert len(result.displays) == 2 * sandboxed_code.FIGURES
+    assert all(set(d) == {"text/plain"} and len(d["text/plain"]) == sandboxed_code.OUTPUT_CHARS
                for d in result.displays)
     assert ns["shown"] == []
