@@ -16,7 +16,6 @@ The work for Python code is tools/sandboxed_code.py. Standard library only.
 from __future__ import annotations
 
 import enum
-import functools
 import json
 import os
 import select
@@ -70,19 +69,27 @@ def unavailable(env: Mapping[str, str] | None = None) -> str | None:
     return _probe()
 
 
-@functools.lru_cache(maxsize=1)
+_PROBED: list[str | None] = []  # the machine's answer, once known
+
+
 def _probe() -> str | None:
-    """The machine's answer, once per process: a real child confined and back."""
+    """The machine's answer, once per process: a real child confined and back (a probe
+    that ran out of time, on a loaded machine, is tried again next time)."""
+    if _PROBED:
+        return _PROBED[0]
     reason = confinement.unsupported()
-    if reason is not None:
-        return reason
-    try:
-        probe = run_work(lambda: True, limits=Limits(seconds=20))
-    except OSError as exc:
-        return f"the sandbox could not start a child ({exc})"
-    if probe.status is not Status.DONE or probe.result is not True:
-        return f"the sandbox failed its probe: {probe.detail or probe.status.value}"
-    return None
+    if reason is None:
+        try:
+            probe = run_work(lambda: True, limits=Limits(seconds=20))
+        except OSError as exc:
+            reason = f"the sandbox could not start a child ({exc})"
+        else:
+            if probe.status is Status.TIMEOUT:
+                return "the sandbox's probe did not answer within 20 s"
+            if probe.status is not Status.DONE or probe.result is not True:
+                reason = f"the sandbox failed its probe: {probe.detail or probe.status.value}"
+    _PROBED.append(reason)
+    return reason
 
 
 # -- the parent -----------------------------------------------------------------------------
@@ -114,13 +121,12 @@ def _fork_and_wait(work: Callable[[], Any], plan: confinement.Plan,
     os.close(write_fd)
     with suppress(OSError):  # the child may have done it first
         os.setpgid(pid, pid)  # also here: the group exists before the parent may kill it
-    status = 0
     try:
         data, how = _read(read_fd, start + limits.seconds, limits.result_bytes)
     finally:  # an interrupt too: the child never outlives the call
         os.close(read_fd)
         _kill(pid)
-        _, status = os.waitpid(pid, 0)
+        status = _reap(pid)
     seconds = time.monotonic() - start
     if how is Status.TIMEOUT:
         return SandboxRun(how, None, f"the code ran longer than {limits.seconds:g} s", seconds)
@@ -129,6 +135,8 @@ def _fork_and_wait(work: Callable[[], Any], plan: confinement.Plan,
     try:
         message = json.loads(data) if data else {}
     except ValueError:
+        message = {}
+    if not isinstance(message, dict):  # the code may have written to the pipe itself
         message = {}
     if "ok" in message:
         return SandboxRun(Status.DONE, message["ok"], "", seconds)
@@ -165,6 +173,23 @@ def _kill(pid: int) -> None:
     for kill, target in ((os.killpg, pid), (os.kill, pid)):
         with suppress(OSError):
             kill(target, signal.SIGKILL)
+
+
+def _reap(pid: int) -> int:
+    """Wait for the killed child (no zombie); an interrupt meanwhile is raised after."""
+    pending: BaseException | None = None
+    while True:
+        try:
+            status = os.waitpid(pid, 0)[1]
+            break
+        except KeyboardInterrupt as exc:  # a second ■: the child is dead, reap it first
+            pending = exc
+        except ChildProcessError:
+            status = 0
+            break
+    if pending is not None:
+        raise pending
+    return status
 
 
 def _ended(status: int, limits: Limits) -> str:

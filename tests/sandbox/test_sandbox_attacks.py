@@ -457,3 +457,9 @@ def test_a_replaced_os_exit_does_not_keep_the_child_alive(run, world):
                  "print('patched')")
     assert tried(result) == ["patched"]
     assert children() == kids and world.leftovers() == []
+
+
+def test_what_the_code_writes_to_the_result_pipe_itself_is_not_believed(run):
+    result = run("import os\nos.write(3, b'\"okay\"')\nos._exit(0)")
+    assert result.status is sandbox.Status.ENDED
+    assert result.detail == "the code ended the process (exit status 0) with no result"
