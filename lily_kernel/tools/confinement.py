@@ -44,7 +44,6 @@ MIN_ABI = 6  # Landlock ABI 6 (Linux 6.12): scopes for abstract Unix sockets and
 # Landlock (include/uapi/linux/landlock.h)
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
-_RULE_NET_PORT = 2
 _FS_EXECUTE = 1 << 0
 _FS_WRITE_FILE = 1 << 1
 _FS_READ_FILE = 1 << 2
