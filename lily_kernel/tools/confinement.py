@@ -95,6 +95,7 @@ class Plan:
     read: tuple[str, ...]
     scratch: str
     workspace: str
+    matplotlib: str | None = None  # matplotlib's cache (its font list), read-only
 
 
 # -- probing -----------------------------------------------------------------------------
@@ -181,7 +182,13 @@ def plan(workspace: Path, scratch: Path, env: Mapping[str, str] | None = None) -
         read += _grants(os.path.realpath(raw), hidden)  # split where it holds $HOME
     read += _grants(real, hidden)
     read += [p for p in SYSTEM_READ if os.path.exists(p)]
-    return Plan(tuple(dict.fromkeys(p for p in read if os.path.exists(p))), str(scratch), real)
+    # matplotlib's font list, so a first plot in the child does not rebuild it (seconds)
+    mpl = env.get("MPLCONFIGDIR") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache"), "matplotlib")
+    mpl = os.path.realpath(os.path.expanduser(mpl))
+    mpl_dir = mpl if os.path.isdir(mpl) else None
+    return Plan(tuple(dict.fromkeys(p for p in [*read, *([mpl] if mpl_dir else [])]
+                                    if os.path.exists(p))), str(scratch), real, mpl_dir)
 
 
 # -- confining (in the child) --------------------------------------------------------------
@@ -190,7 +197,7 @@ def confine(the_plan: Plan, limits: Limits) -> None:
     """Confine this (forked, single-threaded) process, after :func:`keep_only`. Raises
     ``OSError``: then nothing may run."""
     try:
-        _scrub_environment(the_plan.scratch)
+        _scrub_environment(the_plan)
         _set_limits(limits)
         libc = _libc()
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -225,12 +232,14 @@ def keep_only(keep: int, scratch: str) -> int:
     return fd
 
 
-def _scrub_environment(scratch: str) -> None:
+def _scrub_environment(the_plan: Plan) -> None:
     """Only :data:`KEPT_ENV` names stay (never one that looks like a secret), in
     ``os.environ``, ``posix.environ`` and the C library's own; home and temp: scratch."""
+    scratch = the_plan.scratch
     kept = {k: v for k, v in os.environ.items()
             if KEPT_ENV.fullmatch(k) and not SECRET_NAME.search(k)}
-    kept.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=scratch, XDG_CACHE_HOME=scratch)
+    kept.update(HOME=scratch, TMPDIR=scratch, XDG_CACHE_HOME=scratch,
+                MPLCONFIGDIR=the_plan.matplotlib or scratch)
     os.environ.clear()  # unsetenv for each: the C library's copy too
     _libc().clearenv()
     os.environ.update(kept)
@@ -238,7 +247,7 @@ def _scrub_environment(scratch: str) -> None:
     posix.environ.clear()
     posix.environ.update({k.encode(): v.encode() for k, v in kept.items()})
     import tempfile
-    tempfile.tempdir = scratch
+    tempfile.tempdir = the_plan.scratch
 
 
 def _set_limits(limits: Limits) -> None:
