@@ -167,7 +167,6 @@ class ShellNotebook:
             text = "\n".join(p for p in (text, error.traceback.rstrip()) if p)
         return RunResult(text, error, captured)
 
-
     def run_sandboxed(self, code: str, limits: Limits | None = None) -> RunResult:
         """Run ``code`` like :meth:`run`, in the sandbox, against the namespace as it is now:
         it reads and computes, and nothing it does reaches the kernel (docs/sandbox.md).
@@ -181,11 +180,12 @@ class ShellNotebook:
         if reason is not None:
             raise ToolError(f"the sandbox is unavailable here ({reason}); nothing ran")
         plots.describe_figures(self.shell)  # a figure displayed in the child: its description
-        done = sandboxed_code.run_code(code, self.shell.user_ns, transform=TransformerManager().transform_cell,
-                                display=display, displays=_ipython_displays,
-                                limits=limits or sandbox.DEFAULT_LIMITS)
-        bundles = [*done.displays, *({"text/plain": f.text, "image/png": base64.b64encode(f.png).decode()}
-                                     if f.png else {"text/plain": f.text} for f in done.figures)]
+        done = sandboxed_code.run_code(
+            code, self.shell.user_ns, transform=TransformerManager().transform_cell,
+            display=display, displays=_ipython_displays, limits=limits or sandbox.DEFAULT_LIMITS)
+        bundles = [*done.displays, *({"text/plain": f.text} | (
+            {"image/png": base64.b64encode(f.png).decode()} if f.png else {})
+            for f in done.figures)]
         for bundle in bundles:  # for a model that sees images (tools/images.py)
             images.offer_bundle(bundle)
         error = None
