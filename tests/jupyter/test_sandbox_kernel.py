@@ -35,7 +35,9 @@ def _sandboxed(code, seconds=20):
 def kernel(tmp_path_factory, ipython_dir) -> Iterator[Kernel]:
     base = tmp_path_factory.mktemp("sandbox-kernel")
     (base / "tmp").mkdir()
-    world = make_world(base, ipython_dir, TMPDIR=str(base / "tmp"))  # to count scratch folders
+    world = make_world(base, ipython_dir, TMPDIR=str(base / "tmp"),  # to count scratch folders
+                       OPENAI_API_KEY="sk-sandbox-kernel-test", LILY_OUTBOX_TOKEN="tok-test")
+    (base / "outside").mkdir()
     started = Kernel("lily", world)
     assert started.run(SETUP).status == "ok"
     yield started
@@ -137,3 +139,36 @@ def test_the_sandbox_turned_off_refuses_with_the_reason_and_runs_nothing(kernel)
                      "finally:\n    del os.environ['LILY_SANDBOX']")
     assert out == ("the sandbox is unavailable here (the sandbox is turned off "
                    "(LILY_SANDBOX=off)); nothing ran\n")
+
+
+def test_no_write_from_the_kernels_child_by_pandas_open_or_a_program(kernel):
+    outside = kernel.workspace.parent / "outside"
+    result = sandboxed(kernel, f"""
+import os, subprocess
+for name, act in [('to_csv', lambda: df.head().to_csv('out.csv')),
+                  ('to_csv-outside', lambda: df.head().to_csv({str(outside / 'o.csv')!r})),
+                  ('open', lambda: open({str(outside / 'f.txt')!r}, 'w')),
+                  ('subprocess', lambda: subprocess.run(['touch', {str(outside / 's')!r}])),
+                  ('system', lambda: os.system('touch {outside / 'x'}'))]:
+    try:
+        act()
+        print(name, 'DONE')
+    except OSError as exc:
+        print(name, 'refused', type(exc).__name__)
+""")
+    lines = result["text"].splitlines()[1:]
+    assert lines[:4] == ["to_csv refused PermissionError", "to_csv-outside refused PermissionError",
+                         "open refused PermissionError", "subprocess refused PermissionError"]
+    assert lines[4] in ("system refused PermissionError", "system DONE")  # status 127: no shell
+    assert list(outside.iterdir()) == []
+    assert not (kernel.workspace / "out.csv").exists()
+
+
+def test_the_kernels_keys_are_not_in_the_childs_environment(kernel):
+    assert py(kernel, "print(os.environ.get('OPENAI_API_KEY'))") == "sk-sandbox-kernel-test\n"
+    result = sandboxed(kernel, "import os\nprint(sorted(k for k in os.environ if 'KEY' in k "
+                               "or 'TOKEN' in k or k.startswith('LILY')))\n"
+                               "try:\n    open('/proc/self/environ').read()\n"
+                               "except OSError as exc:\n    print(type(exc).__name__)")
+    assert result["text"].splitlines()[1:] == ["[]", "PermissionError"]
+    assert "sk-sandbox-kernel-test" not in result["text"]
