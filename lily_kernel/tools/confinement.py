@@ -242,12 +242,24 @@ def _scrub_environment(the_plan: Plan) -> None:
                 MPLCONFIGDIR=the_plan.matplotlib or scratch)
     os.environ.clear()  # unsetenv for each: the C library's copy too
     _libc().clearenv()
+    _wipe_environment_block()
     os.environ.update(kept)
     import posix
     posix.environ.clear()
     posix.environ.update({k.encode(): v.encode() for k, v in kept.items()})
     import tempfile
     tempfile.tempdir = the_plan.scratch
+
+
+def _wipe_environment_block() -> None:
+    """Zero the process's original environment strings (at the top of its stack, where
+    ``/proc/self/environ`` reads): cleared from ``os.environ`` and the C library, they would
+    still be in the copied memory, one pointer walk from ``program_invocation_name``."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()  # from field 3 (state) on
+    start, end = int(fields[50 - 3]), int(fields[51 - 3])  # env_start, env_end
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
 
 
 def _set_limits(limits: Limits) -> None:

@@ -194,6 +194,36 @@ print(os.environ.get('LANG'), os.environ['HOME'] == os.environ['TMPDIR'])
     assert "-test" not in result.output
 
 
+def test_the_kernels_original_environment_is_wiped_from_the_childs_memory(world):
+    """The strings a process started with stay at the top of its stack after os.environ and
+    the C library forget them; a walk from program_invocation_name (argv[0]) reaches them.
+    A fresh process holds the secret in its start block; its sandboxed child walks there."""
+    import subprocess
+    import sys
+    code = """
+import ctypes
+libc = ctypes.CDLL(None)
+addr = ctypes.c_void_p.in_dll(libc, 'program_invocation_name').value
+seen, end = [], addr + LIMIT  # the start block's size: not one byte past (a crash)
+while addr < end:
+    s = ctypes.string_at(addr)
+    seen.append(s)
+    addr += len(s) + 1
+print('walked', any(s.startswith(b'PA' + b'TH=') for s in seen),
+      any(s.endswith(b'-in-the-' + b'start-block') for s in seen))
+"""
+    parent = ("import sys\nfrom lily_kernel.tools import sandboxed_code as s\n"
+              "print(s.run_code(sys.stdin.read(), {}).output)")
+    env = {**os.environ, "MY_SECRET_TOKEN": "a-key-in-the-start-block"}
+    argv = [sys.executable, "-c", parent]
+    size = sum(len(a.encode()) + 1 for a in argv[1:]) + sum(
+        len(k.encode()) + len(v.encode()) + 2 for k, v in env.items())
+    probe = subprocess.run(argv, input=code.replace("LIMIT", str(size)), capture_output=True,
+                           text=True, timeout=120, cwd=world.workspace, env=env)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "walked False False"
+
+
 # -- network ---------------------------------------------------------------------------------
 
 def test_no_socket_reaches_a_server_of_this_machine(run, world):
