@@ -22,8 +22,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.errors import ToolError
 from lily_kernel.jupyter import plots, proposals
-from lily_kernel.tools import images, notebook_tools, sandbox
+from lily_kernel.tools import images, notebook_tools
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from IPython.utils.capture import CapturedIO
 
     from lily_kernel.jupyter.cell_events import CellEvents
+    from lily_kernel.tools.sandbox import Limits
 
 
 class ShellNotebook:
@@ -165,19 +167,25 @@ class ShellNotebook:
             text = "\n".join(p for p in (text, error.traceback.rstrip()) if p)
         return RunResult(text, error, captured)
 
-
-    def run_sandboxed(self, code: str, limits: sandbox.Limits = sandbox.DEFAULT_LIMITS) -> RunResult:
+    def run_sandboxed(self, code: str, limits: Limits | None = None) -> RunResult:
         """Run ``code`` like :meth:`run`, in the sandbox, against the namespace as it is now:
         it reads and computes, and nothing it does reaches the kernel (docs/sandbox.md).
         The display is IPython's captured output rebuilt from what the child sent back."""
         from IPython.core.inputtransformer2 import TransformerManager
         from IPython.display import display
         from IPython.utils.capture import CapturedIO, RichOutput
+
+        from lily_kernel.tools import sandbox, sandboxed_code  # ctypes: on the first run
+        reason = sandbox.unavailable()
+        if reason is not None:
+            raise ToolError(f"the sandbox is unavailable here ({reason}); nothing ran")
         plots.describe_figures(self.shell)  # a figure displayed in the child: its description
-        done = sandbox.run_code(code, self.shell.user_ns, transform=TransformerManager().transform_cell,
-                                display=display, displays=_ipython_displays, limits=limits)
-        bundles = [*done.displays, *({"text/plain": f.text, "image/png": base64.b64encode(f.png).decode()}
-                                     if f.png else {"text/plain": f.text} for f in done.figures)]
+        done = sandboxed_code.run_code(
+            code, self.shell.user_ns, transform=TransformerManager().transform_cell,
+            display=display, displays=_ipython_displays, limits=limits or sandbox.DEFAULT_LIMITS)
+        bundles = [*done.displays, *({"text/plain": f.text} | (
+            {"image/png": base64.b64encode(f.png).decode()} if f.png else {})
+            for f in done.figures)]
         for bundle in bundles:  # for a model that sees images (tools/images.py)
             images.offer_bundle(bundle)
         error = None

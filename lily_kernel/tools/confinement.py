@@ -10,10 +10,13 @@ model's code. Everything here is standard library and Linux system calls through
   entries are; and the one folder it may write, the run's scratch folder.
 - :func:`confine` (in the child): its own process group; every inherited descriptor closed
   but the result pipe; an environment with no key, token or Lily variable; rlimits (CPU,
-  address space, tasks, file size, open files); ``PR_SET_NO_NEW_PRIVS``; a Landlock domain
+  address space, tasks, file size, open files); ``PR_SET_NO_NEW_PRIVS``; no capability
+  (a kernel run as root has them all); a Landlock domain
   (read-only where planned, read-write in the scratch folder, no execution anywhere, no TCP
-  bind or connect, no abstract Unix socket or signal outside the domain); a seccomp filter
-  (no socket, no new process, no exec, no ptrace, no io_uring, no keyring, no namespace).
+  bind or connect, no abstract Unix socket or signal outside the domain); the seccomp
+  filter of tools/syscall_filter.py (no socket, no new process, no exec, no ptrace, no
+  change of a file's mode, owner, times or attributes — Landlock does not govern those —,
+  no IPC object, no io_uring, no keyring, no namespace, nothing done to another process).
 
 :func:`unavailable` says in one line why this machine cannot do it (not Linux, no Landlock
 or an ABI below :data:`MIN_ABI`, an unknown CPU architecture for the filter).
@@ -21,12 +24,11 @@ or an ABI below :data:`MIN_ABI`, an unknown CPU architecture for the filter).
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import platform
 import re
-import resource
 import signal
+import stat
 import struct
 import sys
 from collections.abc import Iterable, Mapping
@@ -35,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lily_kernel.redaction import SECRET_NAME
+from lily_kernel.tools import syscall_filter
 
 MIN_ABI = 6  # Landlock ABI 6 (Linux 6.12): scopes for abstract Unix sockets and signals
 
 # Landlock (include/uapi/linux/landlock.h)
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
-_RULE_NET_PORT = 2
 _FS_EXECUTE = 1 << 0
 _FS_WRITE_FILE = 1 << 1
 _FS_READ_FILE = 1 << 2
@@ -54,54 +56,19 @@ _READ_DIR_RIGHTS = _FS_READ_FILE | _FS_READ_DIR
 _SCRATCH_RIGHTS = _FS_ALL & ~_FS_EXECUTE
 _LANDLOCK_NR = (444, 445, 446)  # create_ruleset, add_rule, restrict_self: one number everywhere
 
-# seccomp (include/uapi/linux/seccomp.h, filter.h, audit.h)
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
-_RET_ALLOW = 0x7FFF0000
-_RET_ERRNO = 0x00050000
-_RET_KILL_PROCESS = 0x80000000
-_LD_ABS = 0x20
-_JEQ = 0x15
-_JGE = 0x35
-_JSET = 0x45
-_RET = 0x06
-_CLONE_THREAD = 0x00010000
+_CAPABILITY_VERSION_3 = 0x20080522
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
 
-
-@dataclass(frozen=True)
-class _Machine:
-    audit_arch: int
-    clone: int
-    clone3: int
-    denied: Mapping[str, int]  # system call -> its number on this machine
-    x32: bool = False  # x86_64: refuse the x32 numbering (bit 30) too
-
-
-_MACHINES = {
-    "x86_64": _Machine(0xC000003E, 56, 435, {
-        "socket": 41, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "setpgid": 109,
-        "setsid": 112, "mount": 165, "add_key": 248, "request_key": 249, "keyctl": 250,
-        "unshare": 272, "perf_event_open": 298, "setns": 308, "process_vm_readv": 310,
-        "process_vm_writev": 311, "bpf": 321, "execveat": 322, "userfaultfd": 323,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438}, x32=True),
-    "aarch64": _Machine(0xC00000B7, 220, 435, {
-        "socket": 198, "execve": 221, "ptrace": 117, "setpgid": 154, "setsid": 157,
-        "mount": 40, "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97,
-        "perf_event_open": 241, "setns": 268, "process_vm_readv": 270,
-        "process_vm_writev": 271, "bpf": 280, "execveat": 281, "userfaultfd": 282,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "pidfd_getfd": 438}),
-}
-_MACHINES["arm64"] = _MACHINES["aarch64"]
 
 #: Environment variables the child keeps (when their name looks like no secret); every
 #: other one, ``OPENAI_API_KEY`` and ``LILY_*`` included, is gone before the code runs.
 KEPT_ENV = re.compile(r"PATH|LANG|LANGUAGE|LC_\w+|TZ|TERM|COLUMNS|LINES|PYTHON\w*|OMP_\w+|"
                       r"MKL_\w+|OPENBLAS_\w+|NUMEXPR_\w+|MPLBACKEND|VIRTUAL_ENV|CONDA_PREFIX")
-#: Files of the system the child may read (the rest of /etc, /proc, /sys and /dev: no).
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/opt", "/etc/localtime",
+#: Files of the system the child may read (the rest of /etc, /proc, /sys and /dev, /opt,
+#: /run, /tmp and /home: no; the Python installation is added wherever it lies).
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/localtime",
                "/etc/timezone", "/etc/fonts", "/etc/matplotlibrc", "/etc/ld.so.cache",
                "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/mime.types",
                "/etc/os-release", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
@@ -128,6 +95,7 @@ class Plan:
     read: tuple[str, ...]
     scratch: str
     workspace: str
+    matplotlib: str | None = None  # matplotlib's cache (its font list), read-only
 
 
 # -- probing -----------------------------------------------------------------------------
@@ -149,7 +117,7 @@ def unsupported() -> str | None:
     """Why this machine cannot confine a child, in one line; None when it can."""
     if sys.platform != "linux":
         return f"the sandbox needs Linux (Landlock); this is {sys.platform}"
-    if platform.machine() not in _MACHINES:
+    if platform.machine() not in syscall_filter.MACHINES:
         return f"the sandbox has no system-call filter for this machine ({platform.machine()})"
     abi = landlock_abi()
     if abi == 0:
@@ -162,37 +130,36 @@ def unsupported() -> str | None:
 
 # -- the plan (in the parent) --------------------------------------------------------------
 
-def secrets(workspace: Path, env: Mapping[str, str]) -> set[Path]:
-    """What the child must not read: every hidden entry of the home folder and of the
-    workspace (``~/.ssh``, ``~/.config``, ``~/.aws``, ``~/.netrc``, ``.lily/``, ``.env``,
-    ``.git``), Lily's data and configuration folders, the XDG folders."""
-    homes = {Path(env["HOME"]) if env.get("HOME") else None, Path.home()}
-    found: set[Path] = set()
-    for folder in (*homes, workspace):
-        if folder is None:
-            continue
-        with suppress(OSError):
-            found.update(Path(e.path) for e in os.scandir(folder) if e.name.startswith("."))
+def secrets(workspace: str, env: Mapping[str, str]) -> set[str]:
+    """What the child must not read (real paths): every hidden entry of the home folder and
+    of the workspace (``~/.ssh``, ``~/.config``, ``~/.aws``, ``~/.netrc``, ``.lily/``,
+    ``.env``, ``.git``), Lily's data and configuration folders, the XDG folders."""
+    found: set[str] = set()
+    for folder in {env.get("HOME") or None, os.path.expanduser("~"), workspace}:
+        if folder:
+            with suppress(OSError):
+                found.update(e.path for e in os.scandir(folder) if e.name.startswith("."))
     for var in ("LILY_DATA_DIR", "LILY_POLICY_FILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                 "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "JUPYTER_RUNTIME_DIR",
                 "JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "IPYTHONDIR", "SKILLS_USER_DIR"):
         if env.get(var):
-            found.add(Path(env[var]).expanduser())
-    return {Path(os.path.realpath(p)) for p in found}
+            found.add(os.path.expanduser(env[var]))
+    return {os.path.realpath(p) for p in found}
 
 
-def _grants(path: Path, hidden: set[Path]) -> list[str]:
+def _grants(path: str, hidden: set[str]) -> list[str]:
     """``path`` whole when no secret lies below it, else its entries each the same way (a
     link is skipped: a read through it is checked where it leads). A path inside a secret
     is granted when asked by name (the workspace or a ``.venv`` inside a hidden folder)."""
-    return list(_split(path, {s for s in hidden if path in s.parents}, 0))
+    return list(_split(path, {s for s in hidden if s.startswith(path.rstrip("/") + "/")}, 0))
 
 
-def _split(path: Path, inside: set[Path], depth: int) -> Iterable[str]:
+def _split(path: str, inside: set[str], depth: int) -> Iterable[str]:
     if path in inside or depth > 8:
         return
-    if not any(path in s.parents for s in inside):
-        yield str(path)
+    prefix = path.rstrip("/") + "/"
+    if not any(s.startswith(prefix) for s in inside):
+        yield path
         return
     try:
         entries = list(os.scandir(path))
@@ -200,23 +167,28 @@ def _split(path: Path, inside: set[Path], depth: int) -> Iterable[str]:
         return
     for entry in entries:
         if not entry.is_symlink():
-            yield from _split(Path(entry.path), inside, depth + 1)
+            yield from _split(entry.path, inside, depth + 1)
 
 
 def plan(workspace: Path, scratch: Path, env: Mapping[str, str] | None = None) -> Plan:
     """The paths a child of this process may read, and its scratch folder."""
     env = os.environ if env is None else env
-    workspace = Path(os.path.realpath(workspace))
-    hidden = secrets(workspace, env)
+    real = os.path.realpath(workspace)
+    hidden = secrets(real, env)
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               *(p for p in sys.path if p)}
     read: list[str] = []
     for raw in python:
-        read += _grants(Path(os.path.realpath(raw)), hidden)  # split where it holds $HOME
-    read += _grants(workspace, hidden)
+        read += _grants(os.path.realpath(raw), hidden)  # split where it holds $HOME
+    read += _grants(real, hidden)
     read += [p for p in SYSTEM_READ if os.path.exists(p)]
-    return Plan(tuple(dict.fromkeys(p for p in read if os.path.exists(p))), str(scratch),
-                str(workspace))
+    # matplotlib's font list, so a first plot in the child does not rebuild it (seconds)
+    mpl = env.get("MPLCONFIGDIR") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache"), "matplotlib")
+    mpl = os.path.realpath(os.path.expanduser(mpl))
+    mpl_dir = mpl if os.path.isdir(mpl) else None
+    return Plan(tuple(dict.fromkeys(p for p in [*read, *([mpl] if mpl_dir else [])]
+                                    if os.path.exists(p))), str(scratch), real, mpl_dir)
 
 
 # -- confining (in the child) --------------------------------------------------------------
@@ -225,13 +197,14 @@ def confine(the_plan: Plan, limits: Limits) -> None:
     """Confine this (forked, single-threaded) process, after :func:`keep_only`. Raises
     ``OSError``: then nothing may run."""
     try:
-        _scrub_environment(the_plan.scratch)
+        _scrub_environment(the_plan)
         _set_limits(limits)
         libc = _libc()
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _oserror("prctl(PR_SET_NO_NEW_PRIVS)")
+        _drop_capabilities(libc)
         _landlock(libc, the_plan)
-        _seccomp(libc)
+        syscall_filter.install(libc)
         os.chdir(the_plan.workspace)
     except OSError as exc:
         raise OSError(exc.errno or 0, f"the sandbox could not start: {exc}") from exc
@@ -259,23 +232,38 @@ def keep_only(keep: int, scratch: str) -> int:
     return fd
 
 
-def _scrub_environment(scratch: str) -> None:
+def _scrub_environment(the_plan: Plan) -> None:
     """Only :data:`KEPT_ENV` names stay (never one that looks like a secret), in
     ``os.environ``, ``posix.environ`` and the C library's own; home and temp: scratch."""
+    scratch = the_plan.scratch
     kept = {k: v for k, v in os.environ.items()
             if KEPT_ENV.fullmatch(k) and not SECRET_NAME.search(k)}
-    kept.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=scratch, XDG_CACHE_HOME=scratch)
+    kept.update(HOME=scratch, TMPDIR=scratch, XDG_CACHE_HOME=scratch,
+                MPLCONFIGDIR=the_plan.matplotlib or scratch)
     os.environ.clear()  # unsetenv for each: the C library's copy too
     _libc().clearenv()
+    _wipe_environment_block()
     os.environ.update(kept)
     import posix
     posix.environ.clear()
     posix.environ.update({k.encode(): v.encode() for k, v in kept.items()})
     import tempfile
-    tempfile.tempdir = scratch
+    tempfile.tempdir = the_plan.scratch
+
+
+def _wipe_environment_block() -> None:
+    """Zero the process's original environment strings (at the top of its stack, where
+    ``/proc/self/environ`` reads): cleared from ``os.environ`` and the C library, they would
+    still be in the copied memory, one pointer walk from ``program_invocation_name``."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()  # from field 3 (state) on
+    start, end = int(fields[50 - 3]), int(fields[51 - 3])  # env_start, env_end
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
 
 
 def _set_limits(limits: Limits) -> None:
+    import resource  # not on Windows, where this module is imported and never confines
     with open("/proc/self/statm", "rb") as f:
         mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     with open("/proc/loadavg", "rb") as f:
@@ -291,6 +279,16 @@ def _set_limits(limits: Limits) -> None:
         top = old_hard if old_hard != resource.RLIM_INFINITY else soft if hard is None else hard
         resource.setrlimit(which, (min(soft, top), min(hard or soft, top)))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file too large: EFBIG, not death
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """No capability left (a kernel run as root has them all: CAP_DAC_OVERRIDE, CAP_SYS_ADMIN,
+    CAP_LINUX_IMMUTABLE…); a user's kernel has none and this changes nothing."""
+    header = struct.pack("=Ii", _CAPABILITY_VERSION_3, 0)
+    data = bytes(24)  # two (effective, permitted, inheritable) sets, all zero
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
+        raise _oserror("capset")
 
 
 class _PathBeneath(ctypes.Structure):
@@ -326,7 +324,7 @@ def _allow(syscall: object, add: int, ruleset: int, path: str, dir_rights: int,
     except OSError:
         return  # gone since the plan: nothing to grant
     try:
-        rights = dir_rights if os.path.isdir(f"/proc/self/fd/{fd}") else file_rights
+        rights = dir_rights if stat.S_ISDIR(os.fstat(fd).st_mode) else file_rights
         if not rights:
             return
         rule = _PathBeneath(rights, fd)
@@ -335,37 +333,3 @@ def _allow(syscall: object, add: int, ruleset: int, path: str, dir_rights: int,
             raise _oserror(f"landlock_add_rule({path})")
     finally:
         os.close(fd)
-
-
-class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter))]
-
-
-def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
-    """The seccomp filter: another architecture's calls kill; the denied calls fail with
-    EPERM; ``clone`` only for a thread; ``clone3`` ENOSYS (the C library falls back to clone)."""
-    m = _MACHINES[machine]
-    eperm = _RET_ERRNO | errno.EPERM
-    prog = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, m.audit_arch), (_RET, 0, 0, _RET_KILL_PROCESS),
-            (_LD_ABS, 0, 0, 0)]
-    if m.x32:
-        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _RET_KILL_PROCESS)]
-    for number in m.denied.values():
-        prog += [(_JEQ, 0, 1, number), (_RET, 0, 0, eperm)]
-    prog += [(_JEQ, 0, 1, m.clone3), (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),
-             (_JEQ, 0, 3, m.clone), (_LD_ABS, 0, 0, 16), (_JSET, 1, 0, _CLONE_THREAD),
-             (_RET, 0, 0, eperm), (_RET, 0, 0, _RET_ALLOW)]
-    return prog
-
-
-def _seccomp(libc: ctypes.CDLL) -> None:
-    prog = filter_program(platform.machine())
-    filters = (_Filter * len(prog))(*(_Filter(*ins) for ins in prog))
-    program = _Program(len(prog), filters)
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
-        raise _oserror("prctl(PR_SET_SECCOMP)")

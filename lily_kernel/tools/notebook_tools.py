@@ -667,8 +667,8 @@ def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = Fa
                  result.display)
 
 
-SANDBOXED = ("(The code is proposed as a cell below the request, not run there; the user "
-             "runs it to change the notebook.)")
+PROPOSED_NOTE = ("(The code is proposed as a cell below the request, not run there; the user "
+                 "runs it to change the notebook.)")
 
 
 def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
@@ -678,7 +678,7 @@ def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
     (docs/permissions.md#the-sandbox)."""
     shown = run_python(nb, code, share, sandboxed=True)
     delivered = nb.propose(code)
-    return Shown(f"{shown.text}\n{SANDBOXED}",
+    return Shown(f"{shown.text}\n{PROPOSED_NOTE}",
                  shown.display if delivered else ProposedCell(code))
 
 
@@ -705,7 +705,10 @@ def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], A
 
 READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
-SANDBOX_RUN = "run_python (sandboxed)"  # what :func:`answer` runs for a sandboxed run_python
+#: ``run_python`` in the sandbox (docs/sandbox.md): registered owner-only beside it by a face
+#: that can sandbox (:class:`SandboxNotebook`), never offered to the model; the gate runs a
+#: model's ``run_python`` call through it when its outcome is ``Sandboxed``.
+SANDBOXED = "run_python_sandboxed"
 
 
 def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
@@ -728,10 +731,10 @@ Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
 
 
 def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
-           list_dir: ListDir | None = None, sandboxed: bool = False) -> str | Shown:
+           list_dir: ListDir | None = None) -> str | Shown:
     """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs;
-    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's;
-    ``sandboxed``: ``run_python`` runs in the sandbox (the gate's ``Sandboxed``)."""
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
+    :data:`SANDBOXED` is ``run_python`` run in the sandbox (the gate's ``Sandboxed``)."""
     if tool == "list_variables":
         include = bool(args.get("include_callables", False))
         return _guarded(tool, share, lambda: list_variables(nb, include, share))
@@ -749,8 +752,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
     if tool == "run_python":
-        return run_python(nb, args["code"], share, sandboxed)
-    if tool == SANDBOX_RUN:
+        return run_python(nb, args["code"], share)
+    if tool == SANDBOXED:  # the gate's Sandboxed: run there, then proposed as a cell
         return run_sandboxed(nb, args["code"], share)
     raise ToolError(f"'{tool}' is not a notebook tool")
 
@@ -761,17 +764,17 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
+    sandboxed = (SANDBOXED,) if callable(getattr(nb, "run_sandboxed", None)) else ()
     register_answer(registry,
                     lambda tool, args, share: answer(nb, tool, args, share, list_dir),
-                    share_values, sandbox=getattr(nb, "run_sandboxed", None) is not None)
+                    share_values, (*NAMES, "read_cell", "read_figure", *sandboxed))
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
-                    names: Collection[str] = (*NAMES, "read_cell", "read_figure"),
-                    sandbox: bool = False) -> None:
-    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`);
-    ``sandbox``: ``run`` answers :data:`SANDBOX_RUN` too (the face runs a sandbox), so
-    ``run_python`` can run there when the gate says so."""
+                    names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
+    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`); with
+    :data:`SANDBOXED` among them (the face runs a sandbox), ``run_python``'s sandboxed form
+    is that tool, which the gate runs when its outcome is ``Sandboxed`` (tools/gate.py)."""
 
     def _text(result: str | Shown) -> str:
         return result.text if isinstance(result, Shown) else result
@@ -827,7 +830,9 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         return _shown(run("run_python", {"code": code}, share_values()))
 
     def _run_python_sandboxed(code: str) -> Shown:
-        return _shown(run(SANDBOX_RUN, {"code": code}, share_values()))
+        """Run Python code in the sandbox: a confined copy of the kernel that reads the
+        notebook's variables and the workspace, and changes nothing."""
+        return _shown(run(SANDBOXED, {"code": code}, share_values()))
 
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
@@ -836,4 +841,5 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
                                             "openWorldHint": True},
-        sandboxed=_run_python_sandboxed if sandbox else None)
+        sandboxed=_run_python_sandboxed if SANDBOXED in names else None)
+    add(_run_python_sandboxed, annotations=READ_ONLY, owner_only=True)

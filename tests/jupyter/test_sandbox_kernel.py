@@ -1,5 +1,5 @@
 """The sandbox in a real Lily kernel (docs/sandbox.md): ``ShellNotebook.run_sandboxed`` and
-``run_python`` through ``notebook_tools.answer(..., sandboxed=True)`` compute on the
+``run_python_sandboxed`` through ``notebook_tools.answer`` compute on the
 kernel's DataFrame, change nothing of it, and reach none of the kernel's sockets; the
 kernel answers after each attack. Each test checks the child ran (it printed MARK) first.
 """
@@ -35,7 +35,9 @@ def _sandboxed(code, seconds=20):
 def kernel(tmp_path_factory, ipython_dir) -> Iterator[Kernel]:
     base = tmp_path_factory.mktemp("sandbox-kernel")
     (base / "tmp").mkdir()
-    world = make_world(base, ipython_dir, TMPDIR=str(base / "tmp"))  # to count scratch folders
+    world = make_world(base, ipython_dir, TMPDIR=str(base / "tmp"),  # to count scratch folders
+                       OPENAI_API_KEY="sk-sandbox-kernel-test", LILY_OUTBOX_TOKEN="tok-test")
+    (base / "outside").mkdir()
     started = Kernel("lily", world)
     assert started.run(SETUP).status == "ok"
     yield started
@@ -73,8 +75,8 @@ def test_what_the_child_changes_never_reaches_the_kernel(kernel):
 
 
 def test_run_python_sandboxed_through_answer_says_it_ran_in_the_sandbox(kernel):
-    out = py(kernel, "r = notebook_tools.answer(_nb, 'run_python', {'code': "
-                     "'print(df.y.max())\\nundefined'}, True, sandboxed=True)\nprint(r.text)")
+    out = py(kernel, "r = notebook_tools.answer(_nb, notebook_tools.SANDBOXED, {'code': "
+                     "'print(df.y.max())\\nundefined'}, True)\nprint(r.text)")
     assert out.startswith("The code ran in the sandbox")
     assert "raised NameError" in out and "6" in out and "The failing line (2): undefined" in out
 
@@ -120,3 +122,53 @@ def test_a_figure_drawn_in_the_child_is_described_for_the_model(kernel):
                                "plt.bar(['a', 'b'], [3, 5])\nplt.title('counts')")
     assert result["error"] is None
     assert "counts" in result["text"] and "2 bars" in result["text"]
+
+
+def test_the_kernel_registers_run_python_sandboxed_owner_only_for_the_gate(kernel):
+    out = py(kernel, "import lily\ntool = lily.session().tools.get('run_python_sandboxed')\n"
+                     "print(tool.owner_only, tool.ask, tool.annotations.get('readOnlyHint'))\n"
+                     "print(lily.session().tools.get('run_python').ask)")
+    assert out == "True False True\nTrue\n"
+
+
+def test_the_sandbox_turned_off_refuses_with_the_reason_and_runs_nothing(kernel):
+    out = py(kernel, "from lily_kernel.errors import ToolError\n"
+                     "os.environ['LILY_SANDBOX'] = 'off'\ntry:\n"
+                     "    notebook_tools.answer(_nb, notebook_tools.SANDBOXED, "
+                     "{'code': 'print(1)'}, True)\nexcept ToolError as exc:\n    print(exc)\n"
+                     "finally:\n    del os.environ['LILY_SANDBOX']")
+    assert out == ("the sandbox is unavailable here (the sandbox is turned off "
+                   "(LILY_SANDBOX=off)); nothing ran\n")
+
+
+def test_no_write_from_the_kernels_child_by_pandas_open_or_a_program(kernel):
+    outside = kernel.workspace.parent / "outside"
+    result = sandboxed(kernel, f"""
+import os, subprocess
+for name, act in [('to_csv', lambda: df.head().to_csv('out.csv')),
+                  ('to_csv-outside', lambda: df.head().to_csv({str(outside / 'o.csv')!r})),
+                  ('open', lambda: open({str(outside / 'f.txt')!r}, 'w')),
+                  ('subprocess', lambda: subprocess.run(['touch', {str(outside / 's')!r}])),
+                  ('system', lambda: os.system('touch {outside / 'x'}'))]:
+    try:
+        act()
+        print(name, 'DONE')
+    except OSError as exc:
+        print(name, 'refused', type(exc).__name__)
+""")
+    lines = result["text"].splitlines()[1:]
+    assert lines[:4] == ["to_csv refused PermissionError", "to_csv-outside refused PermissionError",
+                         "open refused PermissionError", "subprocess refused PermissionError"]
+    assert lines[4] in ("system refused PermissionError", "system DONE")  # status 127: no shell
+    assert list(outside.iterdir()) == []
+    assert not (kernel.workspace / "out.csv").exists()
+
+
+def test_the_kernels_keys_are_not_in_the_childs_environment(kernel):
+    assert py(kernel, "print(os.environ.get('OPENAI_API_KEY'))") == "sk-sandbox-kernel-test\n"
+    result = sandboxed(kernel, "import os\nprint(sorted(k for k in os.environ if 'KEY' in k "
+                               "or 'TOKEN' in k or k.startswith('LILY')))\n"
+                               "try:\n    open('/proc/self/environ').read()\n"
+                               "except OSError as exc:\n    print(type(exc).__name__)")
+    assert result["text"].splitlines()[1:] == ["[]", "PermissionError"]
+    assert "sk-sandbox-kernel-test" not in result["text"]

@@ -1,36 +1,18 @@
 """Fixtures for the sandbox tests (docs/sandbox.md): a private world — a workspace with a
 data file, a fake home holding a fake SSH key and dotfiles — and ``run``, which runs code
 in the sandbox from that workspace and checks that the child really ran (it prints
-:data:`MARK` first) before a test judges what it could not do.
+``sandbox_support.MARK`` first) before a test judges what it could not do.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_support import FAKE_KEY, MARK, World
 
-from lily_kernel.tools import sandbox
-
-MARK = "SANDBOX-CHILD-RAN"
-FAKE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake-key-for-the-sandbox-tests\n"
-
-needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None,
-                                   reason=f"no sandbox here: {sandbox.unavailable()}")
-
-
-@dataclass
-class World:
-    workspace: Path
-    home: Path
-    outside: Path  # a folder outside the workspace, writable by this user
-
-    def leftovers(self) -> list[str]:
-        """Scratch folders still in the temp folder (each run removes its own)."""
-        return sorted(p.name for p in Path(os.environ["TMPDIR"]).glob("lily-sandbox-*"))
+from lily_kernel.tools import sandbox, sandboxed_code
 
 
 @pytest.fixture
@@ -52,33 +34,14 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 
 @pytest.fixture
-def run(world: World) -> Callable[..., sandbox.CodeResult]:
+def run(world: World) -> Callable[..., sandboxed_code.CodeResult]:
     """``run(code, **limits)``: the code in the sandbox, after a line printing MARK."""
     def go(code: str, namespace: dict[str, Any] | None = None, seconds: float = 20,
-           **limits: Any) -> sandbox.CodeResult:
-        result = sandbox.run_code(f"print({MARK!r})\n{code}", {} if namespace is None
+           **limits: Any) -> sandboxed_code.CodeResult:
+        result = sandboxed_code.run_code(f"print({MARK!r})\n{code}", {} if namespace is None
                                   else namespace, workspace=world.workspace,
                                   limits=sandbox.Limits(seconds=seconds, **limits))
         if result.status is sandbox.Status.DONE:
             assert result.printed.startswith(MARK), result
         return result
     return go
-
-
-def children() -> list[int]:
-    """This process's children still alive or unreaped (from /proc)."""
-    me = str(os.getpid())
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                found.append(int(entry.name))
-    return found
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import MARK, children, needs_sandbox, open_fds
+from sandbox_support import MARK, children, needs_sandbox, open_fds
 
-from lily_kernel.tools import sandbox
+from lily_kernel.tools import sandbox, sandboxed_code
 
 pytestmark = needs_sandbox
 
@@ -32,7 +32,7 @@ def test_an_exception_comes_back_with_its_type_message_and_failing_line(run):
 
 
 def test_a_syntax_error_names_its_line(world):
-    result = sandbox.run_code("x = 1\ny = (1,\n", {}, workspace=world.workspace)
+    result = sandboxed_code.run_code("x = 1\ny = (1,\n", {}, workspace=world.workspace)
     assert result.status is sandbox.Status.DONE
     assert result.error is not None and result.error.ename == "SyntaxError"
     assert result.error.line == 2
@@ -83,3 +83,29 @@ def test_this_machine_has_the_landlock_abi_the_sandbox_needs():
     from lily_kernel.tools import confinement
     assert confinement.landlock_abi() >= confinement.MIN_ABI
     assert os.uname().sysname == "Linux"
+
+
+def test_a_notebook_that_cannot_sandbox_refuses_run_python_sandboxed():
+    from lily_kernel.errors import ToolError
+    from lily_kernel.tools import notebook_tools
+
+    class Plain:  # a face without run_sandboxed (lily acp's kernel probe)
+        def run(self, code):
+            raise AssertionError("must not run outside the sandbox")
+
+    with pytest.raises(ToolError, match="cannot run code in the sandbox"):
+        notebook_tools.answer(Plain(), notebook_tools.SANDBOXED, {"code": "1"}, True)  # type: ignore[arg-type]
+
+
+def test_what_the_code_displays_comes_back_bounded(world):
+    from contextlib import nullcontext
+    ns: dict = {"shown": []}
+    code = ("for n in range(20):\n    shown.append({'text/plain': 'x' * 1_000_000, "
+            "'image/png': 'A' * 10_000_000, 'text/html': '<b>'})")
+    result = sandboxed_code.run_code(code, ns, workspace=world.workspace,
+                              displays=lambda: nullcontext(ns["shown"]))
+    assert result.status is sandbox.Status.DONE, result.detail
+    assert len(result.displays) == 2 * sandboxed_code.FIGURES
+    assert all(set(d) == {"text/plain"} and len(d["text/plain"]) == sandboxed_code.OUTPUT_CHARS
+               for d in result.displays)
+    assert ns["shown"] == []
