@@ -671,17 +671,6 @@ PROPOSED_NOTE = ("(The code is proposed as a cell below the request, not run the
                  "runs it to change the notebook.)")
 
 
-def run_sandboxed(nb: Notebook, code: str, share: bool = True) -> Shown:
-    """``run_python``'s code in the sandbox (the face's ``run_sandboxed``, tools/sandbox.py:
-    it reads and computes, and changes nothing), when the gate said so (tools/gate.py); the
-    code then lands as a proposed cell under the request, never run by itself
-    (docs/permissions.md#the-sandbox)."""
-    shown = run_python(nb, code, share, sandboxed=True)
-    delivered = nb.propose(code)
-    return Shown(f"{shown.text}\n{PROPOSED_NOTE}",
-                 shown.display if delivered else ProposedCell(code))
-
-
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
     """Run ``source`` (magics already transformed; ``filename``: its file in IPython's
     cache, ``shell.compile.cache(source)``) in ``shell``'s namespace as a cell runs: its
@@ -751,10 +740,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
         return _guarded(tool, share, lambda: read_figure(nb, share))
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
-    if tool == "run_python":
-        return run_python(nb, args["code"], share)
-    if tool == SANDBOXED:  # the gate's Sandboxed: run there, then proposed as a cell
-        return run_sandboxed(nb, args["code"], share)
+    if tool in ("run_python", SANDBOXED):
+        return run_python(nb, args["code"], share, sandboxed=tool == SANDBOXED)
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
@@ -834,6 +821,15 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         notebook's variables and the workspace, and changes nothing."""
         return _shown(run(SANDBOXED, {"code": code}, share_values()))
 
+    def _sandboxed_then_proposed(code: str) -> Shown:
+        """run_python as the gate's ``Sandboxed`` runs it (tools/gate.py): in the sandbox,
+        then the code proposed as a cell under the request, never run by itself
+        (docs/permissions.md#the-sandbox)."""
+        ran = _run_python_sandboxed(code)
+        proposed = _shown(run("propose_cell", {"code": code}, share_values()))
+        return Shown(f"{ran.text}\n{PROPOSED_NOTE}",
+                     proposed.display if proposed.display is not None else ran.display)
+
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
     add(_read_cell, annotations=READ_ONLY, owner_only=True)
@@ -841,5 +837,5 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
                                             "openWorldHint": True},
-        sandboxed=_run_python_sandboxed if SANDBOXED in names else None)
+        sandboxed=_sandboxed_then_proposed if SANDBOXED in names else None)
     add(_run_python_sandboxed, annotations=READ_ONLY, owner_only=True)

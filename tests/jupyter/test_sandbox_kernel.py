@@ -36,7 +36,8 @@ def kernel(tmp_path_factory, ipython_dir) -> Iterator[Kernel]:
     base = tmp_path_factory.mktemp("sandbox-kernel")
     (base / "tmp").mkdir()
     world = make_world(base, ipython_dir, TMPDIR=str(base / "tmp"),  # to count scratch folders
-                       OPENAI_API_KEY="sk-sandbox-kernel-test", LILY_OUTBOX_TOKEN="tok-test")
+                       OPENAI_API_KEY="sk-sandbox-kernel-test", LILY_OUTBOX_TOKEN="tok-test",
+                       LILY_SANDBOX="on")  # kernel_support turns it off by default
     (base / "outside").mkdir()
     started = Kernel("lily", world)
     assert started.run(SETUP).status == "ok"
