@@ -314,3 +314,147 @@ def test_the_mcp_sdk_is_imported_only_once_a_server_is_configured(tmp_path):
     (tmp_path / "config" / "lily" / "lily.toml").write_text(
         '[mcp.servers.on]\ncommand = "/nonexistent/server"\n')
     assert run() == "True"
+
+
+# -- the one gate (docs/architecture.md#one-calls-walk-through-the-gate) ----------------------
+
+GATE = "lily_kernel.tools.gate"
+#: What decides whether a call runs, or runs a tool: only the gate calls these (the mode's
+#: table, files that run by themselves, a tool's invocation); ``invoke`` is defined in
+#: tools/tool_registry.py and called by the gate's ``run`` alone.
+DECISIONS = {("gate", "table"), ("autorun", "reason"), (None, "invoke"), (None, "verdict"),
+             (None, "model_refusal")}
+
+
+def _calls(name: str) -> list[tuple[str | None, str, int]]:
+    """(the object's name or None, the called name, line) of every call in module ``name``."""
+    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                out.append((None, func.id, node.lineno))
+            elif isinstance(func, ast.Attribute):
+                owner = func.value.id if isinstance(func.value, ast.Name) else None
+                out.append((owner, func.attr, node.lineno))
+    return out
+
+
+def test_one_gate_decides_every_call():
+    """No module but tools/gate.py makes a permission decision or runs a tool past it: none
+    calls the mode's table, ``autorun.reason``, a ``verdict``, ``model_refusal`` or
+    ``invoke`` (docs/permissions.md#the-gate)."""
+    found = [f"{n}:{line} calls {owner + '.' if owner else ''}{called}"
+             for n in modules() if n != GATE
+             for owner, called, line in _calls(n)
+             if (owner, called) in DECISIONS or (None, called) in DECISIONS]
+    assert found == [], "\n".join(found)
+    from lily_kernel.agent import pending
+    from lily_kernel.settings.permissions import Permissions
+    assert not hasattr(pending, "verdict") and not hasattr(Permissions, "verdict")
+
+
+#: Each route a call comes by, and the module where it asks the gate.
+ROUTES = {"MODEL": "lily_kernel.agent.request", "CONFIRM": "lily_kernel.agent.pending",
+          "ACP": "lily_kernel.acp.acp_turns", "DISPATCH": "lily_kernel.commands.router"}
+
+
+def test_every_route_passes_the_gate():
+    """The model's call, /confirm and a card's button, an ACP permission reply and a
+    tool_dispatch skill each reach ``gate.decide`` with their route (a replay's calls come
+    by these routes, and the session's ``replay`` tells the gate what they may do)."""
+    for route, name in ROUTES.items():
+        source = modules()[name].read_text(encoding="utf-8")
+        assert f"Route.{route}" in source, (route, name)
+    for name in ("lily_kernel.agent.request", "lily_kernel.agent.pending",
+                 "lily_kernel.commands.router"):
+        assert any(owner == "gate" and called == "decide" for owner, called, _ in _calls(name)), name
+    replay = modules()["lily_kernel.jupyter.replay_notebook"].read_text(encoding="utf-8")
+    assert "session.replay = " in replay
+
+
+def test_every_path_and_name_the_architecture_page_gives_exists():
+    """docs/architecture.md names only modules, folders and names that exist: a path
+    (``agent/loop.py``, ``tools/mcp/``; a bare ``x.py`` in a room's row is in that room), a
+    module's name (``agent/pending.decide``, ``pending.find``) and a class's
+    (``Session.show``)."""
+    doc = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [token for token, ok in _named(doc) if not ok]
+    assert missing == [], missing
+
+
+def _members(tree: ast.AST) -> dict[str, set[str]]:
+    """class name -> the names its body defines, over one module's tree."""
+    out: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            names = out.setdefault(node.name, set())
+            for sub in node.body:
+                names |= _defined(sub)
+    return out
+
+
+def _defined(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    return set()
+
+
+def _named(doc: str) -> list[tuple[str, bool]]:
+    """Each path or dotted name in backquotes that points into Lily, and whether it exists."""
+    import re
+    repo = Path(__file__).parents[1]
+    pkg = repo / "lily_kernel"
+    rooms = {p.name for p in pkg.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    stems: dict[str, list[Path]] = {}
+    classes: dict[str, set[str]] = {}
+    for path in pkg.rglob("*.py"):
+        stems.setdefault(path.stem, []).append(path)
+        for cls, names in _members(ast.parse(path.read_text(encoding="utf-8"))).items():
+            classes.setdefault(cls, set()).update(names)
+    out = []
+    for line in doc.splitlines():
+        row = re.match(r"\| `(\w+)/`", line)
+        room = row.group(1) if row else None
+        for token in re.findall(r"`([^`\s]+)`", line):
+            t = token.removeprefix("lily_kernel/")
+            if re.fullmatch(r"(\w+/)+", t):
+                out.append((token, (pkg / t).is_dir() or (repo / t).is_dir()))
+                continue
+            if re.fullmatch(r"(\w+/)*\w+\.py", t):
+                if "/" not in t:
+                    where = list((pkg / room).rglob(t)) if room else [pkg / t, repo / t]
+                    where.append(repo / "scripts" / t)
+                else:
+                    where = [pkg / t if t.split("/")[0] in rooms else repo / t]
+                out.append((token, any(p.exists() for p in where)))
+                continue
+            dotted = re.fullmatch(r"((?:\w+/)+\w+|\w+(?:\.\w+)*)\.(\w+)", t)
+            if not dotted:
+                continue
+            module, name = dotted.groups()
+            if "/" in module:
+                path = pkg / f"{module}.py"
+            elif "." in module and module.split(".")[0] in rooms:
+                path = pkg / (module.replace(".", "/") + ".py")
+            elif module.islower() and len(stems.get(module, [])) == 1:
+                path = stems[module][0]
+            elif module in classes:
+                out.append((token, name in classes[module]))
+                continue
+            else:
+                continue
+            if not path.exists():
+                out.append((token, False))
+                continue
+            text = path.read_text(encoding="utf-8")
+            top = set().union(*(_defined(node) for node in ast.parse(text).body))
+            out.append((token, name in top or f"class {name}" in text))  # a probe's source
+    return out

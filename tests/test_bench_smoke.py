@@ -107,3 +107,20 @@ def test_fair_order_never_asks_one_kernel_twice_in_a_row(kernels):
     for label, kc, code in steps:
         if label is None:  # a spacer runs another kernel's own first case
             assert (kc, code) in [(c[1], c[2]) for c in cases]
+
+
+def test_sandbox_bench_runs_in_a_kernel_and_finds_no_leak():
+    """bench/sandbox_bench.py (docs/sandbox.md): a few sandboxed runs in a real kernel,
+    from two threads; the exit status is 0 only when nothing leaked and every run answered."""
+    from lily_kernel.tools import sandbox
+    if sandbox.unavailable() is not None:
+        pytest.skip(f"no sandbox here: {sandbox.unavailable()}")
+    bench = BENCH.parent / "sandbox_bench.py"
+    run = subprocess.run([sys.executable, str(bench), "--runs", "6", "--load", "0",
+                          "--rows", "1000"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "runs 6 in 2 threads, 1,000 rows, 0 busy process(es)"
+    assert [line.split()[0] for line in lines[1:]] == ["fds", "children", "threads", "scratch",
+                                                       "statuses", "per"]
+    assert lines[5].startswith('statuses  {"done": 6}  wrong results 0')

@@ -48,6 +48,7 @@ from lily_kernel.commands.table import BUILTIN_NAMES
 from lily_kernel.errors import CommandError, Interrupted, LilyError, error_line
 from lily_kernel.session.resume import CHAT_CONVERSATION, NOTEBOOK_CONVERSATION
 from lily_kernel.session.session import Session
+from lily_kernel.tools.gate import Refused, Route
 from lily_kernel.tools.tool_registry import FILE_WRITES
 
 StopReason = Literal["end_turn", "cancelled"]
@@ -364,9 +365,10 @@ class Turns:
                                                              False, None))
             raise Interrupted("cancelled by the client.")
         ok = choice in (updates.ONCE, updates.ALWAYS)
-        done = runner.decide(action.id, ok, choice == updates.ALWAYS)
+        done = runner.decide(action.id, ok, choice == updates.ALWAYS, Route.ACP)
+        ran = ok and not isinstance(done.outcome, Refused)  # decided again: it may not run
         self.client.send(state.id, updates.tool_finished(
-            session, call.tool_call_id, ok, done.tool_result if held else None))
+            session, call.tool_call_id, ran, done.tool_result if held else None))
         if done.tool_result is not None:
             self._show(state, runner.resume(done, live=self._live(state)))
         else:

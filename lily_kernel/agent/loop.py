@@ -8,12 +8,11 @@ tool calls or the step budget is spent. Refusals are tool errors the model can
 read; only endpoint faults end the request. The conversation is committed only
 in a consistent state: every assistant tool call has its result.
 
-A call the user must approve (``agent/pending.verdict``, which asks the session's
-permissions: the mode's table, ``[tools] confirm``, a file that runs by itself;
-docs/permissions.md) pauses the request: it ends with a card, and the call is answered when the
-user decides (``agent/pending.decide``) — :func:`resume` goes on with the tool's
-result after Confirm; Cancel, or a new request first, answers it "declined by the
-user". See docs/notebook-tools.md#confirmation.
+A call the gate (tools/gate.py, docs/permissions.md#the-gate) says asks pauses the
+request: it ends with a card, and the call is answered when the user decides
+(``agent/pending.decide``, where the gate decides it again) — :func:`resume` goes on
+with the tool's result after Confirm; Cancel, or a new request first, answers it
+"declined by the user". See docs/notebook-tools.md#confirmation.
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ from lily_kernel.agent.request import Request, system_message
 from lily_kernel.agent.small_steps import failed_tools, request_of, required_call, restated
 from lily_kernel.errors import AgentError, ModelError, ToolError
 from lily_kernel.settings.limits import Limits
-from lily_kernel.tools import images
+from lily_kernel.tools import gate, images
 
 if TYPE_CHECKING:
     from lily_kernel.commands.results import SkillRequest
@@ -162,6 +161,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     emit = on_event or (lambda kind, data: None)
     skills = {s.name for s in session.snapshot.skills if s.model_invocable}
     notes = _Notes()
+    request.note = notes.add  # e.g. ran in the sandbox (agent/request.py)
     small = profile_of(config) == "small"
     failed: set[str] = set()  # the tools of the last step, when every call of it failed
     asked_again = nudged = False  # the one extra request after an empty final answer,
@@ -306,7 +306,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                                 step, usage, at)
                 tool = session.tools.get(call.name)
                 assert tool is not None  # needs_confirmation found it
-                item = pending.hold(session, tool, args, paused)
+                item = pending.hold(session, tool, args, paused, request.held or gate.Asks(''))
                 session.offer(item)
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown, left_out, notes.lines)

@@ -2,8 +2,8 @@
 
 Two things can wait: a typed skill's :class:`~lily_kernel.typed.actions.Action` (a
 settings change, a message to send) and a model's tool call the policy asks the user
-about (:class:`HeldCall`: what the session's permissions say asks, :func:`verdict`,
-docs/permissions.md#the-table). Both satisfy :class:`Pending`.
+about (:class:`HeldCall`: what the gate says asks, tools/gate.py,
+docs/permissions.md#the-gate). Both satisfy :class:`Pending`.
 
 An item is *offered* by the agent loop and becomes *pending* only once the face has
 displayed its card (:meth:`Holder.show`); a request that fails first leaves nothing
@@ -15,36 +15,24 @@ docs/notebook-tools.md#confirmation).
 """
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from lily_kernel import redaction
 from lily_kernel.errors import ActionError, ToolError, Uncertain
-from lily_kernel.settings import autorun
 from lily_kernel.settings.limits import Limits
-from lily_kernel.settings.permissions import Call, Permissions, Verdict
-from lily_kernel.tools.builtin_tools import NO_CHANGE
-from lily_kernel.tools.tool_registry import (
-    Shown,
-    Tool,
-    ToolIdentity,
-    ToolPolicy,
-    ToolRegistry,
-    invoke,
-    kind_of,
-)
+from lily_kernel.tools import gate
+from lily_kernel.tools.gate import CARD_CHARS as CARD_CHARS  # the card's measures: the gate's
+from lily_kernel.tools.gate import arguments_json as arguments_json
+from lily_kernel.tools.tool_registry import Shown, Tool, ToolIdentity
 
 if TYPE_CHECKING:  # typed skills load on first use, not at `%load_ext lily` (bench/README.md)
     from lily_kernel.typed.actions import Action, ActionHost
 
 DECLINED = "declined by the user"
 SHORT = 8  # hex digits of an id shown on a card and accepted by /confirm ID
-#: The most a card shows of a call (its arguments and a write's diff), always in full: a
-#: call that needs more is refused, never confirmed half-seen (docs/permissions.md#cards).
-CARD_CHARS = 200_000
 
 
 class Pending(Protocol):
@@ -135,17 +123,14 @@ class Decision:
     summary: str
     result: str | None = None
     display: object | None = None
+    outcome: gate.Outcome | None = None  # a tool call's: what the gate decided when it ran
 
 
-class Holder(Protocol):
-    """What pending work needs of a session (docs/session.md#state)."""
+class Holder(gate.Holder, Protocol):
+    """What pending work needs of a session (docs/session.md#state), besides what the gate
+    needs (tools/gate.py)."""
 
     pending: PendingItem | None
-    approved: dict[str, ToolIdentity]
-    revoked: dict[str, str]  # tool -> the line saying its approval was revoked, until a card shows it
-    tools: ToolRegistry
-    policy: ToolPolicy
-    permissions: Permissions
     limits: Limits
 
     def settle(self, item: Pending, outcome: str) -> None:
@@ -155,10 +140,6 @@ class Holder(Protocol):
     def approve(self, tool: str, identity: ToolIdentity) -> None:
         """Let ``tool``, as ``identity``, run without a card for the rest of the session
         (journaled)."""
-        ...
-
-    def revoke(self, tool: str, why: str) -> None:
-        """Forget the approval of ``tool``: ``why`` (one line) says what changed (journaled)."""
         ...
 
     def add_message(self, message: dict[str, Any]) -> None:
@@ -173,61 +154,22 @@ def short(item_id: str) -> str:
 
 # -- holding a call ---------------------------------------------------------------------
 
-def verdict(session: Holder, tool: Tool, args: Mapping[str, Any]) -> Verdict:
-    """Run, ask or refuse this call of ``tool``: the session's permissions decide
-    (settings/permissions.py, docs/permissions.md#the-table). An approval given to another
-    identity of the tool (redefined, or another server's under the same name) is revoked
-    here, with one line saying what changed."""
-    kind = kind_of(tool)
-    runs, change = None, None
-    if tool.change is not None:
-        try:
-            change = tool.change(args)
-        except ToolError as exc:  # the call refuses it too (a file that is not text)
-            return Verdict("refuse", str(exc))
-    if kind == "write":
-        path = args.get("path")
-        runs = autorun.reason(path, getattr(session, "workspace", None)) \
-            if isinstance(path, str) else None
-    approved, revoked = False, ""
-    if tool.name in session.approved:
-        was, now = session.approved[tool.name], tool.identity()
-        approved = was == now
-        if not approved:
-            revoked = (f"your /confirm --always for {tool.name} is revoked: "
-                       f"{', '.join(now.changes(was))} changed")
-            session.revoke(tool.name, revoked)
-    revoked = revoked or session.revoked.get(tool.name, "")
-    call = Call(tool.name, kind, read_only=tool.annotations.get("readOnlyHint") is True,
-                asks=tool.ask, approved=approved, runs_by_itself=runs,
-                changes_nothing=change == NO_CHANGE)
-    said = session.permissions.verdict(call)
-    if said.action == "ask":
-        shown = len(arguments_json(args)) + len(change or "")
-        if shown > CARD_CHARS:
-            return Verdict("refuse", f"not run: a card shows a call's arguments in full, and "
-                                     f"these are {shown:,} characters (more than {CARD_CHARS:,}); "
-                                     "split the work into smaller calls")
-    return replace(said, reason=f"{said.reason}; {revoked}") if revoked else said
-
-
 def _change(tool: Tool, args: Mapping[str, Any]) -> str | None:
-    if tool.change is None:
-        return None
     try:
-        return tool.change(args)
+        return gate.change_of(tool, args)
     except ToolError:
         return None
 
 
-def hold(session: Holder, tool: Tool, args: Mapping[str, Any], paused: Paused) -> HeldCall:
-    """A :class:`HeldCall` for ``tool`` called with ``args``: its card's data, diff included,
-    the reason it asks and the identity an approval would be bound to."""
-    said = verdict(session, tool, args)
+def hold(session: Holder, tool: Tool, args: Mapping[str, Any], paused: Paused,
+         asks: gate.Asks) -> HeldCall:
+    """A :class:`HeldCall` for ``tool`` called with ``args``, which the gate said ``asks``:
+    its card's data, diff included, the reason it asks and the identity an approval would
+    be bound to."""
     session.revoked.pop(tool.name, None)  # said on this card
     return HeldCall(uuid.uuid4().hex, paused.skill or "", tool.name, dict(args), paused,
                     tool.origin, tool.server, dict(tool.annotations), _change(tool, args),
-                    said.no_always, said.reason, tool.identity())
+                    asks.no_always, asks.reason, tool.identity())
 
 
 def waiting_refusal(session: Holder, offered: Pending | None = None) -> str | None:
@@ -277,25 +219,23 @@ def decline_waiting(session: Holder) -> None:
         decline(session, waiting)
 
 
-def _run(session: Holder, call: HeldCall) -> Shown:
-    """Run a confirmed call under the policy (it may have changed since the card was
-    shown); its capped result text (errors start with 'Error:') and what it showed."""
+def _run(session: Holder, call: HeldCall, route: gate.Route) -> tuple[gate.Outcome, Shown]:
+    """Run a confirmed call if the gate, asked again now, lets it (the tool, the file, the
+    mode or the policy may have changed since the card was shown): the outcome, and the
+    capped result text (errors start with 'Error:') and what it showed."""
+    said = gate.decide(session, call.tool, call.args, route,
+                       gate.Card(call.identity, call.change))
     tool = session.tools.get(call.tool)
-    refusal = session.policy.model_refusal(session.tools, call.tool)
-    if refusal or tool is None:
-        return Shown(f"Error: {refusal}")
-    if call.identity is not None and tool.identity() != call.identity:
-        return Shown(f"Error: not run: {call.tool} changed since its card was shown "
-                     f"({', '.join(tool.identity().changes(call.identity))}); ask again")
-    if _change(tool, call.args) != call.change:
-        return Shown(f"Error: not run: the file {call.args.get('path')!r} changed since the "
-                     "card was shown; ask again to see the new change")
+    if not isinstance(said, gate.Runs) or tool is None:
+        reason = said.reason if isinstance(said, gate.Refused) else \
+            f"not run: {call.tool} was not decided to run"
+        return said, Shown(f"Error: {reason}")
     try:
-        value = invoke(tool, call.args)
+        value = gate.run(tool, call.args, said)
     except ToolError as exc:
-        return Shown(f"Error: {exc}")
+        return said, Shown(f"Error: {exc}")
     masked = redaction.redact(value.text, getattr(session, "environ", None))  # before the cut
-    return Shown(cap(masked, session.limits.tool_result_chars)[0], value.display)
+    return said, Shown(cap(masked, session.limits.tool_result_chars)[0], value.display)
 
 
 def cap(text: str, limit: int) -> tuple[str, bool]:
@@ -325,8 +265,11 @@ def find(session: Holder, ref: str | None) -> PendingItem:
     return item
 
 
-def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> Decision:
-    """Confirm (``ok``) or cancel the pending item ``ref`` names (None: the one waiting).
+def decide(session: Holder, ref: str | None, ok: bool, always: bool = False,
+           route: gate.Route = gate.Route.CONFIRM) -> Decision:
+    """Confirm (``ok``) or cancel the pending item ``ref`` names (None: the one waiting);
+    ``route``: a card's button or ``/confirm`` (:data:`~gate.Route.CONFIRM`) or an ACP
+    client's permission reply (:data:`~gate.Route.ACP`).
 
     ``always`` (``/confirm --always``) also lets that tool run without a card for the rest
     of the session; refused for a typed action and for ``run_python``. Only the item the
@@ -337,7 +280,7 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
     if always and not ok:
         raise ActionError("--always goes with /confirm, not /cancel")
     if isinstance(item, HeldCall):
-        return _decide_call(session, item, ok, always)
+        return _decide_call(session, item, ok, always, route)
     if always:
         raise ActionError("--always approves a tool for the session; a typed skill's action "
                           "is confirmed each time")
@@ -356,9 +299,11 @@ def decide(session: Holder, ref: str | None, ok: bool, always: bool = False) -> 
     return Decision(item, outcome.summary)
 
 
-def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool) -> Decision:
-    """Cancel: answered "declined by the user". Confirm: it runs, once (``always``: and the
-    tool is approved for the session)."""
+def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool,
+                 route: gate.Route) -> Decision:
+    """Cancel: answered "declined by the user". Confirm: the gate decides it again, now;
+    it runs, once (``always``: and the tool is approved for the session), or the reply
+    says it did not run and why — never that it ran."""
     if not ok:
         session.settle(call, "cancelled")
         decline(session, call)
@@ -371,16 +316,16 @@ def _decide_call(session: Holder, call: HeldCall, ok: bool, always: bool) -> Dec
     if always and call.identity is not None:
         session.approve(call.tool, call.identity)
     try:
-        ran = _run(session, call)
+        said, ran = _run(session, call, route)
     except KeyboardInterrupt:
         decline(session, call, "Error: interrupted by the user while it ran")
         raise
+    if not isinstance(said, gate.Runs):
+        reason = said.reason if isinstance(said, gate.Refused) else "it was not decided to run"
+        session.settle(call, "refused")  # journaled: confirmed, then refused when it ran
+        return Decision(call, f"**{call.tool}** did not run: {reason}.", ran.text, ran.display,
+                        said)
     note = (" It runs without a card for the rest of this session (until /new)."
             if always else "")
-    return Decision(call, f"**{call.tool}** ran (confirmed).{note}", ran.text, ran.display)
-
-
-def arguments_json(args: Mapping[str, Any]) -> str:
-    """A call's arguments as pretty JSON (what the card shows, before redaction and cap)."""
-    return json.dumps(dict(args), indent=2, ensure_ascii=False, default=repr)
-
+    return Decision(call, f"**{call.tool}** ran (confirmed).{note}", ran.text, ran.display,
+                    said)

@@ -5,8 +5,9 @@ tools it offers — ``load_skill`` (the body from the snapshot, never the disk; 
 one declares the request's skill, a second different one is refused),
 ``read_skill_file`` (files under the loaded skill's ``references/``),
 ``propose_action`` and ``read_config`` (a loaded typed skill), and the session's
-registered tools as the policy allows — and how each call runs: checked, refused with
-an ``Error:`` the model can read, or executed, then redacted and capped. The offered
+registered tools as the gate leaves them — and how each call runs: checked, decided by
+the gate (tools/gate.py: runs, runs in the sandbox, asks with a card, or refused with an
+``Error:`` the model can read), executed, then redacted and capped. The offered
 list and the system message are built once while nothing they depend on changed
 (docs/agent.md#a-lean-request).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +25,8 @@ from lily_kernel.agent.pending import PendingItem
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.substitution import with_skill_dir
-from lily_kernel.tools import offering
-from lily_kernel.tools.builtin_tools import NO_CHANGE
-from lily_kernel.tools.tool_registry import Tool, check_args, invoke
+from lily_kernel.tools import gate, offering
+from lily_kernel.tools.tool_registry import Tool, check_args
 from lily_kernel.tools.workspace_fs import WorkspaceFS, split
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class Request:
         # identical calls answered since the last call that may change something: their
         # results (docs/agent.md#loop-hygiene)
         self.answered: dict[str, str] = {}
+        self.held: gate.Asks | None = None  # the gate's answer for the call a card holds
+        self.note: Callable[[str], object] = lambda line: None  # a footer line (agent/loop.py)
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -126,7 +129,7 @@ class Request:
         specs = offering.builtin_specs(skill, LOAD_SKILL, READ_SKILL_FILE, PROPOSE_ACTION,
                                        READ_CONFIG)
         for tool in session.tools:
-            if tool.name in RESERVED or session.policy.model_refusal(session.tools, tool.name):
+            if tool.name in RESERVED or gate.unusable(session, tool.name) is not None:
                 continue
             if offering.registered_offered(tool.name, tool.origin, skill, small, self.asked):
                 specs.append(offering.spec(tool.name, tool.description, tool.parameters,
@@ -136,25 +139,45 @@ class Request:
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
-        """Is this a valid, allowed call the user must approve first (``pending.verdict``)?
-        A call the permissions refuse raises :class:`ToolError` with the reason.
-        While another item waits, it is refused (a :class:`ToolError`): never replaced."""
-        session = self.session
-        tool = session.tools.get(name)
-        if name in RESERVED or tool is None or session.policy.model_refusal(session.tools, name):
-            return False  # refused anyway: execute() answers with the refusal
-        args, _ = fit_arguments(tool, args)
-        if check_args(tool.parameters, args) is not None or no_change(tool, args):
-            return False  # an argument error, or a write that changes nothing: no card
-        said = pending.verdict(session, tool, args)
-        if said.action == "refuse":  # never run: the refusal is the call's result
-            raise ToolError(said.reason)
-        if said.action == "run":
+        """Is this a valid call the gate says asks first (tools/gate.py)? Its
+        :class:`~gate.Asks` is kept in :attr:`held` for the card. A call it refuses, or with
+        bad arguments, is answered by :meth:`execute`. While another item waits, it is
+        refused (a :class:`ToolError`): never replaced."""
+        if name in RESERVED or self.session.tools.get(name) is None:
+            return False  # not a registered tool: execute() answers
+        try:
+            said = self.decide(name, args)[3]
+        except ToolError:
+            return False  # refused, or an argument error: execute() answers
+        if not isinstance(said, gate.Asks):
             return False
-        refusal = pending.waiting_refusal(session, self.proposal)
+        refusal = pending.waiting_refusal(self.session, self.proposal)
         if refusal:
             raise ToolError(refusal)
+        self.held = said
         return True
+
+    def decide(self, name: str, args: dict[str, Any]
+               ) -> tuple[Tool, dict[str, Any], str, gate.Outcome | str]:
+        """The model's call of registered tool ``name``: the tool, its fitted arguments and
+        note, and what the gate decides (a str: the answer, nothing to run); ToolError when
+        it is refused or its arguments do not fit."""
+        session = self.session
+        refused = gate.unusable(session, name, gate.Route.MODEL)
+        tool = session.tools.get(name)
+        if refused is not None or tool is None:
+            raise ToolError(refused.reason if refused else f"{name}: no such tool")
+        args, note = fit_arguments(tool, args)
+        problem = check_args(tool.parameters, args)
+        if problem:
+            raise ToolError(f"{name}: {problem}; {hygiene.usage(name, tool.parameters)}")
+        if gate.changes_nothing(tool, args):
+            return tool, args, note, (f"no change: {args.get('path', 'the file')} already "
+                                      "holds exactly this content; nothing was written")
+        said = gate.decide(session, name, args, gate.Route.MODEL)
+        if isinstance(said, gate.Refused):
+            raise ToolError(said.reason)
+        return tool, args, note, said
 
     def aliases(self, offered: list[str]) -> dict[str, str]:
         """An offered Lily or notebook tool's Python function name (``list_files`` for
@@ -334,28 +357,18 @@ class Request:
         return refs.read("/".join(parts))
 
     def call_tool(self, name: str, args: dict[str, Any]) -> str:
-        """A registered tool the policy allows, with arguments its schema accepts."""
-        session = self.session
-        refusal = session.policy.model_refusal(session.tools, name)
-        if refusal:
-            raise ToolError(refusal)
-        tool = session.tools.get(name)
-        if tool is None:  # model_refusal names an unknown tool first
-            raise ToolError(f"{name}: no such tool")
-        args, note = fit_arguments(tool, args)
-        problem = check_args(tool.parameters, args)
-        if problem:
-            raise ToolError(f"{name}: {problem}; {hygiene.usage(name, tool.parameters)}")
-        if no_change(tool, args):
-            return (f"no change: {args.get('path', 'the file')} already holds exactly this "
-                    "content; nothing was written")
-        said = pending.verdict(session, tool, args)
-        if said.action != "run":  # needs_confirmation held it or refused it first
-            raise ToolError(said.reason if said.action == "refuse" else
-                            f"not run: {name} waits for the user's confirmation")
+        """A registered tool the gate lets run now (tools/gate.py), with arguments its
+        schema accepts: as is, or in the sandbox (the footer says so)."""
+        tool, args, note, said = self.decide(name, args)
+        if isinstance(said, str):
+            return said
+        if isinstance(said, gate.Asks):  # needs_confirmation held it first
+            raise ToolError(f"not run: {name} waits for the user's confirmation")
         self.tools_used.append(name)
-        log.debug("tool call %s (%s)", name, tool.origin)
-        out = invoke(tool, args)  # a tool's own failure is information for the model
+        log.debug("tool call %s (%s, %s)", name, tool.origin, type(said).__name__)
+        out = gate.run(tool, args, said)  # a tool's own failure is information for the model
+        if isinstance(said, gate.Sandboxed):
+            self.note(said.note)
         if out.display is not None:
             self.shown.append(out.display)
         return f"{note}\n{out.text}" if note else out.text
@@ -376,16 +389,6 @@ def fit_arguments(tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str
         return {}, (f"(Note: {tool.name} takes no arguments; it ran without "
                     f"{', '.join(sorted(args))}.)")
     return args, ""
-
-
-def no_change(tool: Tool, args: dict[str, Any]) -> bool:
-    """Would this call change nothing (a ``write`` of the content the file holds)?"""
-    if tool.change is None:
-        return False
-    try:
-        return tool.change(args) == NO_CHANGE
-    except ToolError:
-        return False
 
 
 def offered_tools(session: Session) -> list[dict[str, Any]]:

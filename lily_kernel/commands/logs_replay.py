@@ -339,7 +339,8 @@ def build(logs: Logs, session_id: str, to: Path, include_code: bool = False,
         "format": FORMAT, "session_id": session_id,
         "label": summarize(session_id, records).label,
         "model": _model(records),
-        "include_code": include_code, "with_workspace": with_workspace,
+        "include_code": include_code,  # without it the replay runs no code (tools/gate.py)
+        "with_workspace": with_workspace,
         "skills_dir": _where(workspace / "skills", to) if with_workspace else None,
         "persona_dir": _where(workspace / "persona", to) if with_workspace else None,
         "lily_toml": (lily_toml.read_text(encoding="utf-8")

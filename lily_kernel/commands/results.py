@@ -12,6 +12,7 @@ from lily_kernel.agent.pending import PendingItem
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.skills.substitution import with_arguments, with_skill_dir
+from lily_kernel.tools.gate import Outcome
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,7 @@ class ActionDone:
     summary: str
     tool_result: str | None = None  # a confirmed tool call: the agent continues with this
     display: object | None = None  # what it showed (the face's own data), for the face
+    outcome: Outcome | None = None  # a tool call's: what the gate decided when it ran
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ from lily_kernel.errors import (
 from lily_kernel.session.session import Session
 from lily_kernel.settings.model_settings import SECRET_KEYS
 from lily_kernel.skills.skill import Skill
+from lily_kernel.tools import gate
+from lily_kernel.tools.tool_registry import Tool
 
 log = logging.getLogger(__name__)
 
@@ -214,9 +216,12 @@ def _invoke(session: Session, skill: Skill, text: str) -> Any:
         return ActionDone(action, outcome.summary)
     if skill.invocation_mode == "tool_dispatch":
         tool = session.tools.get(skill.command_tool or "")
-        refusal = session.policy.unavailable_reason(session.tools, skill.command_tool or "")
-        if tool is None or refusal:
-            raise CommandError(f"skill '{skill.name}' cannot run: {refusal}.")
+        args = {_first_parameter(tool): text} if tool is not None and tool.takes_arguments \
+            else {}
+        said = gate.decide(session, skill.command_tool or "", args, gate.Route.DISPATCH)
+        if tool is None or not isinstance(said, gate.Runs):
+            reason = said.reason if isinstance(said, gate.Refused | gate.Asks) else "not run"
+            raise CommandError(f"skill '{skill.name}' cannot run: {reason}.")
         try:
             value = tool(text) if tool.takes_arguments else tool()  # no schema, no pydantic
         except ToolError as exc:
@@ -226,6 +231,12 @@ def _invoke(session: Session, skill: Skill, text: str) -> Any:
                                f"{type(exc).__name__}: {exc}") from None
         return ToolOutput(skill.name, skill.command_tool or "", value)
     return SkillRequest(skill, text)
+
+
+def _first_parameter(tool: Tool) -> str:
+    """The name of the parameter a ``tool_dispatch`` skill's text goes to (the first)."""
+    import inspect
+    return next(iter(inspect.signature(tool.func).parameters), "")
 
 
 def _help(session: Session, cmd: Command) -> Any:
@@ -379,14 +390,21 @@ def _confirm(session: Session, cmd: Command) -> ActionDone:
     return decide(session, refs[0] if refs else None, ok=cmd.name == "confirm", always=always)
 
 
-def decide(session: Session, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
+def decide(session: Session, ref: str | None, ok: bool, always: bool = False,
+           route: gate.Route = gate.Route.CONFIRM) -> ActionDone:
     """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting) — the one
-    decide path for ``/confirm``, ``/cancel`` and a card's buttons (``agent/pending.decide``)."""
+    decide path for ``/confirm``, ``/cancel``, a card's buttons and an ACP client's
+    permission reply (``agent/pending.decide``, where the gate decides the call again: the
+    MCP servers' tools are brought up to date first, so a tool redefined since the card is
+    seen)."""
+    if ok and session.mcp is not None and isinstance(session.pending, pending.HeldCall):
+        session.mcp.sync(session.tools, budget=session.model_config.timeout)
     try:
-        decision = pending.decide(session, ref, ok, always)
+        decision = pending.decide(session, ref, ok, always, route)
     except ActionError as exc:
         raise command_error(exc) from None
-    return ActionDone(decision.item, decision.summary, decision.result, decision.display)
+    return ActionDone(decision.item, decision.summary, decision.result, decision.display,
+                      decision.outcome)
 
 
 def _compact(session: Session, cmd: Command) -> Any:
@@ -456,9 +474,10 @@ def _mcp(session: Session, cmd: Command) -> Any:
     if hub is None:
         return McpStatus((), changes=tuple(changes))
     hub.sync(session.tools)  # a server still starting is waited for (at most START_TIMEOUT)
-    words_of = {"run": "auto", "ask": "approval", "refuse": "denied"}
-    rows = hub.status(session.tools, session.policy,
-                      lambda tool: words_of[pending.verdict(session, tool, {}).action])
+    words_of = {gate.Runs: "auto", gate.Sandboxed: "auto", gate.Asks: "approval",
+                gate.Refused: "denied"}
+    rows = hub.status(session.tools, session.policy, lambda tool: words_of[
+        type(gate.decide(session, tool.name, {}, gate.Route.MODEL))])
     return McpStatus(tuple(rows), tuple(hub.problems), restarted, tuple(changes))
 
 

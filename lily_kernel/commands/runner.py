@@ -31,6 +31,7 @@ from lily_kernel.errors import CommandError, Interrupted, LoaderError
 from lily_kernel.redaction import redact, redact_value
 from lily_kernel.session.session import Session
 from lily_kernel.tools import mentions
+from lily_kernel.tools.gate import Route
 from lily_kernel.tools.notebook_tools import ProposedCell
 
 RECOVERING = ("reload_skills", "new")  # the commands that may start a session after a loader error
@@ -202,10 +203,12 @@ class Runner:
                      f"instead of them:\n\n{done.summary}", None, (),
                      session.model_config.model, done.usage)
 
-    def decide(self, ref: str | None, ok: bool, always: bool = False) -> ActionDone:
+    def decide(self, ref: str | None, ok: bool, always: bool = False,
+               route: Route = Route.CONFIRM) -> ActionDone:
         """Confirm (``ok``) or cancel the card ``ref`` names (None: the one waiting), for any
-        face: the same path as ``/confirm`` and ``/cancel`` (``router.decide``)."""
-        return router.decide(self.session, ref, ok, always)
+        face: the same path as ``/confirm`` and ``/cancel`` (``router.decide``); ``route``:
+        how the decision came (an ACP client's permission reply: :data:`Route.ACP`)."""
+        return router.decide(self.session, ref, ok, always, route)
 
     def shown(self, card: ActionCard) -> None:
         """The face displayed ``card``: its item now waits for the user's decision

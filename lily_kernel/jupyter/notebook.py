@@ -8,15 +8,21 @@ Lily (``cell_events.CellEvents``): ``pre_run_cell`` notes that a cell runs,
 ``last_error`` is called). Sources and outputs come from IPython's history.
 ``run`` executes code like a cell — IPython's transforms (magics), the last
 expression displayed — with its output captured, so the face shows it where
-the user confirmed (the cell, or the card). Contracts: docs/notebook-tools.md.
+the user confirmed (the cell, or the card). ``run_sandboxed`` runs it the same way in
+the sandbox (tools/sandbox.py: a confined fork of the kernel, which changes nothing here)
+and returns the same shape. Contracts: docs/notebook-tools.md, docs/sandbox.md.
 """
 from __future__ import annotations
 
+import base64
+import io
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from lily_kernel.errors import ToolError
 from lily_kernel.jupyter import plots, proposals
 from lily_kernel.tools import images, notebook_tools
 from lily_kernel.tools.notebook_tools import Cell, ErrorInfo, RunResult, exec_cell
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
     from IPython.utils.capture import CapturedIO
 
     from lily_kernel.jupyter.cell_events import CellEvents
+    from lily_kernel.tools.sandbox import Limits
 
 
 class ShellNotebook:
@@ -159,6 +166,56 @@ class ShellNotebook:
         if error is not None:
             text = "\n".join(p for p in (text, error.traceback.rstrip()) if p)
         return RunResult(text, error, captured)
+
+    def run_sandboxed(self, code: str, limits: Limits | None = None) -> RunResult:
+        """Run ``code`` like :meth:`run`, in the sandbox, against the namespace as it is now:
+        it reads and computes, and nothing it does reaches the kernel (docs/sandbox.md).
+        The display is IPython's captured output rebuilt from what the child sent back."""
+        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.display import display
+        from IPython.utils.capture import CapturedIO, RichOutput
+
+        from lily_kernel.tools import sandbox, sandboxed_code  # ctypes: on the first run
+        reason = sandbox.unavailable()
+        if reason is not None:
+            raise ToolError(f"the sandbox is unavailable here ({reason}); nothing ran")
+        plots.describe_figures(self.shell)  # a figure displayed in the child: its description
+        done = sandboxed_code.run_code(
+            code, self.shell.user_ns, transform=TransformerManager().transform_cell,
+            display=display, displays=_ipython_displays, limits=limits or sandbox.DEFAULT_LIMITS)
+        bundles = [*done.displays, *({"text/plain": f.text} | (
+            {"image/png": base64.b64encode(f.png).decode()} if f.png else {})
+            for f in done.figures)]
+        for bundle in bundles:  # for a model that sees images (tools/images.py)
+            images.offer_bundle(bundle)
+        error = None
+        text, printed = done.output, done.printed
+        if done.status is not sandbox.Status.DONE:
+            name = "TimeoutError" if done.status is sandbox.Status.TIMEOUT else "SandboxError"
+            error = ErrorInfo(None, code, name, done.detail, f"{name}: {done.detail}")
+            text = printed = f"The sandbox stopped the code: {done.detail}."
+        elif done.error is not None:
+            e = done.error
+            error = ErrorInfo(None, code, e.ename, e.evalue, e.traceback)
+            failing = f"The failing line ({e.line}): {e.line_text}" if e.line_text else ""
+            text = "\n".join(p for p in (text, e.traceback.rstrip(), failing) if p)
+            where = f" (line {e.line})" if e.line else ""
+            what = f"{e.ename}: {e.evalue}" if e.evalue else e.ename
+            printed = "\n".join(p for p in (printed, f"The code raised {what}{where}.") if p)
+        shown = CapturedIO(io.StringIO(printed), io.StringIO(""),
+                           [RichOutput(data=b) for b in bundles])
+        return RunResult(text, error, shown)
+
+
+@contextmanager
+def _ipython_displays() -> Iterator[list[dict[str, Any]]]:
+    """In the sandboxed child: what the code displays, captured as MIME bundles (IPython's
+    publisher would write to the kernel's sockets, which the child has closed)."""
+    from IPython.utils.capture import capture_output
+    bundles: list[dict[str, Any]] = []
+    with capture_output(stdout=False, stderr=False, display=True) as captured:
+        yield bundles
+    bundles.extend(dict(out.data) for out in captured.outputs)
 
 
 def _open_figures() -> set[int]:

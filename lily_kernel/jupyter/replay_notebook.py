@@ -25,6 +25,7 @@ from lily_kernel.jupyter.integration import current
 from lily_kernel.session.session import Session
 from lily_kernel.testing.replay_model import Replayer
 from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools.gate import Replay
 
 _state: dict[str, Any] = {}
 
@@ -78,6 +79,8 @@ def start(script_file: str) -> None:
 
     def new_session() -> Session:
         session = integration.cells.new_session(workspace, label=label, env=env)
+        # without --include-code the gate lets no call run code, by any route (tools/gate.py)
+        session.replay = Replay.CODE if script.get("include_code") is True else Replay.NO_CODE
         session.set_model(base_url=server.url, max_retries="0",
                           **({"model": script["model"]} if script.get("model") else {}))
         return session

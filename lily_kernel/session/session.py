@@ -45,6 +45,7 @@ from lily_kernel.skills.snapshot import Snapshot
 from lily_kernel.skills.untrusted import Untrusted
 from lily_kernel.tools import workspace_fs
 from lily_kernel.tools.builtin_tools import register_builtins
+from lily_kernel.tools.gate import Replay
 from lily_kernel.tools.tool_registry import ToolIdentity, ToolPolicy, ToolRegistry
 
 if TYPE_CHECKING:  # opened on first use (docs/architecture.md#import-rules)
@@ -83,6 +84,7 @@ class Session:
             tools = ToolRegistry()
             register_builtins(tools, self.workspace, files=lambda: self.files)
         self.tools = tools
+        self.replay: Replay | None = None  # a journal's replay: whether code runs (tools/gate.py)
         if add_tools is not None:  # a face's own tools (the notebook tools), before the snapshot
             add_tools(self)
         # the administrator's endpoint allowlist, asked before every model request

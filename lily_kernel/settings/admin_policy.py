@@ -14,7 +14,7 @@ from typing import Any
 
 from lily_kernel.errors import ConfigError
 from lily_kernel.settings.limits import MAXIMA
-from lily_kernel.settings.permissions import ADMIN, Layer, Mode
+from lily_kernel.settings.permissions import ADMIN, MODEL_CODE, Layer, Mode
 
 SYSTEM_FILE = Path("/etc/lily/policy.toml")
 ENV_FILE = "LILY_POLICY_FILE"
@@ -27,6 +27,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "notebook": {"share_values": "false"},
     "journal": {"capture_reads": "false"},
     "mcp": {"workspace_servers": "false"},
+    "sandbox": {"enabled": "false", "model_code": "model_code"},
     "limits": {key: "cap" for key in MAXIMA},
 }
 
@@ -84,6 +85,8 @@ def problems(data: Mapping[str, Any]) -> list[str]:
             elif kind == "false" and raw is not False:
                 out.append(f"{where} can only be set to false by an administrator "
                            f"(it forbids; not {raw!r})")
+            elif kind == "model_code" and raw not in MODEL_CODE:
+                out.append(f"{where} must be one of {', '.join(MODEL_CODE)}, not {raw!r}")
             elif kind == "cap" and (isinstance(raw, bool) or not isinstance(raw, int)
                                     or not 0 < raw <= MAXIMA[key]):
                 out.append(f"{where} must be a whole number from 1 to {MAXIMA[key]:,}, "

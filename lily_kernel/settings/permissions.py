@@ -7,8 +7,8 @@ administrator's file, the user's ``lily.toml``, the environment, the workspace's
 lists union, allow lists intersect, a numeric cap is the minimum, a switch that shares or
 keeps more (``share_values``, ``capture_reads``) is off when any layer turns it off, and the
 mode is the most restrictive of the user's choice, the administrator's ``max_mode`` and the
-workspace's (settings/policy_layers.py folds them). :meth:`Permissions.verdict` is the
-single answer to "does this call run, ask, or stay refused?" (docs/permissions.md).
+workspace's (settings/policy_layers.py folds them). Whether one call runs, asks or is
+refused is decided by the gate alone, from these values (tools/gate.py, docs/permissions.md).
 """
 from __future__ import annotations
 
@@ -57,7 +57,12 @@ KNOWN: dict[str, frozenset[str]] = {
     "tools": frozenset({"allow", "deny", "confirm", "offer"}),
     "notebook": frozenset({"share_values"}),
     "journal": frozenset({"capture_reads"}),
+    "sandbox": frozenset({"enabled", "model_code"}),
 }
+#: ``[sandbox] model_code``: what code the model writes may do, least restrictive first:
+#: ``any`` (the sandbox where usable, else a card), ``sandbox`` (only in the sandbox: refused
+#: where it is unavailable), ``none`` (never run) (docs/permissions.md#the-sandbox).
+MODEL_CODE = ("any", "sandbox", "none")
 
 
 @dataclass(frozen=True)
@@ -83,22 +88,12 @@ class Layer:
         return value
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What happens to one call: ``run``, ``ask`` (a card) or ``refuse``; ``reason`` says
-    why it asks or is refused; ``no_always`` why ``/confirm --always`` is refused, if it is."""
-
-    action: Literal["run", "ask", "refuse"]
-    reason: str = ""
-    no_always: str | None = None
-
-
 Kind = Literal["read", "propose", "write", "run", "mcp", "other"]
 
 
 @dataclass(frozen=True)
 class Call:
-    """What the permission model needs to know of one call (built by agent/pending.py)."""
+    """What the mode's table needs to know of one call (built by tools/gate.py)."""
 
     tool: str
     kind: Kind
@@ -125,48 +120,13 @@ class Permissions:
     capture_reads: bool = False
     base_urls: tuple[str, ...] | None = None  # the administrator's endpoint allowlist
     workspace_mcp: bool = True
+    sandbox: bool = True  # [sandbox] enabled: model code may run in the sandbox, unasked
+    model_code: str = "any"  # [sandbox] model_code, one of MODEL_CODE
     #: setting -> the layer(s) it came from, for /policy (docs/permissions.md#policy)
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
     #: what a layer asked for and did not get, one line each (shown by /policy)
     notes: tuple[str, ...] = field(default=(), compare=False)
     layers: tuple[Layer, ...] = field(default=(), compare=False)
-
-    def verdict(self, call: Call) -> Verdict:
-        """Run, ask or refuse ``call`` (docs/permissions.md#the-table). Deny and allow lists
-        are the tool policy's (they refuse before this is asked)."""
-        mode = self.mode
-        writes = call.kind in ("write", "run") or (
-            call.kind in ("mcp", "other") and not call.read_only)
-        if mode is Mode.PLAN and writes:
-            return Verdict("refuse", f"plan mode is read-only: {call.tool} is not run "
-                                     "(/mode ask lets it ask)")
-        if matches(call.tool, self.forced):
-            return Verdict("ask", "the administrator's policy always asks for this tool",
-                           "the administrator's policy always asks for this tool")
-        if call.runs_by_itself:
-            return Verdict("ask", call.runs_by_itself,
-                           "a file that something runs by itself is asked every time")
-        if call.kind == "run":
-            if mode is Mode.AUTO:
-                return Verdict("run")
-            return Verdict("ask", f"{call.tool} runs code in your namespace",
-                           f"{call.tool} is always asked: it runs code in your namespace "
-                           "(/mode auto runs it without a card)")
-        if matches(call.tool, self.confirm):
-            return Verdict("run") if call.approved else Verdict(
-                "ask", "the tool policy ([tools] confirm) asks for this tool")
-        if call.approved or mode is Mode.AUTO or call.kind in ("read", "propose"):
-            return Verdict("run")
-        if call.kind == "write":
-            if call.changes_nothing or mode is Mode.EDITS:
-                return Verdict("run")
-            return Verdict("ask", "in ask mode every write asks")
-        if call.asks and call.kind == "mcp":
-            return Verdict("ask", f"in {mode.value} mode an MCP tool asks unless its server's "
-                                  "auto_approve lists it")
-        if call.asks:
-            return Verdict("ask", f"{call.tool} asks before it runs")
-        return Verdict("run")
 
     def endpoint_refusal(self, base_url: str | None) -> str | None:
         """Why the administrator's policy does not allow ``base_url`` (None: the default
@@ -193,6 +153,8 @@ class Permissions:
             "journal.capture_reads": str(self.capture_reads).lower(),
             "model.base_urls": "any" if self.base_urls is None else ", ".join(self.base_urls),
             "mcp.workspace_servers": str(self.workspace_mcp).lower(),
+            "sandbox.enabled": str(self.sandbox).lower(),
+            "sandbox.model_code": self.model_code,
         }
         values.update({f"limits.{f.name}": f"{getattr(self.limits, f.name):,}"
                        for f in fields(Limits)})

@@ -24,6 +24,7 @@ from lily_kernel.settings.permissions import (
     ENV_MODE,
     ENV_OFFER,
     KNOWN,
+    MODEL_CODE,
     SESSION,
     USER,
     WORKSPACE,
@@ -86,7 +87,7 @@ def check_layer(layer: Layer) -> None:
     file is checked by :mod:`lily_kernel.settings.admin_policy`)."""
     for table, keys in KNOWN.items():
         data = layer.table(table)
-        if table in ("permissions", "notebook", "journal"):
+        if table in ("permissions", "notebook", "journal", "sandbox"):
             unknown = sorted(set(data) - keys)
             if unknown:
                 extra = (" (max_mode is set only in the administrator's policy)"
@@ -180,8 +181,19 @@ def build(layers: Sequence[Layer]) -> Permissions:
         if servers is not None and not _bool(servers, f"{layer.where}: [mcp] workspace_servers"):
             workspace_mcp = False
             note("mcp.workspace_servers", layer)
+    sandbox = _switch(by, "sandbox", "enabled", True, prov, notes)
+    model_code = _restricted(by, "sandbox", "model_code", MODEL_CODE[0],
+                             lambda a, b: max(a, b, key=MODEL_CODE.index), _model_code, prov,
+                             notes)
     return Permissions(mode, max_mode, allow, deny, confirm, forced, offer, limits, share,
-                       capture, base_urls, workspace_mcp, prov, tuple(notes), tuple(by))
+                       capture, base_urls, workspace_mcp, sandbox, model_code, prov,
+                       tuple(notes), tuple(by))
+
+
+def _model_code(value: object, where: str) -> str:
+    if value not in MODEL_CODE:
+        raise ConfigError(f"{where} must be one of {', '.join(MODEL_CODE)}, not {value!r}")
+    return str(value)
 
 
 def _chosen(by: Sequence[Layer], prov: dict[str, str]) -> tuple[Mode, str]:

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lily_kernel.errors import ToolError
-from lily_kernel.tools import images
-from lily_kernel.tools.tool_registry import invoke
+from lily_kernel.tools import gate, images
 
 if TYPE_CHECKING:
     from lily_kernel.session.session import Session
@@ -111,12 +110,14 @@ def _resolve(session: Session, name: str, variables: set[str]) -> tuple[str, str
 def _call(session: Session, tool: str, args: dict[str, object], kind: str) -> tuple[str, str] | None:
     """The tool's text for this mention; its refusal (a secret, a protected file, the
     policy) is attached as what the user would be told, so they see why."""
-    if tool not in session.tools:
+    found = session.tools.get(tool)
+    if found is None:
         return None
-    refused = session.policy.unavailable_reason(session.tools, tool)
-    if refused:
-        return kind, f"(not attached: {refused})"
+    said = gate.decide(session, tool, args, gate.Route.DISPATCH)  # the user's own mention
+    if not isinstance(said, gate.Runs):
+        reason = said.reason if isinstance(said, gate.Refused | gate.Asks) else "not run"
+        return kind, f"(not attached: {reason})"
     try:
-        return kind, invoke(session.tools.get(tool), args).text  # type: ignore[arg-type]
+        return kind, gate.run(found, args, said).text
     except ToolError as exc:
         return kind, f"(not attached: {exc})"

@@ -674,21 +674,42 @@ def propose_cell(nb: Notebook, code: str) -> Shown:
                  "edits and runs it.", None if delivered else ProposedCell(code))
 
 
-def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
-    """Run ``code`` like a cell: the model's text, and the output for the face to show."""
+class SandboxNotebook(Notebook, Protocol):
+    """A face that can also run code in the sandbox (tools/sandbox.py, docs/sandbox.md)."""
+
+    def run_sandboxed(self, code: str) -> RunResult:
+        """Run ``code`` against a copy of the user's namespace, confined: nothing changes."""
+        ...
+
+
+def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = False) -> Shown:
+    """Run ``code`` like a cell: the model's text, and the output for the face to show;
+    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook."""
     if not code.strip():
         raise ToolError("code is empty")
-    result = nb.run(code)
+    if sandboxed:
+        runner = getattr(nb, "run_sandboxed", None)
+        if runner is None:
+            raise ToolError("this notebook cannot run code in the sandbox")
+        result: RunResult = runner(code)
+    else:
+        result = nb.run(code)
+    ran = ("The code ran in the sandbox (nothing it changed reaches the notebook; it may "
+           "write files only under $TMPDIR)" if sandboxed else "The code ran")
     if not share:
-        return Shown("The code ran" + (f" and raised {shared_error_name(result.error.ename)}."
-                                       if result.error
+        return Shown(ran + (f" and raised {shared_error_name(result.error.ename)}."
+                            if result.error
                                        else " without an error.") + f" {NOT_SHARED}",
                      result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = (f"The code ran and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
-              if result.error else "The code ran without an error.")
+    status = (f"{ran} and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
+              if result.error else f"{ran} without an error.")
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
+
+
+PROPOSED_NOTE = ("(The code is proposed as a cell below the request, not run there; the user "
+                 "runs it to change the notebook.)")
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
@@ -714,6 +735,10 @@ def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], A
 
 READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
+#: ``run_python`` in the sandbox (docs/sandbox.md): registered owner-only beside it by a face
+#: that can sandbox (:class:`SandboxNotebook`), never offered to the model; the gate runs a
+#: model's ``run_python`` call through it when its outcome is ``Sandboxed``.
+SANDBOXED = "run_python_sandboxed"
 
 
 def _guarded(tool: str, share: bool, fn: Callable[[], str]) -> str:
@@ -738,7 +763,8 @@ Answer = Callable[[str, Mapping[str, Any], bool], "str | Shown"]
 def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
            list_dir: ListDir | None = None) -> str | Shown:
     """One notebook tool's result on ``nb``: the same rules and bounds wherever it runs;
-    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's."""
+    ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
+    :data:`SANDBOXED` is ``run_python`` run in the sandbox (the gate's ``Sandboxed``)."""
     if tool == "list_variables":
         include = bool(args.get("include_callables", False))
         return _guarded(tool, share, lambda: list_variables(nb, include, share))
@@ -755,8 +781,8 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
         return _guarded(tool, share, lambda: read_figure(nb, share))
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
-    if tool == "run_python":
-        return run_python(nb, args["code"], share)
+    if tool in ("run_python", SANDBOXED):
+        return run_python(nb, args["code"], share, sandboxed=tool == SANDBOXED)
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
@@ -766,14 +792,17 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     ``list_dir`` (the session's ``files.list``) lets a file's name be told from a variable's.
     Their results and errors pass the live-secret redaction in the agent loop, like every
     tool's (docs/limits-and-secrets.md#secrets)."""
+    sandboxed = (SANDBOXED,) if callable(getattr(nb, "run_sandboxed", None)) else ()
     register_answer(registry,
                     lambda tool, args, share: answer(nb, tool, args, share, list_dir),
-                    share_values)
+                    share_values, (*NAMES, "read_cell", "read_figure", *sandboxed))
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
                     names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
-    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`)."""
+    """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`); with
+    :data:`SANDBOXED` among them (the face runs a sandbox), ``run_python``'s sandboxed form
+    is that tool, which the gate runs when its outcome is ``Sandboxed`` (tools/gate.py)."""
 
     def _text(result: str | Shown) -> str:
         return result.text if isinstance(result, Shown) else result
@@ -828,10 +857,26 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))
 
+    def _run_python_sandboxed(code: str) -> Shown:
+        """Run Python code in the sandbox: a confined copy of the kernel that reads the
+        notebook's variables and the workspace, and changes nothing."""
+        return _shown(run(SANDBOXED, {"code": code}, share_values()))
+
+    def _sandboxed_then_proposed(code: str) -> Shown:
+        """run_python as the gate's ``Sandboxed`` runs it (tools/gate.py): in the sandbox,
+        then the code proposed as a cell under the request, never run by itself
+        (docs/permissions.md#the-sandbox)."""
+        ran = _run_python_sandboxed(code)
+        proposed = _shown(run("propose_cell", {"code": code}, share_values()))
+        return Shown(f"{ran.text}\n{PROPOSED_NOTE}",
+                     proposed.display if proposed.display is not None else ran.display)
+
     for reader in (_list_variables, _inspect_variable, _read_cells, _last_error):
         add(reader, annotations=READ_ONLY)
     add(_read_cell, annotations=READ_ONLY, owner_only=True)
     add(_read_figure, annotations=READ_ONLY, owner_only=True)
     add(_propose_cell, annotations={"readOnlyHint": False, "destructiveHint": False})
     add(_run_python, ask=True, annotations={"readOnlyHint": False, "destructiveHint": True,
-                                            "openWorldHint": True})
+                                            "openWorldHint": True},
+        sandboxed=_sandboxed_then_proposed if SANDBOXED in names else None)
+    add(_run_python_sandboxed, annotations=READ_ONLY, owner_only=True)

@@ -118,6 +118,9 @@ class Tool:
     ask: bool = False
     change: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, compare=False)
     source: str = ""  # where it comes from beyond ``origin``: an MCP server's command or URL
+    #: the same call run in the sandbox (tools/gate.py decides when): a notebook face's
+    #: ``run_python`` only; None where the face has no sandbox (docs/permissions.md#the-sandbox)
+    sandboxed: Callable[..., Any] | None = field(default=None, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the tool's function."""
@@ -177,7 +180,8 @@ class ToolRegistry:
                  description: str | None = None, owner_only: bool = False,
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
-                 change: Callable[[Mapping[str, Any]], str | None] | None = None) -> _F: ...
+                 change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 sandboxed: Callable[..., Any] | None = None) -> _F: ...
 
     @overload
     def register(self, func: None = None, *, name: str | None = None,
@@ -185,6 +189,7 @@ class ToolRegistry:
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
                  change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 sandboxed: Callable[..., Any] | None = None,
                  ) -> Callable[[_F], _F]: ...
 
     def register(self, func: _F | None = None, *, name: str | None = None,
@@ -192,6 +197,7 @@ class ToolRegistry:
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
                  change: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 sandboxed: Callable[..., Any] | None = None,
                  ) -> _F | Callable[[_F], _F]:
         """Register ``func`` (usable as a decorator, with or without arguments); the
         keywords are :class:`Tool`'s fields."""
@@ -199,7 +205,7 @@ class ToolRegistry:
             tool_name = name or f.__name__
             doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
             self.add(Tool(tool_name, f, doc, owner_only, origin, server,
-                          dict(annotations or {}), ask, change))
+                          dict(annotations or {}), ask, change, sandboxed=sandboxed))
             return f
         return add(func) if func is not None else add
 
@@ -318,7 +324,7 @@ class ToolPolicy:
 
     def needs_confirmation(self, name: str) -> bool:
         """Does the policy list ``name`` as asked (``[tools] confirm``, ``run_python``, a
-        glob such as ``mcp__notes__*``)? The whole rule is ``agent/pending.verdict``
+        glob such as ``mcp__notes__*``)? The whole rule is ``tools/gate.decide``
         (docs/permissions.md#the-table)."""
         return matches(name, self.confirm)
 
@@ -341,7 +347,8 @@ class ToolPolicy:
         return None
 
     def model_refusal(self, registry: ToolRegistry, name: str) -> str | None:
-        """Why the model may not call ``name``, or None when it may."""
+        """Why the model may not call ``name`` at all, or None: the lists and owner-only.
+        Whether one call runs (the mode included) is the gate's (tools/gate.py)."""
         reason = self.unavailable_reason(registry, name)
         if reason:
             return reason
@@ -349,10 +356,6 @@ class ToolPolicy:
         assert tool is not None  # unavailable_reason names an unregistered tool
         if tool.owner_only:
             return f"tool '{name}' is owner-only: only a /command may run it"
-        if self.read_only and kind_of(tool) not in ("read", "propose") and \
-                not tool.annotations.get("readOnlyHint"):
-            return (f"tool '{name}' is not available in plan mode (read-only: nothing is "
-                    "written or run; the user can switch with /mode ask)")
         return None
 
     def as_dict(self) -> dict[str, Any]:

@@ -220,8 +220,9 @@ def test_run_python_stays_always_asked(world):
         with pytest.raises(CommandError) as info:
             list(runner.command("/confirm --always"))
         assert info.value.line() == ("Error: --always is refused: run_python is always asked: "
-                                     "it runs code in your namespace (/mode auto runs it "
-                                     "without a card); /confirm runs this call once.")
+                                     "it runs code in your namespace (in the sandbox, where "
+                                     "one is usable, it runs without a card); /confirm runs "
+                                     "this call once.")
         assert book.ran == [] and runner.session.pending is card.action
         _, answer = runner.command("/confirm")
         assert book.ran == ["x = 1"] and answer.text == "Fine."
@@ -247,8 +248,8 @@ def test_buttons_and_commands_take_the_same_path(world, monkeypatch):
     from lily_kernel.commands import router
     seen = []
     decide = router.decide
-    monkeypatch.setattr(router, "decide", lambda session, ref, ok, always=False: seen.append(
-        (ref, ok, always)) or decide(session, ref, ok, always))
+    monkeypatch.setattr(router, "decide", lambda session, ref, ok, always=False, *route:
+                        seen.append((ref, ok, always)) or decide(session, ref, ok, always, *route))
     book = Book()
     with ScriptedServer([call("run_python", {"code": "a"}, "r1"), "Ran a.",
                          call("run_python", {"code": "b"}, "r2")]) as server:

@@ -54,6 +54,9 @@ def make_world(base: Path, ipython_dir: Path | None = None, **extra: str) -> Wor
         "IPYTHONDIR": str(ipython_dir),
         "HOME": str(home),
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        # The model's run_python asks with a card, as where no sandbox is (the path these
+        # tests cover); LILY_SANDBOX="on" gives a kernel its sandbox (test_gate_kernel.py).
+        "LILY_SANDBOX": "off",
     })
     env.update(extra)
     return World(base, workspace, ws_skills, user_skills, env)

@@ -152,7 +152,7 @@ def test_a_lily_cell_does_not_copy_the_user_namespace(loaded, monkeypatch):
 
 
 def test_a_tool_you_declare_read_only_runs_in_plan_mode_and_no_other(loaded):
-    from lily_kernel.agent import pending
+    from lily_kernel.tools import gate
     result, _ = loaded.run("import lily\n@lily.tool(read_only=True)\ndef peek() -> str:\n"
                            "    return 'x'\n@lily.tool\ndef poke() -> str:\n    return 'y'")
     assert result.success, result.error_in_exec
@@ -162,8 +162,8 @@ def test_a_tool_you_declare_read_only_runs_in_plan_mode_and_no_other(loaded):
     try:
         peek, poke = session.tools.get("peek"), session.tools.get("poke")
         assert peek is not None and poke is not None
-        assert pending.verdict(session, peek, {}).action == "run"
-        assert pending.verdict(session, poke, {}).action == "refuse"
+        assert isinstance(gate.decide(session, "peek", {}, gate.Route.MODEL), gate.Runs)
+        assert isinstance(gate.decide(session, "poke", {}, gate.Route.MODEL), gate.Refused)
     finally:
         loaded.run("/mode ask")
 

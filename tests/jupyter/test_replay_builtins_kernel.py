@@ -88,6 +88,8 @@ def test_replay_of_every_builtin_command_passes_nbval(tmp_path, ipython_dir, cap
             kernel.shutdown()
         assert server.remaining() == 0
     private_home(tmp_path, monkeypatch)
+    # replayed where it was recorded: without a sandbox, run_python asked (kernel_support)
+    monkeypatch.setenv("LILY_SANDBOX", "off")
     replays = tmp_path / "replays"
     for session in (sid, after, forked):
         code = main(["logs", "replay", session[:12], "--workspace", str(world.workspace),
