@@ -276,9 +276,11 @@ def _reload_skills(session: Session, cmd: Command) -> Any:
         raise CommandError(f"{exc}; the previous snapshot (version "
                            f"{session.snapshot.version}) stays in use.") from None
     excluded = len(snap.excluded())
+    from lily_kernel.commands.trust import held_back  # names what it held back, and /trust
     return Notice(f"Reloaded skills: snapshot version {snap.version}, "
                   f"{len(snap.skills)} skill{'s' if len(snap.skills) != 1 else ''}"
-                  + (f", {excluded} excluded (see /skills --all)." if excluded else "."))
+                  + (f", {excluded} excluded (see /skills --all)." if excluded else ".")
+                  + held_back(session))
 
 
 def _reload_persona(session: Session, cmd: Command) -> Any:
