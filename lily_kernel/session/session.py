@@ -297,12 +297,14 @@ class Session:
         held back (docs/trust-boundary.md#what-asks-again), and how to trust the workspace,
         or None when nothing is."""
         held = self.held_skills()
-        if not self.withheld and not held:
+        status = self.trust_status()
+        if not (self.withheld or held or status.changed):
             return None
-        status = self._trust
-        why = self.trust_problem or (status.why() if status is not None and status.recorded
-                                     else None)
+        why = self.trust_problem or (status.why() if status.recorded else None)
         line = workspace_trust.untrusted_line(self.withheld, why) if self.withheld else ""
+        if not line and status.changed:
+            line = (f"{status.why()}: its MCP servers wait and it may only restrict the "
+                    f"policy; {workspace_trust.HOW_TO_TRUST}.")
         if held:
             line += (" " if line else "") + (
                 f"Workspace skills held back (what they can do changed since it was trusted): "
