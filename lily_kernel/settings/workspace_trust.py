@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from lily_kernel.errors import ConfigError
@@ -268,9 +269,22 @@ def status(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = No
         return Status(False, True, ("(version 1)",))
     now = parts(workspace)
     changed = tuple(p for p in PARTS if recorded.get(p, "absent") != now[p])
+    return Status(not changed, True, changed, _skills_of(recorded))
+
+
+#: The skills of the last record entry asked, by the entry (the same object while the record
+#: is unchanged, :func:`_load`): the same mapping then, which the loader's checks are kept for.
+_SKILLS: list[tuple[Mapping[str, str], Mapping[str, str]]] = []
+
+
+def _skills_of(recorded: Mapping[str, str]) -> Mapping[str, str]:
+    """``source/name`` -> ``CAPS TEXT`` of a record entry's skills (read-only, shared)."""
+    if _SKILLS and _SKILLS[0][0] is recorded:
+        return _SKILLS[0][1]
     n = len(SKILL_KEY)
-    skills = {k[n:]: v for k, v in recorded.items() if k.startswith(SKILL_KEY)}
-    return Status(not changed, True, changed, skills)
+    skills = MappingProxyType({k[n:]: v for k, v in recorded.items() if k.startswith(SKILL_KEY)})
+    _SKILLS[:] = [(recorded, skills)]
+    return skills
 
 
 def is_trusted(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> bool:

@@ -27,7 +27,7 @@ from lily_kernel.skills.eligibility import notes as _notes
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import MAX_DESCRIPTION, Skill, parse
 from lily_kernel.skills.snapshot import Diagnostic, Snapshot
-from lily_kernel.skills.untrusted import Untrusted, review_digest
+from lily_kernel.skills.untrusted import Untrusted
 from lily_kernel.skills.untrusted import listing as _untrusted
 
 if TYPE_CHECKING:  # passed in by the session
@@ -235,10 +235,11 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
             diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
         if untrusted is not None and source in untrusted.sources:  # trusted once: compare
-            entry.review = entry.review or review_digest(skill)
-            if (held := untrusted.check(skill, entry.review)) is not None:
-                diagnostics.append(held)
-                if held.kind == "untrusted":
+            if entry.checked is not untrusted.reviewed:  # (kept while the record is)
+                entry.checked, entry.held = untrusted.reviewed, untrusted.check(skill)
+            if entry.held is not None:
+                diagnostics.append(entry.held)
+                if entry.held.kind == "untrusted":
                     continue
         if entry.judged is judging:
             verdict = entry.verdict
@@ -301,16 +302,16 @@ class Judging:
 class Parsed:
     """What one SKILL.md parsed into: the :class:`Skill` and what the content hash reads
     of it (:func:`_hashed`), or why it is malformed or unreadable (and no bytes); the skill's
-    last :data:`Verdict` with the :class:`Judging` it was decided against; its trust review."""
+    last :data:`Verdict` with the :class:`Judging` it was decided against; its trust check."""
 
-    __slots__ = ("hashed", "judged", "review", "skill", "verdict")
+    __slots__ = ("checked", "hashed", "held", "judged", "skill", "verdict")
 
     def __init__(self, skill: Skill | str, hashed: bytes = b"") -> None:
-        self.skill = skill
-        self.hashed = hashed
+        self.skill, self.hashed = skill, hashed
         self.judged: Judging | None = None
         self.verdict: Verdict = None
-        self.review = ""
+        self.checked: object = None  # the trust record's skills it was checked against
+        self.held: Diagnostic | None = None  # what that check said (Untrusted.check)
 
 
 def _parse_one(name: str, source: str, path: str) -> Parsed:

@@ -72,11 +72,14 @@ class Untrusted:
     why: str
     reviewed: Mapping[str, str] | None = field(default=None)
 
-    def check(self, skill: Skill, digest: str) -> Diagnostic | None:
-        """Of a skill of these roots in a trusted workspace, with its :func:`review_digest`:
-        an ``untrusted`` diagnostic when it can do more than when trusted (held back: not
-        loaded, no alias bound), a ``note`` when it is new or its text changed, else None."""
+    def check(self, skill: Skill) -> Diagnostic | None:
+        """Of a skill of these roots in a trusted workspace: an ``untrusted`` diagnostic when
+        it can do more than when trusted (held back: not loaded, no alias bound), a ``note``
+        when it is new or its text changed (:func:`review_digest`), else None."""
         was = (self.reviewed or {}).get(f"{skill.source}/{skill.name}")
+        digest = review_digest(skill)
+        if was == digest:  # as trusted (the common case: one lookup)
+            return None
         caps, text = digest.split(" ")
         where = (skill.name, skill.source, skill.path)
         if caps != (was.split(" ")[0] if was else TEXT_ONLY):
