@@ -6,8 +6,11 @@ policy, ``capture_reads``, every other table), each MCP server's full command li
 with the names of the variables and secrets it would receive (values masked), and the
 skills of its own folders that would load (mode, alias, the tool a ``tool_dispatch`` calls,
 what they would shadow). ``/trust --yes`` (or the card's **Trust** button) then records
-trust for exactly what was shown: if anything changed since, nothing is trusted.
-``/trust --revoke`` forgets it. A command, never a tool: the model cannot call it. The
+trust for exactly what was shown: if what it can do changed since, nothing is trusted.
+``/trust --revoke`` forgets it. For a workspace trusted before, the review says what
+changed: its configuration files, and the skills held back because they can do more than
+when trusted (:func:`held_back` is the sentence ``/reload_skills`` adds for them,
+docs/trust-boundary.md#what-asks-again). A command, never a tool: the model cannot call it. The
 record lives in the user's data folder (``settings/workspace_trust.py``), out of the file
 tools' reach. Contract: docs/trust-boundary.md#workspace-trust.
 """
