@@ -48,8 +48,9 @@ SKILL_KEY = "skill "
 TEXT_ONLY = "text"
 RECORD_NAME = "trust.json"
 VERSION = 3
-#: A record larger than this is not read (it is refused as corrupt, failing closed).
-MAX_RECORD_BYTES = 4 * 1024 * 1024
+#: A record larger than this is not read (it is refused as corrupt, failing closed). A skill
+#: takes about 60 bytes in it: a workspace of 10,000 skills about 600 KB.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 16
 #: Settings of lily.toml that decide where a secret is sent: (table, key, the secret, the
 #: environment variable that names the user's own choice and so overrides the file).

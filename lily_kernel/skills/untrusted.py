@@ -58,7 +58,8 @@ def review_digest(skill: Skill) -> str:
             replace(p, description="", line=0) for p in skill.typed.params))
         what = repr((skill.invocation_mode, skill.command_tool, skill.command, typed))
         caps = hashlib.sha256(what.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    text = hashlib.sha256(skill.text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    # (a shorter text digest: it only says whether to note a change, never what loads)
+    text = hashlib.sha256(skill.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{caps} {text}"
 
 
