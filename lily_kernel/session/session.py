@@ -286,9 +286,9 @@ class Session:
 
     @property
     def workspace_trusted(self) -> bool:
-        """The hook for what only a trusted workspace may do, such as reading its rules file
-        (``AGENTS.md``, ``CLAUDE.md``) into the system prompt: True only when the user trusted
-        the workspace as it is now (docs/trust-boundary.md#workspace-trust)."""
+        """Whether the user trusted this workspace's configuration files (``lily.toml``,
+        ``.mcp.json``) as they are now (docs/trust-boundary.md#what-asks-again); its skills
+        are checked one by one by the loader, its rules files by ``may_read_rules``."""
         return self.trust_status().trusted
 
     @property

@@ -44,7 +44,7 @@ PARTS = TRUSTED_FILES
 #: digests the skills layer computes: what the skill can do, and its whole text).
 SKILL_KEY = "skill "
 #: The capability digest of a skill that only instructs the model (no dispatch, no alias, no
-#: typed declaration): such a skill never needs a review, so a new one loads too.
+#: typed declaration; skills/untrusted.py's TEXT_ONLY): left out of the fingerprint.
 TEXT_ONLY = "text"
 RECORD_NAME = "trust.json"
 VERSION = 3

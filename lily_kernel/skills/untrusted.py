@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from lily_kernel.errors import SkillError
-from lily_kernel.settings.workspace_trust import TEXT_ONLY
 from lily_kernel.skills.aliases import alias_key, builtin_lookalike
 from lily_kernel.skills.paths import Root
 from lily_kernel.skills.skill import Skill, parse
@@ -28,6 +27,10 @@ from lily_kernel.skills.skill_md import Unreadable as _Unreadable
 from lily_kernel.skills.skill_md import read as _read
 from lily_kernel.skills.snapshot import Diagnostic
 
+#: The capability digest of a skill that only instructs the model: such a skill never needs a
+#: review, so a new one loads too (settings/workspace_trust.py spells the same word: the
+#: settings sit below the skills and cannot import it).
+TEXT_ONLY = "text"
 #: The words of an ``untrusted`` diagnostic's reason that mark a skill held back in a trusted
 #: workspace (rather than listed because the workspace is not trusted).
 HELD = "held back, not loaded: what it can do changed since the workspace was trusted"

@@ -251,4 +251,5 @@ def test_the_review_digest_is_a_function_of_the_content(world, tmp_path):
     assert review_digest(text).split()[0] == review_digest(a).split()[0]
     assert review_digest(text).split()[1] != review_digest(a).split()[1]
     plain = parse("helper", "workspace", "x", HELPER.encode())
-    assert review_digest(plain).split()[0] == workspace_trust.TEXT_ONLY
+    from lily_kernel.skills.untrusted import TEXT_ONLY
+    assert review_digest(plain).split()[0] == TEXT_ONLY == workspace_trust.TEXT_ONLY
