@@ -253,3 +253,26 @@ def test_the_review_digest_is_a_function_of_the_content(world, tmp_path):
     plain = parse("helper", "workspace", "x", HELPER.encode())
     from lily_kernel.skills.untrusted import TEXT_ONLY
     assert review_digest(plain).split()[0] == TEXT_ONLY == workspace_trust.TEXT_ONLY
+
+
+def test_a_version_2_record_keeps_its_files_and_holds_back_what_skills_can_do(world):
+    """A record of the Lily before this one hashed each whole skill folder: its lily.toml
+    and .mcp.json still count; a skill that can act without the model waits for /trust."""
+    import json
+    write(world, "helper", HELPER)
+    write(world, "armed", ARMED.replace("name: helper", "name: armed"))
+    env = clone_env(world)
+    path = workspace_trust.trust_file(env)
+    path.parent.mkdir(parents=True)
+    entry = {**workspace_trust.parts(world.workspace), "skills/": "present 00",
+             ".agents/skills/": "absent", ".claude/skills/": "absent"}
+    path.write_text(json.dumps({"version": 2, "workspaces": {
+        str(world.workspace.resolve()): entry}}))
+    assert workspace_trust.status(world.workspace, env).trusted
+    session = session_with_python(world, env)
+    assert session.snapshot.get("helper") is not None and session.snapshot.get("armed") is None
+    assert "armed" in (session.untrusted_note or "")
+    run_command(session, "/trust")
+    run_command(session, "/trust --yes")
+    assert session.snapshot.aliases["go"] == "armed"
+    assert json.loads(path.read_text())["version"] == 3
