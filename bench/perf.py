@@ -12,9 +12,11 @@
     .venv/bin/python bench/perf.py snapshot  [--n 9] [--clock cpu]
                                                             a cold load of 10,000 skills / the
                                                             bare stat+read (issue 31: <= 12x)
-    .venv/bin/python bench/perf.py reload    [--n 9] [--clock wall]
+    .venv/bin/python bench/perf.py reload    [--n 9] [--clock wall] [--workspace]
                                                             `/reload_skills` of 10,000 skills, one
-                                                            changed / the bare stat walk (<= 2x)
+                                                            changed / the bare stat walk (<= 2x);
+                                                            --workspace: the workspace's own,
+                                                            trusted (issue 41 §6)
     .venv/bin/python bench/perf.py loadext   [--n 9] [--baseline-python PY]
                                                             `%load_ext lily` CPU / jupyter_ai_magics'
     .venv/bin/python bench/perf.py aa        [--n 200]      the cell harness against itself: the
@@ -572,14 +574,20 @@ def bare_stat(root: Path) -> None:
         os.stat(os.path.join(entry.path, "SKILL.md"))
 
 
-def reload(n: int, skills: int, clock: str = "cpu") -> None:
+def reload(n: int, skills: int, clock: str = "cpu", workspace: bool = False) -> None:
     """``/reload_skills`` in a session over ``skills`` generated skills, one of them changed
     before each (a different one each round, then 2.1 s left for its change to settle, as
     after an edit: docs/loader.md#reloads), against the bare stat walk, alternating which
     goes first. The command runs through the router, as a cell would run it, journal on.
     Each reload must read exactly the changed file (counted on ``skill_md.read``) and see
     its new text. A checkout before issue 31 (``--tree``) keeps nothing: each reload is
-    a whole load."""
+    a whole load.
+
+    ``workspace``: the skills are the workspace's own ``skills/`` (no SKILLS_WORKSPACE_DIR),
+    which the user trusted with ``/trust`` and ``/trust --yes`` before the rounds
+    (docs/trust-boundary.md#what-asks-again). A checkout before issue 41 §6 revokes the
+    trust at the first change and hashes every file at every reload: its reloads list every
+    skill as untrusted, so only the time is compared there."""
     from lily_kernel.commands import router
     from lily_kernel.commands.table import BUILTIN_NAMES
     from lily_kernel.session.session import Session
@@ -597,8 +605,20 @@ def reload(n: int, skills: int, clock: str = "cpu") -> None:
                "LILY_DATA_DIR": str(Path(tmp) / "data")}
         Path(env["SKILLS_USER_DIR"]).mkdir()
         Path(env["SKILLS_BUNDLED_DIR"]).mkdir()
+        if workspace:  # the workspace's own folder: loads once trusted
+            del env["SKILLS_WORKSPACE_DIR"]
         time.sleep(2.1)  # the tree was written before the session (SETTLED_NS)
         session = Session(workspace=Path(tmp), env=env, reserved_commands=BUILTIN_NAMES)
+        checked = True
+        if workspace:
+            for cell in ("/trust", "/trust --yes"):
+                router.execute(session, router.parse(cell))
+            import importlib.util
+            checked = importlib.util.find_spec("lily_kernel.skills.trust_review") is not None
+            if not checked:
+                print("# this tree revokes the trust at the first change: no check of what "
+                      "each reload read or loaded", flush=True)
+            time.sleep(2.1)  # the trust record settles too (it is cached by its stat)
         assert len(session.snapshot.skills) == skills, session.snapshot.diagnostics[:3]
         command = router.parse("/reload_skills")
         assert command is not None
@@ -624,12 +644,15 @@ def reload(n: int, skills: int, clock: str = "cpu") -> None:
                 else:
                     router.execute(session, command)
                 (walks if which == "walk" else reloads).append(now() - t0)
+            if not checked:
+                continue
             assert session.snapshot.get(md.parent.name).text.endswith(f"Edited {i}.\n")
             if skill_md is not None:
                 assert reads == [str(md.parent)], reads[:3]
         if skill_md is not None:
             skill_md.read = real
-        row(f"/reload_skills of {skills:,} skills, one changed", reloads, walks,
+        where = "workspace (trusted) " if workspace else ""
+        row(f"/reload_skills of {skills:,} {where}skills, one changed", reloads, walks,
             "bare stat walk")
         paired = [r / w for r, w in zip(reloads, walks, strict=True)]
         print(f"  paired: median of each reload / the stat walk beside it "
@@ -823,6 +846,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=["wall", "cpu"], default=None,
                     help="snapshot, reload: time with the wall clock or this process's CPU "
                     "time (default: snapshot wall, reload cpu)")
+    ap.add_argument("--workspace", action="store_true", help="reload: the skills are the "
+                    "workspace's own skills/, trusted with /trust (issue 41 §6)")
     args = ap.parse_args()
     print(f"# bench/perf.py {args.figure}: tree {TREE}, load {os.getloadavg()[0]:.1f}",
           flush=True)
@@ -835,7 +860,8 @@ def main() -> None:
     elif args.figure == "aa":
         aa(args.n or 200)
     elif args.figure == "reload":
-        reload(args.n or 9, args.skills, "wall" if args.clock == "wall" else "cpu")
+        reload(args.n or 9, args.skills, "wall" if args.clock == "wall" else "cpu",
+               args.workspace)
     elif args.figure == "agent":
         marks = tuple(m for m in (1, 50, 200) if m <= args.turns)
         agent(args.sessions, args.turns, marks, args.window)

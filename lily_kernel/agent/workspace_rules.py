@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lily_kernel.errors import ConfigError
 from lily_kernel.settings import workspace_trust
 
 FILES = ("AGENTS.md", "CLAUDE.md")
@@ -56,10 +55,7 @@ def read(workspace: Path, env: Mapping[str, str]) -> Rules:
         key += [name, st.st_mtime_ns, st.st_size]
     if not found:
         return NONE
-    try:
-        trusted = workspace_trust.is_trusted(workspace, env)
-    except ConfigError:
-        trusted = False
+    trusted = workspace_trust.may_read_rules(workspace, env)  # text: read once trusted
     key.append(trusted)
     cached = _CACHE.get(tuple(key))
     if cached is not None:

@@ -36,6 +36,7 @@ from lily_kernel.commands.results import (
 from lily_kernel.commands.sanitize import code_block, code_span, md_cell, md_text
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.skills.untrusted import HELD
 from lily_kernel.tools.mcp.mcp_tools import McpImage
 
 SKILL_COLUMNS = ("name", "source", "mode", "alias", "summary")
@@ -102,11 +103,14 @@ def index_omissions(snap: Snapshot) -> str | None:
 def untrusted_line(snap: Snapshot) -> str | None:
     """The line saying how many of the workspace's own skills wait for /trust, or None
     (docs/trust-boundary.md#workspace-trust)."""
-    n = len(snap.untrusted())
-    if not n:
-        return None
-    return (f"{n} skill(s) in this workspace's own folders not loaded: the workspace is not "
-            "trusted; /skills --all lists them, /trust reviews them.")
+    held = [d.skill or "" for d in snap.untrusted() if HELD in d.reason]
+    n = len(snap.untrusted()) - len(held)
+    lines = [f"Held back: {', '.join(held)} (what they can do changed since the workspace was "
+             "trusted); /skills --all says what, /trust reviews them."] if held else []
+    if n:
+        lines.append(f"{n} skill(s) in this workspace's own folders not loaded: the workspace "
+                     "is not trusted; /skills --all lists them, /trust reviews them.")
+    return " ".join(lines) or None
 
 
 def table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int = 60) -> str:

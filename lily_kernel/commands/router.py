@@ -287,12 +287,15 @@ def _reload_skills(session: Session, cmd: Command) -> Any:
         raise CommandError(f"{exc}; the previous snapshot (version "
                            f"{session.snapshot.version}) stays in use.") from None
     excluded = len(snap.excluded())
-    skipped = sorted({d.skill or "?" for d in snap.untrusted()})
+    from lily_kernel.commands.trust import held_back  # names what it held back, and /trust
+    held = held_back(session)  # a trusted workspace's skills that can do more: named there
+    skipped = [] if held else sorted({d.skill or "?" for d in snap.untrusted()})
     return Notice(f"Reloaded skills: snapshot version {snap.version}, "
                   f"{len(snap.skills)} skill{'s' if len(snap.skills) != 1 else ''}"
                   + (f", {excluded} excluded (see /skills --all)." if excluded else ".")
                   + (f" Not loaded, as this workspace is not trusted: {', '.join(skipped)}; "
-                     "/trust shows what it ships, then /trust --yes loads them." if skipped else ""))
+                     "/trust shows what it ships, then /trust --yes loads them." if skipped else "")
+                  + held)
 
 
 def _reload_persona(session: Session, cmd: Command) -> Any:

@@ -6,8 +6,11 @@ policy, ``capture_reads``, every other table), each MCP server's full command li
 with the names of the variables and secrets it would receive (values masked), and the
 skills of its own folders that would load (mode, alias, the tool a ``tool_dispatch`` calls,
 what they would shadow). ``/trust --yes`` (or the card's **Trust** button) then records
-trust for exactly what was shown: if anything changed since, nothing is trusted.
-``/trust --revoke`` forgets it. A command, never a tool: the model cannot call it. The
+trust for exactly what was shown: if what it can do changed since, nothing is trusted.
+``/trust --revoke`` forgets it. For a workspace trusted before, the review says what
+changed: its configuration files, and the skills held back because they can do more than
+when trusted (:func:`held_back` is the sentence ``/reload_skills`` adds for them,
+docs/trust-boundary.md#what-asks-again). A command, never a tool: the model cannot call it. The
 record lives in the user's data folder (``settings/workspace_trust.py``), out of the file
 tools' reach. Contract: docs/trust-boundary.md#workspace-trust.
 """
@@ -196,8 +199,14 @@ def review(session: Session) -> TrustReview:
         raise ConfigError(session.trust_problem)
     data = read_config_file(workspace)
     where = _code(str(workspace))
-    if status.trusted:
+    held = session.held_skills()
+    trusted = status.trusted and not held
+    if trusted:
         head = f"This workspace ({where}) is trusted as it is now. Trusting covers:"
+    elif status.trusted:
+        head = (f"This workspace ({where}) is trusted, but what these skills can do changed "
+                f"since: {', '.join(_code(n) for n in held)}. They are held back until you "
+                "review it again. Trusting it would let it:")
     elif status.recorded:
         head = (f"This workspace ({where}) was trusted, but {md_text(status.why())}: it is "
                 "untrusted until you review it again. Trusting it would let it:")
@@ -227,15 +236,16 @@ def review(session: Session) -> TrustReview:
     if rules:
         out += ["**Rules files** (read into the system prompt only when trusted): "
                 + ", ".join(_code(r) for r in rules), ""]
-    if status.trusted:
+    fingerprint = session.trust_fingerprint()
+    if trusted:
         out.append("`/trust --revoke` undoes it.")
     else:
-        short = status.fingerprint[:SHOWN_FINGERPRINT]
+        short = fingerprint[:SHOWN_FINGERPRINT]
         out.append(f"Nothing was trusted. `/trust --yes` trusts it as shown (or, from another "
-                   f"process such as `lily run`, `/trust --yes {short}`); a change to any of "
-                   "it asks again.")
-    session.trust_reviewed = status.fingerprint
-    return TrustReview("\n".join(out), status.fingerprint)
+                   f"process such as `lily run`, `/trust --yes {short}`); a change that "
+                   "starts a process, reaches a network or widens a policy asks again.")
+    session.trust_reviewed = fingerprint
+    return TrustReview("\n".join(out), fingerprint)
 
 
 def accept(session: Session, fingerprint: str | None) -> Notice:
@@ -253,8 +263,8 @@ def accept(session: Session, fingerprint: str | None) -> Notice:
     skills = ", ".join(_code(n) for n in loaded) or "none"
     return Notice(f"Trusted this workspace ({_code(str(session.workspace))}) as reviewed. "
                   f"Its {CONFIG_FILE} applies, its MCP servers start, and its skills load "
-                  f"({skills}). A change to any of it asks again; `/trust --revoke` undoes "
-                  "this.")
+                  f"({skills}). A change that starts a process, reaches a network or widens a "
+                  "policy asks again; `/trust --revoke` undoes this.")
 
 
 def named(session: Session, shown: str) -> str:
@@ -263,13 +273,29 @@ def named(session: Session, shown: str) -> str:
     if len(shown) != SHOWN_FINGERPRINT or not _HEX.match(shown):
         raise CommandError(f"/trust --yes takes the {SHOWN_FINGERPRINT}-digit fingerprint "
                            "/trust showed, or nothing after a /trust in this session.")
-    status = session.trust_status(fresh=True)
+    session.trust_status(fresh=True)
     if session.trust_problem:
         raise ConfigError(session.trust_problem)
-    if not status.fingerprint.startswith(shown):
+    fingerprint = session.trust_fingerprint()
+    if not fingerprint.startswith(shown):
         raise CommandError(f"this workspace changed since /trust showed fingerprint {shown}; "
                            "nothing was trusted. Run /trust again to review it.")
-    return status.fingerprint
+    return fingerprint
+
+
+def held_back(session: Session) -> str:
+    """The sentence a command that loaded the skills adds when it held some back (a skill of
+    a trusted workspace that can do more than when trusted), naming each, what it can do
+    now, and ``/trust``; '' when none (docs/trust-boundary.md#what-asks-again)."""
+    rows = session.skill_snapshot.untrusted() if session.held_skills() else ()
+    if not rows:
+        return ""
+    def now(reason: str) -> str:  # the "(now: ...)" of Untrusted.check's reason
+        return reason.partition("(now: ")[2].partition("); /trust reviews it")[0]
+    named = "; ".join(f"{_code(d.skill or '')} ({md_text(now(d.reason))})" for d in rows[:5])
+    more = f"; and {len(rows) - 5} more (`/skills --all`)" if len(rows) > 5 else ""
+    return (f" Held back until `/trust` reviews them (what they can do changed since the "
+            f"workspace was trusted): {named}{more}.")
 
 
 def run(session: Session, args: str) -> TrustReview | Notice:

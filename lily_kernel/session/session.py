@@ -42,6 +42,7 @@ from lily_kernel.skills.paths import (
     workspace_dir,
 )
 from lily_kernel.skills.snapshot import Snapshot
+from lily_kernel.skills.trust_review import current as _skills_now
 from lily_kernel.skills.untrusted import Untrusted
 from lily_kernel.tools import workspace_fs
 from lily_kernel.tools.builtin_tools import register_builtins
@@ -301,21 +302,48 @@ class Session:
 
     @property
     def workspace_trusted(self) -> bool:
-        """The hook for what only a trusted workspace may do, such as reading its rules file
-        (``AGENTS.md``, ``CLAUDE.md``) into the system prompt: True only when the user trusted
-        the workspace as it is now (docs/trust-boundary.md#workspace-trust)."""
+        """Whether the user trusted this workspace's configuration files (``lily.toml``,
+        ``.mcp.json``) as they are now (docs/trust-boundary.md#what-asks-again); its skills
+        are checked one by one by the loader, its rules files by ``may_read_rules``."""
         return self.trust_status().trusted
 
     @property
     def untrusted_note(self) -> str | None:
-        """The one line saying which lily.toml settings are withheld and how to trust the
-        workspace, or None when nothing is withheld."""
-        if not self.withheld:
+        """The one line saying which lily.toml settings are withheld and which skills are
+        held back (docs/trust-boundary.md#what-asks-again), and how to trust the workspace,
+        or None when nothing is."""
+        held = self.held_skills()
+        status = self.trust_status()
+        if not (self.withheld or held or status.changed):
             return None
+        why = self.trust_problem or (status.why() if status.recorded else None)
+        line = workspace_trust.untrusted_line(self.withheld, why) if self.withheld else ""
+        if not line and status.changed:
+            line = (f"{status.why()}: its MCP servers wait and it may only restrict the "
+                    f"policy; {workspace_trust.HOW_TO_TRUST}.")
+        if held:
+            line += (" " if line else "") + (
+                f"Workspace skills held back (what they can do changed since it was trusted): "
+                f"{', '.join(held)}; {workspace_trust.HOW_TO_TRUST}.")
+        return line
+
+    def held_skills(self) -> list[str]:
+        """The names of the workspace's own skills held back because they can do more than
+        when the user trusted the workspace (none when it was never trusted: then every one
+        waits, and :attr:`untrusted_note` says so through the settings)."""
         status = self._trust
-        why = self.trust_problem or (status.why() if status is not None and status.recorded
-                                     else None)
-        return workspace_trust.untrusted_line(self.withheld, why)
+        if status is None or not status.recorded:
+            return []
+        return [d.skill or "" for d in self.skill_snapshot.untrusted()]
+
+    def trust_fingerprint(self) -> str:
+        """What ``/trust`` shows and ``/trust --yes`` checks: a sha256 over the workspace's
+        configuration files and what each of its own skills can do now."""
+        return workspace_trust.fingerprint(self.workspace, self._skills_now())
+
+    def _skills_now(self) -> dict[str, str]:
+        roots = skill_roots(self._env, self.workspace)
+        return _skills_now(roots, untrusted_roots(roots))
 
     def apply_trust(self, trusted: bool, expected: str | None = None) -> None:
         """``/trust --yes`` or ``/trust --revoke``: record it, then read lily.toml again and
@@ -323,7 +351,7 @@ class Session:
         conversation, agent and what ``/model`` set are kept. ``expected``: the fingerprint
         the user reviewed (ConfigError, nothing recorded, when the workspace changed since)."""
         if trusted:
-            workspace_trust.trust(self.workspace, self._env, expected)
+            workspace_trust.trust(self.workspace, self._env, expected, self._skills_now())
         else:
             workspace_trust.revoke(self.workspace, self._env)
         self._load_config()
@@ -335,7 +363,7 @@ class Session:
         self.served_model = None  # the endpoint may be another now: asked again
         self.journal.append({"event": "workspace_trusted" if trusted else "workspace_untrusted",
                              "session_id": self.session_id,
-                             "fingerprint": workspace_trust.fingerprint(self.workspace),
+                             "fingerprint": self.trust_fingerprint(),
                              "model_config": self.model_config.as_dict()})
         self.reload_skills()  # the workspace's own skills; eligibility follows the policy
         self.reload_persona()  # the workspace's own persona/, now used (or no longer)
@@ -347,10 +375,12 @@ class Session:
         roots = skill_roots(self._env, self.workspace)
         gated = untrusted_roots(roots)
         untrusted = None
-        if gated:
+        if gated:  # never trusted: listed; trusted once: each skill against what it was
             status = self.trust_status(fresh)
-            if not status.trusted:
+            if self.trust_problem or not status.recorded:
                 untrusted = Untrusted(gated, self.trust_problem or status.why())
+            else:
+                untrusted = Untrusted(gated, status.why(), status.skills)
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
                               reserved=self.reserved_commands, cache=self._skill_cache,
                               untrusted=untrusted)

@@ -6,11 +6,18 @@ endpoint and outbox), servers that start (``lily.toml``'s ``[mcp.servers]`` and
 ``.claude/skills``) and a rules file; a cloned repository must not do any of that on its
 own. The user reviews it with ``/trust`` and trusts it with ``/trust --yes``. The record
 lives outside every workspace, in the user's data folder (``$LILY_DATA_DIR``, else
-``$XDG_DATA_HOME/lily``, else ``~/.local/share/lily``), keyed by the workspace's real path,
-with a sha256 over each covered part (:data:`PARTS`): a change to any part asks again, and
-:func:`status` names the parts that changed. Writes are atomic (a temporary file renamed
-over the record). A record that cannot be read fails closed: every workspace is untrusted
-and the reason is one :class:`ConfigError` line. Contract: docs/trust-boundary.md#workspace-trust.
+``$XDG_DATA_HOME/lily``, else ``~/.local/share/lily``), keyed by the workspace's real path.
+
+What a change must review again is decided by what it can do
+(docs/trust-boundary.md#what-asks-again): each configuration file (:data:`TRUSTED_FILES`:
+every setting in them starts a process, reaches a network or sets policy) is kept as a
+sha256 of its bytes, and any change to it asks again (:func:`status` names it). Each skill
+of the workspace's own folders is kept as what it can do and what it says (the skills
+layer computes both, ``skills/untrusted.py``): a skill that gains a way to act without the
+model (``tool_dispatch``, an alias, a typed declaration) is held back by the loader until
+``/trust``; its text reloads. Writes are atomic (a temporary file renamed over the record).
+A record that cannot be read fails closed: every workspace is untrusted and the reason is
+one :class:`ConfigError` line. Contract: docs/trust-boundary.md#workspace-trust.
 """
 from __future__ import annotations
 
@@ -20,24 +27,30 @@ import json
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from lily_kernel.errors import ConfigError
 
-#: The configuration files trust covers, in the order they are hashed.
+#: The configuration files trust covers, in the order they are hashed: any change asks again.
 TRUSTED_FILES = ("lily.toml", ".mcp.json")
-#: The workspace's own skill folders trust covers (docs/loader.md#roots), by their default
-#: names: hashed whole, every file and folder under them, symlinks by their target's name.
-SKILL_FOLDERS = ("skills", ".agents/skills", ".claude/skills")
-#: Every part a trust decision covers, in the order they are hashed and named.
-PARTS = (*TRUSTED_FILES, *(f + "/" for f in SKILL_FOLDERS))
+#: The parts a change of which makes the workspace's configuration untrusted, in order.
+PARTS = TRUSTED_FILES
+#: The record's key prefix of a skill's entry (``skill workspace/name``: ``CAPS TEXT``, two
+#: digests the skills layer computes: what the skill can do, and its whole text).
+SKILL_KEY = "skill "
+#: The capability digest of a skill that only instructs the model (no dispatch, no alias, no
+#: typed declaration; skills/untrusted.py's TEXT_ONLY): left out of the fingerprint.
+TEXT_ONLY = "text"
 RECORD_NAME = "trust.json"
-VERSION = 2
-#: A record larger than this is not read (it is refused as corrupt, failing closed).
-MAX_RECORD_BYTES = 4 * 1024 * 1024
+VERSION = 3
+#: A record larger than this is not read (it is refused as corrupt, failing closed). A skill
+#: takes about 60 bytes in it: a workspace of 10,000 skills about 600 KB.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 16
 #: Settings of lily.toml that decide where a secret is sent: (table, key, the secret, the
 #: environment variable that names the user's own choice and so overrides the file).
@@ -99,56 +112,61 @@ def _hash_file(path: Path, follow: bool = False) -> str:
     return "present " + inner.hexdigest()
 
 
-def _hash_folder(path: Path) -> str:
-    """A sha256 over everything under ``path``: each entry's relative name and kind, a
-    file's bytes, a symlink's target's name (not followed: the loader reads a symlink only
-    to a folder inside the root, hashed there); ``absent`` when there is none."""
-    if not os.path.lexists(path):
-        return "absent"
-    if not path.is_dir():  # (the folder itself is followed, as the loader follows it)
-        return _hash_file(path, follow=True)
-    digest = hashlib.sha256(b"folder\0")
-    for top, dirs, files in os.walk(path, onerror=_walk_error):
-        dirs.sort()
-        rel = os.path.relpath(top, path)
-        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
-            entry = Path(top, name)
-            digest.update(os.fsencode(os.path.join(rel, name)) + b"\0")
-            digest.update(_hash_file(entry).encode() + b"\0")
-        for name in dirs:
-            digest.update(os.fsencode(os.path.join(rel, name)) + b"/\0")
-    return "present " + digest.hexdigest()
-
-
-def _walk_error(exc: OSError) -> None:
-    raise ConfigError(f"{exc.filename} cannot be read: {exc.strerror or exc}")
-
-
 def parts(workspace: str | os.PathLike[str]) -> dict[str, str]:
     """Each part trust covers (:data:`PARTS`) and a hash of what it holds now. A file that
     exists but cannot be read is a ConfigError (it could not be shown to the user either)."""
     root = Path(workspace)
-    out = {name: _hash_file(root / name, follow=True) for name in TRUSTED_FILES}
-    for folder in SKILL_FOLDERS:
-        out[folder + "/"] = _hash_folder(root / folder)
-    return out
+    return {name: _hash_file(root / name, follow=True) for name in TRUSTED_FILES}
 
 
-def _combined(hashes: Mapping[str, str]) -> str:
-    digest = hashlib.sha256(b"lily-trust-v2\0")
+def _combined(hashes: Mapping[str, str], skills: Mapping[str, str]) -> str:
+    """One sha256 over the configuration files and what each skill that can act without the
+    model can do (a skill's text is not part of it: a text change needs no review)."""
+    digest = hashlib.sha256(b"lily-trust-v3\0")
     for name in PARTS:
         digest.update(f"{name}\0{hashes.get(name, 'absent')}\0".encode())
+    for key in sorted(skills):
+        caps = skills[key].split(" ")[0]
+        if caps != TEXT_ONLY:
+            digest.update(f"{SKILL_KEY}{key}\0{caps}\0".encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 
-def fingerprint(workspace: str | os.PathLike[str]) -> str:
-    """One sha256 over every part trust covers (:func:`parts`)."""
-    return _combined(parts(workspace))
+def fingerprint(workspace: str | os.PathLike[str],
+                skills: Mapping[str, str] | None = None) -> str:
+    """One sha256 over every configuration file (:func:`parts`) and what each of the
+    workspace's skills can do (``skills``: ``source/name`` -> ``CAPS TEXT``, computed by the
+    skills layer; none: no skill)."""
+    return _combined(parts(workspace), skills or {})
+
+
+#: The last record read, by path: (its stat signature, what it held). A reload asks the record
+#: every time; a record of 10,000 skills is read and decoded again only when it changed.
+_READ: dict[Path, tuple[tuple[int, ...], dict[str, dict[str, str]]]] = {}
+_SETTLED_NS = 2_000_000_000  # as the skill cache: a record changed this recently is not kept
 
 
 def _load(path: Path) -> dict[str, dict[str, str]]:
     """The record's {real path: {part: hash}}; {} when absent; ConfigError when corrupt.
-    A version 1 entry (before skill folders were covered) matches nothing: it asks again."""
+    A version 1 entry (before skill folders were covered) matches nothing: it asks again.
+    The answer is shared while the file is unchanged: callers copy before changing it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) if st else ()
+    kept = _READ.get(path)
+    if kept is not None and sig and kept[0] == sig:
+        return kept[1]
+    out = _read_record(path)
+    settled = time.time_ns() - _SETTLED_NS
+    if st is not None and st.st_mtime_ns < settled and st.st_ctime_ns < settled:
+        _READ[path] = (sig, out)
+    return out
+
+
+def _read_record(path: Path) -> dict[str, dict[str, str]]:
+    """:func:`_load` without the cache."""
     def corrupt(why: str) -> ConfigError:
         return ConfigError(f"the workspace trust record {path} is unreadable ({why}); every "
                            f"workspace counts as untrusted until it is removed or repaired")
@@ -165,7 +183,7 @@ def _load(path: Path) -> dict[str, dict[str, str]]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise corrupt(f"not JSON: {str(exc)[:80]}") from None
-    if not isinstance(data, dict) or data.get("version") not in (1, VERSION):
+    if not isinstance(data, dict) or data.get("version") not in (1, 2, VERSION):
         raise corrupt(f"not a version {VERSION} record")
     workspaces = data.get("workspaces")
     if not isinstance(workspaces, dict):
@@ -220,12 +238,14 @@ def _locked(path: Path) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Status:
-    """Whether a workspace is trusted as it is now, and if not, what changed since."""
+    """Whether a workspace's configuration is trusted as it is now, what changed since, and
+    what each of its skills could do and said when it was trusted."""
 
-    trusted: bool
+    trusted: bool  # trusted once, and no configuration file (PARTS) changed since
     recorded: bool  # the user trusted it once (it may have changed since)
     changed: tuple[str, ...] = ()  # the parts (PARTS) that differ from what was trusted
-    fingerprint: str = ""
+    #: ``source/name`` -> ``CAPS TEXT`` of each skill of its own folders, as trusted
+    skills: Mapping[str, str] = field(default_factory=dict)
 
     def why(self) -> str:
         """Why it is not trusted, in a few words."""
@@ -239,22 +259,37 @@ class Status:
 
 
 def status(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Status:
-    """Whether the user trusted ``workspace`` as it is now, and which parts changed.
-    ConfigError when the record is unreadable (callers treat the workspace as untrusted
-    and show the one line)."""
+    """Whether the user trusted ``workspace``'s configuration as it is now, which parts
+    changed, and what its skills were when trusted (the loader holds back a skill that can
+    do more now). ConfigError when the record is unreadable (callers treat the workspace as
+    untrusted and show the one line)."""
     recorded = _load(trust_file(env)).get(_key(workspace))
-    now = parts(workspace)
-    fp = _combined(now)
     if recorded is None:
-        return Status(False, False, (), fp)
+        return Status(False, False)
     if "(version 1)" in recorded:
-        return Status(False, True, ("(version 1)",), fp)
+        return Status(False, True, ("(version 1)",))
+    now = parts(workspace)
     changed = tuple(p for p in PARTS if recorded.get(p, "absent") != now[p])
-    return Status(not changed, True, changed, fp)
+    return Status(not changed, True, changed, _skills_of(recorded))
+
+
+#: The skills of the last record entry asked, by the entry (the same object while the record
+#: is unchanged, :func:`_load`): the same mapping then, which the loader's checks are kept for.
+_SKILLS: list[tuple[Mapping[str, str], Mapping[str, str]]] = []
+
+
+def _skills_of(recorded: Mapping[str, str]) -> Mapping[str, str]:
+    """``source/name`` -> ``CAPS TEXT`` of a record entry's skills (read-only, shared)."""
+    if _SKILLS and _SKILLS[0][0] is recorded:
+        return _SKILLS[0][1]
+    n = len(SKILL_KEY)
+    skills = MappingProxyType({k[n:]: v for k, v in recorded.items() if k.startswith(SKILL_KEY)})
+    _SKILLS[:] = [(recorded, skills)]
+    return skills
 
 
 def is_trusted(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> bool:
-    """Whether the user trusted ``workspace`` as what it ships is now.
+    """Whether the user trusted ``workspace``'s configuration as it is now.
 
     ConfigError when the record is unreadable (callers treat the workspace as untrusted
     and show the one line)."""
@@ -264,28 +299,34 @@ def is_trusted(workspace: str | os.PathLike[str], env: Mapping[str, str] | None 
 def may_read_rules(workspace: str | os.PathLike[str],
                    env: Mapping[str, str] | None = None) -> bool:
     """The hook for a workspace rules file (``AGENTS.md``, ``CLAUDE.md``): read it into the
-    system prompt only when this is True, i.e. the workspace is trusted as it is now. An
-    unreadable record means no (docs/trust-boundary.md#workspace-trust)."""
+    system prompt only when this is True, i.e. the user trusted the workspace (a rules file
+    is text, instructions to the model like a skill's body: a change to it, or to another
+    part, does not stop it being read). An unreadable record, or one of Lily before
+    version 2, means no (docs/trust-boundary.md#what-asks-again)."""
     try:
-        return is_trusted(workspace, env)
+        found = status(workspace, env)
     except ConfigError:
         return False
+    return found.recorded and found.changed != ("(version 1)",)
 
 
 def trust(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = None,
-          expected: str | None = None) -> None:
+          expected: str | None = None, skills: Mapping[str, str] | None = None) -> None:
     """Record that the user trusts ``workspace`` with what it ships as it is now.
 
-    ``expected``: the fingerprint the user reviewed; when the workspace no longer matches
-    it, nothing is recorded and ConfigError names what changed."""
+    ``skills``: ``source/name`` -> ``CAPS TEXT`` of each skill of its own folders now (the
+    skills layer reads them, ``skills/untrusted.py``); none: no skill can act without the
+    model. ``expected``: the fingerprint the user reviewed; when the workspace no longer
+    matches it, nothing is recorded and ConfigError names what changed."""
     path = trust_file(env)
+    skills = dict(skills or {})
     with _locked(path):
-        workspaces = _load(path)
+        workspaces = dict(_load(path))
         now = parts(workspace)
-        if expected is not None and _combined(now) != expected:
+        if expected is not None and _combined(now, skills) != expected:
             raise ConfigError("what this workspace ships changed since /trust showed it; "
                               "nothing was trusted. Run /trust again to review it")
-        workspaces[_key(workspace)] = now
+        workspaces[_key(workspace)] = {**now, **{SKILL_KEY + k: v for k, v in skills.items()}}
         _save(path, workspaces)
 
 
@@ -293,7 +334,7 @@ def revoke(workspace: str | os.PathLike[str], env: Mapping[str, str] | None = No
     """Forget any trust recorded for ``workspace`` (nothing to do when there is none)."""
     path = trust_file(env)
     with _locked(path):
-        workspaces = _load(path)
+        workspaces = dict(_load(path))
         if workspaces.pop(_key(workspace), None) is not None:
             _save(path, workspaces)
 

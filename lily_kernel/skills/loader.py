@@ -52,12 +52,10 @@ def discover(root: Root, diagnostics: list[Diagnostic]) -> list[Candidate]:
 def _scan(root: Root) -> list[tuple[str, str, str | None]]:
     """:func:`discover`'s candidates as ``(name, path, error)``, in listing order.
 
-    ``path`` is the skill folder as ``str(Path(...))`` would spell it. Listing the
-    root is the only system call for a real folder: whether its SKILL.md is there,
-    a file, or a symlink is found when it is read (:func:`lily_kernel.skills.skill_md.read`), so a shadowed copy
-    costs nothing more. A folder that cannot be a skill carries its ``error``: it
-    still takes part in precedence.
-    """
+    ``path`` is the skill folder as ``str(Path(...))`` would spell it. Listing the root is
+    the only system call for a real folder: whether its SKILL.md is there is found when it
+    is read (:func:`skill_md.read`), so a shadowed copy costs nothing more. A folder that
+    cannot be a skill carries its ``error``: it still takes part in precedence."""
     path = root.path
     try:
         entries = list(os.scandir(path))
@@ -97,23 +95,20 @@ def _scan(root: Root) -> list[tuple[str, str, str | None]]:
     return found
 
 
-#: What was read of a file changed this recently is not kept: a second change within the
-#: same timestamp tick (2 s on the coarsest file systems, FAT's) would leave every field of
-#: its stat as it was.
+#: What was read of a file changed this recently is not kept: a second change within the same
+#: timestamp tick (2 s on the coarsest file systems, FAT's) would leave its stat as it was.
 SETTLED_NS = 2_000_000_000
 
 
 class SkillCache:
     """What each skill's SKILL.md parsed into (a :class:`Parsed`), kept between loads: a
-    session holds one for the kernel's life.
-
-    An entry is reused while its file's ``lstat`` still says the same type, device, inode,
-    size, mtime and ctime, so a load reads and parses again only what changed (and a
-    symlinked SKILL.md, whose ``lstat`` is the link's, every time). A file changed within
-    :data:`SETTLED_NS` of the load is not kept. Each load keeps only the entries of the
-    skills it parsed: those of removed or shadowed files go. An entry's verdict holds
-    while the load's :class:`Judging` equals the one it was decided against.
-    """
+    session holds one for the kernel's life. An entry is reused while its file's ``lstat``
+    still says the same type, device, inode, size, mtime and ctime, so a load reads and
+    parses again only what changed (and a symlinked SKILL.md, whose ``lstat`` is the
+    link's, every time). A file changed within :data:`SETTLED_NS` of the load is not kept.
+    Each load keeps only the entries of the skills it parsed: those of removed or shadowed
+    files go. An entry's verdict holds while the load's :class:`Judging` equals the one it
+    was decided against."""
 
     def __init__(self) -> None:
         # skill folder -> (source, lstat signature, what it parsed into)
@@ -182,8 +177,8 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
     (the session passes the ones it was given, docs/loader.md#exclusion). ``cache``: the
     parsed files of earlier loads, reused where unchanged, and updated (none: read all).
-    ``untrusted``: roots whose skills are only listed, each an ``untrusted`` diagnostic
-    naming its summary, alias, tool and any conflict; they take no part in precedence."""
+    ``untrusted``: roots whose skills are only listed (an ``untrusted`` diagnostic each; no
+    part in precedence); once trusted (``.reviewed``) they load, but what can do more."""
     roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
@@ -202,7 +197,8 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
                 f"the {root.source} root is the same folder as the {same.source} root; "
                 f"its skills are read once, as {same.source} skills"))
             continue
-        if untrusted is not None and root.source in untrusted.sources:
+        if untrusted is not None and untrusted.reviewed is None \
+                and root.source in untrusted.sources:
             gated += [(root, *found) for found in sorted(_scan(root))]
             continue
         for name, path, error in _scan(root):  # (sorted below, by name)
@@ -238,6 +234,13 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
         if isinstance(skill, str):
             diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
             continue
+        if untrusted is not None and source in untrusted.sources:  # trusted once: compare
+            if entry.checked is not untrusted.reviewed:  # (kept while the record is)
+                entry.checked, entry.held = untrusted.reviewed, untrusted.check(skill)
+            if entry.held is not None:
+                diagnostics.append(entry.held)
+                if entry.held.kind == "untrusted":
+                    continue
         if entry.judged is judging:
             verdict = entry.verdict
         else:
@@ -277,18 +280,16 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
     )
 
 
-#: Why a parsed skill is left out, as its diagnostic's kind and reason
-#: (``skill_error``: excluded by a rule; ``ineligible``: an eligibility rule is unmet),
-#: or None when it is included.
+#: Why a parsed skill is left out, as its diagnostic's kind and reason (``skill_error``:
+#: excluded by a rule; ``ineligible``: an eligibility rule is unmet), or None if included.
 Verdict = tuple[str, str] | None
 
 
 @dataclass(frozen=True)
 class Judging:
-    """What a skill's verdict depends on besides the skill itself and the binaries on
-    PATH: the tools (this registry, at this version), the policy, the host's platform,
-    environment and PATH, and the reserved command names. Equal judgings give equal
-    verdicts."""
+    """What a skill's verdict depends on besides the skill itself and the binaries on PATH:
+    the tools (this registry, at this version), the policy, the host's platform, environment
+    and PATH, and the reserved command names. Equal judgings give equal verdicts."""
     tools: ToolRegistry  # compared by identity (a registry has no ==), with its version
     tools_version: int
     policy: ToolPolicy
@@ -300,16 +301,17 @@ class Judging:
 
 class Parsed:
     """What one SKILL.md parsed into: the :class:`Skill` and what the content hash reads
-    of it (:func:`_hashed`), or why it is malformed or unreadable (and no bytes); and the
-    skill's last :data:`Verdict` with the :class:`Judging` it was decided against."""
+    of it (:func:`_hashed`), or why it is malformed or unreadable (and no bytes); the skill's
+    last :data:`Verdict` with the :class:`Judging` it was decided against; its trust check."""
 
-    __slots__ = ("hashed", "judged", "skill", "verdict")
+    __slots__ = ("checked", "hashed", "held", "judged", "skill", "verdict")
 
     def __init__(self, skill: Skill | str, hashed: bytes = b"") -> None:
-        self.skill = skill
-        self.hashed = hashed
+        self.skill, self.hashed = skill, hashed
         self.judged: Judging | None = None
         self.verdict: Verdict = None
+        self.checked: object = None  # the trust record's skills it was checked against
+        self.held: Diagnostic | None = None  # what that check said (Untrusted.check)
 
 
 def _parse_one(name: str, source: str, path: str) -> Parsed:

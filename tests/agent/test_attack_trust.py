@@ -254,15 +254,17 @@ def test_each_part_names_itself_when_it_changes(world):
     (world.workspace / "lily.toml").write_text("[model]\nmodel = 'x'\n")
     workspace_trust.trust(world.workspace, env)
     for part, change in (("lily.toml", lambda: (world.workspace / "lily.toml").write_text("")),
-                         (".mcp.json", lambda: (world.workspace / ".mcp.json").write_text("{}")),
-                         ("skills/", lambda: (world.skills / "x").mkdir()),
-                         (".claude/skills/", lambda: (world.workspace / ".claude/skills/y")
-                          .mkdir(parents=True))):
+                         (".mcp.json", lambda: (world.workspace / ".mcp.json").write_text("{}"))):
         change()
         status = workspace_trust.status(world.workspace, env)
         assert not status.trusted and part in status.changed, (part, status)
         assert f"{part}" in status.why()
         workspace_trust.trust(world.workspace, env)
+    # a skill folder's files are judged skill by skill, by what each can do
+    # (docs/trust-boundary.md#what-asks-again; tests/agent/test_attack_trust_changes.py)
+    (world.skills / "x").mkdir()
+    (world.workspace / ".claude/skills/y").mkdir(parents=True)
+    assert workspace_trust.status(world.workspace, env).trusted
 
 
 def test_a_version_1_record_asks_again_and_is_not_corrupt(world):

@@ -36,7 +36,7 @@ def test_untrusted_until_trusted_then_revoked(ws: Path, env: dict[str, str]) -> 
     workspace_trust.trust(ws, env)
     assert workspace_trust.is_trusted(ws, env)
     record = json.loads(workspace_trust.trust_file(env).read_text())
-    assert record["version"] == 2
+    assert record["version"] == 3
     assert record["workspaces"] == {os.path.realpath(ws): workspace_trust.parts(ws)}
     workspace_trust.revoke(ws, env)
     assert not workspace_trust.is_trusted(ws, env)

@@ -9,7 +9,7 @@ that plants a file when it starts; a ``.mcp.json`` server that does the same; an
 ``AGENTS.md``. The workspace's skill roots are its defaults (no ``SKILLS_WORKSPACE_DIR``),
 as in a real clone. Nothing may load, bind, start or be captured before the user reviews
 the workspace with ``/trust`` and trusts it (here with the card's **Trust** button); after
-that, a change to any part asks again, naming what changed.
+that, a change asks again by what it can do, named by the command that held it back.
 """
 from __future__ import annotations
 
@@ -170,15 +170,26 @@ def test_an_untrusted_clone_loads_binds_starts_and_captures_nothing_until_truste
                          "print(lily.session().snapshot.exclusion('lookalike').reason)").stdout
     assert "looks like the built-in command /reload_skills" in excluded
 
-    # A change to any part asks again, naming what changed.
-    (ws / ".claude" / "skills" / "evil" / "SKILL.md").write_text(EVIL + "\nMore.\n")
-    kernel.ok("/reload_skills")
+    # A change asks again by what it can do (docs/trust-boundary.md#what-asks-again): a
+    # skill's text reloads, listed; a skill that gains a way to act without the model is
+    # held back and named by the command that held it back; a lily.toml edit asks again.
+    md = ws / ".claude" / "skills" / "evil" / "SKILL.md"
+    md.write_text(EVIL + "\nMore.\n")
+    assert "Held back" not in text_of(kernel.ok("/reload_skills"))
+    assert "evil" in snapshot_state(kernel)["skills"]
+    assert "its text changed since the workspace was trusted" in text_of(
+        kernel.ok("/skills --all"))
+    md.write_text(EVIL.replace("command: plan", "command: go"))
+    reloaded = text_of(kernel.ok("/reload_skills"))
+    assert "evil" in reloaded and "the alias /go" in reloaded and "/trust" in reloaded
     state = snapshot_state(kernel)
-    assert state["trusted"] is False and "evil" not in state["skills"]
-    why = kernel.ok("%%python\nimport lily\nprint(lily.session().snapshot.untrusted()[0].reason)"
-                    ).stdout
-    assert ".claude/skills/ changed since it was trusted" in why
-    assert ".claude/skills/ changed since it was trusted" in text_of(kernel.ok("/trust"))
+    assert "evil" not in state["skills"] and "go" not in state["aliases"]
+    assert kernel.run(f"/go {plant(ws / 'planted')}").status == "error"
+    assert not (ws / "planted").exists()
+    assert "what these skills can do changed" in text_of(kernel.ok("/trust"))
+    with (ws / "lily.toml").open("a") as fh:
+        fh.write("# edited\n")
+    assert "lily.toml changed since it was trusted" in text_of(kernel.ok("/trust"))
 
 
 def test_trust_yes_without_a_review_trusts_nothing(hostile):
@@ -187,7 +198,8 @@ def test_trust_yes_without_a_review_trusts_nothing(hostile):
     assert "run /trust first" in run.error_line()
     assert snapshot_state(kernel)["trusted"] is False
     kernel.ok("/trust")
-    (kernel.workspace / "skills" / "lookalike" / "SKILL.md").write_text(LOOKALIKE + "x\n")
+    (kernel.workspace / "skills" / "lookalike" / "SKILL.md").write_text(
+        LOOKALIKE.replace("command: reload-skills", "command: other"))  # a new alias
     changed = kernel.run("/trust --yes")  # the workspace changed after it was shown
     assert "changed since /trust showed it" in changed.error_line()
     assert snapshot_state(kernel)["trusted"] is False and not toml_server.exists()
