@@ -320,8 +320,9 @@ class Session:
                              "session_id": self.session_id,
                              "fingerprint": workspace_trust.fingerprint(self.workspace),
                              "model_config": self.model_config.as_dict()})
-        self.reload_skills()  # the workspace's own skills; eligibility follows the policy
         self._start_mcp()  # the servers as reviewed start now (or stop, when revoked)
+        self.reload_skills()  # the workspace's own skills and its servers'; eligibility
+        # follows the policy
 
     def _build_snapshot(self, version: int, fresh: bool = False) -> Snapshot:
         """Load the skills; the workspace's own folders are only listed until the user
@@ -333,9 +334,10 @@ class Session:
             status = self.trust_status(fresh)
             if not status.trusted:
                 untrusted = Untrusted(gated, self.trust_problem or status.why())
+        remote = self.mcp.skill_roots(refresh=fresh) if self.mcp is not None else ()
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
                               reserved=self.reserved_commands, cache=self._skill_cache,
-                              untrusted=untrusted)
+                              untrusted=untrusted, remote=remote)
 
     def trusted_preview(self) -> Snapshot:
         """What a load would make of the skills were the workspace trusted (``/trust``
