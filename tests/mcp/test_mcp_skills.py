@@ -254,3 +254,12 @@ def test_the_sdk_still_has_no_skills_methods_of_its_own():
     own method, use it instead (docs/mcp.md#skills)."""
     from mcp import ClientSession
     assert not [m for m in dir(ClientSession) if "skill" in m.lower()]
+
+
+def test_mcp_shows_the_protocol_and_extensions_of_each_server(served):
+    from lily_kernel.commands import render
+    from lily_kernel.commands.results import McpStatus
+    s = served([skill("greet")])
+    s.hub.skill_roots(wait=WAIT)
+    shown = render.text(McpStatus(tuple(s.hub.status())))
+    assert "protocol 2026-07-28; extensions: io.modelcontextprotocol/skills; skills: greet" in shown
