@@ -263,3 +263,70 @@ def test_mcp_shows_the_protocol_and_extensions_of_each_server(served):
     s.hub.skill_roots(wait=WAIT)
     shown = render.text(McpStatus(tuple(s.hub.status())))
     assert "protocol 2026-07-28; extensions: io.modelcontextprotocol/skills; skills: greet" in shown
+
+
+AGENTSKILLS = os.environ.get("LILY_AGENTSKILLS_PYTHON", "")
+
+
+@pytest.mark.skipif(not AGENTSKILLS, reason="LILY_AGENTSKILLS_PYTHON names no Python (3.12+) "
+                    "with agentskills-mcp-server[fs] installed (it does not install on 3.11)")
+def test_an_independent_server_agentskills_mcp_server_feeds_lily(tmp_path):
+    root = tmp_path / "skills"
+    (root / "greet" / "references").mkdir(parents=True)
+    (root / "greet" / "SKILL.md").write_text(GREET)
+    (root / "greet" / "references" / "more.md").write_text("more")
+    config = tmp_path / "server.json"
+    config.write_text(json.dumps({"name": "independent", "skills": [
+        {"id": "greet", "provider": "fs", "options": {"root": str(root)}}]}))
+    server = ServerConfig("indie", "user", command=AGENTSKILLS,
+                          args=("-m", "agentskills_mcp_server", "--config", str(config)))
+    hub = Hub([server], tmp_path, lambda: True)
+    hub.start()
+    try:
+        snap = build_snapshot((), ToolRegistry(), ToolPolicy(), reserved=BUILTIN_NAMES,
+                              remote=hub.skill_roots(wait=WAIT))
+        assert hub.servers["indie"].protocol == "2026-07-28", hub.servers["indie"].reason
+        greet = snap.skill("greet")
+        assert greet.source == "mcp:indie"
+        held = snap.held[greet.path]
+        assert "Say hi" in mcp_skills.load_body(hub, greet.path, held)
+        assert mcp_skills.read_file(hub, greet.path, held, "references/more.md", 100) == "more"
+    finally:
+        hub.close()
+
+
+def test_lily_mcp_serve_checked_by_the_sdks_own_client_reads_nothing_outside(tmp_path):
+    """Another client (the SDK's, with the checks written here, not Lily's) reads what the
+    manifest says, and nothing outside a skill folder (ATTACK)."""
+    import asyncio
+    import hashlib
+
+    from mcp import ClientSession, MCPError
+    from mcp.client._probe import negotiate_auto
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    env = {**_skill_tree(tmp_path / "theirs"), "PATH": os.environ.get("PATH", "")}
+    (tmp_path / "theirs" / "hello" / "up").symlink_to(tmp_path)  # a folder link out
+
+    async def run() -> None:
+        params = StdioServerParameters(command=PY, args=["-m", "lily_kernel.cli", "mcp", "serve"],
+                                       env=env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await negotiate_auto(session)
+            listed = (await mcp_skills.send(session, "skills/list", None))["skills"]
+            assert [e["uri"] for e in listed] == ["skill://hello/SKILL.md"]
+            for f in listed[0]["resources"]:
+                got = await session.read_resource(f["uri"])
+                data = got.contents[0].text.encode()
+                assert len(data) == f["size"]
+                assert f["digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
+            for uri in ("skill://hello/../../etc/passwd", "skill://hello/references/pw",
+                        "skill://hello/up/theirs/private/SKILL.md", "file:///etc/passwd"):
+                with pytest.raises(MCPError):
+                    await session.read_resource(uri)
+            listing = await mcp_skills.send(session, "resources/directory/read",
+                                            {"uri": "skill://hello/references"})
+            assert [r["uri"] for r in listing["resources"]] == ["skill://hello/references/a.md"]
+            for uri in ("skill://hello/..", "skill://", "skill://private"):
+                with pytest.raises(MCPError):
+                    await mcp_skills.send(session, "resources/directory/read", {"uri": uri})
+    asyncio.run(asyncio.wait_for(run(), WAIT))

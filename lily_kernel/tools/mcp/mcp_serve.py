@@ -99,7 +99,7 @@ def build(published: list[Published]) -> Any:
     from mcp import MCPError
     from mcp.server import MCPServer
     from mcp.server.extension import Extension, MethodBinding, ResourceBinding
-    from mcp.server.mcpserver.resources.types import BinaryResource
+    from mcp.server.mcpserver.resources.types import BinaryResource, TextResource
     from mcp_types import RequestParams
     from pydantic import StrictStr
 
@@ -124,8 +124,12 @@ def build(published: list[Published]) -> Any:
             for uri, data in files.items():
                 kind = ("text/markdown" if uri.endswith(".md") else
                         mimetypes.guess_type(uri)[0] or "application/octet-stream")
-                out.append(ResourceBinding(BinaryResource(uri=uri, data=data, mime_type=kind,
-                                                          name=uri.rsplit("/", 1)[-1])))
+                name = uri.rsplit("/", 1)[-1]
+                text = _text(data)
+                out.append(ResourceBinding(
+                    TextResource(uri=uri, text=text, mime_type=kind, name=name)
+                    if text is not None else
+                    BinaryResource(uri=uri, data=data, mime_type=kind, name=name)))
             return out
 
         def methods(self) -> list[Any]:
@@ -166,6 +170,16 @@ def build(published: list[Published]) -> Any:
                 for c, m in sorted(children.items())]}
 
     return MCPServer(name="lily", extensions=[SkillsExtension()])
+
+
+def _text(data: bytes) -> str | None:
+    """``data`` as text when UTF-8 gives back the very bytes (so the digest holds)."""
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class BearerOnly:
