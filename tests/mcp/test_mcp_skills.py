@@ -193,9 +193,9 @@ def _skill_tree(base: Path) -> dict[str, str]:
 def test_lily_mcp_serve_over_stdio_feeds_another_lily_session(mcp_world, tmp_path):
     env = _skill_tree(tmp_path / "theirs")
     mcp_world.user(toml_server("peer", PY, ["-m", "lily_kernel.cli", "mcp", "serve"], env=env))
-    session = mcp_world.session()
-    session.mcp.skill_roots(wait=WAIT)
-    snap = session.reload_skills()
+    session = mcp_world.session()  # the start does not wait for the server
+    session.mcp.servers["peer"].wait(WAIT)
+    snap = session.snapshot  # its skills joined once it was ready, without /reload_skills
     hello = snap.skill("hello")
     assert hello.source == "mcp:peer"
     assert snap.get("private") is None  # disable-model-invocation: only with --all

@@ -40,6 +40,7 @@ class Hub:
         self.changes: dict[str, list[str]] = {}  # server -> what its tools/list changed
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         self.reviewed: dict[str, dict[str, str]] = {}  # server -> skill uri -> its key
+        self.pending: set[str] = set()  # servers still starting at the last skill_roots
         for config in configs:
             self.servers[config.name] = self._server(config)
         _LIVE.add(self)
@@ -195,12 +196,15 @@ class Hub:
         import time
         deadline = time.monotonic() + wait
         roots = []
+        self.pending = set()
         for name, server in self.servers.items():
             if server.state == "starting":
                 server.wait(max(0.0, deadline - time.monotonic()))
+            if server.state == "starting":
+                self.pending.add(name)
             if server.state != "ready":
                 if server.state in ("untrusted", "failed", "starting"):
-                    why = ("still starting; /reload_skills once it is ready"
+                    why = ("still starting: its skills join once it is ready"
                            if server.state == "starting" else server.reason or server.state)
                     roots.append(remote.RemoteRoot(name, (), why))
                 continue
@@ -214,6 +218,15 @@ class Hub:
             roots.append(remote.RemoteRoot(name, self._reviewed(name, server.skills.entries),
                                            server.skills.reason))
         return tuple(roots)
+
+    def joined(self) -> bool:
+        """Whether a server still starting at the last :meth:`skill_roots` is ready now and
+        serves skills (no wait): the session then takes a new snapshot."""
+        done = {n for n in self.pending if n not in self.servers or
+                self.servers[n].state != "starting"}
+        self.pending -= done
+        return any(self.servers[n].state == "ready" and self.servers[n].skills.declared
+                   for n in done if n in self.servers)
 
     def _reviewed(self, name: str, entries: tuple[remote.RemoteSkill, ...],
                   ) -> tuple[remote.RemoteSkill, ...]:
