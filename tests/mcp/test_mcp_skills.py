@@ -330,3 +330,16 @@ def test_lily_mcp_serve_checked_by_the_sdks_own_client_reads_nothing_outside(tmp
                 with pytest.raises(MCPError):
                     await mcp_skills.send(session, "resources/directory/read", {"uri": uri})
     asyncio.run(asyncio.wait_for(run(), WAIT))
+
+
+def test_skills_all_shows_each_mcp_skills_reason(mcp_world, tmp_path):
+    from lily_kernel.commands import render
+    from lily_kernel.commands.runner import Runner
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"skills": [skill("greet"), skill("liar", big=50_000_000)]}))
+    mcp_world.user(toml_server("acme", PY, [SERVER, str(spec)]))
+    runner = Runner(lambda: mcp_world.session())
+    runner.session.mcp.servers["acme"].wait(WAIT)
+    shown = "\n".join(render.text(r) for r in runner.command("/skills --all"))
+    assert "greet" in shown and "mcp:acme" in shown
+    assert "the limit is 262,144 (not read)" in shown
