@@ -343,3 +343,22 @@ def test_skills_all_shows_each_mcp_skills_reason(mcp_world, tmp_path):
     shown = "\n".join(render.text(r) for r in runner.command("/skills --all"))
     assert "greet" in shown and "mcp:acme" in shown
     assert "the limit is 262,144 (not read)" in shown
+
+
+def test_skill_forced_by_the_user_reads_and_verifies_the_body(mcp_world, tmp_path):
+    from lily_kernel.commands.results import SkillRequest
+    from lily_kernel.commands.runner import Runner
+    from lily_kernel.errors import CommandError
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"skills": [skill("greet", {"SKILL.md": GREET}),
+                                           skill("liar", lie={"SKILL.md": "digest"})]}))
+    mcp_world.user(toml_server("acme", PY, [SERVER, str(spec)]))
+    runner = Runner(lambda: mcp_world.session())
+    runner.session.mcp.servers["acme"].wait(WAIT)
+    from lily_kernel.commands.router import _invoke
+    session = runner.session
+    request = _invoke(session, session.snapshot.skill("greet"), "now")
+    assert isinstance(request, SkillRequest) and "Say hi" in request.prompt
+    assert "From the MCP server 'acme'" in request.prompt
+    with pytest.raises(CommandError, match="does not match its digest"):  # ATTACK
+        _invoke(session, session.snapshot.skill("liar"), "now")
