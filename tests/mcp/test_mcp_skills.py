@@ -362,3 +362,16 @@ def test_skill_forced_by_the_user_reads_and_verifies_the_body(mcp_world, tmp_pat
     assert "From the MCP server 'acme'" in request.prompt
     with pytest.raises(CommandError, match="does not match its digest"):  # ATTACK
         _invoke(session, session.snapshot.skill("liar"), "now")
+
+
+def test_a_server_that_is_down_leaves_its_root_empty_with_the_reason(tmp_path):
+    config = ServerConfig("gone", "user", command=str(tmp_path / "no-such-server"))
+    hub = Hub([config], tmp_path, lambda: True)
+    hub.start()
+    try:
+        snap = build_snapshot((), ToolRegistry(), ToolPolicy(), reserved=BUILTIN_NAMES,
+                              remote=hub.skill_roots(wait=WAIT))
+        notes = [d.reason for d in snap.diagnostics if d.source == "mcp:gone"]
+        assert notes and notes[0].startswith("no skills from MCP server 'gone': ")
+    finally:
+        hub.close()
