@@ -375,3 +375,19 @@ def test_a_server_that_is_down_leaves_its_root_empty_with_the_reason(tmp_path):
         assert notes and notes[0].startswith("no skills from MCP server 'gone': ")
     finally:
         hub.close()
+
+
+def test_a_workspace_servers_skills_join_only_after_trust(mcp_world, tmp_path):  # ATTACK
+    from agent_support import run_command
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"skills": [skill("greet", {"SKILL.md": GREET})]}))
+    (mcp_world.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ws": {"command": PY, "args": [SERVER, str(spec)]}}}))
+    session = mcp_world.session()
+    assert session.snapshot.get("greet") is None
+    notes = [d.reason for d in session.snapshot.diagnostics if d.source == "mcp:ws"]
+    assert notes and "not trusted" in notes[0]
+    run_command(session, "/trust")
+    run_command(session, "/trust --yes")
+    session.mcp.servers["ws"].wait(WAIT)
+    assert session.snapshot.skill("greet").source == "mcp:ws"
