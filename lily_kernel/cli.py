@@ -573,6 +573,43 @@ def cmd_mcp_list(args: argparse.Namespace) -> int:
     return 1 if any(r["state"] == "failed" for r in status.servers) else 0
 
 
+def cmd_mcp_serve(args: argparse.Namespace) -> int:
+    """Serve this workspace's eligible skills by the MCP Skills extension (docs/mcp.md#serving-skills):
+    the user's, the workspace's once it is trusted, the bundled ones."""
+    import secrets
+
+    from lily_kernel.settings import workspace_trust
+    from lily_kernel.skills.paths import untrusted_roots
+    from lily_kernel.skills.untrusted import Untrusted
+    from lily_kernel.tools.builtin_tools import register_builtins
+    from lily_kernel.tools.mcp import mcp_serve
+    from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
+    workspace = workspace_dir()
+    tools = ToolRegistry()
+    register_builtins(tools, workspace)
+    roots = skill_roots()
+    gated = untrusted_roots(roots)
+    try:
+        trusted = workspace_trust.is_trusted(workspace, os.environ)
+    except ConfigError:
+        trusted = False
+    untrusted = Untrusted(gated, "the workspace is not trusted") if gated and not trusted \
+        else None
+    snap = build_snapshot(roots, tools, ToolPolicy.from_env(), reserved=BUILTIN_NAMES,
+                          untrusted=untrusted)
+    published = mcp_serve.capture(snap, everything=args.all)
+    token = None
+    if args.http:
+        token = os.environ.get("LILY_MCP_TOKEN") or secrets.token_urlsafe(24)
+        if not os.environ.get("LILY_MCP_TOKEN"):
+            print(f"token: {token}", file=sys.stderr)
+    names = ", ".join(p.entry["frontmatter"]["name"] for p in published) or "none"
+    print(f"serving {len(published)} skills: {names}", file=sys.stderr)
+    mcp_serve.serve(published, http=args.http, port=args.port, token=token,
+                    announce=lambda url: print(url, file=sys.stderr, flush=True))
+    return 0
+
+
 def cmd_mcp_import(args: argparse.Namespace) -> int:
     """Print the lily.toml tables for a Claude Code / Cursor / notebook-intelligence
     ``.mcp.json`` or a jupyter-ai ``mcp_settings.json``."""
@@ -662,6 +699,15 @@ def parser() -> argparse.ArgumentParser:
     mlist = msub.add_parser("list", help="start the configured servers and list their tools")
     mlist.add_argument("--json", action="store_true", help="print one JSON object")
     mlist.set_defaults(func=cmd_mcp_list)
+    mserve = msub.add_parser("serve", help="serve this workspace's skills to other agents "
+                             "(the MCP Skills extension; stdio, or --http on 127.0.0.1)")
+    mserve.add_argument("--http", action="store_true",
+                        help="Streamable HTTP on 127.0.0.1 with a bearer token "
+                             "(LILY_MCP_TOKEN, else a new one printed on stderr)")
+    mserve.add_argument("--port", type=int, default=0, help="the HTTP port (default: any free)")
+    mserve.add_argument("--all", action="store_true",
+                        help="also serve skills marked disable-model-invocation")
+    mserve.set_defaults(func=cmd_mcp_serve)
     mimp = msub.add_parser("import", help="print a .mcp.json's servers as lily.toml tables")
     mimp.add_argument("file", help="the .mcp.json file")
     mimp.set_defaults(func=cmd_mcp_import)

@@ -282,6 +282,9 @@ class Request:
             note = ("\n\n(A typed skill: extract the parameters from the request, then call "
                     "propose_action with them. Lily checks them in code and asks the user to "
                     "confirm; do not claim anything was done before that.)")
+        if skill.path in snap.held:  # an MCP server's: read and verified now (mcp_skills)
+            from lily_kernel.tools.mcp.mcp_skills import for_model
+            return f"# Skill: {name}\n\n{for_model(self.session, skill, None)}{note}"
         body = with_skill_dir(skill.body.strip(), skill.path)  # docs/skills-compat.md#claude-code-conventions
         return f"# Skill: {name}\n\n{body}{note}"
 
@@ -349,6 +352,9 @@ class Request:
         skill = self.session.snapshot.get(self.skill)
         if skill is None:
             raise ToolError(f"the loaded skill '{self.skill}' is no longer loaded")
+        if skill.path in self.session.snapshot.held:  # only a file its manifest lists
+            from lily_kernel.tools.mcp.mcp_skills import for_model
+            return for_model(self.session, skill, str(args["path"]))
         parts = split(args["path"])  # the file boundary, rooted at the skill's references/
         if parts[:1] == ("references",):
             parts = parts[1:]

@@ -582,6 +582,8 @@ def _mcp_markdown(r: McpStatus) -> str:
     for row in r.servers:
         state = row["state"] + (f": {esc(row['reason'])}" if row.get("reason") else "")
         out.append(f"**{esc(row['name'])}** ({row['transport']}, {esc(row['source'])}): {state}")
+        if row.get("protocol"):
+            out.append(f"\n{_mcp_protocol(row, esc)}")
         if row.get("note"):
             out.append(f"\n*{esc(row['note'])}*")
         if row.get("stderr"):
@@ -598,6 +600,14 @@ def _mcp_markdown(r: McpStatus) -> str:
 markdown.register(McpStatus, _mcp_markdown)
 
 
+def _mcp_protocol(row: dict[str, Any], esc: Callable[[object], str]) -> str:
+    """A server's protocol version, its extensions and the skills it serves (one line)."""
+    ext = ", ".join(esc(e) for e in row.get("extensions") or []) or "none"
+    skills = row.get("skills") or []
+    line = f"protocol {esc(row['protocol'])}; extensions: {ext}"
+    return line + (f"; skills: {', '.join(esc(n) for n in skills)}" if skills else "")
+
+
 @text.register
 def _(r: McpStatus) -> str:
     out = [f"The MCP configuration changed since it was read: {'; '.join(r.changes)}.\n"
@@ -608,6 +618,7 @@ def _(r: McpStatus) -> str:
     for row in r.servers:
         state = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
         out.append(f"{row['name']} ({row['transport']}, {row['source']}): {state}")
+        out += [f"  {_mcp_protocol(row, str)}"] if row.get("protocol") else []
         out += [f"  {row['note']}"] if row.get("note") else []
         out += [f"  | {line}" for line in row.get("stderr") or []]
         if row["tools"]:

@@ -230,6 +230,14 @@ def _invoke(session: Session, skill: Skill, text: str) -> Any:
             raise CommandError(f"tool '{skill.command_tool}' failed: "
                                f"{type(exc).__name__}: {exc}") from None
         return ToolOutput(skill.name, skill.command_tool or "", value)
+    if skill.path in session.snapshot.held:  # an MCP server's: its body read and verified now
+        from dataclasses import replace
+
+        from lily_kernel.tools.mcp.mcp_skills import read_for_model
+        try:
+            skill = replace(skill, body=read_for_model(session, skill.path, None))
+        except ValueError as exc:
+            raise CommandError(f"skill '{skill.name}' is refused: {exc}") from None
     return SkillRequest(skill, text)
 
 

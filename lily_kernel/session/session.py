@@ -365,11 +365,12 @@ class Session:
                              "session_id": self.session_id,
                              "fingerprint": self.trust_fingerprint(),
                              "model_config": self.model_config.as_dict()})
-        self.reload_skills()  # the workspace's own skills; eligibility follows the policy
-        self.reload_persona()  # the workspace's own persona/, now used (or no longer)
         self._start_mcp()  # the servers as reviewed start now (or stop, when revoked)
+        self.reload_skills(wait=0.0)  # the workspace's own skills (its servers' join once
+        # they are ready); eligibility follows the policy
+        self.reload_persona()  # the workspace's own persona/, now used (or no longer)
 
-    def _build_snapshot(self, version: int, fresh: bool = False) -> Snapshot:
+    def _build_snapshot(self, version: int, fresh: bool = False, wait: float = 0.0) -> Snapshot:
         """Load the skills; the workspace's own folders are only listed until the user
         trusts the workspace (docs/trust-boundary.md#workspace-trust)."""
         roots = skill_roots(self._env, self.workspace)
@@ -381,9 +382,11 @@ class Session:
                 untrusted = Untrusted(gated, self.trust_problem or status.why())
             else:
                 untrusted = Untrusted(gated, status.why(), status.skills)
+        remote = self.mcp.skill_roots(wait, refresh=fresh and wait > 0) \
+            if self.mcp is not None else ()  # MCP servers' skills (docs/loader.md#mcp-roots)
         return build_snapshot(roots, self.tools, self.policy, version=version, host=self.host,
                               reserved=self.reserved_commands, cache=self._skill_cache,
-                              untrusted=untrusted)
+                              untrusted=untrusted, remote=remote)
 
     def trusted_preview(self) -> Snapshot:
         """What a load would make of the skills were the workspace trusted (``/trust``
@@ -398,7 +401,10 @@ class Session:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The session's skill snapshot."""
+        """The session's skill snapshot; an MCP server still starting when it was taken has
+        its skills join, as a new version, once it is ready (docs/loader.md#mcp-roots)."""
+        if self.mcp is not None and self.mcp.pending and self.mcp.joined():
+            self.reload_skills(wait=0.0)
         return self.skill_snapshot
 
     @property
@@ -523,9 +529,10 @@ class Session:
                                  "session_id": self.session_id, "tool": tool, "why": why})
 
     # -- explicit changes, one per command -----------------------------------
-    def reload_skills(self) -> Snapshot:
-        """Load the skills again as a new snapshot version (/reload_skills)."""
-        snap = self._build_snapshot(self.skill_snapshot.version + 1, fresh=True)
+    def reload_skills(self, wait: float = 15.0) -> Snapshot:
+        """Load the skills again as a new snapshot version (/reload_skills), waiting at most
+        ``wait`` seconds for MCP servers still starting (and listing the others again)."""
+        snap = self._build_snapshot(self.skill_snapshot.version + 1, fresh=True, wait=wait)
         self.skill_snapshot = snap
         self.reload_count += 1
         self.journal.append({"event": "skills_reloaded", "session_id": self.session_id,

@@ -12,6 +12,7 @@ import unicodedata
 from typing import Any
 
 from lily_kernel.skills.paths import WORKSPACE_SOURCES
+from lily_kernel.skills.remote import is_remote
 from lily_kernel.skills.skill import Skill
 from lily_kernel.skills.snapshot import Diagnostic
 
@@ -36,17 +37,21 @@ def bind(skills: list[Skill], diagnostics: list[Diagnostic]) -> tuple[dict[str, 
     theirs: a workspace skill's alias that is it, or looks like it (:func:`alias_key`), is
     not bound, and a note says so (docs/loader.md#aliases)."""
     own = {alias_key(s.command): s for s in skills
-           if s.command and s.source not in WORKSPACE_SOURCES}
+           if s.command and s.source not in WORKSPACE_SOURCES and not is_remote(s.source)}
+    folders = {alias_key(s.command): s for s in skills
+               if s.command and not is_remote(s.source)}
     claims: dict[str, list[str]] = {}
     for s in skills:
         if not s.command:
             continue
-        holder = own.get(alias_key(s.command)) if s.source in WORKSPACE_SOURCES else None
+        holder = (folders if is_remote(s.source) else own).get(alias_key(s.command)) \
+            if s.source in WORKSPACE_SOURCES or is_remote(s.source) else None
         if holder is not None:
+            kind = "an MCP server's skill" if is_remote(s.source) else "a workspace skill"
             diagnostics.append(Diagnostic(
                 "note", s.name, s.source, s.path,
                 f"alias /{s.command} is not bound: the {holder.source} skill {holder.name} "
-                f"defines /{holder.command}, and a workspace skill cannot take it "
+                f"defines /{holder.command}, and {kind} cannot take it "
                 f"(use /skill {s.name})"))
             continue
         claims.setdefault(s.command, []).append(s.name)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from lily_kernel.errors import LoaderError, SkillError
+from lily_kernel.skills import remote as _remote
 from lily_kernel.skills import skill_md
 from lily_kernel.skills.aliases import bind as _aliases
 from lily_kernel.skills.aliases import builtin_lookalike
@@ -171,14 +172,17 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
                    version: int = 1, host: Host | None = None, *,
                    reserved: frozenset[str] = frozenset(),
                    cache: SkillCache | None = None,
-                   untrusted: Untrusted | None = None) -> Snapshot:
+                   untrusted: Untrusted | None = None,
+                   remote: Sequence[_remote.RemoteRoot] = ()) -> Snapshot:
     """Run the whole load and return an immutable :class:`Snapshot`.
 
     ``reserved``: the built-in command names, which no skill's ``command`` alias may take
     (the session passes the ones it was given, docs/loader.md#exclusion). ``cache``: the
     parsed files of earlier loads, reused where unchanged, and updated (none: read all).
     ``untrusted``: roots whose skills are only listed (an ``untrusted`` diagnostic each; no
-    part in precedence); once trusted (``.reviewed``) they load, but what can do more."""
+    part in precedence); once trusted (``.reviewed``) they load, but what can do more.
+    ``remote``: the MCP servers' skill roots (``mcp:<server>``), below every folder
+    (docs/loader.md#mcp-roots): their entries are parsed from the listed frontmatter."""
     roots = tuple(roots)
     host = host or Host.current()
     diagnostics: list[Diagnostic] = []
@@ -207,6 +211,7 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
             else:
                 winners[name] = (root, path, error)
 
+    listed = _remote_candidates(remote, winners, shadowed, diagnostics, reserved)
     parsed = cache.parsed if cache is not None else _parse_one
     judging = Judging(tools, tools.version, policy, host.platform, dict(host.env), host.path,
                       reserved)
@@ -229,7 +234,8 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
         if error:  # a malformed winner is excluded; no fallback to a shadowed copy
             diagnostics.append(Diagnostic("skill_error", name, source, path, error))
             continue
-        entry = parsed(name, source, path)
+        entry = _parsed_remote(name, source, path, listed[path]) if path in listed \
+            else parsed(name, source, path)
         skill = entry.skill
         if isinstance(skill, str):
             diagnostics.append(Diagnostic("skill_error", name, source, path, skill))
@@ -277,6 +283,7 @@ def build_snapshot(roots: Iterable[Root], tools: ToolRegistry, policy: ToolPolic
         alias_clashes=MappingProxyType(clashes),
         excluded_aliases=MappingProxyType({a: n for a, n in excluded_aliases.items()
                                            if a not in aliases and a not in clashes}),
+        held=MappingProxyType({s.path: listed[s.path] for s in included if s.path in listed}),
     )
 
 
@@ -328,6 +335,53 @@ def _parsed(name: str, source: str, path: str, data: bytes) -> Parsed:
     except SkillError as exc:
         return Parsed(str(exc))
     return Parsed(skill, _hashed(skill))
+
+
+def _remote_candidates(remote: Sequence[_remote.RemoteRoot],
+                       winners: dict[str, tuple[Root, str, str | None]],
+                       shadowed: dict[str, list[tuple[Root, str]]],
+                       diagnostics: list[Diagnostic],
+                       reserved: frozenset[str]) -> dict[str, _remote.RemoteSkill]:
+    """Put the MCP servers' entries into precedence, after every folder; the entries by
+    the path their skill carries (``mcp:<server>:<root uri>``)."""
+    listed: dict[str, _remote.RemoteSkill] = {}
+    for rroot in remote:
+        root = Root(rroot.source, Path(rroot.source), False)
+        if rroot.reason:
+            diagnostics.append(Diagnostic("note", None, root.source, None,
+                                          f"no skills from MCP server '{rroot.server}': "
+                                          f"{rroot.reason}"))
+        names = [s.name for s in rroot.skills]
+        for rskill in sorted(rroot.skills, key=lambda s: (s.name, s.uri)):
+            path = f"{root.source}:{rskill.root or rskill.uri}"
+            error = rskill.error
+            if error is None and names.count(rskill.name) > 1:
+                error = (f"MCP server '{rroot.server}' serves more than one skill named "
+                         f"'{rskill.name}'; none of them is loaded")
+            lookalike = builtin_lookalike(rskill.name, reserved)
+            if error is None and lookalike:
+                error = (f"its name looks like the built-in command /{lookalike}; a skill "
+                         "from an MCP server never takes a built-in's name")
+            if rskill.name in winners:
+                shadowed.setdefault(rskill.name, []).append((root, path))
+                continue
+            winners[rskill.name] = (root, path, error and f"{error} (MCP server "
+                                                          f"'{rroot.server}', {rskill.uri})")
+            listed[path] = rskill
+    return listed
+
+
+def _parsed_remote(name: str, source: str, path: str, rskill: _remote.RemoteSkill) -> Parsed:
+    """An MCP skill parsed from its listed frontmatter; the hash reads its manifest too."""
+    entry = _parsed(name, source, path, _remote.document(rskill))
+    skill = entry.skill
+    if isinstance(skill, Skill) and (skill.command_tool or
+                                     skill.invocation_mode == "tool_dispatch"):
+        return Parsed("a skill from an MCP server cannot dispatch a tool: that would run "
+                      "code on this host without the user's approval")
+    if isinstance(skill, Skill):
+        return Parsed(skill, entry.hashed + rskill.key().encode() + b"\0")
+    return entry
 
 
 def _verdict(skill: Skill, tools: ToolRegistry, policy: ToolPolicy, host: Host,

@@ -43,6 +43,9 @@ class Snapshot:
     alias_clashes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     # alias -> the excluded skill that declares it (so /fix can say why it is not here)
     excluded_aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # an MCP server's included skill's path -> the entry it was loaded from (RemoteSkill):
+    # what load_skill and read_skill_file verify against (docs/loader.md#mcp-roots)
+    held: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {s.name: s for s in self.skills})

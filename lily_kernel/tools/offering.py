@@ -137,7 +137,8 @@ def builtin_specs(skill: Skill | None, load_skill: dict[str, Any],
     """The built-in model tools a request whose skill is ``skill`` can use."""
     if skill is None:  # under a skill, its body is already in the request
         return [load_skill]
-    out = [read_skill_file] if (Path(skill.path) / "references").is_dir() else []
+    out = [read_skill_file] if skill.source.startswith("mcp:") or \
+        (Path(skill.path) / "references").is_dir() else []
     if skill.typed is not None:
         out.append(propose_action)
         if skill.typed.kind == "internal" and skill.typed.acl_read:

@@ -34,3 +34,14 @@ def test_the_sdk_log_reaches_lily_logging_at_debug_level(caplog):
     ours = [r for r in caplog.records if r.name == mcp_client.__name__]
     assert [r.levelno for r in ours] == [logging.DEBUG]
     assert "server said something odd" in ours[0].getMessage()
+
+
+def test_the_auto_handshake_lily_uses_is_the_one_the_sdks_client_uses():
+    """Lily negotiates with ``mcp.client._probe.negotiate_auto`` (docs/mcp.md#the-client), the
+    SDK's own ``Client(mode="auto")`` policy; an SDK that moves or drops it fails here."""
+    import inspect
+
+    from mcp.client import client
+    from mcp.client._probe import negotiate_auto
+    assert client.negotiate_auto is negotiate_auto
+    assert "negotiate_auto(session)" in inspect.getsource(client.Client.__aenter__)

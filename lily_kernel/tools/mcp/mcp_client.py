@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from lily_kernel.errors import ToolError
 from lily_kernel.redaction import redact
 from lily_kernel.tools.mcp.mcp_config import ServerConfig
+from lily_kernel.tools.mcp.mcp_skills import CHANGED, LIST_TIMEOUT, Skills
 
 T = TypeVar("T")
 START_TIMEOUT = 30.0  # seconds for a server to start and list its tools
@@ -123,6 +124,14 @@ def with_environment_bin(path: str) -> str:
     return os.pathsep.join(parts)
 
 
+async def negotiate(session: Any) -> None:
+    """The SDK's own ``mode="auto"`` handshake: ``server/discover`` at the newest protocol
+    (2026-07-28), falling back to ``initialize`` (2025-11-25) with an older server
+    (docs/mcp.md#the-client)."""
+    from mcp.client._probe import negotiate_auto
+    await negotiate_auto(session)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception (or the first leaf of an exception group) as one redacted line."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -145,6 +154,9 @@ class Server:
         self.tools: list[Any] = []  # mcp.types.Tool, as listed
         self.note: str | None = None  # e.g. tools left out past MAX_TOOLS
         self.generation = 0  # bumped whenever the tool list changes
+        self.skills = Skills()  # what it serves by the Skills extension, if it declares it
+        self.protocol: str | None = None  # the negotiated protocol version
+        self.extensions: tuple[str, ...] = ()  # the extensions it declared
         self._on_change = on_change
         self._session: Any = None
         self._stop: asyncio.Event | None = None
@@ -213,8 +225,12 @@ class Server:
                 session = await stack.enter_async_context(
                     ClientSession(read, write, message_handler=self._on_message))
                 async with asyncio.timeout(START_TIMEOUT):
-                    await session.initialize()
+                    await negotiate(session)
+                    self.protocol = session.protocol_version
+                    caps = session.server_capabilities
+                    self.extensions = tuple(sorted(getattr(caps, "extensions", None) or {}))
                     await self._list(session)
+                await self.skills.list(session)  # bounded by its own timeout
                 self._session, self.state = session, "ready"
                 self._ready.set()
                 stop = asyncio.ensure_future(self._stop.wait())
@@ -317,9 +333,12 @@ class Server:
             self._fault = f"sent a malformed message: {one_line(message)}"
             self._fail_inflight(self._fault)
             return
-        if getattr(message, "method", "") == "notifications/tools/list_changed" and self._session:
+        method = getattr(message, "method", "")
+        if method == "notifications/tools/list_changed" and self._session:
             with contextlib.suppress(Exception):
                 await self._list(self._session)
+        if method in CHANGED and self._session and self.skills.declared:
+            await self.skills.list(self._session)
 
     def _fail_inflight(self, why: str) -> None:
         self._fault = self._fault or why
@@ -349,6 +368,15 @@ class Server:
             raise
         except Exception as exc:
             raise ToolError(f"MCP server '{name}': '{tool}' failed: {one_line(exc)}") from None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = LIST_TIMEOUT + 2) -> T:
+        """Run ``coro`` on the loop from the kernel's thread, within ``timeout``."""
+        future = _Loop.get().submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"did not answer within {timeout:g} s") from None
 
     async def _call(self, tool: str, args: dict[str, Any], timeout: float) -> Any:
         task = asyncio.current_task()

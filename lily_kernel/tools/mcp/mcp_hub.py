@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from lily_kernel.skills import remote
 from lily_kernel.tools.mcp.mcp_client import START_TIMEOUT, Server
 from lily_kernel.tools.mcp.mcp_config import ServerConfig
 from lily_kernel.tools.mcp.mcp_tools import McpImage, McpTool, make_tool, tool_name
@@ -38,6 +39,8 @@ class Hub:
         self._seen: dict[str, ToolIdentity] = {}  # each tool's identity when last listed
         self.changes: dict[str, list[str]] = {}  # server -> what its tools/list changed
         self.budget: float | None = None  # the request's deadline (seconds), set per request
+        self.reviewed: dict[str, dict[str, str]] = {}  # server -> skill uri -> its key
+        self.pending: set[str] = set()  # servers still starting at the last skill_roots
         for config in configs:
             self.servers[config.name] = self._server(config)
         _LIVE.add(self)
@@ -71,6 +74,7 @@ class Hub:
         server = self.servers[name]
         if server.state not in ("untrusted", "disabled") and not server.config.error:
             server.restart()
+            self.reviewed.pop(name, None)  # its skills as it lists them now are reviewed
         return server
 
     def reconfigure(self, configs: Iterable[ServerConfig]) -> list[str]:
@@ -182,6 +186,74 @@ class Hub:
             return server.call(tool, args, timeout)
         return call
 
+    # -- skills (docs/loader.md#mcp-roots) ----------------------------------------
+    def skill_roots(self, wait: float = 15.0, refresh: bool = False) -> tuple[remote.RemoteRoot, ...]:
+        """Each server's skill root, in the configured order: waits at most ``wait`` seconds
+        in all for servers still starting (a slow one's root is empty with the reason);
+        ``refresh`` lists the ready servers' skills again (``/reload_skills``). A skill
+        whose entry differs from the one first seen (after the server started, ``/trust``
+        or ``/mcp restart``) is held back until it is reviewed again."""
+        import time
+        deadline = time.monotonic() + wait
+        roots = []
+        self.pending = set()
+        for name, server in self.servers.items():
+            if server.state == "starting":
+                server.wait(max(0.0, deadline - time.monotonic()))
+            if server.state == "starting":
+                self.pending.add(name)
+            if server.state != "ready":
+                if server.state in ("untrusted", "failed", "starting"):
+                    why = ("still starting: its skills join once it is ready"
+                           if server.state == "starting" else server.reason or server.state)
+                    roots.append(remote.RemoteRoot(name, (), why))
+                continue
+            if refresh and server.skills.declared and server._session is not None:
+                try:
+                    server.run(server.skills.list(server._session))
+                except TimeoutError as exc:
+                    server.skills.entries, server.skills.reason = (), str(exc)
+            if not server.skills.declared:
+                continue
+            roots.append(remote.RemoteRoot(name, self._reviewed(name, server.skills.entries),
+                                           server.skills.reason))
+        return tuple(roots)
+
+    def joined(self) -> bool:
+        """Whether a server still starting at the last :meth:`skill_roots` is ready now and
+        serves skills (no wait): the session then takes a new snapshot."""
+        done = {n for n in self.pending if n not in self.servers or
+                self.servers[n].state != "starting"}
+        self.pending -= done
+        return any(self.servers[n].state == "ready" and self.servers[n].skills.declared
+                   for n in done if n in self.servers)
+
+    def _reviewed(self, name: str, entries: tuple[remote.RemoteSkill, ...],
+                  ) -> tuple[remote.RemoteSkill, ...]:
+        seen = self.reviewed.get(name)
+        if seen is None:
+            self.reviewed[name] = {e.uri: e.key() for e in entries if e.error is None}
+            return entries
+        return tuple(e if e.error is not None or seen.get(e.uri) == e.key() else remote.held(
+            e, f"it changed since it was reviewed (new digests or frontmatter); run /trust, "
+               f"or /mcp restart {name}, to review it again") for e in entries)
+
+    def read_skill_file(self, server_name: str, skill: remote.RemoteSkill, uri: str) -> bytes:
+        """A file of ``skill`` read from its own server (never another), verified against
+        the manifest; ValueError says why it is refused."""
+        server = self.servers.get(server_name)
+        if server is None or server.state != "ready" or server._session is None:
+            raise ValueError(f"MCP server '{server_name}' is not running")
+        try:
+            return server.run(server.skills.read(server._session, skill, uri))
+        except TimeoutError as exc:
+            raise ValueError(f"MCP server '{server_name}': {uri} {exc}") from None
+        except ValueError:
+            raise
+        except Exception as exc:
+            from lily_kernel.tools.mcp.mcp_client import one_line
+            raise ValueError(f"MCP server '{server_name}': {uri}: {one_line(exc)}") from None
+
     # -- /mcp ------------------------------------------------------------------------
     def status(self, registry: ToolRegistry | None = None, policy: Any = None,
                decide: Callable[[McpTool], str] | None = None) -> list[dict[str, Any]]:
@@ -207,6 +279,8 @@ class Hub:
             rows.append({"name": name, "source": server.config.source,
                          "transport": server.config.transport, "state": server.state,
                          "reason": server.reason, "note": note,
+                         "protocol": server.protocol, "extensions": list(server.extensions),
+                         "skills": [e.name for e in server.skills.entries],
                          "stderr": server.stderr_tail() if server.state == "failed" else [],
                          "tools": tools})
         return rows
