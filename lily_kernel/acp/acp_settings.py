@@ -17,6 +17,7 @@ from acp.schema import (
     SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
+    Usage,
     UsageUpdate,
 )
 
@@ -136,6 +137,17 @@ def controls_note(chosen: set[str], before: dict[str, str], session: Session) ->
              f"**{_NAMES[Mode(now[key])] if key == MODE else sanitize.md_text(now[key])}** "
              f"there too." for key in names if key in chosen and before.get(key) != now[key]]
     return "\n\n".join(lines)
+
+
+def session_usage(session: Session) -> Usage | None:
+    """The session's prompt and completion tokens so far, as the endpoint counted them (the
+    prompt response's ``usage``); None before a model call was counted."""
+    totals = session.usage
+    if not int(totals["calls"]):
+        return None
+    prompt, completion = int(totals["prompt_tokens"]), int(totals["completion_tokens"])
+    return Usage(input_tokens=prompt, output_tokens=completion,
+                 total_tokens=prompt + completion)
 
 
 @dataclass

@@ -49,6 +49,8 @@ class Jupyter:
              f"--ServerApp.port={self.port}", f"--IdentityProvider.token={TOKEN}",
              f"--ServerApp.root_dir={self.root}",
              f"--PersonaManager.default_persona_id={persona_install.PERSONA_ID}",
+             # jupyter-ai's MCP server: a free port, not its 3001 (servers run side by side)
+             f"--MCPExtensionApp.mcp_port={free_port()}",
              *(["--allow-root"] if os.geteuid() == 0 else [])],
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
         self._wait()

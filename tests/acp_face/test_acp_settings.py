@@ -180,11 +180,12 @@ def test_each_model_step_reports_its_tokens_and_the_window(world):
         with ScriptedServer(script) as server:
             async with world.lily(client, server) as (conn, _):
                 new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("look"))
+                done = await conn.prompt(session_id=new.session_id, prompt=prompt("look"))
                 await settle()
-        return [u for u in client.updates if isinstance(u, UsageUpdate)]
+        return [u for u in client.updates if isinstance(u, UsageUpdate)], done.usage
 
-    usage = run(go())
+    usage, totals = run(go())
+    assert (totals.input_tokens, totals.output_tokens, totals.total_tokens) == (250, 15, 265)
     assert [u.used for u in usage] == [110, 155]
     assert all(u.size == 32_768 for u in usage)
     assert usage[-1].field_meta["lily"]["turnsNotSent"] == 0

@@ -244,8 +244,9 @@ def test_the_panels_mode_selector_model_picker_and_context_meter_drive_lily(tmp_
     assert names == ["Default (Plan)", "Plan", "Ask", "Edits", "Auto"], names  # its Default
     assert after_typed == "Edits"  # jupyter-ai shows the user's own choice
     assert notes == 1  # said once, after the typed command only
-    assert meter == "Context: 1.29k of 128k tokens (1%)", meter
+    assert meter == "Context: 1.29k of 128k tokens (1%)\nSession tokens: 1.29k", meter
     assert "1.29k of 128k (1%)" in card, card
+    assert "session tokens\n1.29k\ninput\n1.23k\noutput\n56" in card.lower(), card
     assert listed == ["Default (gpt-4o-mini)", "gpt-4o-mini", "scripted-model", "other-model"], \
         listed  # jupyter-ai's Default, the configured model, the endpoint's two
     assert [r["model"] for r in requests] == ["gpt-4o-mini", "other-model"]
