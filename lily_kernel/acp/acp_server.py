@@ -45,10 +45,12 @@ from acp.schema import (
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     ToolCallUpdate,
+    Usage,
 )
 
 from lily_kernel import __version__
 from lily_kernel.acp import acp_sessions
+from lily_kernel.acp import acp_settings as settings
 from lily_kernel.acp.acp_clients import profile_of
 from lily_kernel.acp.acp_turns import StopReason, Turns
 from lily_kernel.acp.main_thread import MainThread, Terminated
@@ -200,10 +202,18 @@ class LilyAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str,
                      **kwargs: Any) -> PromptResponse:
-        """One turn: a command, or a request to the agent (docs/front-ends.md#acp)."""
+        """One turn: a command, or a request to the agent (docs/front-ends.md#acp); with the
+        session's token totals (jupyter-ai's context meter shows them as session tokens)."""
         stop: StopReason = await self._on_main(lambda: self.turns.turn(session_id, prompt),
                                                session_id)
-        return PromptResponse(stop_reason=stop)
+
+        def totals() -> Usage | None:  # after the turn, on the main thread as every read
+            state = self.turns.sessions.get(session_id)  # gone after session/close
+            ready = state is not None and state.runner.ready
+            return settings.session_usage(state.runner.session) if state and ready else None
+
+        usage = await self._on_main(totals)
+        return PromptResponse(stop_reason=stop, usage=usage)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """``session/cancel``: interrupt the session's running turn, like ■."""

@@ -17,11 +17,12 @@ from acp.schema import (
     SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
+    Usage,
     UsageUpdate,
 )
 
 from lily_kernel.agent import budget
-from lily_kernel.commands import router
+from lily_kernel.commands import router, sanitize
 from lily_kernel.commands.policy import WHAT
 from lily_kernel.commands.results import Answer
 from lily_kernel.errors import CommandError
@@ -112,6 +113,41 @@ def set_option(session: Session, config_id: str, value: str | bool) -> None:
                                f"{', '.join(allowed[:12])}.")
     args = text if config_id == MODEL else f"{config_id}={text}"
     router.execute(session, router.Command("model", args, "", f"/model {args}"))
+
+
+MODE = "mode"  # the key of the mode among the client's choices (see ``controls_note``)
+
+
+def current(session: Session) -> dict[str, str]:
+    """The mode and each option's value now, as a client's controls set them (text)."""
+    values = {o.id: str(o.current_value).lower() if isinstance(o.current_value, bool)
+              else str(o.current_value) for o in config_options(session)}
+    return {MODE: session.permissions.mode.value, **values}
+
+
+def controls_note(chosen: set[str], before: dict[str, str], session: Session) -> str:
+    """What to tell a jupyter-ai user after a typed ``/mode`` or ``/model`` changed the mode or
+    an option the panel's control had set (``chosen``: the keys the client set): that panel
+    keeps the choice made there and sends it again with the next message, which would set it
+    back silently. Empty when the command changed none of those."""
+    now = current(session)
+    names = {MODE: "Mode", MODEL: "Model", TEMPERATURE: "Temperature", VISION: "Vision"}
+    lines = [f"Note: the panel's **{names[key]}** control keeps the choice made there and sends "
+             f"it again with your next message, which would set it back: choose "
+             f"**{_NAMES[Mode(now[key])] if key == MODE else sanitize.md_text(now[key])}** "
+             f"there too." for key in names if key in chosen and before.get(key) != now[key]]
+    return "\n\n".join(lines)
+
+
+def session_usage(session: Session) -> Usage | None:
+    """The session's prompt and completion tokens so far, as the endpoint counted them (the
+    prompt response's ``usage``); None before a model call was counted."""
+    totals = session.usage
+    if not int(totals["calls"]):
+        return None
+    prompt, completion = int(totals["prompt_tokens"]), int(totals["completion_tokens"])
+    return Usage(input_tokens=prompt, output_tokens=completion,
+                 total_tokens=prompt + completion)
 
 
 @dataclass

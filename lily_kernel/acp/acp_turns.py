@@ -102,6 +102,7 @@ class AcpSession:
     said: bool = False  # this turn's message has text already (the next part starts a paragraph)
     meter: settings.UsageMeter = field(default_factory=settings.UsageMeter)
     told: tuple[str, str] = ("", "")  # the mode and the config options the client was told
+    chosen: set[str] = field(default_factory=set)  # what the client's controls have set
     plan: PlanTracker = field(default_factory=PlanTracker)
 
     def message(self, client: Client, text: str, new_part: bool = True) -> None:
@@ -232,11 +233,13 @@ class Turns:
         """``session/set_mode``: ``/mode MODE_ID`` (CommandError with its reason)."""
         settings.set_mode(self.get(session_id).runner.session, mode_id)
         self.get(session_id).told = (mode_id, self.get(session_id).told[1])
+        self.get(session_id).chosen.add(settings.MODE)
 
     def set_option(self, session_id: str, config_id: str, value: str | bool) -> list[Any]:
         """``session/set_config_option``: ``/model KEY=VALUE``; the options' new state."""
         state = self.get(session_id)
         settings.set_option(state.runner.session, config_id, value)
+        state.chosen.add(config_id)
         options = settings.config_options(state.runner.session)
         state.told = (state.told[0], _dump(options))
         return options
@@ -286,11 +289,14 @@ class Turns:
         thinking = REASONING.set(lambda piece: state.live.think(piece) if state.live else None)
         try:
             if prompt.is_command:
+                before = settings.current(runner.session) if runner.ready else {}
                 try:
                     self._show(state, runner.command(prompt.text.strip(),
                                                      live=self._live(state)))
                 finally:
                     self._tell_settings(state)
+                if self.profile.jupyter_ai and runner.ready:  # its controls resend their choice
+                    self._say(state, settings.controls_note(state.chosen, before, runner.session))
                 if prompt.text.split() == ["/help"]:
                     self._say(state, NO_NOTEBOOK if state.link is None else THROUGH_SERVER)
             elif (text := prompt.request(state.workspace)).strip():

@@ -56,6 +56,45 @@ def test_modes_are_offered_set_as_mode_would_and_a_typed_mode_moves_the_selector
     assert [r["mode"] for r in records if r["event"] == "mode_changed"] == ["plan", "edits"]
 
 
+@pytest.mark.parametrize("as_client", ["jupyter-ai", "zed"])
+def test_a_typed_mode_after_jupyter_ais_control_chose_one_says_the_control_sets_it_back(
+        world, as_client):
+    """jupyter-ai 3.2's panel keeps the user's choice and sends it again with each message
+    (measured in its panel: test_jupyter_ai_panel.py): a typed /mode or /model that moves what
+    its control set says so, once; other clients' selectors follow current_mode_update."""
+    async def go():
+        client = Recorder()
+        with ScriptedServer([]) as server:
+            async with world.lily(client, server, as_client) as (conn, _):
+                new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
+                sid = new.session_id
+
+                async def say(text: str) -> str:
+                    client.clear()
+                    await conn.prompt(session_id=sid, prompt=prompt(text))
+                    await settle()
+                    return client.text()
+
+                said = [await say("/mode edits")]  # no control has chosen yet
+                await conn.set_session_mode(session_id=sid, mode_id="ask")  # the control
+                said.append(await say("/mode"))  # changes nothing
+                await conn.set_config_option(session_id=sid, config_id="temperature", value="0.5")
+                said.append(await say("/mode plan"))
+                said.append(await say("/model temperature=1"))
+        return said
+
+    said = run(go())
+    note = "control keeps the choice made there"
+    assert note not in said[0] and note not in said[1]
+    if as_client == "zed":
+        assert not any(note in s for s in said)
+        return
+    assert "**Mode** control keeps the choice made there" in said[2]
+    assert "choose **Plan** there too" in said[2]
+    assert "**Temperature** control" in said[3] and "choose **1** there too" in said[3]
+    assert "**Mode**" not in said[3]
+
+
 def test_the_administrators_cap_refuses_a_mode_above_it_with_the_reason_and_it_stays(world):
     policy = world.base / "policy.toml"
     policy.write_text('[permissions]\nmax_mode = "ask"\n')
@@ -142,11 +181,12 @@ def test_each_model_step_reports_its_tokens_and_the_window(world):
         with ScriptedServer(script) as server:
             async with world.lily(client, server) as (conn, _):
                 new = await conn.new_session(cwd=str(world.workspace), mcp_servers=[])
-                await conn.prompt(session_id=new.session_id, prompt=prompt("look"))
+                done = await conn.prompt(session_id=new.session_id, prompt=prompt("look"))
                 await settle()
-        return [u for u in client.updates if isinstance(u, UsageUpdate)]
+        return [u for u in client.updates if isinstance(u, UsageUpdate)], done.usage
 
-    usage = run(go())
+    usage, totals = run(go())
+    assert (totals.input_tokens, totals.output_tokens, totals.total_tokens) == (250, 15, 265)
     assert [u.used for u in usage] == [110, 155]
     assert all(u.size == 32_768 for u in usage)
     assert usage[-1].field_meta["lily"]["turnsNotSent"] == 0
