@@ -92,6 +92,8 @@ class Task:
     # a task that changes the notebook: a cell Lily proposes (propose_cell) is run, as the
     # user would run it, before the check
     run_proposed: bool = False
+    # files copied into the workspace as they are (a benchmark's table: bench/eval/dabench.py)
+    copies: dict[str, Path] = field(default_factory=dict)
 
 
 # -- check helpers -------------------------------------------------------------------------

@@ -635,7 +635,9 @@ def propose_cell(nb: Notebook, code: str) -> Shown:
 
 
 def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
-    """Run ``code`` like a cell: the model's text, and the output for the face to show."""
+    """Run ``code`` like a cell: the model's text, and the output for the face to show.
+    Code that raised is told by :data:`RAISED`, the exception's last line and the line of
+    the code that raised, and the model is told it may call again with changed code."""
     if not code.strip():
         raise ToolError("code is empty")
     result = nb.run(code)
@@ -644,10 +646,29 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
                                        else " without an error.") + f" {NOT_SHARED}",
                      result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = (f"The code ran and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
-              if result.error else "The code ran without an error.")
+    status = raised(code, result.error) if result.error else "The code ran without an error."
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
+
+
+#: How run_python's result starts when the code raised (agent/small_steps.py counts them).
+RAISED = "The code ran and raised"
+_CODE_LINE = re.compile(r'File "<run_python code>", line (\d+)'
+                        r'|File "[^"]*", line (\d+), in <module>')
+
+
+def raised(code: str, error: ErrorInfo) -> str:
+    """What run_python tells the model of code that raised: the exception's last line,
+    the line of the code that raised (from the traceback's last frame in that code), and
+    that it may call run_python again with corrected code."""
+    what = f"{error.ename}: {plain(error.evalue)[:500]}" if error.evalue else error.ename
+    found = [m.group(1) or m.group(2) for m in _CODE_LINE.finditer(plain(error.traceback))]
+    lines = code.splitlines()
+    number = int(found[-1]) if found else 0
+    where = f"\nThe line that raised (line {number}): {lines[number - 1].strip()[:300]}" \
+        if 0 < number <= len(lines) else ""
+    return (f"{RAISED} {what}{where}\nFix the code and call run_python again with the corrected "
+            "code, or answer if this already answers the request.")
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
@@ -782,7 +803,8 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         return _shown(run("propose_cell", {"code": code}, share_values()))
 
     def _run_python(code: str) -> Shown:
-        """Run Python code in the notebook's namespace, like a cell. Returns its output.
+        """Run Python code like a cell: the notebook's variables are live and workspace
+        files are read by their names (pd.read_csv('data.csv')); returns its output.
 
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))
