@@ -39,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dabench
 import fetch
 from proxy import Proxy
-from tasks import BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
+from tasks import ANSWERED, BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
 
 CARD = re.compile(r"card `([0-9a-f]{8})`")
 TEXT_CALL = re.compile(r'"(name|function)"\s*:\s*"|<tool_call>|<tools>|<function=|\[TOOL_CALLS\]')
-MAX_CONFIRMS = 4
+MAX_CONFIRMS = 6  # run_python may be tried again (3 raised runs a request), then succeed
 _INHERITED = ("OPENAI_", "SKILLS_", "LILY_", "JPY_")
 
 
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", help="comma-separated task names (default: all)")
     p.add_argument("--held-out", action="store_true",
                    help="run the held-out tasks (tasks.HELD_OUT) instead of the suite")
-    p.add_argument("--suite", choices=["lookup", "dabench"], default="lookup",
+    p.add_argument("--suite", choices=["lookup", "answer", "dabench"], default="lookup",
                    help="dabench: InfiAgent-DABench dev questions (bench/eval/dabench.py; "
                         "DABENCH_REPO names a local copy of its repository)")
     p.add_argument("--from-id", type=int, default=dabench.FROM_ID,
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             chosen = set(args.tasks.split(","))
             suite = [t for t in suite if t.name in chosen or t.name.split("-")[-1] in chosen]
     else:
-        suite = HELD_OUT if args.held_out else TASKS
+        suite = ANSWERED if args.suite == "answer" else HELD_OUT if args.held_out else TASKS
     if args.list:
         for t in suite:
             print(f"{t.name:16} {t.prompt}")

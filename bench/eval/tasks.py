@@ -281,4 +281,22 @@ HELD_OUT: list[Task] = [
          setup=[DF_SETUP], run_proposed=True),
 ]
 
-BY_NAME = {t.name: t for t in TASKS + HELD_OUT}
+def no_tool() -> Check:
+    """No tool was called: the answer came without one."""
+    def check(o: Outcome) -> str | None:
+        return f"called {', '.join(o.tools)}" if o.tools else None
+    return check
+
+
+#: Requests that need no tool (issue 40 §1): answered in one step with the answer tool
+#: (``run_eval.py --suite answer``). Written with the change, so not held out.
+ANSWERED: list[Task] = [
+    Task("greeting", "Good morning! How are you today?",
+         all_of(any_answer(), no_raw_call(), no_tool())),
+    Task("arithmetic", "What is 17 * 23?", all_of(number(391), no_raw_call(), no_tool())),
+    Task("percent", "What is 15% of 80? Give the number only.",
+         all_of(number(12), no_raw_call(), no_tool())),
+    Task("thanks", "Thanks, that was helpful.", all_of(any_answer(), no_raw_call(), no_tool())),
+]
+
+BY_NAME = {t.name: t for t in TASKS + HELD_OUT + ANSWERED}

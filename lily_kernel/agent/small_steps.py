@@ -68,7 +68,7 @@ def required_call(step: int, small: bool, tools: list[dict[str, Any]],
 
 def _failed(message: dict[str, Any], name: str) -> bool:
     content = str(message.get("content") or "")
-    return content.startswith("Error:") or (name == RETRIED and content.startswith(RAISED))
+    return content.startswith("Error:") or (name == RETRIED and RAISED.match(content) is not None)
 
 
 def failed_tools(step_messages: list[dict[str, Any]]) -> set[str]:
@@ -93,7 +93,7 @@ def failed_last(messages: list[dict[str, Any]]) -> set[str]:
 
 def raised_by(name: str, result: str) -> int:
     """1 when ``result`` is run_python's, saying its code raised; else 0."""
-    return int(name == RETRIED and result.startswith(RAISED))
+    return int(name == RETRIED and RAISED.match(result) is not None)
 
 
 def retry_refused(name: str, raised: int) -> str | None:
@@ -127,7 +127,7 @@ def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
 def raised_runs(messages: list[dict[str, Any]]) -> int:
     """How many ``run_python`` results in ``messages`` say its code raised."""
     return sum(1 for m in messages if m.get("role") == "tool"
-               and str(m.get("content") or "").startswith(RAISED))
+               and RAISED.match(str(m.get("content") or "")) is not None)
 
 
 def take_answer(turn: Turn) -> bool:

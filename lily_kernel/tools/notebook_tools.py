@@ -636,8 +636,7 @@ def propose_cell(nb: Notebook, code: str) -> Shown:
 
 def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
     """Run ``code`` like a cell: the model's text, and the output for the face to show.
-    Code that raised is told by :data:`RAISED`, the exception's last line and the line of
-    the code that raised, and the model is told it may call again with changed code."""
+    Code that raised is told by :func:`raised`."""
     if not code.strip():
         raise ToolError("code is empty")
     result = nb.run(code)
@@ -646,29 +645,33 @@ def run_python(nb: Notebook, code: str, share: bool = True) -> Shown:
                                        else " without an error.") + f" {NOT_SHARED}",
                      result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = raised(code, result.error) if result.error else "The code ran without an error."
+    status = raised(result.error, code) if result.error else "The code ran without an error."
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
 
 
-#: How run_python's result starts when the code raised (agent/small_steps.py counts them).
-RAISED = "The code ran and raised"
-_CODE_LINE = re.compile(r'File "<run_python code>", line (\d+)'
-                        r'|File "[^"]*", line (\d+), in <module>')
+#: How run_python's result starts when the code raised, wherever it ran ("The code ran in
+#: the sandbox and raised …"); agent/small_steps.py counts them.
+RAISED = re.compile(r"The code ran(?: in [\w ]{1,40})? and raised ")
+# a frame of the code itself (``in <module>``, or a SyntaxError's), and the source it quotes
+_CODE_FRAME = re.compile(r'^\s*File "[^"]*", line (\d+)(?:, in <module>)?$(?:\n {4}(\S.*)$)?',
+                         re.M)
 
 
-def raised(code: str, error: ErrorInfo) -> str:
-    """What run_python tells the model of code that raised: the exception's last line,
-    the line of the code that raised (from the traceback's last frame in that code), and
-    that it may call run_python again with corrected code."""
+def raised(error: ErrorInfo, code: str = "", where: str = "") -> str:
+    """What run_python tells the model of code that raised: the exception's last line, the
+    line of the code that raised (the traceback's last frame of that code: the source line
+    it quotes, else line N of ``code``), and that it may call run_python again with
+    corrected code. ``where``: " in the sandbox"."""
     what = f"{error.ename}: {plain(error.evalue)[:500]}" if error.evalue else error.ename
-    found = [m.group(1) or m.group(2) for m in _CODE_LINE.finditer(plain(error.traceback))]
+    frames = _CODE_FRAME.findall(plain(error.traceback))
+    number, quoted = (int(frames[-1][0]), frames[-1][1].strip()) if frames else (0, "")
     lines = code.splitlines()
-    number = int(found[-1]) if found else 0
-    where = f"\nThe line that raised (line {number}): {lines[number - 1].strip()[:300]}" \
-        if 0 < number <= len(lines) else ""
-    return (f"{RAISED} {what}{where}\nFix the code and call run_python again with the corrected "
-            "code, or answer if this already answers the request.")
+    if not quoted and 0 < number <= len(lines):
+        quoted = lines[number - 1].strip()
+    line = f"\nThe line that raised (line {number}): {quoted[:300]}" if quoted else ""
+    return (f"The code ran{where} and raised {what}{line}\nFix the code and call run_python "
+            "again with the corrected code, or answer if this already answers the request.")
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:

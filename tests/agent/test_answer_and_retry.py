@@ -155,7 +155,7 @@ def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
         sent = server.chat_requests()
     assert reply.text == "The mean is 1.5." and book.ran == [bad, good]
     raised = next(m["content"] for m in session.conversation if m["role"] == "tool")
-    assert raised.startswith(notebook_tools.RAISED + " NameError: name 'mean' is not defined")
+    assert raised.startswith("The code ran and raised NameError: name 'mean' is not defined")
     assert "The line that raised (line 2): x = mean([1, 2])" in raised
     assert "call run_python again with the corrected code" in raised
     # the step after the failed run requires a call, run_python admitted again, no answer
@@ -165,16 +165,33 @@ def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
     assert_consistent(session.conversation)
 
 
+def test_the_line_that_raised_comes_from_the_traceback_or_the_code():
+    frames = ('Traceback (most recent call last):\n  File "<run_python code>", line 2, in <module>\n'
+              '    x = df["a"]\n  File "/p/pandas/frame.py", line 4090, in __getitem__\n'
+              "    indexer = self.columns.get_loc(key)\nKeyError: 'a'")
+    error = notebook_tools.ErrorInfo(None, "", "KeyError", "'a'", frames)
+    said = notebook_tools.raised(error, where=" in the sandbox")
+    assert said.startswith("The code ran in the sandbox and raised KeyError: 'a'\n"
+                           'The line that raised (line 2): x = df["a"]\n')
+    assert notebook_tools.RAISED.match(said)
+    syntax = notebook_tools.ErrorInfo(None, "", "SyntaxError", "invalid syntax",
+                                      '  File "<run_python code>", line 1\n    x = (\n'
+                                      "SyntaxError: invalid syntax")
+    assert "(line 1): x = (" in notebook_tools.raised(syntax)
+    bare = notebook_tools.ErrorInfo(None, "", "NameError", "", 'File "c", line 2, in <module>')
+    assert "(line 2): b()" in notebook_tools.raised(bare, "a()\nb()")  # the code's own line
+
+
 def test_run_python_is_refused_after_its_code_raised_the_allowed_times(world):
     session = notebook_session(world, None, Book())
     request = Request(session, None, "compute")
     for n in range(small_steps.RUN_ATTEMPTS):
         assert request.repeated("run_python", {"code": f"mean({n})"}) is None
         request.remember("run_python", {"code": f"mean({n})"},
-                         notebook_tools.RAISED + " NameError: x")
+                         "The code ran and raised NameError: x")
     refused = request.repeated("run_python", {"code": "print(1)"})
     assert refused is not None and refused.startswith("Error: not run: the code raised 3 times")
-    tool = [{"role": "tool", "content": notebook_tools.RAISED + " KeyError: 'a'"},
+    tool = [{"role": "tool", "content": "The code ran in the sandbox and raised KeyError: 'a'"},
             {"role": "tool", "content": "The code ran without an error."}]
     assert small_steps.raised_runs(tool) == 1
 
