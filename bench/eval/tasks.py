@@ -120,6 +120,14 @@ def called(*names: str) -> Check:
     return check
 
 
+def called_any(*names: str) -> Check:
+    """At least one tool in ``names`` was called (a data file read with ``read``, or with
+    ``run_python``: issue 40 offers code first for a data file)."""
+    def check(o: Outcome) -> str | None:
+        return None if any(n in o.tools for n in names) else f"never called {' or '.join(names)}"
+    return check
+
+
 def all_of(*checks: Check) -> Check:
     def check(o: Outcome) -> str | None:
         for c in checks:
@@ -228,7 +236,7 @@ TASKS: list[Task] = [
          all_of(called("list"), says("notes.txt", "cities.csv")),
          files={"notes.txt": NOTES, "cities.csv": CITIES}),
     Task("csv_max", "Read cities.csv and tell me which city has the largest population.",
-         all_of(called("read"), says("Lima")), files={"cities.csv": CITIES}),
+         all_of(called_any("read", "run_python"), says("Lima")), files={"cities.csv": CITIES}),
     Task("todos", "Are there any TODO or FIXME comments in app.py? Quote them.",
          all_of(says_any("handle empty input"), says_any("atomically")), files={"app.py": APP}),
     Task("write_new", "Create a file hello.txt containing exactly: hello from lily",

@@ -42,8 +42,7 @@ ANSWER = "answer"  # the small profile's answer tool (agent/request.py)
 RUN_ATTEMPTS = 3  # run_python calls whose code raised, per request
 RETRIED = "run_python"  # a failed run stays admitted at the next required step: a retry
 #: The answer tool (agent/request.py offers it last in the small profile).
-ANSWER_TOOL = offering.spec(ANSWER, "Give the user your final answer, in the form the request "
-                            "asks for, when no tool is needed or the results answer it.",
+ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request asks for.",
                             {"type": "object", "properties": {"text": {"type": "string"}},
                              "required": ["text"]})
 NOT_ALONE = "answer: not run: call it alone, once the other calls' results are in"

@@ -66,7 +66,7 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any],
 SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
 #: The small-model profile's fewer tools: these Lily tools only when the request's text asks
 #: for what they do (:data:`SMALL_ASKED`) or under a skill that names them
-#: (``requires_tools``), so that "Say hello." stays within 600 prompt tokens
+#: (``requires_tools``), so that "Say hello." stays near 600 prompt tokens
 #: (docs/agent.md#small-model-profile).
 SMALL_LEAVES_OUT = frozenset({"write", "edit", "list", "read_cells", "run_python"})
 #: A data file's name: the formats pandas reads (csv, tsv, json, parquet, Excel, feather,
