@@ -20,12 +20,10 @@ written beside the results, so its own ``eval_closed_form.py`` can judge the run
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import subprocess
-import tarfile
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,24 +58,25 @@ def data_dir(repo: str | None = None, commit: str | None = None) -> Path:
     if _git("-C", str(source), "cat-file", "-e", f"{commit}^{{commit}}").returncode:
         raise SystemExit(f"Error: {source} does not hold commit {commit[:12]}; fetch it there, "
                          "or point DABENCH_REPO at a copy that does")
-    archive = _git("-C", str(source), "archive", "--format=tar", commit, DATA)
-    if archive.returncode:
-        raise SystemExit(f"Error: git archive {commit[:12]} {DATA} failed in {source}: "
-                         f"{archive.stderr.decode(errors='replace').strip()}")
     target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
-        for member in tf.getmembers():
-            if not member.isfile():
-                continue
-            rel = Path(member.name).relative_to(DATA)
-            out = target / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            src = tf.extractfile(member)
-            assert src is not None
-            out.write_bytes(src.read())
+    listing = _git("-C", str(source), "ls-tree", "-r", commit, f"{DATA}/")
+    if listing.returncode:
+        raise SystemExit(f"Error: git ls-tree {commit[:12]} {DATA} failed in {source}")
+    missing = []
+    for line in listing.stdout.decode().splitlines():
+        meta, path = line.split("\t", 1)
+        blob = _git("-C", str(source), "cat-file", "blob", meta.split()[2])
+        if blob.returncode:  # a partial copy (a shallow or filtered clone) lacks the blob
+            missing.append(path)
+            continue
+        out = target / Path(path).relative_to(DATA)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(blob.stdout)
     for name in (QUESTIONS, LABELS):
         if not (target / name).exists():
-            raise SystemExit(f"Error: {commit[:12]} has no {DATA}/{name}")
+            raise SystemExit(f"Error: {source} at {commit[:12]} has no {DATA}/{name}")
+    if missing:  # the questions on these tables are left out, and the run says how many
+        (target / "missing.txt").write_text("".join(f"{Path(p).name}\n" for p in missing))
     (target / "complete").write_text(commit + "\n")
     return target
 
@@ -116,14 +115,21 @@ class Question:
                 f"Answer format: {self.format.strip()}")
 
 
-def questions(data: Path, from_id: int = FROM_ID, limit: int | None = LIMIT) -> list[Question]:
-    """The slice: dev questions with id >= ``from_id``, by id, the first ``limit``."""
+def questions(data: Path, from_id: int = FROM_ID, limit: int | None = LIMIT,
+              log: Callable[[str], None] = print) -> list[Question]:
+    """The slice: dev questions with id >= ``from_id``, by id, the first ``limit``; those
+    whose table the local copy lacks are left out (and counted in a line of ``log``)."""
     labels = {r["id"]: {a[0]: a[1] for a in r["common_answers"]} for r in _jsonl(data / LABELS)}
     out = [Question(q["id"], q["question"], q.get("constraints", ""), q.get("format", ""),
                     q["file_name"], q.get("level", "?"), labels[q["id"]])
            for q in sorted(_jsonl(data / QUESTIONS), key=lambda q: q["id"])
            if q["id"] >= from_id and q["id"] in labels]
-    return out[:limit] if limit else out
+    present = [q for q in out if (data / TABLES / q.file_name).is_file()]
+    if len(present) < len(out):
+        left = sorted({q.file_name for q in out} - {q.file_name for q in present})
+        log(f"DABench: {len(out) - len(present)} questions left out: the local copy lacks "
+            f"their table ({', '.join(left[:5])}{', …' if len(left) > 5 else ''})")
+    return present[:limit] if limit else present
 
 
 # -- the benchmark's closed-form rules (eval_closed_form.py) ---------------------------------
