@@ -88,11 +88,15 @@ bench: $(STAMP)
 # once (~15 min on 2 cores), both cached in ~/.cache/lily-eval; serves it on 127.0.0.1 and runs
 # bench/eval's tasks through real Lily kernels. LILY_EVAL_BASE_URL (+ LILY_EVAL_MODEL) runs the
 # suite against any other OpenAI-compatible endpoint instead. EVAL_ARGS: e.g. --tasks hello,fix
+# SUITE=dabench runs InfiAgent-DABench dev questions (bench/eval/dabench.py; DABENCH_REPO: a
+# local copy of its repository) with the eval extra (scipy, scikit-learn, seaborn) in the kernel.
 EVAL_MODEL ?= 1.5b
 EVAL_ARGS  ?=
+SUITE      ?= lookup
 eval: $(STAMP)
-	$(BIN)/python bench/eval/run_eval.py $(if $(LILY_EVAL_BASE_URL),,--serve $(EVAL_MODEL)) \
-	  --json $(HOME)/.cache/lily-eval/results/$(if $(LILY_EVAL_BASE_URL),endpoint,$(EVAL_MODEL))-last.json $(EVAL_ARGS)
+	@$(if $(filter dabench,$(SUITE)),$(BIN)/python -c "import scipy, sklearn, seaborn" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[eval]',true)
+	$(BIN)/python bench/eval/run_eval.py $(if $(LILY_EVAL_BASE_URL),,--serve $(EVAL_MODEL)) --suite $(SUITE) \
+	  --json $(HOME)/.cache/lily-eval/results/$(SUITE)-$(if $(LILY_EVAL_BASE_URL),endpoint,$(EVAL_MODEL))-last.json $(EVAL_ARGS)
 
 # Re-execute the golden notebooks after a deliberate change to what commands print.
 golden: $(STAMP)

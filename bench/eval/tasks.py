@@ -92,6 +92,8 @@ class Task:
     # a task that changes the notebook: a cell Lily proposes (propose_cell) is run, as the
     # user would run it, before the check
     run_proposed: bool = False
+    # files copied into the workspace as they are (a benchmark's table: bench/eval/dabench.py)
+    copies: dict[str, Path] = field(default_factory=dict)
 
 
 # -- check helpers -------------------------------------------------------------------------
@@ -115,6 +117,14 @@ def called(*names: str) -> Check:
     def check(o: Outcome) -> str | None:
         missing = [n for n in names if n not in o.tools]
         return f"never called {', '.join(missing)}" if missing else None
+    return check
+
+
+def called_any(*names: str) -> Check:
+    """At least one tool in ``names`` was called (a data file read with ``read``, or with
+    ``run_python``: issue 40 offers code first for a data file)."""
+    def check(o: Outcome) -> str | None:
+        return None if any(n in o.tools for n in names) else f"never called {' or '.join(names)}"
     return check
 
 
@@ -226,7 +236,7 @@ TASKS: list[Task] = [
          all_of(called("list"), says("notes.txt", "cities.csv")),
          files={"notes.txt": NOTES, "cities.csv": CITIES}),
     Task("csv_max", "Read cities.csv and tell me which city has the largest population.",
-         all_of(called("read"), says("Lima")), files={"cities.csv": CITIES}),
+         all_of(called_any("read", "run_python"), says("Lima")), files={"cities.csv": CITIES}),
     Task("todos", "Are there any TODO or FIXME comments in app.py? Quote them.",
          all_of(says_any("handle empty input"), says_any("atomically")), files={"app.py": APP}),
     Task("write_new", "Create a file hello.txt containing exactly: hello from lily",
@@ -279,4 +289,22 @@ HELD_OUT: list[Task] = [
          setup=[DF_SETUP], run_proposed=True),
 ]
 
-BY_NAME = {t.name: t for t in TASKS + HELD_OUT}
+def no_tool() -> Check:
+    """No tool was called: the answer came without one."""
+    def check(o: Outcome) -> str | None:
+        return f"called {', '.join(o.tools)}" if o.tools else None
+    return check
+
+
+#: Requests that need no tool (issue 40 §1): answered in one step with the answer tool
+#: (``run_eval.py --suite answer``). Written with the change, so not held out.
+ANSWERED: list[Task] = [
+    Task("greeting", "Good morning! How are you today?",
+         all_of(any_answer(), no_raw_call(), no_tool())),
+    Task("arithmetic", "What is 17 * 23?", all_of(number(391), no_raw_call(), no_tool())),
+    Task("percent", "What is 15% of 80? Give the number only.",
+         all_of(number(12), no_raw_call(), no_tool())),
+    Task("thanks", "Thanks, that was helpful.", all_of(any_answer(), no_raw_call(), no_tool())),
+]
+
+BY_NAME = {t.name: t for t in TASKS + HELD_OUT + ANSWERED}

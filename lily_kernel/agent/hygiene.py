@@ -278,6 +278,11 @@ class AnswerGuard:
             self.text = "".join(self.parts)
             raise AnswerStopped
 
+    def instead(self, text: str) -> None:
+        """What :meth:`release` shows is ``text`` (the answer tool's text), not the call
+        held back."""
+        self.held = [text]
+
     def release(self) -> None:
         """The answer was not a call: show what was held back."""
         held, self.held = self.held, None

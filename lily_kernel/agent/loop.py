@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import endpoint_info, hygiene, model_client, pending, text_calls
+from lily_kernel.agent import endpoint_info, hygiene, model_client, pending, small_steps, text_calls
 from lily_kernel.agent.budget import profile_of
 from lily_kernel.agent.model_client import ToolCall, Turn
 from lily_kernel.agent.pending import DECLINED, HeldCall, Paused, PendingItem
@@ -105,19 +105,17 @@ def resume(session: Session, call: HeldCall, result: str,
     messages = _seen(session, paused.answered(redaction.redact(result, session.environ)))
     problem = session.config_error or model_client.not_configured(session.environ, session.model_config)
     if problem:
-        _commit(session, messages)
+        pending.commit(session, messages)
         raise AgentError(problem)
     request = Request(session, paused.skill, request_of(messages))
     request.tools_used = [*paused.tools_used, call.tool]
+    for made in small_steps.calls_made(messages):  # identical calls stay repeats
+        request.remember(*made)
     return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
 
 
 decline = pending.decline  # Cancel's answer to the model: "declined by the user"
-
-
-def _commit(session: Session, messages: list[dict[str, Any]]) -> None:
-    pending.commit(session, messages)
 
 
 def _withdraw(request: Request, messages: list[dict[str, Any]]) -> None:
@@ -163,13 +161,10 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     notes = _Notes()
     request.note = notes.add  # e.g. ran in the sandbox (agent/request.py)
     small = profile_of(config) == "small"
-    failed: set[str] = set()  # the tools of the last step, when every call of it failed
+    failed = small_steps.failed_last(messages)  # the last step's tools, when all its calls failed
     asked_again = nudged = False  # the one extra request after an empty final answer,
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
     asking: dict[str, Any] | None = None  # that one-off message, for the next step only
-
-    def commit(messages: list[dict[str, Any]]) -> None:
-        _commit(session, messages)
 
     turn_start, left_out = len(messages), (0, 0)
     limits = session.limits
@@ -209,6 +204,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 _read_text_calls(turn, [*offered, *own, *aliases], skills, notes,
                                  counted=not asked_json)
             _aliased(turn, aliases, notes)
+            if small and small_steps.take_answer(turn):  # the answer tool: its text is the answer
+                guard.instead(turn.content)
             if not turn.tool_calls or turn.content:
                 guard.release()  # not a call written as text: the face shows it now
             broken = _arguments(request, turn, notes)
@@ -233,7 +230,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     turn.content += ("\n\n*(The model stopped at its length limit; the answer "
                                      "may be cut short.)*")
                     messages[-1] = turn.message()
-                commit(messages)
+                pending.commit(session, messages)
                 shown = turn.content
                 if request.cut_results:  # the user is told; the model saw the marker
                     n = request.cut_results
@@ -298,6 +295,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
                               "id": call.id, "args": args, "result": result})
             failed = failed_tools(messages[turn_start:])
+            if failed and small:  # the next required step may go to any tool that can answer
+                request.asked |= {"run_python"}
             if held is None:
                 _seen(session, messages)
             if held is not None:
@@ -311,19 +310,19 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 return Reply(turn.content, request.skill, request.tools_used, step, item, usage,
                              request.shown, left_out, notes.lines)
         _withdraw(request, messages)  # the request ends in an error: its card is never shown
-        commit(messages)
+        pending.commit(session, messages)
         raise AgentError(f"stopped after {MAX_STEPS} model steps without a final answer; "
                          "the tool results so far are kept in the conversation")
     except ModelError as exc:
         _withdraw(request, messages)  # the request ends in an error: its card is never shown
         del messages[turn_start:]  # a faulty turn (e.g. invalid tool-call JSON) is not kept
         if len(messages) > 1:  # tools ran before it: keep what happened, consistently
-            commit(messages)
+            pending.commit(session, messages)
         raise AgentError(redaction.redact(str(exc), session.environ)) from None
     except KeyboardInterrupt:
         _withdraw(request, messages)
         if len(messages) > 1:
-            commit(messages)
+            pending.commit(session, messages)
         raise
 
 

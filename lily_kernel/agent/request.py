@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lily_kernel import redaction
-from lily_kernel.agent import budget, hygiene, pending, prompt, workspace_rules
+from lily_kernel.agent import budget, hygiene, pending, prompt, small_steps, workspace_rules
 from lily_kernel.agent.pending import PendingItem
 from lily_kernel.errors import ActionError, ToolError
 from lily_kernel.skills.skill import Skill
@@ -53,9 +53,9 @@ PROPOSE_ACTION = _one_argument("propose_action", "Propose parameters for the loa
                                "skill; the user confirms.", "parameters", "object")
 READ_CONFIG = _one_argument("read_config", "Read a setting (dotted path) of the loaded typed "
                             "skill.", "path")
-RESERVED = {"load_skill", "read_skill_file", "propose_action", "read_config"}
-_BUILTIN = {"load_skill": LOAD_SKILL, "read_skill_file": READ_SKILL_FILE,
-            "propose_action": PROPOSE_ACTION, "read_config": READ_CONFIG}
+_BUILTIN = {s["function"]["name"]: s for s in (LOAD_SKILL, READ_SKILL_FILE, PROPOSE_ACTION,
+                                                READ_CONFIG, small_steps.ANSWER_TOOL)}
+RESERVED = set(_BUILTIN)  # and the small profile's answer (agent/small_steps.py)
 _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 
@@ -99,6 +99,7 @@ class Request:
         self.answered: dict[str, str] = {}
         self.held: gate.Asks | None = None  # the gate's answer for the call a card holds
         self.note: Callable[[str], object] = lambda line: None  # a footer line (agent/loop.py)
+        self.raised = 0  # run_python calls whose code raised (small_steps.RUN_ATTEMPTS)
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -135,7 +136,8 @@ class Request:
                 specs.append(offering.spec(tool.name, tool.description, tool.parameters,
                                            small and not offering.backs(tool.name, skill)))
         specs = [s for s in specs if session.policy.offered(s["function"]["name"])]
-        return offering.asked_first(specs, self.asked) if small else specs
+        answer = [] if skill is not None and skill.requires_tools else [small_steps.ANSWER_TOOL]
+        return [*offering.asked_first(specs, self.asked), *answer] if small else specs
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:
@@ -207,6 +209,8 @@ class Request:
     def repeated(self, name: str, args: dict[str, Any]) -> str | None:
         """The answer to a call identical to one already answered in this request (since
         the last call that may change something), or None: it is not run again."""
+        if (refused := small_steps.retry_refused(name, self.raised)) is not None:
+            return refused
         if name == "load_skill" or hygiene.call_key(name, args) not in self.answered:
             return None  # a load_skill again answers "already loaded" itself
         return hygiene.already_answered(name, args)
@@ -221,6 +225,7 @@ class Request:
         if not read_only:
             self.answered.clear()
         self.answered[hygiene.call_key(name, args)] = result
+        self.raised += small_steps.raised_by(name, result)
 
     def execute(self, name: str, args: dict[str, Any]) -> str:
         """The tool result text, redacted then capped; refusals and tool failures start with
@@ -247,6 +252,8 @@ class Request:
             return self.propose_action(args)
         if name == "read_config":
             return self.read_config(args)
+        if name == small_steps.ANSWER:  # alone in its step it is the answer (agent/loop.py)
+            raise ToolError(small_steps.NOT_ALONE)
         return self.call_tool(name, args)
 
     def _cap(self, text: str) -> str:

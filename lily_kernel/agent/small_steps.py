@@ -18,14 +18,35 @@ inspect_variable…"). Two deterministic rules, for the small profile only:
   is sent, never in the conversation kept. Without it the 1.5B model answered "What columns
   does df have?" after inspect_variable's result with "you can use inspect_variable"; with
   it, "The columns of df are x, y and label" (and, after read, it still called write).
+  The whole request is restated up to :data:`REQUEST_CHARS`; past that its start and its
+  end (where a request states the form of its answer: a rounding, a unit, ``@name[value]``).
+- :func:`take_answer`: the ``answer`` tool (offered in the small profile, so the required
+  step admits an answer too): a step that only calls it ends the request with its text.
+  A greeting or an arithmetic question needs no tool, and is answered in one step.
+- :func:`raised_runs`: how often ``run_python``'s code raised in this request; the model may
+  call it again with changed code, :data:`RUN_ATTEMPTS` times in all.
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from lily_kernel.agent import hygiene
+from lily_kernel.agent.model_client import Turn
 from lily_kernel.tools import offering
+from lily_kernel.tools.notebook_tools import RAISED
 
-REQUEST_CHARS = 300  # of the user's request, when restated after a tool result
+REQUEST_CHARS = 1_200  # of the user's request, when restated after a tool result
+ANSWER = "answer"  # the small profile's answer tool (agent/request.py)
+RUN_ATTEMPTS = 3  # run_python calls whose code raised, per request
+RETRIED = "run_python"  # a failed run stays admitted at the next required step: a retry
+#: The answer tool (agent/request.py offers it last in the small profile).
+ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request asks for.",
+                            {"type": "object", "properties": {"text": {"type": "string"}},
+                             "required": ["text"]})
+NOT_ALONE = "answer: not run: call it alone, once the other calls' results are in"
+_CUT_ANSWER = re.compile(r'\s*\{\s*"name"\s*:\s*"answer"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
 _FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
 _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.substitution)
 
@@ -33,23 +54,121 @@ _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.su
 def required_call(step: int, small: bool, tools: list[dict[str, Any]],
                   failed: set[str] | frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """The ``response_format`` of this step, or None: in the small profile, a required call
-    on the first step when tools are offered, and on the second when every call of the
-    first failed (``failed``: their tools), to a tool other than those."""
+    on the first step when tools are offered (the ``answer`` tool among them), and on the
+    second when every call of the first failed (``failed``: their tools), to a tool other
+    than those — ``run_python`` stays, to be called again with changed code — and not to
+    ``answer``: right after a failure an answer is a guess."""
     if not small or not tools or step > 2 or (step == 2 and not failed):
         return None
-    left = [t for t in tools if t["function"]["name"] not in failed] if step == 2 else tools
+    left = [t for t in tools if t["function"]["name"] not in (failed - {RETRIED}) | {ANSWER}] \
+        if step == 2 else tools
     return offering.call_format(left) if left else None
 
 
+def _failed(message: dict[str, Any], name: str) -> bool:
+    content = str(message.get("content") or "")
+    return content.startswith("Error:") or (name == RETRIED and RAISED.match(content) is not None)
+
+
 def failed_tools(step_messages: list[dict[str, Any]]) -> set[str]:
-    """The tools a step called when every one of its calls failed (an ``Error:`` result);
-    else empty. ``step_messages``: the step's assistant message and its results."""
+    """The tools a step called when every one of its calls failed (an ``Error:`` result, or
+    ``run_python`` code that raised); else empty. ``step_messages``: the step's assistant
+    message and its results."""
     if not step_messages or not step_messages[0].get("tool_calls"):
         return set()
+    calls = {c.get("id"): c["function"]["name"] for c in step_messages[0]["tool_calls"]}
     results = [m for m in step_messages[1:] if m.get("role") == "tool"]
-    if not results or not all(str(m.get("content") or "").startswith("Error:") for m in results):
+    if not results or not all(_failed(m, calls.get(m.get("tool_call_id"), "")) for m in results):
         return set()
-    return {c["function"]["name"] for c in step_messages[0]["tool_calls"]}
+    return set(calls.values())
+
+
+def failed_last(messages: list[dict[str, Any]]) -> set[str]:
+    """:func:`failed_tools` of the last step in ``messages`` (a request resumed after a card:
+    a confirmed run whose code raised makes the next step a required one), else empty."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return failed_tools(messages[last:]) if last >= 0 else set()
+
+
+def raised_by(name: str, result: str) -> int:
+    """1 when ``result`` is run_python's, saying its code raised; else 0."""
+    return int(name == RETRIED and RAISED.match(result) is not None)
+
+
+def retry_refused(name: str, raised: int) -> str | None:
+    """The answer to a run_python call once its code raised :data:`RUN_ATTEMPTS` times in
+    the request, or None: it may run."""
+    if name != RETRIED or raised < RUN_ATTEMPTS:
+        return None
+    return (f"Error: not run: the code raised {raised} times in this request; answer the user "
+            "from the results so far, and say what failed")
+
+
+def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, result) of every call ``messages`` answered, in order (not those
+    answered "Already answered"): a request resumed after a card remembers them, so
+    identical code is still a repeat and raised runs still count."""
+    results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
+    made = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            result = results.get(call.get("id"))
+            try:
+                args = json.loads(call["function"]["arguments"] or "{}")
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(result, str) and isinstance(args, dict) and \
+                    not result.startswith(hygiene.ALREADY):
+                made.append((call["function"]["name"], args, result))
+    return made
+
+
+def raised_runs(messages: list[dict[str, Any]]) -> int:
+    """How many ``run_python`` results in ``messages`` say its code raised."""
+    return sum(1 for m in messages if m.get("role") == "tool"
+               and RAISED.match(str(m.get("content") or "")) is not None)
+
+
+def take_answer(turn: Turn) -> bool:
+    """A step that only calls ``answer`` (or whose ``answer`` call was cut at the length
+    limit) becomes that answer: its text is the turn's content, with no call left. True
+    when it did."""
+    calls = turn.tool_calls
+    if calls and all(c.name == ANSWER for c in calls):
+        texts = [_text_of(c.arguments) for c in calls]
+        turn.content, turn.tool_calls = "\n\n".join(t for t in texts if t), []
+        return True
+    cut = None if calls else _cut_answer(turn.content)
+    if cut is not None:
+        turn.content = cut
+        return True
+    return False
+
+
+def _text_of(arguments: str) -> str:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return _cut_answer('{"name": "answer", "arguments": ' + arguments) or ""
+    text = value.get("text") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def _cut_answer(content: str) -> str | None:
+    """The text of an ``answer`` call written as JSON but not closed (cut at the length
+    limit), or None when ``content`` is no such call."""
+    found = _CUT_ANSWER.match(content)
+    if found is None:
+        return None
+    rest, i = content[found.end():], 0
+    while i < len(rest) and rest[i] != '"':
+        i += 2 if rest[i] == "\\" else 1
+    raw = rest[:i].removesuffix("\\")
+    try:
+        text = json.loads(f'"{raw}"')
+    except ValueError:
+        return raw
+    return text if isinstance(text, str) else raw
 
 
 def request_of(messages: list[dict[str, Any]]) -> str:
@@ -69,7 +188,10 @@ def request_of(messages: list[dict[str, Any]]) -> str:
             if _ARGUMENTS in first else ""
         text = f"{text.removesuffix('.')}: {given}" if given else text
     text = " ".join(text.split())
-    return text if len(text) <= REQUEST_CHARS else text[:REQUEST_CHARS - 1] + "…"
+    if len(text) <= REQUEST_CHARS:
+        return text
+    half = (REQUEST_CHARS - 3) // 2  # the start and the end, where the answer's form is stated
+    return f"{text[:half]} … {text[-(REQUEST_CHARS - 3 - half):]}"
 
 
 def restated(messages: list[dict[str, Any]], small: bool) -> list[dict[str, Any]]:
@@ -80,5 +202,6 @@ def restated(messages: list[dict[str, Any]], small: bool) -> list[dict[str, Any]
     if not small or last is None or last.get("role") != "tool" or not request or \
             not isinstance(last.get("content"), str):
         return messages
-    note = f"\n\n(The user asked: {request} Answer now from this result.)"
+    note = (f"\n\n(The user asked: {request} Answer now from this result, in the form the "
+            "request asks for.)")
     return [*messages[:-1], {**last, "content": last["content"] + note}]

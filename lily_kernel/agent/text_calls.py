@@ -19,8 +19,10 @@ an answer *shows* in a fence, which the loop asks the model once to make, never 
 
 JSON is read by :func:`loads_lenient`, strictly first, then with a few repairs, each
 deterministic and conservative: one code fence removed, doubled braces ``{{…}}`` made
-single, trailing commas dropped, a Python literal (single quotes, ``True``/``None``) read
-with :func:`ast.literal_eval`, a JSON string holding the JSON object decoded. The same
+single (also when the closing ones are unbalanced, ``{{"name": "list", "arguments":
+{"path": "."}}}}``, the call as Qwen2.5's template text shows it), trailing commas
+dropped, a Python literal (single quotes, ``True``/``None``) read with
+:func:`ast.literal_eval`, a JSON string holding the JSON object decoded. The same
 rules repair a structured call's malformed arguments (:func:`repair_arguments`).
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ from lily_kernel import safejson
 __all__ = ["FENCE_INFO", "TextCall", "loads_lenient", "read", "repair_arguments", "shown_call"]
 
 LITERAL_CHARS = 20_000  # the longest text ast.literal_eval is asked to read
+EXTRA_CLOSERS = 3  # closing braces after a doubled-brace call taken as its doubling
 _TAGS = {"<tool_call>": "</tool_call>", "<tools>": "</tools>", "<tool>": "</tool>",
          "<function_call>": "</function_call>"}
 FENCE_INFO = {"", "json", "xml", "tool_call", "tool_calls", "tool_code"}
@@ -188,11 +191,29 @@ def _balanced_end(text: str, start: int) -> int:
 
 
 def _json_at(text: str, i: int) -> tuple[Any, int]:
+    if text.startswith("{{", i):
+        return _doubled_at(text, i)
     end = _balanced_end(text, i)
     try:
         return loads_lenient(text[i:end]), end
     except ValueError:
         raise _NotCalls from None
+
+
+def _doubled_at(text: str, i: int) -> tuple[Any, int]:
+    """A call with doubled braces as Qwen2.5's template text shows it, its closers perhaps
+    unbalanced: one ``{`` dropped, the object read to its balanced end (doubled braces made
+    single if need be), and up to :data:`EXTRA_CLOSERS` ``}`` after it taken as doubling."""
+    end = _balanced_end(text, i + 1)
+    after = end
+    while after < len(text) and after - end < EXTRA_CLOSERS and text[after] == "}":
+        after += 1
+    for unit in (text[i + 1:end], text[i + 1:end].replace("{{", "{").replace("}}", "}")):
+        try:
+            return loads_lenient(unit), after
+        except ValueError:
+            continue
+    raise _NotCalls
 
 
 def _call_of(value: Any) -> tuple[str, Any]:

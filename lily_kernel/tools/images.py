@@ -110,10 +110,14 @@ def with_images(text: str, hashes: list[str]) -> str | list[dict[str, Any]]:
 
 
 def has_images(messages: list[dict[str, Any]]) -> bool:
-    """Whether any message holds an image part."""
-    return any(isinstance(m.get("content"), list) and any(
-        p.get("type") == "image_url" for p in m["content"] if isinstance(p, dict))
-        for m in messages)
+    """Whether any message holds an image part. Asked before every model call, over the
+    whole conversation: a plain loop, no generator per message (bench/README.md, issue 40)."""
+    for m in messages:
+        content = m.get("content")
+        if content.__class__ is list and any(
+                isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            return True
+    return False
 
 
 def prepared(messages: list[dict[str, Any]], send: bool) -> list[dict[str, Any]]:

@@ -684,7 +684,8 @@ class SandboxNotebook(Notebook, Protocol):
 
 def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = False) -> Shown:
     """Run ``code`` like a cell: the model's text, and the output for the face to show;
-    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook."""
+    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook.
+    Code that raised is told by :func:`raised`."""
     if not code.strip():
         raise ToolError("code is empty")
     if sandboxed:
@@ -702,7 +703,7 @@ def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = Fa
                                        else " without an error.") + f" {NOT_SHARED}",
                      result.display)
     text = clip(plain(result.output).rstrip(), RUN_OUTPUT_CHARS, tail=True)
-    status = (f"{ran} and raised {result.error.ename}: {plain(result.error.evalue)[:500]}"
+    status = (raised(result.error, code, " in the sandbox" if sandboxed else "")
               if result.error else f"{ran} without an error.")
     return Shown(f"{status}\n--- output ---\n{text}" if text else f"{status} It printed nothing.",
                  result.display)
@@ -710,6 +711,30 @@ def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = Fa
 
 PROPOSED_NOTE = ("(The code is proposed as a cell below the request, not run there; the user "
                  "runs it to change the notebook.)")
+
+
+#: How run_python's result starts when the code raised, wherever it ran ("The code ran in
+#: the sandbox and raised …"); agent/small_steps.py counts them.
+RAISED = re.compile(r"The code ran(?: in [\w ]{1,40})? and raised ")
+# a frame of the code itself (``in <module>``, or a SyntaxError's), and the source it quotes
+_CODE_FRAME = re.compile(r'^\s*File "[^"]*", line (\d+)(?:, in <module>)?$(?:\n {4}(\S.*)$)?',
+                         re.M)
+
+
+def raised(error: ErrorInfo, code: str = "", where: str = "") -> str:
+    """What run_python tells the model of code that raised: the exception's last line, the
+    line of the code that raised (the traceback's last frame of that code: the source line
+    it quotes, else line N of ``code``), and that it may call run_python again with
+    corrected code. ``where``: " in the sandbox"."""
+    what = f"{error.ename}: {plain(error.evalue)[:500]}" if error.evalue else error.ename
+    frames = _CODE_FRAME.findall(plain(error.traceback))
+    number, quoted = (int(frames[-1][0]), frames[-1][1].strip()) if frames else (0, "")
+    lines = code.splitlines()
+    if not quoted and 0 < number <= len(lines):
+        quoted = lines[number - 1].strip()
+    line = f"\nThe line that raised (line {number}): {quoted[:300]}" if quoted else ""
+    return (f"The code ran{where} and raised {what}{line}\nFix the code and call run_python "
+            "again with the corrected code, or answer if this already answers the request.")
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:
@@ -852,7 +877,8 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         return _shown(run("propose_cell", {"code": code}, share_values()))
 
     def _run_python(code: str) -> Shown:
-        """Run Python code in the notebook's namespace, like a cell. Returns its output.
+        """Run Python code like a cell: the notebook's variables are live and workspace
+        files are read by their names (pd.read_csv('data.csv')); returns its output.
 
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))

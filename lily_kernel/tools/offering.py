@@ -66,19 +66,25 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any],
 SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
 #: The small-model profile's fewer tools: these Lily tools only when the request's text asks
 #: for what they do (:data:`SMALL_ASKED`) or under a skill that names them
-#: (``requires_tools``), so that "Say hello." stays within 600 prompt tokens
+#: (``requires_tools``), so that "Say hello." stays near 600 prompt tokens
 #: (docs/agent.md#small-model-profile).
 SMALL_LEAVES_OUT = frozenset({"write", "edit", "list", "read_cells", "run_python"})
-_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4})\b",
-                    re.IGNORECASE)
-_RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate)\b", re.IGNORECASE)
+#: A data file's name: the formats pandas reads (csv, tsv, json, parquet, Excel, feather,
+#: HDF5, Stata, SPSS, SAS, pickle, ...): a question about one is answered by code.
+DATA_FILE = (r"[\w-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|pq|feather|arrow|orc|xlsx|xlsm|xls|"
+             r"ods|h5|hdf5?|dta|sav|sas7bdat|xpt|pkl|pickle)")
+_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4}|"
+                    rf"{DATA_FILE})\b", re.IGNORECASE)
+_RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate|data ?frames?|"
+                  rf"{DATA_FILE})\b", re.IGNORECASE)
 _CELLS = re.compile(r"\bcells?\b", re.IGNORECASE)
 _CHANGE = re.compile(r"\b(?:change|replace|edit|modify|modifies|update|rename|fix|fixes|correct|"
                      r"remove|delete|insert|append|uncomment|set|turn)(?:s|d|ed|ing)?\b",
                      re.IGNORECASE)
 #: Which words of a request bring which left-out tool back, all of a tool's patterns
-#: matching (a file name such as notes.txt, "file", "folder"; "run", "execute"; "cell"; and
-#: for ``edit`` a file and a word of change: "change", "replace", "fix", …).
+#: matching (a file name such as notes.txt, "file", "folder"; "run", "execute", a data file's
+#: name or "DataFrame"; "cell"; and for ``edit`` a file and a word of change: "change",
+#: "replace", "fix", …).
 SMALL_ASKED = {"read": (_FILES,), "write": (_FILES,), "edit": (_FILES, _CHANGE),
                "list": (_FILES,), "run_python": (_RUN,), "read_cells": (_CELLS,)}
 
@@ -91,8 +97,10 @@ def asked_for(text: str) -> frozenset[str]:
 
 
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:
-    """``specs`` with the tools the request asks for first, each group in its own order."""
-    return sorted(specs, key=lambda s: s["function"]["name"] not in asked)
+    """``specs`` with the tools the request asks for first, ``run_python`` leading them (code
+    computes what the others only show), each group in its own order."""
+    return sorted(specs, key=lambda s: (s["function"]["name"] not in asked,
+                                        s["function"]["name"] != "run_python"))
 
 
 def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:

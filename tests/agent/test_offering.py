@@ -181,7 +181,7 @@ def test_the_small_profile_offers_fewer_tools_with_shorter_schemas(world):
     plain = offered_under(small, None)
     for left_out in offering.SMALL_LEAVES_OUT:
         assert left_out not in plain
-    assert sorted(plain) == ["load_skill", "read"]
+    assert sorted(plain) == ["answer", "load_skill", "read"]  # answer: small_steps.py
     assert sorted(offered_under(full, None)) == ["edit", "list", "load_skill", "read", "write"]
     # under a skill that names its tools: only those (plan_compiler: read, write)
     assert sorted(offered_under(small, "plan_compiler")) == ["compile_plan", "read", "write"]

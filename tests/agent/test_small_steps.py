@@ -92,7 +92,7 @@ def test_after_a_tool_result_the_request_is_restated_only_in_what_is_sent(world)
     sent = second["messages"][-1]
     assert sent["role"] == "tool"
     assert sent["content"].endswith("\n\n(The user asked: When is the launch? See notes.txt. "
-                                    "Answer now from this result.)")
+                                    "Answer now from this result, in the form the request asks for.)")
     kept = [m for m in session.conversation if m.get("role") == "tool"]
     assert kept and "The user asked" not in kept[0]["content"]  # never in the conversation
 
@@ -114,7 +114,7 @@ def test_a_forced_skill_is_restated_by_its_first_line_only(world):
     assert small_steps.request_of(given) == \
         "Use the skill 'fix_error' for this request: add a dark mode"
     assert small_steps.restated(messages, False) is messages
-    long = [{"role": "user", "content": "x" * 400}, {"role": "tool", "content": "r"}]
+    long = [{"role": "user", "content": "x" * 2000}, {"role": "tool", "content": "r"}]
     assert len(small_steps.request_of(long)) == small_steps.REQUEST_CHARS
     assert small_steps.restated([{"role": "user", "content": "hi"}], True)[-1]["content"] == "hi"
 
@@ -136,9 +136,9 @@ def test_the_small_profile_offers_a_left_out_tool_when_the_request_asks_for_it(t
 def test_what_the_small_profile_offers_follows_the_request(world):
     session = world.session(None, LILY_PROFILE="small")
     assert sorted(names(Request(session, None, "Say hello.").tool_specs())) == \
-        ["load_skill", "read"]
+        ["answer", "load_skill", "read"]
     assert sorted(names(Request(session, None, "List the files here.").tool_specs())) == \
-        ["list", "load_skill", "read", "write"]
+        ["answer", "list", "load_skill", "read", "write"]
     full = world.session(None, LILY_PROFILE="full")
     assert "write" in names(Request(full, None, "Say hello.").tool_specs())
 
@@ -156,7 +156,8 @@ def test_a_resumed_request_keeps_the_tools_its_text_asked_for(world):
     assert final.text == "Done." and len(sent) == 2
     assert "write" in names(sent[1]["tools"]) and "response_format" not in sent[1]
     assert sent[1]["messages"][-1]["content"].endswith(
-        "(The user asked: Write hi to out.txt. Answer now from this result.)")
+        "(The user asked: Write hi to out.txt. Answer now from this result, in the form the "
+        "request asks for.)")
     assert (world.workspace / "out.txt").read_text(encoding="utf-8") == "hi"
 
 
@@ -191,8 +192,9 @@ def test_a_first_call_that_worked_leaves_the_second_step_free(world):
 def test_the_tools_a_request_asks_for_come_first_in_the_small_profile(world):
     session = world.session(None, LILY_PROFILE="small")
     offered = names(Request(session, None, "Read cities.csv.").tool_specs())
-    assert offered[:3] == ["list", "read", "write"] and offered[3:] == ["load_skill"]
-    assert names(Request(session, None, "Say hello.").tool_specs()) == ["load_skill", "read"]
+    assert offered[:3] == ["list", "read", "write"] and offered[3:] == ["load_skill", "answer"]
+    assert names(Request(session, None, "Say hello.").tool_specs()) == \
+        ["load_skill", "read", "answer"]
 
 
 def test_a_tool_that_backs_the_request_skill_keeps_its_whole_schema(world):

@@ -65,6 +65,12 @@ FORMATS = [
     ("openai-shape", '{"type": "function", "function": {"name": "read", "arguments": '
                      '"{\\"path\\": \\"notes.txt\\"}"}}', [READ]),
     ("doubled-braces", '{{"name": "list", "arguments": {{"path": "."}}}}', [LIST]),
+    # the call as Qwen2.5's chat template shows it, {{...}}, with unbalanced closers
+    ("doubled-braces-unbalanced", '{{"name": "list", "arguments": {"path": "."}}}}', [LIST]),
+    ("doubled-braces-in-tag", '<tool_call>\n{{"name": "read", "arguments": {"path": '
+                              '"notes.txt"}}}}\n</tool_call>', [READ]),
+    ("doubled-braces-nested", '{{"name": "read", "arguments": {"path": "notes.txt"}}}',
+     [READ]),
     ("function-key", '{"function": "last_error", "arguments": {}}', [("last_error", {})]),
     ("function-key-no-arguments", '```json\n{"function": "last_error"}\n```',
      [("last_error", {})]),
@@ -109,6 +115,7 @@ MENTIONS = [
     ("both-argument-keys", '{"name": "read", "arguments": {}, "parameters": {}}'),
     ("arguments-not-an-object", '{"name": "read", "arguments": [1, 2]}'),
     ("broken-json", '{"name": "read", "arguments": {"path": '),
+    ("doubled-braces-then-prose", '{{"name": "list", "arguments": {"path": "."}}}} lists it'),
     ("tag-with-prose", '<tool_call>I would read the file.</tool_call>'),
     ("two-fences", '```json\n{"name": "list"}\n```\n```json\n{"name": "list"}\n```'),
     ("function-with-prose", '<function=read>I would read the file.</function>'),
@@ -182,6 +189,7 @@ def tool_results(request: dict) -> list[str]:
 
 @pytest.mark.parametrize("fmt", ["fenced-json", "hermes-tool_call", "qwen-tools-tag",
                                  "llama31-function-eq", "mistral-array", "doubled-braces",
+                                 "doubled-braces-unbalanced", "doubled-braces-in-tag",
                                  "llama3-parameters", "short-form", "python-literal"])
 def test_a_call_written_as_text_runs_as_a_call(world, server, fmt):
     text = next(f[1] for f in FORMATS if f[0] == fmt)

@@ -114,6 +114,9 @@ def test_a_decided_card_is_saved_as_decided_and_an_error_is_one_path_free_line(
     # the model still gets the traceback, path-free, for /fix
     result = tool_result(server, "r2")
     assert "Traceback" in result and 'File "<run_python code>", line 2' in result, result
+    # and, first, the exception's last line and the line that raised, to try again with
+    assert result.startswith("The code ran and raised NameError: name 'days' is not defined\n"
+                             "The line that raised (line 2): average = x / days\n"), result
     assert "/tmp/" not in result and "ipykernel_" not in result
     assert "lily_kernel" not in result  # Lily's own frames are not the user's
 

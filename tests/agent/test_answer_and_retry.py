@@ -1,0 +1,243 @@
+"""The small profile may answer, and may try again (issue 40 §1; docs/agent.md#small-model-profile).
+
+Against the ScriptedServer on 127.0.0.1, with the shapes Qwen2.5-Coder-1.5B writes under the
+required step's grammar (a JSON object ``{"name": …, "arguments": …}``):
+
+- the required first step admits the ``answer`` tool: a greeting is answered in one step,
+  with no tool; ``answer`` called in a later step ends the request too; cut at the length
+  limit, its text is still the answer; beside another call it is not run;
+- run_python's code that raised is told with the exception's last line and the line that
+  raised; the next step is required and admits run_python again (not ``answer``); identical
+  code is refused as a repeat; after ``RUN_ATTEMPTS`` raised runs, no more;
+- after a failed look-up, the required step admits run_python, brought back;
+- a request naming a data file offers run_python first, whose description says files are
+  read by name and variables are live;
+- the request restated after a tool result keeps its end (the answer's form).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from agent_support import World, assert_consistent, run_shown
+
+from lily_kernel.agent import loop, pending, small_steps
+from lily_kernel.agent.request import Request
+from lily_kernel.session.session import Session
+from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools import notebook_tools
+
+HELLO = '{"name": "answer", "arguments": {"text": "Hello! How can I help?"}}'
+
+
+def names(tools: list[dict]) -> list[str]:
+    return [t["function"]["name"] for t in tools or []]
+
+
+def admitted(request: dict) -> list[str]:
+    schema = request["response_format"]["json_schema"]["schema"]
+    return [alt["properties"]["name"]["const"] for alt in schema["anyOf"]]
+
+
+class Book:
+    """A notebook whose code raises NameError when it calls ``mean(`` (as the 1.5B model's
+    code did), and prints ``RAN <code>`` otherwise."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def namespace(self):
+        return {}
+
+    def hidden(self):
+        return {}
+
+    def cells(self, last):
+        return []
+
+    def last_error(self):
+        return None
+
+    def run(self, code):
+        self.ran.append(code)
+        if "mean(" not in code:
+            return notebook_tools.RunResult(f"RAN {code}")
+        line = next(i for i, text in enumerate(code.splitlines(), 1) if "mean(" in text)
+        trace = ("Traceback (most recent call last):\n"
+                 f'  File "<run_python code>", line {line}, in <module>\n'
+                 "NameError: name 'mean' is not defined")
+        error = notebook_tools.ErrorInfo(None, code, "NameError", "name 'mean' is not defined",
+                                         trace)
+        return notebook_tools.RunResult(trace, error)
+
+
+@pytest.fixture
+def world(tmp_path):
+    return World(tmp_path)
+
+
+def notebook_session(world: World, server: ScriptedServer | None, book: Book) -> Session:
+    return Session(workspace=world.workspace, env=world.env(server, LILY_PROFILE="small"),
+                   journal=False,
+                   add_tools=lambda s: notebook_tools.register(s.tools, book, lambda: True))
+
+
+def test_a_greeting_is_answered_in_one_step_without_a_tool(world):
+    with ScriptedServer([HELLO]) as server:
+        session = world.session(server, LILY_PROFILE="small")
+        shown: list[str] = []
+        reply = loop.run(session, "Say hello.", on_text=shown.append)
+        [first] = server.chat_requests()
+    assert reply.text == "Hello! How can I help?" and reply.steps == 1
+    assert reply.tools_used == [] and reply.notes == []
+    assert "".join(shown) == "Hello! How can I help?"  # never the JSON
+    assert "answer" in admitted(first) and "answer" in names(first["tools"])
+    assert session.conversation[-1] == {"role": "assistant", "content": "Hello! How can I help?"}
+    assert_consistent(session.conversation)
+
+
+def test_the_answer_tool_in_a_later_step_ends_the_request(world):
+    (world.workspace / "notes.txt").write_text("The launch moved to Thursday.\n")
+    script = ['{"name": "read", "arguments": {"path": "notes.txt"}}',
+              {"tool_calls": [{"id": "a1", "name": "answer", "arguments": {"text": "Thursday."}}]}]
+    with ScriptedServer(script) as server:
+        session = world.session(server, LILY_PROFILE="small")
+        reply = run_shown(session, "When is the launch? See notes.txt.")
+    assert reply.text == "Thursday." and reply.tools_used == ["read"]
+    assert_consistent(session.conversation)
+    assert not session.conversation[-1].get("tool_calls")
+
+
+def test_an_answer_cut_at_the_length_limit_keeps_its_text(world):
+    cut = {"content": '{"name": "answer", "arguments": {"text": "Two plus two is 4, and',
+           "finish_reason": "length"}
+    with ScriptedServer([cut]) as server:
+        reply = loop.run(world.session(server, LILY_PROFILE="small"), "What is 2+2?")
+    assert reply.text.startswith("Two plus two is 4, and")
+    assert "length limit" in reply.text  # the usual note of an answer cut short
+
+
+def test_answer_beside_another_call_is_not_run(world):
+    (world.workspace / "notes.txt").write_text("N\n")
+    script = [{"tool_calls": [{"id": "r1", "name": "read", "arguments": {"path": "notes.txt"}},
+                              {"id": "a1", "name": "answer", "arguments": {"text": "early"}}]},
+              "Done."]
+    with ScriptedServer(script) as server:
+        session = world.session(server, LILY_PROFILE="full")  # free steps: two calls at once
+        session.set_model(profile="small")
+        reply = run_shown(session, "Read notes.txt")
+    results = {m["tool_call_id"]: m["content"] for m in session.conversation if m["role"] == "tool"}
+    assert results["a1"].startswith("Error: answer: not run: call it alone")
+    assert results["r1"] == "N\n" and reply.text == "Done."
+
+
+def test_the_full_profile_offers_no_answer_tool(world):
+    with ScriptedServer(["Hello!"]) as server:
+        loop.run(world.session(server, LILY_PROFILE="full"), "Say hello.")
+        assert "answer" not in names(server.chat_requests()[0]["tools"])
+
+
+def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
+    book = Book()
+    bad = "import statistics\nx = mean([1, 2])\nprint(x)"
+    good = "import statistics\nprint(statistics.mean([1, 2]))"
+    script = [_run(bad), _run(bad), _run(good), "The mean is 1.5."]
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, book)
+        reply = run_shown(session, "Run code to compute the mean of 1 and 2.")
+        assert reply.proposal is not None  # run_python asks (a card) in this world
+        outcome = pending.decide(session, None, ok=True)
+        reply = loop.resume(session, outcome.item, outcome.result)  # the same code: refused
+        assert reply.proposal is not None
+        session.show(reply.proposal.id)
+        outcome = pending.decide(session, None, ok=True)
+        reply = loop.resume(session, outcome.item, outcome.result)
+        sent = server.chat_requests()
+    assert reply.text == "The mean is 1.5." and book.ran == [bad, good]
+    raised = next(m["content"] for m in session.conversation if m["role"] == "tool")
+    assert raised.startswith("The code ran and raised NameError: name 'mean' is not defined")
+    assert "The line that raised (line 2): x = mean([1, 2])" in raised
+    assert "call run_python again with the corrected code" in raised
+    # the step after the failed run requires a call, run_python admitted again, no answer
+    assert "run_python" in admitted(sent[1]) and "answer" not in admitted(sent[1])
+    again = [m["content"] for m in session.conversation if m["role"] == "tool"][1]
+    assert again.startswith("Already answered:")  # identical code is still a repeat
+    assert_consistent(session.conversation)
+
+
+def test_the_line_that_raised_comes_from_the_traceback_or_the_code():
+    frames = ('Traceback (most recent call last):\n  File "<run_python code>", line 2, in <module>\n'
+              '    x = df["a"]\n  File "/p/pandas/frame.py", line 4090, in __getitem__\n'
+              "    indexer = self.columns.get_loc(key)\nKeyError: 'a'")
+    error = notebook_tools.ErrorInfo(None, "", "KeyError", "'a'", frames)
+    said = notebook_tools.raised(error, where=" in the sandbox")
+    assert said.startswith("The code ran in the sandbox and raised KeyError: 'a'\n"
+                           'The line that raised (line 2): x = df["a"]\n')
+    assert notebook_tools.RAISED.match(said)
+    syntax = notebook_tools.ErrorInfo(None, "", "SyntaxError", "invalid syntax",
+                                      '  File "<run_python code>", line 1\n    x = (\n'
+                                      "SyntaxError: invalid syntax")
+    assert "(line 1): x = (" in notebook_tools.raised(syntax)
+    bare = notebook_tools.ErrorInfo(None, "", "NameError", "", 'File "c", line 2, in <module>')
+    assert "(line 2): b()" in notebook_tools.raised(bare, "a()\nb()")  # the code's own line
+
+
+def test_run_python_is_refused_after_its_code_raised_the_allowed_times(world):
+    session = notebook_session(world, None, Book())
+    request = Request(session, None, "compute")
+    for n in range(small_steps.RUN_ATTEMPTS):
+        assert request.repeated("run_python", {"code": f"mean({n})"}) is None
+        request.remember("run_python", {"code": f"mean({n})"},
+                         "The code ran and raised NameError: x")
+    refused = request.repeated("run_python", {"code": "print(1)"})
+    assert refused is not None and refused.startswith("Error: not run: the code raised 3 times")
+    tool = [{"role": "tool", "content": "The code ran in the sandbox and raised KeyError: 'a'"},
+            {"role": "tool", "content": "The code ran without an error."}]
+    assert small_steps.raised_runs(tool) == 1
+
+
+def test_after_a_failed_look_up_the_required_step_admits_run_python(world):
+    script = ['{"name": "inspect_variable", "arguments": {"name": "sales"}}',
+              '{"name": "run_python", "arguments": {"code": "print(len(sales))"}}']
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, Book())
+        reply = run_shown(session, "How many rows does sales have?")
+        first, second = server.chat_requests()
+    assert "run_python" not in names(first["tools"])  # the text did not ask for it
+    assert "run_python" in admitted(second) and "inspect_variable" not in admitted(second)
+    assert "answer" not in admitted(second)
+    assert reply.proposal is not None and reply.proposal.tool == "run_python"
+
+
+@pytest.mark.parametrize("text", ["What is the mean fare in titanic.csv?",
+                                  "Load sales.parquet and sum the amounts.",
+                                  "Which DataFrame column has nulls?"])
+def test_a_data_question_offers_run_python_first(world, text):
+    session = notebook_session(world, None, Book())
+    specs = Request(session, None, text).tool_specs()
+    assert names(specs)[0] == "run_python" and names(specs)[-1] == "answer"
+    said = specs[0]["function"]["description"]
+    assert "variables are live" in said and "files are read by their names" in said
+
+
+def test_a_look_up_question_does_not_offer_run_python(world):
+    session = notebook_session(world, None, Book())
+    assert "run_python" not in names(Request(session, None, "What columns does df have?")
+                                     .tool_specs())
+
+
+def test_the_restated_request_keeps_the_answers_form_at_the_end_of_a_long_request():
+    form = "@mean_fare[mean_fare_value] where mean_fare_value is rounded to two decimals."
+    long = "Calculate the mean fare. " + "Use pandas, and no other method. " * 60 + form
+    restated = small_steps.restated([{"role": "user", "content": long},
+                                     {"role": "tool", "content": "34.6542"}], True)
+    note = restated[-1]["content"]
+    assert form in note and note.startswith("34.6542\n\n(The user asked: Calculate the mean")
+    assert note.endswith("in the form the request asks for.)")
+    assert len(small_steps.request_of([{"role": "user", "content": long}])) <= \
+        small_steps.REQUEST_CHARS
+
+
+def _run(code: str) -> str:
+    """run_python's call as the required step's JSON."""
+    return json.dumps({"name": "run_python", "arguments": {"code": code}})
