@@ -113,6 +113,9 @@ class Lab:
             "JUPYTER_PATH": str(dirs["prefix"] / "share" / "jupyter"),
             "IPYTHONDIR": str(dirs["ipython"]),
             "SKILLS_USER_DIR": str(dirs["user_skills"]),
+            # the model's run_python behind its card, as where the sandbox is unavailable:
+            # the cards are what this suite shows (the sandboxed run: test_gate_kernel.py)
+            "LILY_SANDBOX": "off",
             "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
                                           if p),
         })
