@@ -60,13 +60,7 @@ class ClientFS(WorkspaceFS):
             return super().write(relpath, content)
         parts = self.check_write(relpath, content)
         self.check_new(relpath)
-        try:
-            data = content.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ToolError("content is not valid Unicode text (it holds a lone surrogate)") from None
-        if len(data) > self.write_bytes:
-            raise ToolError(f"content is {len(data)} bytes; a write accepts at most "
-                            f"{self.write_bytes} ([limits] write_bytes in lily.toml)")
+        data = self.encoded(content)
         path = self.root.joinpath(*parts)
         if os.path.lexists(path):  # what replacing it would refuse: its kind, a link
             self._checked(relpath, "write")

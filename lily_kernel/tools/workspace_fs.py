@@ -277,13 +277,9 @@ class WorkspaceFS:
         parts = split(relpath)
         os.close(self._open_dir(parts[:-1], "write", self.identities(), partial=True))
 
-    def write(self, relpath: str, content: str) -> int:
-        """Replace (or create) a file with ``content``; the number of bytes written."""
-        parts = self.check_write(relpath, content)
-        if len(content) > self.write_bytes:  # UTF-8 has at least a byte per character
-            raise ToolError(f"content is {len(content)} characters, more than the "
-                            f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
-                            "in lily.toml)")
+    def encoded(self, content: str) -> bytes:
+        """``content`` as the UTF-8 a write stores; ToolError when it is not text or is
+        longer than ``[limits] write_bytes``."""
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
@@ -291,6 +287,16 @@ class WorkspaceFS:
         if len(data) > self.write_bytes:
             raise ToolError(f"content is {len(data)} bytes; a write accepts at most "
                             f"{self.write_bytes} ([limits] write_bytes in lily.toml)")
+        return data
+
+    def write(self, relpath: str, content: str) -> int:
+        """Replace (or create) a file with ``content``; the number of bytes written."""
+        parts = self.check_write(relpath, content)
+        if len(content) > self.write_bytes:  # UTF-8 has at least a byte per character
+            raise ToolError(f"content is {len(content)} characters, more than the "
+                            f"{self.write_bytes} bytes a write accepts ([limits] write_bytes "
+                            "in lily.toml)")
+        data = self.encoded(content)
         ids = self.identities()
         shown = "/".join(parts)
         with _Fd(self._open_dir(parts[:-1], "write", ids, create=True)) as dfd:
