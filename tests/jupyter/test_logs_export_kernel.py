@@ -65,7 +65,10 @@ def turns() -> list[dict]:
 def kernel_env(base: Path, url: str) -> dict[str, str]:
     return {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "k", "LILY_MAX_RETRIES": "0",
             "LILY_TIMEOUT": "10", "LILY_MODEL": "scripted-test-model",
-            "JPY_SESSION_NAME": "sales.ipynb"}
+            "JPY_SESSION_NAME": "sales.ipynb",
+            # the recorded run_python waited behind its card (as kernel_support's kernels):
+            # the re-run must meet the same card, not the sandbox
+            "LILY_SANDBOX": "off"}
 
 
 def test_export_of_a_session_runs_again_under_nbval(tmp_path, ipython_dir, capsys):

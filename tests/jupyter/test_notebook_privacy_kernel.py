@@ -48,7 +48,8 @@ def test_share_values_false_gives_names_types_shapes_only(kernel, server, turns)
     listed, df, words, error = (tool_result(server, i) for i in ("s1", "s2", "s3", "s4"))
     assert "df: DataFrame 1×2" in listed and "words: list[1]" in listed
     assert "[city" not in listed  # column names listed only when values are shared
-    assert "DataFrame 1 rows × 2 columns" in df and "temp: float64" in df
+    assert "DataFrame 1 rows × 2 columns" in df and "float64 ×1" in df
+    assert "temp" not in df  # a column label is a key of the value: not shared
     assert "list of length 1" in words
     assert "IndexError" in error and "bad[7]" in error
     everything = "\n".join(m.get("content") or "" for m in server.chat_requests()[-1]["messages"])
