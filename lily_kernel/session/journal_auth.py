@@ -210,14 +210,17 @@ def workspace_of(path: Path) -> Path | None:
 
 def untrusted_workspace(workspace: Path, env: Mapping[str, str] | None) -> bool:
     """Whether ``workspace`` ships something that waits for ``/trust`` — its ``lily.toml``
-    or ``.mcp.json``, or a skill folder of its own no variable names (as the session
-    holds them back: skills/paths.untrusted_roots) — and the user has not trusted it as it
-    is now (an unreadable trust record: untrusted). A folder that ships none of it has
+    or ``.mcp.json``, or a skill in a skill folder of its own no variable names (as the
+    session holds them back: skills/paths.untrusted_roots) — and the user has not trusted
+    it as it is now (an unreadable trust record: untrusted). A folder that ships none of it has
     nothing to distrust (docs/logs.md#authenticity)."""
     from lily_kernel.skills.paths import skill_roots, untrusted_roots
     try:
+        roots = skill_roots(env, workspace)
+        gated = untrusted_roots(roots)  # an empty skills/ folder ships no skill
         ships = any((workspace / name).exists() for name in workspace_trust.TRUSTED_FILES) \
-            or bool(untrusted_roots(skill_roots(env, workspace)))
+            or any(next(r.path.glob("*/SKILL.md"), None) is not None
+                   for r in roots if r.source in gated)
         return ships and not workspace_trust.is_trusted(workspace, env)
     except (OSError, ConfigError):  # an unreadable record or folder fails closed
         return True
