@@ -4,10 +4,9 @@ Each ACP session is one Lily :class:`~lily_kernel.session.session.Session` drive
 :class:`~lily_kernel.commands.runner.Runner`, as a notebook is: a prompt whose own text is
 a ``/`` command goes to :meth:`Runner.command` (deterministic, never the model), prose to
 :meth:`Runner.ask`. What the runner yields is sent as ACP updates
-(:mod:`lily_kernel.acp.acp_updates`): the answer streamed as agent message chunks,
-each tool call a ``tool_call`` and its updates, a card as
-``session/request_permission`` whose answer goes to :meth:`Runner.decide` — the same path
-as the notebook's buttons — and, after "run once" or "always", the request goes on.
+(:mod:`lily_kernel.acp.acp_updates`): the answer streamed as agent message chunks, each
+tool call a ``tool_call``, a card as ``session/request_permission`` whose answer goes to
+:meth:`Runner.decide` (as the notebook's buttons) before the request goes on.
 
 Everything here runs on the process's main thread, so ``session/cancel`` interrupts it the
 way ■ interrupts a kernel (:mod:`lily_kernel.acp.acp_server`): a ``KeyboardInterrupt``
@@ -162,14 +161,10 @@ class Turns:
 
     def load(self, cwd: str, session_id: str, servers: Sequence[Any] = (),
              replay: bool = True) -> None:
-        """``session/load`` (and, without ``replay``, ``session/resume``): the ACP session
-        ``session_id`` taken up from its journal in ``cwd`` when acp_sessions.loadable allows
-        it, as a notebook's kernel resumes after a restart (docs/session.md#resume: the
-        conversation only, never a setting, a waiting card nor an --always grant); what the
-        model sees of it is replayed to the client as user and agent messages, unless the
-        client keeps the chat's history itself (jupyter-ai's ``.chat``). A journal Lily did
-        not write for this user (session/journal_auth.py) is not resumed: the session starts
-        fresh and the client is told why in one ``Error:`` line."""
+        """``session/load`` (without ``replay``: ``session/resume``): session ``session_id``
+        taken up from its journal in ``cwd`` as a kernel resumes (docs/session.md#resume),
+        only if Lily wrote it for this user (else it starts fresh, told in one ``Error:``
+        line); its turns replayed to a client that does not keep the chat itself."""
         state = self.sessions.get(session_id)
         if state is None:
             acp_sessions.loadable(Path(cwd), session_id)  # CommandError: not taken up
@@ -179,9 +174,8 @@ class Turns:
         session = state.runner.session
         note = session.resume_note
         if note is not None and note.startswith("Error:"):  # a foreign journal: said now, once
-            session.take_resume_note()
             self.client.send(session_id, helpers.update_agent_message_text(
-                sanitize.md_text(note)))
+                sanitize.md_text(session.take_resume_note() or note)))
         elif note:  # the first output's note: a chat, not a notebook
             session.resume_note = note.replace(NOTEBOOK_CONVERSATION, CHAT_CONVERSATION)
         if self.profile.keeps_history or not replay:  # jupyter-ai's .chat holds it

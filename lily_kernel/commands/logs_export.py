@@ -22,6 +22,7 @@ from lily_kernel.commands import sanitize
 from lily_kernel.errors import CommandError, LogsError, ToolError
 from lily_kernel.session.logs import SessionSummary, Turn, iso
 from lily_kernel.settings import autorun
+from lily_kernel.tools import gate
 
 if TYPE_CHECKING:
     from lily_kernel.session.session import Session
@@ -237,9 +238,9 @@ def refusal(path: Path) -> str | None:
 
     from lily_kernel.tools.protected import MARKERS
     full = Path(os.path.abspath(path))
-    runs = autorun.reason(full.as_posix().lstrip("/"))
-    if runs:
-        return runs.replace("' runs", "' is a file that runs", 1)
+    said = gate.user_write(full.as_posix().lstrip("/"))
+    if isinstance(said, gate.Refused):
+        return said.reason.replace("' runs", "' is a file that runs", 1)
     folded = [autorun.fold(p) for p in full.parts]
     for name, what in ((".lily", "Lily's state"), (".git", "a git folder (its hooks run)")):
         if name in folded:
@@ -276,14 +277,13 @@ def write_for_user(session: Session, rel: str, text: str) -> None:
     (docs/logs.md#where-exports-go): nothing in plan mode; never a file that runs by itself;
     never a protected path, a symlink or past the ``[limits] write_bytes`` cap (the
     workspace's file boundary, tools/workspace_fs.py). CommandError naming the rule."""
-    from lily_kernel.settings.permissions import Mode
-    if session.permissions.mode is Mode.PLAN:
+    said = gate.user_write(rel, session.permissions.mode, session.workspace)
+    if isinstance(said, gate.Refused) and said.kind is gate.Refusal.MODE:
         raise CommandError("in plan mode nothing is written: /mode ask, then /logs export "
                            "again")
-    runs = autorun.reason(rel)
-    if runs:
-        raise CommandError(f"{runs}; /logs export never writes such a file, name another "
-                           "(docs/logs.md#where-exports-go)")
+    if isinstance(said, gate.Refused):
+        raise CommandError(f"{said.reason}; /logs export never writes such a file, name "
+                           "another (docs/logs.md#where-exports-go)")
     try:
         session.files.write(rel, text)
     except ToolError as exc:

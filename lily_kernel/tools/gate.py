@@ -17,6 +17,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from lily_kernel.errors import ToolError
@@ -217,6 +218,17 @@ def run(tool: Tool, args: Mapping[str, Any], outcome: Outcome) -> Shown:
         return invoke(tool, args)
     raise ToolError(outcome.reason if isinstance(outcome, Refused) else
                     f"not run: {tool.name} waits for the user's confirmation")
+
+
+def user_write(path: str, mode: Mode | None = None,
+               workspace: Path | None = None) -> Runs | Refused:
+    """A file Lily writes for the user's own command (``/logs export``, ``lily logs export``,
+    a replay's ``--to``): refused in plan mode and where something runs it by itself, as the
+    model's ``write`` is (the file boundary's own checks are the caller's: docs/logs.md)."""
+    if mode is Mode.PLAN:
+        return Refused(Refusal.MODE, "in plan mode nothing is written")
+    runs = autorun.reason(path, workspace)
+    return Refused(Refusal.PROTECTED, runs) if runs else Runs()
 
 
 def unusable(holder: Holder, name: str, route: Route = Route.MODEL) -> Refused | None:
