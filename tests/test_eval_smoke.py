@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools import sandbox
 
 RUN_EVAL = Path(__file__).resolve().parent.parent / "bench" / "eval" / "run_eval.py"
 
@@ -40,6 +41,10 @@ def _turn(request: dict[str, Any]) -> dict[str, Any]:
     return {"content": "I cannot help with that."}
 
 
+#: The model's run_python runs in the sandbox with no card where the sandbox works here;
+#: elsewhere it asks, and the harness confirms (tools/gate.py, docs/sandbox.md).
+CARDS = 0 if sandbox.unavailable() is None else 1
+
 def test_the_eval_harness_runs_two_tasks_against_the_scripted_server(tmp_path):
     out = tmp_path / "results.json"
     with ScriptedServer(_answer) as server:
@@ -52,7 +57,7 @@ def test_the_eval_harness_runs_two_tasks_against_the_scripted_server(tmp_path):
     data = json.loads(out.read_text())
     by = {r["task"]: r for r in data["results"]}
     assert by["columns"]["tools"] == ["inspect_variable"] and by["columns"]["steps"] == 2
-    assert by["add_column"]["tools"] == ["run_python"] and by["add_column"]["cards"] == 1
+    assert by["add_column"]["tools"] == ["run_python"] and by["add_column"]["cards"] == CARDS
     for r in by.values():
         assert r["ok"] and r["why"] == ""
         assert r["prompt_tokens"] and r["completion_tokens"]  # the journal's usage
@@ -142,7 +147,7 @@ def test_the_dabench_suite_runs_and_scores_with_the_benchmarks_rules(tmp_path):
     data = json.loads(out.read_text())
     by = {r["task"]: r for r in data["results"]}
     assert by["dabench-150"]["ok"] and by["dabench-150"]["tools"] == ["run_python"]
-    assert by["dabench-150"]["cards"] == 1  # run_python asked, the suite confirmed
+    assert by["dabench-150"]["cards"] == CARDS  # sandboxed; else it asked and was confirmed
     assert by["dabench-151"]["why"].startswith("no @max_y[")
     assert data["dabench"]["strict"]["abq_slice"] == 0.5
     responses = (tmp_path / "dabench-responses.jsonl").read_text().splitlines()
