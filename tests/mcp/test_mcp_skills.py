@@ -299,6 +299,7 @@ def test_lily_mcp_serve_checked_by_the_sdks_own_client_reads_nothing_outside(tmp
     """Another client (the SDK's, with the checks written here, not Lily's) reads what the
     manifest says, and nothing outside a skill folder (ATTACK)."""
     import asyncio
+    import concurrent.futures
     import hashlib
 
     from mcp import ClientSession, MCPError
@@ -329,7 +330,9 @@ def test_lily_mcp_serve_checked_by_the_sdks_own_client_reads_nothing_outside(tmp
             for uri in ("skill://hello/..", "skill://", "skill://private"):
                 with pytest.raises(MCPError):
                     await mcp_skills.send(session, "resources/directory/read", {"uri": uri})
-    asyncio.run(asyncio.wait_for(run(), WAIT))
+    # in a thread of its own: a browser test's event loop may still run in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, asyncio.wait_for(run(), WAIT)).result()
 
 
 def test_skills_all_shows_each_mcp_skills_reason(mcp_world, tmp_path):
