@@ -26,7 +26,8 @@ TOKEN = "lily-acp-" + uuid.uuid4().hex
 
 
 class Jupyter:
-    def __init__(self, base: Path, model: ScriptedServer) -> None:
+    def __init__(self, base: Path, model: ScriptedServer,
+                 env: dict[str, str] | None = None) -> None:
         self.root = base / "root"
         self.root.mkdir(exist_ok=True)  # a second server may serve the same root
         self.port = free_port()
@@ -42,7 +43,7 @@ class Jupyter:
                     "SKILLS_WORKSPACE_DIR": str(skills), "SKILLS_USER_DIR": str(base / "user_skills"),
                     "SKILLS_COMPAT_ROOTS": "0", "OPENAI_BASE_URL": model.url,
                     "OPENAI_API_KEY": "sk-jai-test", "LILY_MAX_RETRIES": "0",
-                    "LILY_TIMEOUT": "30"}
+                    "LILY_TIMEOUT": "30", **(env or {})}
         self.log = open(base / "jupyter.log", "ab")  # closed in stop()
         self.proc = subprocess.Popen(
             [str(JAI_BIN / "jupyter"), "server", "--no-browser", "--ServerApp.ip=127.0.0.1",

@@ -177,7 +177,9 @@ def test_the_panels_mode_selector_model_picker_and_context_meter_drive_lily(tmp_
     script = [{"content": "Hello there.", "usage": {"prompt_tokens": 1234, "completion_tokens": 56}},
               {"content": "Hello from the other model."}]
     with ScriptedServer(script, models=["other-model"]) as model:
-        server = Jupyter(tmp_path, model)
+        # an endpoint that serves two models: the user names one (else the first request's
+        # error names both, docs/agent.md)
+        server = Jupyter(tmp_path, model, env={"LILY_MODEL": "gpt-4o-mini"})
         (server.root / "lily.chat").write_text("")
         journal = server.root / ".lily"
         try:
