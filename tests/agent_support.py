@@ -12,6 +12,7 @@ from lily_kernel.commands.results import ActionCard, SkillRequest
 from lily_kernel.commands.runner import Runner
 from lily_kernel.session.session import Session
 from lily_kernel.testing.server import ScriptedServer
+from lily_kernel.tools import notebook_tools
 
 
 class World:
@@ -120,3 +121,32 @@ def skill_request(session: Session, cell: str) -> SkillRequest:
     request = router.execute(session, command)
     assert isinstance(request, SkillRequest), (cell, request)
     return request
+
+
+class Book:
+    """A notebook stand-in for the notebook tools: an empty namespace and history; run()
+    records the code and prints ``RAN <code>``; propose() records the code."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.proposed: list[str] = []
+
+    def namespace(self) -> dict[str, Any]:
+        return {}
+
+    def hidden(self) -> dict[str, Any]:
+        return {}
+
+    def cells(self, last: int) -> list[Any]:
+        return []
+
+    def last_error(self) -> None:
+        return None
+
+    def propose(self, code: str) -> bool:
+        self.proposed.append(code)
+        return True
+
+    def run(self, code: str) -> notebook_tools.RunResult:
+        self.ran.append(code)
+        return notebook_tools.RunResult(f"RAN {code}")

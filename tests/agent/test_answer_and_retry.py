@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+import agent_support
 import pytest
 from agent_support import World, assert_consistent, run_shown
 
@@ -39,29 +40,14 @@ def admitted(request: dict) -> list[str]:
     return [alt["properties"]["name"]["const"] for alt in schema["anyOf"]]
 
 
-class Book:
+class Book(agent_support.Book):
     """A notebook whose code raises NameError when it calls ``mean(`` (as the 1.5B model's
     code did), and prints ``RAN <code>`` otherwise."""
 
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    def namespace(self):
-        return {}
-
-    def hidden(self):
-        return {}
-
-    def cells(self, last):
-        return []
-
-    def last_error(self):
-        return None
-
     def run(self, code):
-        self.ran.append(code)
         if "mean(" not in code:
-            return notebook_tools.RunResult(f"RAN {code}")
+            return super().run(code)
+        self.ran.append(code)
         line = next(i for i, text in enumerate(code.splitlines(), 1) if "mean(" in text)
         trace = ("Traceback (most recent call last):\n"
                  f'  File "<run_python code>", line {line}, in <module>\n'

@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from agent_support import World, assert_consistent
+from agent_support import Book, World, assert_consistent
 
 from lily_kernel.agent.pending import HeldCall
 from lily_kernel.commands import render
@@ -24,32 +24,6 @@ from lily_kernel.tools import notebook_tools
 from lily_kernel.tools.tool_registry import Tool
 
 KEY = "sk-live-SECRET-4242-never-shown"
-
-
-class Book:
-    """A notebook stand-in: run() records the code and prints nothing."""
-
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    def namespace(self):
-        return {}
-
-    def hidden(self):
-        return {}
-
-    def cells(self, last):
-        return []
-
-    def last_error(self):
-        return None
-
-    def propose(self, code: str) -> bool:
-        return True
-
-    def run(self, code: str) -> notebook_tools.RunResult:
-        self.ran.append(code)
-        return notebook_tools.RunResult(f"RAN {code}")
 
 
 def call(name: str, args: dict, id: str) -> dict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import agent_support
 import pytest
 from agent_support import World
 
@@ -33,33 +34,12 @@ SANDBOX = sandbox.unavailable()
 needs_sandbox = pytest.mark.skipif(SANDBOX is not None, reason=f"no sandbox here: {SANDBOX}")
 
 
-class Book:
-    """A notebook stand-in: run() and run_sandboxed() record the code; propose() too."""
+class Book(agent_support.Book):
+    """The stand-in notebook, also able to run code in the sandbox (recorded)."""
 
     def __init__(self) -> None:
-        self.ran: list[str] = []
+        super().__init__()
         self.sandboxed: list[str] = []
-        self.proposed: list[str] = []
-
-    def namespace(self):
-        return {}
-
-    def hidden(self):
-        return {}
-
-    def cells(self, last):
-        return []
-
-    def last_error(self):
-        return None
-
-    def propose(self, code: str) -> bool:
-        self.proposed.append(code)
-        return True
-
-    def run(self, code: str) -> notebook_tools.RunResult:
-        self.ran.append(code)
-        return notebook_tools.RunResult(f"RAN {code}")
 
     def run_sandboxed(self, code: str) -> notebook_tools.RunResult:
         self.sandboxed.append(code)
