@@ -177,7 +177,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
             aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
-            required = required_call(step, small, tools, failed)  # small_steps.py
+            required = required_call(step, small, tools, failed, request.computes)
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,

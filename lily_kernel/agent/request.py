@@ -89,6 +89,8 @@ class Request:
         self.session = session
         self.skill = skill
         self.asked = offering.asked_for(text)  # the small profile's tools this text asks for
+        # names a data file the workspace holds: its required steps compute (small_steps.py)
+        self.computes = offering.names_data_file(text, session.workspace)
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it

@@ -52,17 +52,23 @@ _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.su
 
 
 def required_call(step: int, small: bool, tools: list[dict[str, Any]],
-                  failed: set[str] | frozenset[str] = frozenset()) -> dict[str, Any] | None:
+                  failed: set[str] | frozenset[str] = frozenset(),
+                  computes: bool = False) -> dict[str, Any] | None:
     """The ``response_format`` of this step, or None: in the small profile, a required call
     on the first step when tools are offered (the ``answer`` tool among them), and on the
     second when every call of the first failed (``failed``: their tools), to a tool other
     than those — ``run_python`` stays, to be called again with changed code — and not to
-    ``answer``: right after a failure an answer is a guess."""
+    ``answer``: right after a failure an answer is a guess. ``computes``: the request names
+    a data file the workspace holds (tools/offering.names_data_file); its required steps
+    admit only ``run_python`` when it is offered — its answer comes from computing on the
+    data: before any code ran an answer is a guess, and the look-up tools show a file's text
+    or a variable's summary, they compute nothing."""
     if not small or not tools or step > 2 or (step == 2 and not failed):
         return None
     left = [t for t in tools if t["function"]["name"] not in (failed - {RETRIED}) | {ANSWER}] \
         if step == 2 else tools
-    return offering.call_format(left) if left else None
+    code = [t for t in left if t["function"]["name"] == RETRIED]
+    return offering.call_format(code if computes and code else left) if left else None
 
 
 def _failed(message: dict[str, Any], name: str) -> bool:

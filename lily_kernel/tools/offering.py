@@ -96,6 +96,17 @@ def asked_for(text: str) -> frozenset[str]:
                      if all(w.search(text) for w in words))
 
 
+_DATA_NAME = re.compile(rf"(?<![\w/.-])(?:[\w-][\w.-]*/)*{DATA_FILE}\b", re.IGNORECASE)
+
+
+def names_data_file(text: str, workspace: Path) -> bool:
+    """Does ``text`` name a data file (:data:`DATA_FILE`) that ``workspace`` holds? Such a
+    request is a question about the file's data, answered by computing on it: the small
+    profile's required steps then admit only ``run_python`` (agent/small_steps.py)."""
+    return any((workspace / found.group(0)).is_file() for found in _DATA_NAME.finditer(text)
+               if ".." not in found.group(0).split("/"))
+
+
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:
     """``specs`` with the tools the request asks for first, ``run_python`` leading them (code
     computes what the others only show), each group in its own order."""
