@@ -32,7 +32,7 @@ from lily_kernel.agent.request import Request, system_message
 from lily_kernel.agent.small_steps import failed_tools, request_of, required_call, restated
 from lily_kernel.errors import AgentError, ModelError, ToolError
 from lily_kernel.settings.limits import Limits
-from lily_kernel.tools import gate, images
+from lily_kernel.tools import data_preview, gate, images
 
 if TYPE_CHECKING:
     from lily_kernel.commands.results import SkillRequest
@@ -90,6 +90,8 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     content = skill.prompt if skill else text
     request = Request(session, skill.skill.name if skill else None,
                       request_of([{"role": "user", "content": content}]))
+    if request.computes and profile_of(session.model_config) == "small":
+        content += data_preview.previews(session, content)  # tools/data_preview.py
     user = {"role": "user", "content": images.with_images(
         content, (shown or []) if session.model_config.sees_images() else [])}
     if request.skill and on_event:

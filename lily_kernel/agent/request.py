@@ -61,7 +61,8 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str]], int,
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str], bool],
+                              int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, object, dict[str, Any]]] = []
@@ -90,7 +91,7 @@ class Request:
         self.skill = skill
         self.asked = offering.asked_for(text)  # the small profile's tools this text asks for
         # names a data file the workspace holds: its required steps compute (small_steps.py)
-        self.computes = offering.names_data_file(text, session.workspace)
+        self.computes = bool(offering.data_files(text, session.workspace))
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it
@@ -114,7 +115,7 @@ class Request:
         key = (session.snapshot, session.policy, session.tools)
         small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and hit[1] == (self.skill, small, self.asked) and \
+        if hit is not None and hit[1] == (self.skill, small, self.asked, self.computes) and \
                 hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
@@ -122,7 +123,8 @@ class Request:
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         # the entry holds the session's objects alive, so no id is reused while it is kept
-        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked), session.tools.version,
+        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked, self.computes),
+                                     session.tools.version,
                                      specs)
         return specs
 
@@ -139,6 +141,9 @@ class Request:
                                            small and not offering.backs(tool.name, skill)))
         specs = [s for s in specs if session.policy.offered(s["function"]["name"])]
         answer = [] if skill is not None and skill.requires_tools else [small_steps.ANSWER_TOOL]
+        if small and self.computes and skill is None:  # a question on a data file: code
+            code = [s for s in specs if s["function"]["name"] == small_steps.RETRIED]
+            specs = code or specs  # answers it; the look-up tools compute nothing
         return [*offering.asked_first(specs, self.asked), *answer] if small else specs
 
     # -- executing one call ----------------------------------------------------

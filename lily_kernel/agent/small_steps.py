@@ -34,7 +34,7 @@ from typing import Any
 
 from lily_kernel.agent import hygiene
 from lily_kernel.agent.model_client import Turn
-from lily_kernel.tools import offering
+from lily_kernel.tools import data_preview, offering
 from lily_kernel.tools.notebook_tools import RAISED
 
 REQUEST_CHARS = 1_200  # of the user's request, when restated after a tool result
@@ -59,7 +59,7 @@ def required_call(step: int, small: bool, tools: list[dict[str, Any]],
     second when every call of the first failed (``failed``: their tools), to a tool other
     than those — ``run_python`` stays, to be called again with changed code — and not to
     ``answer``: right after a failure an answer is a guess. ``computes``: the request names
-    a data file the workspace holds (tools/offering.names_data_file); its required steps
+    a data file the workspace holds (tools/offering.data_files); its required steps
     admit only ``run_python`` when it is offered — its answer comes from computing on the
     data: before any code ran an answer is a guess, and the look-up tools show a file's text
     or a variable's summary, they compute nothing."""
@@ -187,6 +187,7 @@ def request_of(messages: list[dict[str, Any]]) -> str:
                            if isinstance(p, dict) and p.get("type") == "text")
     if not isinstance(first, str):
         return ""
+    first = first.split(data_preview.MARK, 1)[0]  # the request, not what Lily attached
     text = first
     if first.startswith(_FORCED):  # "Use the skill 'x' for this request." and its input
         text = first.split("\n", 1)[0]

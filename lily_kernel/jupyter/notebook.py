@@ -197,8 +197,10 @@ class ShellNotebook:
         elif done.error is not None:
             e = done.error
             error = ErrorInfo(None, code, e.ename, e.evalue, e.traceback)
-            failing = f"The failing line ({e.line}): {e.line_text}" if e.line_text else ""
-            text = "\n".join(p for p in (text, e.traceback.rstrip(), failing) if p)
+            # the exception and the line that raised head run_python's result (raised());
+            # the traceback's frames inside libraries are not the model's code to fix
+            trace = e.traceback.rstrip() if not e.line_text else ""
+            text = "\n".join(p for p in (text, trace) if p)
             where = f" (line {e.line})" if e.line else ""
             what = f"{e.ename}: {e.evalue}" if e.evalue else e.ename
             printed = "\n".join(p for p in (printed, f"The code raised {what}{where}.") if p)

@@ -99,12 +99,20 @@ def asked_for(text: str) -> frozenset[str]:
 _DATA_NAME = re.compile(rf"(?<![\w/.-])(?:[\w-][\w.-]*/)*{DATA_FILE}\b", re.IGNORECASE)
 
 
-def names_data_file(text: str, workspace: Path) -> bool:
-    """Does ``text`` name a data file (:data:`DATA_FILE`) that ``workspace`` holds? Such a
-    request is a question about the file's data, answered by computing on it: the small
-    profile's required steps then admit only ``run_python`` (agent/small_steps.py)."""
-    return any((workspace / found.group(0)).is_file() for found in _DATA_NAME.finditer(text)
-               if ".." not in found.group(0).split("/"))
+def data_files(text: str, workspace: Path) -> list[str]:
+    """The data files (:data:`DATA_FILE`) ``text`` names that ``workspace`` holds, each once,
+    in order. A request naming one is a question about its data, answered by computing on
+    it: the small profile's required steps then admit only ``run_python``
+    (agent/small_steps.py), and the file's first lines are attached (tools/data_preview.py)."""
+    found = dict.fromkeys(m.group(0) for m in _DATA_NAME.finditer(text))
+    return [name for name in found if ".." not in name.split("/") and _is_file(workspace / name)]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, a folder we may not enter
+        return False
 
 
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:

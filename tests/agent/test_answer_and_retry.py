@@ -11,7 +11,8 @@ required step's grammar (a JSON object ``{"name": …, "arguments": …}``):
   code is refused as a repeat; after ``RUN_ATTEMPTS`` raised runs, no more;
 - after a failed look-up, the required step admits run_python, brought back;
 - a request naming a data file offers run_python first, whose description says files are
-  read by name and variables are live;
+  read by name and variables are live; when the workspace holds that file, the required
+  steps admit only run_python;
 - the request restated after a tool result keeps its end (the answer's form).
 """
 from __future__ import annotations
@@ -204,6 +205,56 @@ def test_a_data_question_offers_run_python_first(world, text):
     assert names(specs)[0] == "run_python" and names(specs)[-1] == "answer"
     said = specs[0]["function"]["description"]
     assert "variables are live" in said and "files are read by their names" in said
+
+
+def test_a_question_on_a_data_file_the_workspace_holds_requires_code(world):
+    """The file is there: the required first step admits only run_python (not answer, not
+    inspect_variable on the file's name), and after code that raised, run_python again."""
+    (world.workspace / "titanic.csv").write_text("Fare\n7.25\n71.28\n", encoding="utf-8")
+    script = ['{"name": "run_python", "arguments": {"code": "print(mean(1))"}}',
+              '{"name": "run_python", "arguments": {"code": "print(2)"}}',
+              "@mean_fare[39.27]"]
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, Book())
+        reply = run_shown(session, "What is the mean fare? The data is in the file titanic.csv.")
+        for _ in range(2):  # run_python asks (a card) in this world
+            assert reply.proposal is not None
+            session.show(reply.proposal.id)
+            outcome = pending.decide(session, None, ok=True)
+            reply = loop.resume(session, outcome.item, outcome.result)
+        first, second, third = server.chat_requests()
+    assert admitted(first) == ["run_python"] and admitted(second) == ["run_python"]
+    assert names(first["tools"]) == ["run_python", "answer"]  # the look-ups compute nothing
+    assert "response_format" not in third  # later steps are free
+    assert reply.text.strip() == "@mean_fare[39.27]"
+    # the file's start is attached to the request as sent; the restated request stops before
+    asked = first["messages"][-1]["content"]
+    assert "(Attached by Lily: the start of titanic.csv: 2 rows; its first lines:\nFare\n7.25" \
+        in asked
+    restated = third["messages"][-1]["content"]
+    assert "The user asked: What is the mean fare?" in restated and "Attached" not in restated
+
+
+def test_a_data_file_the_model_may_not_read_is_not_previewed(world):
+    """The preview is read as the model's ``read`` would be: a denied file attaches nothing."""
+    (world.workspace / "lily.toml").write_text('[tools]\ndeny = ["read"]\n', encoding="utf-8")
+    (world.workspace / "salaries.csv").write_text("name,salary\nann,100\n", encoding="utf-8")
+    with ScriptedServer(['{"name": "run_python", "arguments": {"code": "print(1)"}}']) as server:
+        session = notebook_session(world, server, Book())
+        run_shown(session, "What is the mean salary in salaries.csv?")
+        first, = server.chat_requests()
+    assert "ann,100" not in json.dumps(first) and "Attached by Lily" not in json.dumps(first)
+
+
+@pytest.mark.parametrize("text", ["Save df to out.csv.",  # no such file: not a question on it
+                                  "What is the mean fare in ../titanic.csv?"])
+def test_a_data_file_the_workspace_does_not_hold_leaves_the_first_step_open(world, text):
+    (world.workspace.parent / "titanic.csv").write_text("Fare\n7.25\n", encoding="utf-8")
+    with ScriptedServer([HELLO]) as server:
+        session = notebook_session(world, server, Book())
+        run_shown(session, text)
+        first, = server.chat_requests()
+    assert "answer" in admitted(first) and len(admitted(first)) > 2
 
 
 def test_a_look_up_question_does_not_offer_run_python(world):
