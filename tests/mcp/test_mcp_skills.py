@@ -440,4 +440,8 @@ def test_a_workspace_servers_skills_join_only_after_trust(mcp_world, tmp_path): 
     run_command(session, "/trust")
     run_command(session, "/trust --yes")
     session.mcp.servers["ws"].wait(WAIT)
-    assert session.snapshot.skill("greet").source == "mcp:ws"
+    assert "not reviewed yet" in session.snapshot.exclusion("greet").reason
+    run_command(session, "/trust")  # now it lists the server's skills
+    run_command(session, "/trust --yes")
+    session.mcp.servers["ws"].wait(WAIT)
+    assert session.snapshot.skill("greet").source == "mcp:ws"  # (test_mcp_skills_trust.py)
