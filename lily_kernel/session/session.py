@@ -408,8 +408,10 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         """The session's skill snapshot; an MCP server still starting when it was taken has
-        its skills join, as a new version, once it is ready (docs/loader.md#mcp-roots)."""
-        if self.mcp is not None and self.mcp.pending and self.mcp.joined():
+        its skills join, as a new version, once it is ready, and one that listed its skills
+        again (a list_changed) has them taken again (docs/loader.md#mcp-roots)."""
+        if self.mcp is not None and ((self.mcp.pending and self.mcp.joined())
+                                     or self.mcp.relisted()):
             self.reload_skills(wait=0.0)
         return self.skill_snapshot
 

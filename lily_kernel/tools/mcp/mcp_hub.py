@@ -44,6 +44,7 @@ class Hub:
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         self.reviewed: dict[str, dict[str, str]] = {}  # server -> skill uri -> its key
         self.pending: set[str] = set()  # servers still starting at the last skill_roots
+        self._listed: dict[str, int] = {}  # each server's skills listing at the last skill_roots
         for config in configs:
             self.servers[config.name] = self._server(config)
         _LIVE.add(self)
@@ -218,6 +219,7 @@ class Hub:
                     server.skills.entries, server.skills.reason = (), str(exc)
             if not server.skills.declared:
                 continue
+            self._listed[name] = server.skills.generation
             roots.append(remote.RemoteRoot(name, self._reviewed(name, server.skills.entries),
                                            server.skills.reason))
         return tuple(roots)
@@ -230,6 +232,13 @@ class Hub:
         self.pending -= done
         return any(self.servers[n].state == "ready" and self.servers[n].skills.declared
                    for n in done if n in self.servers)
+
+    def relisted(self) -> bool:
+        """Whether a server listed its skills again since the last :meth:`skill_roots`
+        (after a list_changed): the session then takes a new snapshot."""
+        return any(s.state == "ready" and s.skills.declared
+                   and self._listed.get(n, s.skills.generation) != s.skills.generation
+                   for n, s in self.servers.items())
 
     def _reviewed(self, name: str, entries: tuple[remote.RemoteSkill, ...],
                   ) -> tuple[remote.RemoteSkill, ...]:
