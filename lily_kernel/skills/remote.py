@@ -152,10 +152,8 @@ def entry(raw: Any) -> RemoteSkill:
 
 
 #: Why a workspace server's skill is excluded: /trust has not shown it, or it changed since.
-UNREVIEWED = ("not reviewed yet: a workspace's MCP server's skill loads once /trust has shown "
-              "it (its name and digest); run /trust, then /trust --yes")
-CHANGED = ("it changed since /trust reviewed it (new digests or frontmatter); /trust reviews "
-           "it again")
+UNREVIEWED = "not reviewed yet: /trust shows it (name, digest), then /trust --yes loads it"
+CHANGED = "changed since /trust reviewed it (digests or frontmatter); /trust reviews it again"
 
 
 def record_key(server: str, name: str) -> str:
