@@ -306,9 +306,9 @@ def accept(session: Session, fingerprint: str | None) -> Notice:
               or s.source in {f"mcp:{n}" for n in _workspace_servers(session)}]
     skills = ", ".join(_code(n) for n in loaded) or "none"
     unlisted = [n for n, s in _workspace_servers(session).items() if s.state != "ready"]
-    later = (" The skills of its MCP servers that had not started "
-             f"({', '.join(_code(n) for n in unlisted)}) load once /trust has shown them: run "
-             "/trust again when they are ready (`/mcp`)." if unlisted else "")
+    later = (f" Any skills its MCP servers serve ({', '.join(_code(n) for n in unlisted)}) "
+             "load once a /trust has shown them, when the servers have started (`/mcp`)."
+             if unlisted else "")
     return Notice(f"Trusted this workspace ({_code(str(session.workspace))}) as reviewed. "
                   f"Its {CONFIG_FILE} applies, its MCP servers start, and its skills load "
                   f"({skills}).{later} A change that starts a process, reaches a network or "

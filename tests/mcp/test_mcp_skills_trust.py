@@ -46,7 +46,8 @@ def ws_session(mcp_world, tmp_path: Path):
     review = text(session, "/trust")
     assert "MCP server `ws`" in review
     assert "listed once the workspace is trusted and its servers start" in review
-    run_command(session, "/trust --yes")
+    notice = text(session, "/trust --yes")
+    assert "Any skills its MCP servers serve (ws) load once a /trust has shown them" in notice
     session.mcp.servers["ws"].wait(WAIT)
     session.reload_skills(wait=WAIT)
     return session, spec
