@@ -1,5 +1,6 @@
 # Two commands get a newcomer going: `make demo` and `make test`.
-# Both build the virtual environment in .venv first (`make test` also .venv-eg and .venv-jai);
+# Both build the virtual environment in .venv first (`make test` also .venv-eg, .venv-jai and
+# .venv-skills);
 # nothing is installed outside the checkout, and no tracked file changes.
 PYTHON ?= python3
 VENV   := .venv
@@ -14,8 +15,16 @@ EG_STAMP := $(EG_VENV)/.eg-installed
 JAI_VENV  := .venv-jai
 JAI_REQS  := tests/acp_face/jupyter-ai-requirements.txt
 JAI_STAMP := $(JAI_VENV)/.jai-installed
+# agentskills-mcp-server's own environment, the independent Skills-over-MCP implementation the
+# MCP tests check Lily against (docs/mcp.md#skills): it needs Python >= 3.12, Lily runs on 3.11.
+# The first of these that runs and is >= 3.12 builds it; with none, the target says so and the
+# test skips with that reason.
+SKILLS_VENV  := .venv-skills
+SKILLS_REQS  := tests/mcp/agentskills-requirements.txt
+SKILLS_STAMP := $(SKILLS_VENV)/.skills-installed
+SKILLS_PYTHONS ?= python3.12 python3.13 python3.14 $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.1[2-9]*/bin/python)
 
-.PHONY: all venv eg-venv jai-venv lint test demo lab bench eval golden clean
+.PHONY: all venv eg-venv jai-venv skills-venv lint test demo lab bench eval golden clean
 
 all: test
 
@@ -42,6 +51,19 @@ $(JAI_STAMP): $(JAI_REQS)
 	$(JAI_VENV)/bin/python -m pip install --quiet -r $(JAI_REQS)
 	touch $(JAI_STAMP)
 
+skills-venv: $(SKILLS_STAMP)
+
+$(SKILLS_STAMP): $(SKILLS_REQS)
+	@py=; for c in $(SKILLS_PYTHONS); do \
+	  if $$c -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then py=$$c; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then \
+	  echo "make skills-venv: no Python >= 3.12 found ($(SKILLS_PYTHONS)): the agentskills-mcp-server test is SKIPPED."; \
+	else \
+	  echo "$$py -m venv $(SKILLS_VENV)" && rm -rf $(SKILLS_VENV) && $$py -m venv $(SKILLS_VENV) && \
+	  $(SKILLS_VENV)/bin/python -m pip install --quiet -r $(SKILLS_REQS) && touch $(SKILLS_STAMP); \
+	fi
+
 # The gate .ci/run keeps: ruff (the selection in pyproject.toml; tests, benches and scripts
 # have a lighter one) and mypy --strict over lily_kernel/ and lily/ (docs/testing.md#the-gate).
 lint: $(STAMP)
@@ -53,7 +75,7 @@ lint: $(STAMP)
 # checkout as they found it: `git status --porcelain` after the run must be what it was
 # before (journals and caches go to temporary or ignored folders), else make test fails.
 PYTEST := $(BIN)/python -m pytest tests notebooks --nbval
-test: $(STAMP) $(EG_STAMP) $(JAI_STAMP)
+test: $(STAMP) $(EG_STAMP) $(JAI_STAMP) $(SKILLS_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
 	@before="$$(git status --porcelain 2>/dev/null)"; echo "$(PYTEST)"; $(PYTEST); rc=$$?; \
@@ -103,4 +125,4 @@ golden: $(STAMP)
 	$(BIN)/python scripts/regenerate.py
 
 clean:
-	rm -rf $(VENV) $(EG_VENV) $(JAI_VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(EG_VENV) $(JAI_VENV) $(SKILLS_VENV) build dist *.egg-info .pytest_cache

@@ -47,19 +47,51 @@ from lily_kernel.skills.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from lily_kernel.skills.install import LilyCheck
+    from lily_kernel.skills.remote import RemoteRoot
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot:
+    return _load()[0]
+
+
+def _load() -> tuple[Snapshot, tuple[RemoteRoot, ...]]:
+    """The snapshot a session here would take, with the MCP servers' skill roots."""
     from lily_kernel.tools.builtin_tools import register_builtins
     from lily_kernel.tools.tool_registry import ToolPolicy, ToolRegistry
     tools = ToolRegistry()
     register_builtins(tools, workspace_dir())
-    return build_snapshot(skill_roots(), tools, ToolPolicy.from_env(), reserved=BUILTIN_NAMES)
+    remote = _mcp_skill_roots()
+    return build_snapshot(skill_roots(), tools, ToolPolicy.from_env(), reserved=BUILTIN_NAMES,
+                          remote=remote), remote
+
+
+def _mcp_skill_roots() -> tuple[RemoteRoot, ...]:
+    """The configured MCP servers' skill roots (``mcp:<server>``, docs/loader.md#mcp-roots)
+    as a session here has them: its servers started (a workspace's only once it is trusted),
+    each waited for within the session's bound, their skills checked as the session checks
+    them (a workspace server's against /trust's record), then stopped. None configured: ()."""
+    from lily_kernel.settings.model_settings import read_config_file, user_config_path
+    from lily_kernel.tools.mcp import mcp_config
+    workspace = workspace_dir()
+    try:
+        if not mcp_config.configured(workspace, read_config_file(workspace, user_config_path()),
+                                     read_config_file(workspace)):
+            return ()
+    except ConfigError:
+        return ()  # (the session would not start its servers either)
+    from lily_kernel.session.session import Session
+    hub = Session(journal=False, reserved_commands=BUILTIN_NAMES).mcp
+    if hub is None:
+        return ()
+    try:
+        return hub.skill_roots()
+    finally:
+        hub.close()
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``lily skills list``: the snapshot's skills (and, with --all, what was left out)."""
-    snap = _snapshot(args)
+    snap, remote = _load()
     if args.json:
         print(json.dumps(snap.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -67,7 +99,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(render.text(SkillTable(snap, show_all=args.all)))
         if args.all:  # where each source's skills come from (docs/loader.md#roots)
             print("\nRoots, highest precedence first:\n")
-            print(render.table(render.ROOT_COLUMNS, render.root_rows(snap), width=100))
+            rows = render.root_rows(snap) + [
+                (r.source, f"MCP server '{r.server}'",
+                 r.reason or f"{len(r.skills)} skill(s) listed")
+                for r in remote]
+            print(render.table(render.ROOT_COLUMNS, rows, width=100))
     return 0
 
 

@@ -191,6 +191,42 @@ def skill_lines(preview: Snapshot) -> list[str]:
     return lines
 
 
+def mcp_skill_lines(session: Session) -> tuple[list[str], list[str]]:
+    """Markdown bullets: each workspace MCP server's skills, by name and digest
+    (:meth:`~lily_kernel.skills.remote.RemoteSkill.key`, what ``/trust --yes`` records),
+    each new, changed since trusted or as trusted; and the names of those held back until
+    this review is accepted (docs/loader.md#mcp-roots)."""
+    from lily_kernel.skills import remote
+    hub = session.mcp
+    if hub is None:
+        return [], []
+    record = session.trust_status().skills
+    lines, held = [], []
+    for name, server in hub.servers.items():
+        if not server.config.from_workspace:
+            continue
+        where = f"MCP server {_code(name)}"
+        if server.state in ("untrusted", "stopped"):
+            lines.append(f"- {where}: its skills are listed once the workspace is trusted and "
+                         "its servers start; each loads only after /trust has shown it")
+        elif server.state == "starting":
+            lines.append(f"- {where}: still starting; /trust again lists its skills")
+        elif server.state != "ready":
+            lines.append(f"- {where}: {md_text(server.state)}; no skills listed")
+        for entry in server.skills.entries if server.state == "ready" else ():
+            head = f"- {_code(entry.name)} ({where}"
+            if entry.error is not None:
+                lines.append(f"{head}): refused: {md_text(entry.error)}")
+                continue
+            key, was = entry.key(), record.get(remote.record_key(name, entry.name))
+            state = ("as trusted" if was == key else "new" if was is None else
+                     f"changed since it was trusted (was {was[:SHOWN_FINGERPRINT]})")
+            if was != key:
+                held.append(entry.name)
+            lines.append(f"{head}, digest {key[:SHOWN_FINGERPRINT]}): {state}")
+    return lines, held
+
+
 def review(session: Session) -> TrustReview:
     """What ``/trust`` shows: everything trusting the workspace would let it do."""
     workspace = session.workspace
@@ -200,13 +236,17 @@ def review(session: Session) -> TrustReview:
     data = read_config_file(workspace)
     where = _code(str(workspace))
     held = session.held_skills()
-    trusted = status.trusted and not held
+    remote_lines, remote_held = mcp_skill_lines(session)
+    trusted = status.trusted and not held and not remote_held
     if trusted:
         head = f"This workspace ({where}) is trusted as it is now. Trusting covers:"
     elif status.trusted:
-        head = (f"This workspace ({where}) is trusted, but what these skills can do changed "
-                f"since: {', '.join(_code(n) for n in held)}. They are held back until you "
-                "review it again. Trusting it would let it:")
+        why = ([f"what these skills can do changed since: {', '.join(_code(n) for n in held)}"]
+               if held else []) + ([
+            "skills of its MCP servers are new or changed since: "
+            + ", ".join(_code(n) for n in remote_held)] if remote_held else [])
+        head = (f"This workspace ({where}) is trusted, but {'; and '.join(why)}. They are "
+                "held back until you review it again. Trusting it would let it:")
     elif status.recorded:
         head = (f"This workspace ({where}) was trusted, but {md_text(status.why())}: it is "
                 "untrusted until you review it again. Trusting it would let it:")
@@ -225,6 +265,9 @@ def review(session: Session) -> TrustReview:
          "and a workspace cannot replace it"] if s[0] in mine else [])]
     out += ["**MCP servers** (they start when trusted)", "",
             *(servers or ["- none"]), ""]
+    if remote_lines:
+        out += ["**Skills of its MCP servers** (each loads as shown here; a change asks "
+                "again)", "", *remote_lines, ""]
     skills = skill_lines(session.trusted_preview())
     out += ["**Skills** of its own folders (`skills/`, `.agents/skills`, `.claude/skills`) "
             "that would load", "", *(skills or ["- none"]), ""]
@@ -259,12 +302,24 @@ def accept(session: Session, fingerprint: str | None) -> Notice:
         session.apply_trust(True, fingerprint)
     except ConfigError as exc:
         raise command_error(exc) from None
-    loaded = [s.name for s in session.snapshot.skills if s.source in WORKSPACE_SOURCES]
+    loaded = [s.name for s in session.snapshot.skills if s.source in WORKSPACE_SOURCES
+              or s.source in {f"mcp:{n}" for n in _workspace_servers(session)}]
     skills = ", ".join(_code(n) for n in loaded) or "none"
+    unlisted = [n for n, s in _workspace_servers(session).items() if s.state != "ready"]
+    later = (f" Any skills its MCP servers serve ({', '.join(_code(n) for n in unlisted)}) "
+             "load once a /trust has shown them, when the servers have started (`/mcp`)."
+             if unlisted else "")
     return Notice(f"Trusted this workspace ({_code(str(session.workspace))}) as reviewed. "
                   f"Its {CONFIG_FILE} applies, its MCP servers start, and its skills load "
-                  f"({skills}). A change that starts a process, reaches a network or widens a "
-                  "policy asks again; `/trust --revoke` undoes this.")
+                  f"({skills}).{later} A change that starts a process, reaches a network or "
+                  "widens a policy asks again; `/trust --revoke` undoes this.")
+
+
+def _workspace_servers(session: Session) -> dict[str, Any]:
+    """The workspace's MCP servers (name -> Server) in the session's hub."""
+    hub = session.mcp
+    return {} if hub is None else {n: s for n, s in hub.servers.items()
+                                   if s.config.from_workspace}
 
 
 def named(session: Session, shown: str) -> str:

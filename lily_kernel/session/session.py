@@ -246,7 +246,8 @@ class Session:
     def _new_hub(self, servers: list[Any]) -> Hub:
         from lily_kernel.tools.mcp.mcp_hub import Hub
         hub = self.mcp = Hub(servers, self.workspace,
-                             lambda: _trusted(self.workspace, self._env))
+                             lambda: _trusted(self.workspace, self._env),
+                             lambda: self.trust_status().skills)  # (docs/loader.md#mcp-roots)
         return hub
 
     def _mcp_configs(self, user: Mapping[str, Any], workspace: Mapping[str, Any]) -> list[Any]:
@@ -342,8 +343,11 @@ class Session:
         return workspace_trust.fingerprint(self.workspace, self._skills_now())
 
     def _skills_now(self) -> dict[str, str]:
+        """The workspace's skills as trust records them: its own folders' and its MCP
+        servers' as they list them now."""
         roots = skill_roots(self._env, self.workspace)
-        return _skills_now(roots, untrusted_roots(roots))
+        mcp = self.mcp.for_trust() if self.mcp is not None else {}
+        return {**_skills_now(roots, untrusted_roots(roots)), **mcp}
 
     def apply_trust(self, trusted: bool, expected: str | None = None) -> None:
         """``/trust --yes`` or ``/trust --revoke``: record it, then read lily.toml again and
@@ -376,6 +380,8 @@ class Session:
         roots = skill_roots(self._env, self.workspace)
         gated = untrusted_roots(roots)
         untrusted = None
+        if fresh and not gated:
+            self.trust_status(fresh)  # a workspace server's skills are checked against it
         if gated:  # never trusted: listed; trusted once: each skill against what it was
             status = self.trust_status(fresh)
             if self.trust_problem or not status.recorded:
@@ -402,8 +408,10 @@ class Session:
     @property
     def snapshot(self) -> Snapshot:
         """The session's skill snapshot; an MCP server still starting when it was taken has
-        its skills join, as a new version, once it is ready (docs/loader.md#mcp-roots)."""
-        if self.mcp is not None and self.mcp.pending and self.mcp.joined():
+        its skills join, as a new version, once it is ready, and one that listed its skills
+        again (a list_changed) has them taken again (docs/loader.md#mcp-roots)."""
+        if self.mcp is not None and ((self.mcp.pending and self.mcp.joined())
+                                     or self.mcp.relisted()):
             self.reload_skills(wait=0.0)
         return self.skill_snapshot
 

@@ -151,6 +151,30 @@ def entry(raw: Any) -> RemoteSkill:
     return skill
 
 
+#: Why a workspace server's skill is excluded: /trust has not shown it, or it changed since.
+UNREVIEWED = "not reviewed yet: /trust shows it (name, digest), then /trust --yes loads it"
+CHANGED = "changed since /trust reviewed it (digests or frontmatter); /trust reviews it again"
+
+
+def record_key(server: str, name: str) -> str:
+    """The trust record's key of a workspace server's skill: ``mcp:<server>/<name>`` (its
+    value: :meth:`RemoteSkill.key`)."""
+    return f"{source_of(server)}/{name}"
+
+
+def reviewed(server: str, entries: tuple[RemoteSkill, ...],
+             record: Mapping[str, str]) -> tuple[RemoteSkill, ...]:
+    """A workspace server's entries, each as /trust recorded it (``record``: the trust
+    record's skills) or held back: not shown yet (:data:`UNREVIEWED`), or changed since
+    (:data:`CHANGED`)."""
+    def checked(e: RemoteSkill) -> RemoteSkill:
+        was = record.get(record_key(server, e.name))
+        if e.error is not None or was == e.key():
+            return e
+        return held(e, UNREVIEWED if was is None else CHANGED)
+    return tuple(checked(e) for e in entries)
+
+
 def held(skill: RemoteSkill, why: str) -> RemoteSkill:
     """``skill`` excluded for ``why`` (e.g. changed since it was reviewed)."""
     return _bad(skill, why)

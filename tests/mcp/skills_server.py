@@ -4,7 +4,9 @@
 request, so a test changes what the server serves between two listings. Spec keys:
 ``skills`` (a list of ``{"name", "files": {path: text}, "uri"?, "frontmatter"?,
 "lie": {path: "digest" | "size"}, "big": bytes}``), ``hang`` (skills/list never answers),
-``reads`` (a file each resources/read appends its URI to).
+``reads`` (a file each resources/read appends its URI to), ``notify`` (once listed, the
+server watches the spec file and publishes ``notifications/resources/list_changed`` on its
+``subscriptions/listen`` streams when it changes, as a server that changes its skills does).
 """
 from __future__ import annotations
 
@@ -71,6 +73,8 @@ class Skills(Extension):
     async def _list(self, context: Any, params: ListParams) -> dict[str, Any]:
         if spec().get("hang"):
             await asyncio.sleep(3600)
+        if spec().get("notify") and not WATCHING:
+            WATCHING.append(asyncio.get_running_loop().create_task(_watch()))
         return {"resultType": "complete", "ttlMs": 0, "cacheScope": "private",
                 "skills": catalog()[0]}
 
@@ -80,6 +84,24 @@ class Skills(Extension):
                 return {"resultType": "complete", "ttlMs": 0, "cacheScope": "private",
                         "skill": entry}
         raise MCPError(-32602, f"No skill is served at {params.uri}")
+
+
+WATCHING: list[Any] = []
+
+
+async def _watch() -> None:
+    """Publish a list_changed each time the spec file changes (2026-07-28: on the listen
+    streams the client opened; the SDK drops a bare one)."""
+    import os
+
+    from mcp.shared.subscriptions import ResourcesListChanged
+    seen = os.stat(SPEC).st_mtime_ns
+    while True:
+        await asyncio.sleep(0.2)
+        now = os.stat(SPEC).st_mtime_ns
+        if now != seen:
+            seen = now
+            await server._subscriptions.publish(ResourcesListChanged())
 
 
 class Server(MCPServer):

@@ -265,12 +265,26 @@ def test_mcp_shows_the_protocol_and_extensions_of_each_server(served):
     assert "protocol 2026-07-28; extensions: io.modelcontextprotocol/skills; skills: greet" in shown
 
 
-AGENTSKILLS = os.environ.get("LILY_AGENTSKILLS_PYTHON", "")
+REPO = HERE.parents[1]
+SKILLS_VENV = REPO / ".venv-skills"
 
 
-@pytest.mark.skipif(not AGENTSKILLS, reason="LILY_AGENTSKILLS_PYTHON names no Python (3.12+) "
-                    "with agentskills-mcp-server[fs] installed (it does not install on 3.11)")
-def test_an_independent_server_agentskills_mcp_server_feeds_lily(tmp_path):
+def _agentskills_python() -> str:
+    """agentskills-mcp-server's own Python: LILY_AGENTSKILLS_PYTHON, else ``.venv-skills``
+    (``make skills-venv``, which ``make test`` builds when the machine has Python >= 3.12)."""
+    named = os.environ.get("LILY_AGENTSKILLS_PYTHON", "")
+    if named:
+        return named
+    if (SKILLS_VENV / ".skills-installed").is_file():
+        return str(SKILLS_VENV / "bin" / "python")
+    pytest.skip(".venv-skills is not built: `make skills-venv` builds it with a Python >= 3.12 "
+                "(agentskills-mcp-server does not install on 3.11); it found none")
+
+
+@pytest.fixture
+def agentskills(tmp_path: Path) -> tuple[str, Path]:
+    """The independent server's Python and its config: one folder skill, greet."""
+    python = _agentskills_python()
     root = tmp_path / "skills"
     (root / "greet" / "references").mkdir(parents=True)
     (root / "greet" / "SKILL.md").write_text(GREET)
@@ -278,21 +292,54 @@ def test_an_independent_server_agentskills_mcp_server_feeds_lily(tmp_path):
     config = tmp_path / "server.json"
     config.write_text(json.dumps({"name": "independent", "skills": [
         {"id": "greet", "provider": "fs", "options": {"root": str(root)}}]}))
-    server = ServerConfig("indie", "user", command=AGENTSKILLS,
-                          args=("-m", "agentskills_mcp_server", "--config", str(config)))
+    return python, config
+
+
+def _loads_greet_from(server: ServerConfig, tmp_path: Path) -> None:
     hub = Hub([server], tmp_path, lambda: True)
     hub.start()
     try:
         snap = build_snapshot((), ToolRegistry(), ToolPolicy(), reserved=BUILTIN_NAMES,
                               remote=hub.skill_roots(wait=WAIT))
-        assert hub.servers["indie"].protocol == "2026-07-28", hub.servers["indie"].reason
+        state = hub.servers[server.name]
+        assert state.protocol == "2026-07-28", state.reason
         greet = snap.skill("greet")
-        assert greet.source == "mcp:indie"
+        assert greet.source == f"mcp:{server.name}" and greet.description == "Greet people."
         held = snap.held[greet.path]
         assert "Say hi" in mcp_skills.load_body(hub, greet.path, held)
         assert mcp_skills.read_file(hub, greet.path, held, "references/more.md", 100) == "more"
     finally:
         hub.close()
+
+
+def test_an_independent_server_agentskills_mcp_server_feeds_lily_over_stdio(agentskills,
+                                                                            tmp_path):
+    python, config = agentskills
+    _loads_greet_from(ServerConfig("indie", "user", command=python,
+                                   args=("-m", "agentskills_mcp_server", "--config", str(config))),
+                      tmp_path)
+
+
+def test_an_independent_server_agentskills_mcp_server_feeds_lily_over_http(agentskills,
+                                                                           tmp_path):
+    python, config = agentskills
+    port = _free_port()
+    proc = subprocess.Popen([python, str(HERE / "agentskills_http.py"), str(port),
+                             "--config", str(config)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:  # up once its port takes a connection
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.3)
+        _loads_greet_from(ServerConfig("indie", "user", url=f"http://127.0.0.1:{port}/mcp"),
+                          tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_lily_mcp_serve_checked_by_the_sdks_own_client_reads_nothing_outside(tmp_path):
@@ -393,4 +440,8 @@ def test_a_workspace_servers_skills_join_only_after_trust(mcp_world, tmp_path): 
     run_command(session, "/trust")
     run_command(session, "/trust --yes")
     session.mcp.servers["ws"].wait(WAIT)
-    assert session.snapshot.skill("greet").source == "mcp:ws"
+    assert "not reviewed yet" in session.snapshot.exclusion("greet").reason
+    run_command(session, "/trust")  # now it lists the server's skills
+    run_command(session, "/trust --yes")
+    session.mcp.servers["ws"].wait(WAIT)
+    assert session.snapshot.skill("greet").source == "mcp:ws"  # (test_mcp_skills_trust.py)

@@ -235,9 +235,11 @@ class Server:
                 self._ready.set()
                 stop = asyncio.ensure_future(self._stop.wait())
                 end = asyncio.ensure_future(ended.wait())
+                changes = asyncio.ensure_future(self.skills.watch(session))
                 await asyncio.wait([stop, end], return_when=asyncio.FIRST_COMPLETED)
                 stop.cancel()
                 end.cancel()
+                changes.cancel()
                 if ended.is_set() and not self._stop.is_set():
                     self.state = "failed"
                     self.reason = self._fault or self._ended_reason()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import atexit
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,12 @@ class Hub:
     """The MCP servers of one session."""
 
     def __init__(self, configs: Iterable[ServerConfig], workspace: Path,
-                 trusted: Callable[[], bool]) -> None:
+                 trusted: Callable[[], bool],
+                 record: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.workspace = Path(workspace)
         self._is_trusted = trusted  # asked again while workspace servers wait for /trust
+        #: the trust record's skills: a workspace server's skill loads as /trust recorded it
+        self._record = record or (lambda: {})
         self.trusted = trusted()
         self.servers: dict[str, Server] = {}
         self.problems: list[str] = []  # one line each: name collisions
@@ -41,6 +44,7 @@ class Hub:
         self.budget: float | None = None  # the request's deadline (seconds), set per request
         self.reviewed: dict[str, dict[str, str]] = {}  # server -> skill uri -> its key
         self.pending: set[str] = set()  # servers still starting at the last skill_roots
+        self._listed: dict[str, int] = {}  # each server's skills listing at the last skill_roots
         for config in configs:
             self.servers[config.name] = self._server(config)
         _LIVE.add(self)
@@ -215,6 +219,7 @@ class Hub:
                     server.skills.entries, server.skills.reason = (), str(exc)
             if not server.skills.declared:
                 continue
+            self._listed[name] = server.skills.generation
             roots.append(remote.RemoteRoot(name, self._reviewed(name, server.skills.entries),
                                            server.skills.reason))
         return tuple(roots)
@@ -228,15 +233,34 @@ class Hub:
         return any(self.servers[n].state == "ready" and self.servers[n].skills.declared
                    for n in done if n in self.servers)
 
+    def relisted(self) -> bool:
+        """Whether a server listed its skills again since the last :meth:`skill_roots`
+        (after a list_changed): the session then takes a new snapshot."""
+        return any(s.state == "ready" and s.skills.declared
+                   and self._listed.get(n, s.skills.generation) != s.skills.generation
+                   for n, s in self.servers.items())
+
     def _reviewed(self, name: str, entries: tuple[remote.RemoteSkill, ...],
                   ) -> tuple[remote.RemoteSkill, ...]:
+        """A workspace server's entries against the trust record (what /trust showed and
+        recorded); a user's server's against what it listed first since it started."""
+        if self.servers[name].config.from_workspace:
+            return remote.reviewed(name, entries, self._record())
         seen = self.reviewed.get(name)
         if seen is None:
             self.reviewed[name] = {e.uri: e.key() for e in entries if e.error is None}
             return entries
         return tuple(e if e.error is not None or seen.get(e.uri) == e.key() else remote.held(
-            e, f"it changed since it was reviewed (new digests or frontmatter); run /trust, "
-               f"or /mcp restart {name}, to review it again") for e in entries)
+            e, f"it changed since it was reviewed (new digests or frontmatter); "
+               f"/mcp restart {name} takes it as it is now") for e in entries)
+
+    def for_trust(self) -> dict[str, str]:
+        """What /trust shows and records of the workspace servers' skills as listed now:
+        :func:`remote.record_key` -> :meth:`remote.RemoteSkill.key` (refused entries left
+        out: they never load)."""
+        return {remote.record_key(n, e.name): e.key() for n, s in self.servers.items()
+                if s.config.from_workspace and s.state == "ready" and s.skills.declared
+                for e in s.skills.entries if e.error is None}
 
     def read_skill_file(self, server_name: str, skill: remote.RemoteSkill, uri: str) -> bytes:
         """A file of ``skill`` read from its own server (never another), verified against

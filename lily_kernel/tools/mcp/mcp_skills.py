@@ -6,7 +6,8 @@ The SDK (``mcp`` 2.3) ships no ``skills/*`` methods, so :func:`send` sends them 
 used instead). :class:`Skills` is one server's skills: listed when the server declares
 ``io.modelcontextprotocol/skills`` (each entry checked by
 :func:`lily_kernel.skills.remote.entry`), listed again on a ``list_changed`` notification
-or a ``/reload_skills``, each within :data:`LIST_TIMEOUT`; a server that does not answer
+(at 2026-07-28 on the ``subscriptions/listen`` stream :meth:`Skills.watch` opens) or a
+``/reload_skills``, each within :data:`LIST_TIMEOUT`; a server that does not answer
 leaves its skills empty with the reason, never its tools. :meth:`Skills.read` fetches one
 file with ``resources/read`` and verifies it against the manifest (size, then digest).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from typing import Any
 
 from lily_kernel.skills import remote
@@ -80,6 +82,21 @@ class Skills:
         else:
             self.entries, self.reason = tuple(sorted(found, key=lambda s: s.uri)), None
         self.generation += 1
+
+    async def watch(self, session: Any) -> None:
+        """List the skills again at each change the server announces. At 2026-07-28 its
+        change notifications come only on a ``subscriptions/listen`` stream the client
+        opens: one for ``resources/list_changed`` (an older connection's come as plain
+        notifications, :data:`CHANGED`). A server that refuses the stream, or ends it, is
+        listed again only at ``/reload_skills``."""
+        from mcp.client.subscriptions import listen
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+        if not self.declared or session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return
+        with contextlib.suppress(Exception):
+            async with listen(session, resources_list_changed=True) as changes:
+                async for _ in changes:
+                    await self.list(session)
 
     async def read(self, session: Any, skill: remote.RemoteSkill, uri: str) -> bytes:
         """The file ``uri`` of ``skill``, verified against the manifest; ValueError says why
