@@ -166,6 +166,8 @@ def answer(q: dabench.Question, line: str, data: Path, src: Path, python: Path, 
     config = agent_config(src, model, work / "agent.yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTHON"))}
     env["PYTHONPATH"] = str(src / "pipeline" / "src")
+    env["HOME"] = str(work / "home")  # their kernel's IPython and matplotlib files go there
+    (work / "home").mkdir()
     proxy.task = str(q.id)
     started = time.monotonic()
     with (work / "eval.log").open("wb") as log:
@@ -238,6 +240,8 @@ def run(base_url: str, model: str, questions: list[dabench.Question], data: Path
                     f"in={a.tokens_in} out={a.tokens_out} {a.why or repr(a.response[-120:])}")
     finally:
         proxy.stop()
+        # their sandbox's folders (upload_files, ci_workspace) are under the package itself
+        shutil.rmtree(src / "pipeline" / "src" / "infiagent" / "tmp", ignore_errors=True)
     sent = next((e.request_params for e in proxy.exchanges if e.request_params), {})
     summary = dabench.report(questions, base_url, model, out, log)
     theirs: dict[str, Any] = {}

@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="dabench: the first N of them by id (0: all)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=8192)
-    p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="seconds per cell (dabench-peer: per question)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                    help="an environment variable for every task's kernel, to measure a "
