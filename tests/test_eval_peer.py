@@ -129,7 +129,7 @@ def test_the_peer_runs_their_driver_and_their_judge_on_lilys_slice(tmp_path):
            "DABENCH_PEER_PORT": str(_free_port())}
     with ScriptedServer(_model) as server:
         run = subprocess.run([sys.executable, str(RUN_EVAL), "--suite", "dabench-peer",
-                              "--base-url", server.url, "--model", "served-model",
+                              "--base-url", server.url, "--model", "org/served-model",
                               "--timeout", "60", "--json", str(out)],
                              capture_output=True, text=True, timeout=120, env=env)
         sent = server.chat_requests()
@@ -137,7 +137,7 @@ def test_the_peer_runs_their_driver_and_their_judge_on_lilys_slice(tmp_path):
     assert "2 questions" in run.stdout  # id 7 is below the slice, as in Lily's suite
     assert "ABQ strict 0/2 (0%), after reformat 1/2 (50%)" in run.stdout, run.stdout
     # the agent's step: the served model's name from their config, the sampling filled in
-    assert sent[0]["model"] == "served-model"
+    assert sent[0]["model"] == "org/served-model"
     assert {k: sent[0][k] for k in ("temperature", "top_p", "frequency_penalty",
                                     "max_tokens")} == \
         {"temperature": 0.2, "top_p": 1.0, "frequency_penalty": 0.0, "max_tokens": 1024}

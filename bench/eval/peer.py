@@ -168,10 +168,11 @@ def answer(q: dabench.Question, line: str, data: Path, src: Path, python: Path, 
     env["PYTHONPATH"] = str(src / "pipeline" / "src")
     env["HOME"] = str(work / "home")  # their kernel's IPython and matplotlib files go there
     (work / "home").mkdir()
+    label = re.sub(r"[^\w.-]", "_", model)  # eval.py names its results file after --llm
     proxy.task = str(q.id)
     started = time.monotonic()
     with (work / "eval.log").open("wb") as log:
-        proc = subprocess.Popen([str(python), str(src / DRIVER), "--llm", model,
+        proc = subprocess.Popen([str(python), str(src / DRIVER), "--llm", label,
                                  "--config_path", str(config)], cwd=work, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -185,7 +186,7 @@ def answer(q: dabench.Question, line: str, data: Path, src: Path, python: Path, 
     seconds = time.monotonic() - started
     steps = proxy.of_task(str(q.id))
     usage = [e.usage or {} for e in steps]
-    results = work / f"results_{model}.json"
+    results = work / f"results_{label}.json"
     response, why = "", ""
     if code is None:
         why = f"timed out after {timeout:.0f} s"
