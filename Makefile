@@ -112,6 +112,8 @@ bench: $(STAMP)
 # suite against any other OpenAI-compatible endpoint instead. EVAL_ARGS: e.g. --tasks hello,fix
 # SUITE=dabench runs InfiAgent-DABench dev questions (bench/eval/dabench.py; DABENCH_REPO: a
 # local copy of its repository) with the eval extra (scipy, scikit-learn, seaborn) in the kernel.
+# SUITE=dabench-peer runs the benchmark's own DA-Agent on the same questions (bench/eval/peer.py;
+# its pipeline and its own venv in ~/.cache/lily-eval, built once from PyPI; port 9729 free).
 EVAL_MODEL ?= 1.5b
 EVAL_ARGS  ?=
 SUITE      ?= lookup

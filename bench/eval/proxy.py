@@ -6,6 +6,9 @@ arrives. On the way the proxy notes, per request: which task sent it, the time t
 token (the first streamed chunk carrying text, a tool call or reasoning), the whole time, the
 usage the endpoint reported, the finish reason, and what the model said (text and tool-call
 names), so a failure can be explained without scraping the notebook. Standard library only.
+
+``defaults`` fills in chat-request fields the client leaves out (the DA-Agent peer's
+sampling, bench/eval/peer.py); ``port`` fixes where it listens (0: a free one).
 """
 from __future__ import annotations
 
@@ -46,8 +49,10 @@ class Exchange:
 class Proxy:
     """``Proxy(upstream).start()``; ``url`` is the base URL to give the kernel."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, port: int = 0,
+                 defaults: dict[str, Any] | None = None) -> None:
         self.upstream = upstream.rstrip("/")
+        self.defaults = defaults or {}
         self.task = ""
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
@@ -66,7 +71,7 @@ class Proxy:
                 size = int(self.headers.get("Content-Length") or 0)
                 proxy._forward(self, self.rfile.read(size))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -93,6 +98,9 @@ class Proxy:
         if body:
             try:
                 req = json.loads(body)
+                if self.defaults and path.endswith("/chat/completions"):
+                    body = json.dumps({**self.defaults, **req}).encode()
+                    req = {**self.defaults, **req}
                 ex.messages = len(req.get("messages") or [])
                 ex.tools_offered = len(req.get("tools") or [])
                 ex.stream = bool(req.get("stream"))

@@ -333,6 +333,20 @@ def markdown(path: Path) -> str:
     return "\n".join(out)
 
 
+def _peer(base_url: str, model: str, questions: list[dabench.Question], data: Path,
+          timeout: float, out: Path | None) -> int:
+    """The benchmark's own DA-Agent on the questions (bench/eval/peer.py)."""
+    import peer
+    print(f"model {model} at {base_url}; InfiAgent's DA-Agent; {len(questions)} questions",
+          flush=True)
+    summary = peer.run(base_url, model, questions, data, timeout, out)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"model": model, "base_url": base_url, "suite": "dabench-peer",
+                                   "dabench": summary}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Lily's real-model eval suite")
     p.add_argument("--serve", choices=sorted(fetch.MODELS),
@@ -342,16 +356,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", help="comma-separated task names (default: all)")
     p.add_argument("--held-out", action="store_true",
                    help="run the held-out tasks (tasks.HELD_OUT) instead of the suite")
-    p.add_argument("--suite", choices=["lookup", "answer", "dabench"], default="lookup",
+    p.add_argument("--suite", choices=["lookup", "answer", "dabench", "dabench-peer"],
+                   default="lookup",
                    help="dabench: InfiAgent-DABench dev questions (bench/eval/dabench.py; "
-                        "DABENCH_REPO names a local copy of its repository)")
+                        "DABENCH_REPO names a local copy of its repository); dabench-peer: "
+                        "the same questions through the benchmark's own DA-Agent "
+                        "(bench/eval/peer.py)")
     p.add_argument("--from-id", type=int, default=dabench.FROM_ID,
                    help="dabench: questions with id >= this")
     p.add_argument("--limit", type=int, default=dabench.LIMIT,
                    help="dabench: the first N of them by id (0: all)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=8192)
-    p.add_argument("--timeout", type=float, default=600, help="seconds per cell")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="seconds per cell (dabench-peer: per question)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                    help="an environment variable for every task's kernel, to measure a "
@@ -364,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(args.markdown))
         return 0
     questions: list[dabench.Question] = []
-    if args.suite == "dabench":
+    if args.suite.startswith("dabench"):
         data = dabench.data_dir()
         questions = dabench.questions(data, args.from_id, args.limit or None)
         suite = dabench.tasks(data, questions)
@@ -395,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         else:
             base_url, model = args.base_url, args.model or "default"
+        if args.suite == "dabench-peer":
+            return _peer(base_url, model, [q for q in questions if any(
+                t.name == dabench.task_name(q) for t in tasks)], data, args.timeout, args.json)
         proxy = Proxy(base_url).start()
         import lily_kernel  # the Lily the kernels run (PYTHONPATH may name another checkout)
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
