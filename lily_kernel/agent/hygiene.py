@@ -26,6 +26,12 @@ ASK_AGAIN = {"role": "user", "content": (
     "(Lily) Your last answer was empty. Using the tool results above, answer my request "
     "now in plain text, without calling a tool.")}
 ALREADY = "Already answered:"
+#: The one extra request after a required call that ran on without end (stopped as it
+#: repeated itself, or cut at the length limit): the call is broken, and greedy decoding
+#: of the same prompt would run on the same way (agent/loop.py).
+CALL_AGAIN = {"role": "user", "content": (
+    "(Lily) Your last call ran on without end (it repeated itself) and was stopped. Make "
+    "the call again, short: only what the request needs.")}
 
 
 def make_the_call(name: str, arguments: str) -> dict[str, str]:

@@ -167,6 +167,8 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     asked_again = nudged = False  # the one extra request after an empty final answer,
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
     asking: dict[str, Any] | None = None  # that one-off message, for the next step only
+    called_again = False  # the one extra request after a required call that ran on
+    again_format: dict[str, Any] | None = None  # and the format it keeps
 
     turn_start, left_out = len(messages), (0, 0)
     limits = session.limits
@@ -179,7 +181,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             tools = request.tool_specs()  # a skill loaded in the last step changes them
             offered = [t["function"]["name"] for t in tools]
             aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
-            required = required_call(step, small, tools, failed, request.computes)
+            required = again_format or required_call(step, small, tools, failed,
+                                                     request.computes)
+            again_format = None
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, session.model_config, system, tools, session.conversation,
@@ -193,6 +197,13 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             for line in () if request.tools_used else turn.notes:  # tools dropped (unless
                 notes.add(line)  # one was called: agent/tools_dropped.py)
             session.add_usage(turn.usage, config.model)
+            if required is not None and not called_again and step < MAX_STEPS and \
+                    turn.finish_reason in ("stopped", "cut", "length") and \
+                    small_steps.cut_answer(turn.content) is None:  # an answer keeps its text
+                # a required call that ran on is broken: asked once more, the same format
+                called_again, asking, again_format = True, hygiene.CALL_AGAIN, required
+                notes.add("the model's call repeated itself; asked again")
+                continue
             if turn.finish_reason == "stopped":  # the guard stopped a runaway answer
                 turn.content = guard.text
                 notes.add(f"answer stopped: {guard.stopped}")

@@ -144,7 +144,7 @@ def take_answer(turn: Turn) -> bool:
         texts = [_text_of(c.arguments) for c in calls]
         turn.content, turn.tool_calls = "\n\n".join(t for t in texts if t), []
         return True
-    cut = None if calls else _cut_answer(turn.content)
+    cut = None if calls else cut_answer(turn.content)
     if cut is not None:
         turn.content = cut
         return True
@@ -155,12 +155,12 @@ def _text_of(arguments: str) -> str:
     try:
         value = json.loads(arguments or "{}")
     except ValueError:
-        return _cut_answer('{"name": "answer", "arguments": ' + arguments) or ""
+        return cut_answer('{"name": "answer", "arguments": ' + arguments) or ""
     text = value.get("text") if isinstance(value, dict) else None
     return text if isinstance(text, str) else ""
 
 
-def _cut_answer(content: str) -> str | None:
+def cut_answer(content: str) -> str | None:
     """The text of an ``answer`` call written as JSON but not closed (cut at the length
     limit), or None when ``content`` is no such call."""
     found = _CUT_ANSWER.match(content)

@@ -235,6 +235,24 @@ def test_a_question_on_a_data_file_the_workspace_holds_requires_code(world):
     assert "The user asked: What is the mean fare?" in restated and "Attached" not in restated
 
 
+def test_a_required_call_that_repeats_itself_is_asked_for_once_more(world):
+    """The 1.5B model wrote the same imports until its length limit: the broken call is not
+    kept, and the step is asked again with the same format and a one-off message."""
+    (world.workspace / "2015.csv").write_text("Country,Score\nX,7.5\n", encoding="utf-8")
+    loop_ = '{"name": "run_python", "arguments": {"code": "import pandas as pd\\n' + \
+        "from sklearn.preprocessing import StandardScaler\\nfrom sklearn.impute import " \
+        "SimpleImputer\\n" * 40
+    script = [loop_, HELLO]
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, Book())
+        reply = run_shown(session, "Which country has the highest score in 2015.csv?")
+        first, second = server.chat_requests()
+    assert admitted(first) == admitted(second) == ["run_python"]
+    assert second["messages"][-1]["content"].startswith("(Lily) Your last call ran on")
+    assert "asked again" in " ".join(reply.notes)
+    assert all("sklearn" not in json.dumps(m) for m in session.conversation)
+
+
 def test_a_data_file_the_model_may_not_read_is_not_previewed(world):
     """The preview is read as the model's ``read`` would be: a denied file attaches nothing."""
     (world.workspace / "lily.toml").write_text('[tools]\ndeny = ["read"]\n', encoding="utf-8")
