@@ -239,7 +239,10 @@ def _scrub_environment(the_plan: Plan) -> None:
     kept = {k: v for k, v in os.environ.items()
             if KEPT_ENV.fullmatch(k) and not SECRET_NAME.search(k)}
     kept.update(HOME=scratch, TMPDIR=scratch, XDG_CACHE_HOME=scratch,
-                MPLCONFIGDIR=the_plan.matplotlib or scratch)
+                MPLCONFIGDIR=the_plan.matplotlib or scratch,
+                # no new processes here: joblib (scikit-learn) is told so, instead of
+                # finding out and printing a warning into every run's output
+                JOBLIB_MULTIPROCESSING="0")
     os.environ.clear()  # unsetenv for each: the C library's copy too
     _libc().clearenv()
     _wipe_environment_block()
