@@ -65,7 +65,7 @@ def unavailable(env: Mapping[str, str] | None = None) -> str | None:
     with ``LILY_SANDBOX=off``, not Linux, no Landlock or too old, a failed probe)."""
     env = os.environ if env is None else env
     if env.get("LILY_SANDBOX", "").strip().lower() in OFF_VALUES:
-        return "the sandbox is turned off (LILY_SANDBOX=off)"
+        return "LILY_SANDBOX=off turned it off"
     return _probe()
 
 

@@ -140,8 +140,7 @@ def test_the_sandbox_turned_off_refuses_with_the_reason_and_runs_nothing(kernel)
                      "    notebook_tools.answer(_nb, notebook_tools.SANDBOXED, "
                      "{'code': 'print(1)'}, True)\nexcept ToolError as exc:\n    print(exc)\n"
                      "finally:\n    del os.environ['LILY_SANDBOX']")
-    assert out == ("the sandbox is unavailable here (the sandbox is turned off "
-                   "(LILY_SANDBOX=off)); nothing ran\n")
+    assert out == "the sandbox is unavailable here (LILY_SANDBOX=off turned it off); nothing ran\n"
 
 
 def test_no_write_from_the_kernels_child_by_pandas_open_or_a_program(kernel):
