@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from lily_kernel.agent.text_calls import FENCE_INFO
+from lily_kernel.settings.model_settings import ModelConfig
 
 __all__ = ["ASK_AGAIN", "AnswerGuard", "AnswerStopped", "already_answered", "call_key",
            "echoes_ask", "last_result", "make_the_call", "repeated_tail", "usage"]
@@ -32,6 +33,16 @@ ALREADY = "Already answered:"
 CALL_AGAIN = {"role": "user", "content": (
     "(Lily) Your last call ran on without end (it repeated itself) and was stopped. Make "
     "the call again, short: only what the request needs.")}
+#: The temperature of that one extra request, when the model's is lower: at 0 the same
+#: prompt with the note still ran on the same way (DABench 177: the same line forty times).
+SAMPLED_TEMPERATURE = 0.7
+
+
+def sampled(config: ModelConfig) -> ModelConfig:
+    """``config`` for the request after a call that ran on: sampled, not greedy."""
+    if config.temperature is not None and config.temperature >= SAMPLED_TEMPERATURE:
+        return config
+    return config.changed(temperature=SAMPLED_TEMPERATURE)
 
 
 def make_the_call(name: str, arguments: str) -> dict[str, str]:

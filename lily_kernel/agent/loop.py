@@ -186,7 +186,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             again_format = None
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
-                openai_client, session.model_config, system, tools, session.conversation,
+                openai_client, hygiene.sampled(session.model_config) if asking is
+                hygiene.CALL_AGAIN else session.model_config, system, tools,
+                session.conversation,
                 [*messages, asking] if asking else restated(messages, small),
                 guard.feed, session.limits.answer_chars, required)
             if asking is hygiene.ASK_AGAIN and hygiene.echoes_ask(turn.content):

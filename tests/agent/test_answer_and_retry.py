@@ -249,6 +249,7 @@ def test_a_required_call_that_repeats_itself_is_asked_for_once_more(world):
         first, second = server.chat_requests()
     assert admitted(first) == admitted(second) == ["run_python"]
     assert second["messages"][-1]["content"].startswith("(Lily) Your last call ran on")
+    assert first["temperature"] == 0 and second["temperature"] == 0.7  # sampled, not greedy
     assert "asked again" in " ".join(reply.notes)
     assert all("sklearn" not in json.dumps(m) for m in session.conversation)
 
