@@ -1,6 +1,6 @@
 # Two commands get a newcomer going: `make demo` and `make test`.
-# Both build the virtual environment in .venv first (`make test` also .venv-eg, .venv-jai and
-# .venv-skills);
+# Both build the virtual environment in .venv first (`make test` also .venv-eg, .venv-jai,
+# .venv-skills and .venv-fastmcp);
 # nothing is installed outside the checkout, and no tracked file changes.
 PYTHON ?= python3
 VENV   := .venv
@@ -22,9 +22,14 @@ JAI_STAMP := $(JAI_VENV)/.jai-installed
 SKILLS_VENV  := .venv-skills
 SKILLS_REQS  := tests/mcp/agentskills-requirements.txt
 SKILLS_STAMP := $(SKILLS_VENV)/.skills-installed
+# FastMCP's client in its own environment: the independent client of the Skills extension
+# that reads `lily mcp serve` (docs/mcp.md#skills); kept apart so Lily never imports it.
+FASTMCP_VENV  := .venv-fastmcp
+FASTMCP_REQS  := tests/mcp/fastmcp-client-requirements.txt
+FASTMCP_STAMP := $(FASTMCP_VENV)/.fastmcp-installed
 SKILLS_PYTHONS ?= python3.12 python3.13 python3.14 $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.1[2-9]*/bin/python)
 
-.PHONY: all venv eg-venv jai-venv skills-venv lint test demo lab bench eval golden clean
+.PHONY: all venv eg-venv jai-venv skills-venv fastmcp-venv lint test demo lab bench eval golden clean
 
 all: test
 
@@ -64,6 +69,14 @@ $(SKILLS_STAMP): $(SKILLS_REQS)
 	  $(SKILLS_VENV)/bin/python -m pip install --quiet -r $(SKILLS_REQS) && touch $(SKILLS_STAMP); \
 	fi
 
+fastmcp-venv: $(FASTMCP_STAMP)
+
+$(FASTMCP_STAMP): $(FASTMCP_REQS)
+	rm -rf $(FASTMCP_VENV)
+	$(PYTHON) -m venv $(FASTMCP_VENV)
+	$(FASTMCP_VENV)/bin/python -m pip install --quiet -r $(FASTMCP_REQS)
+	touch $(FASTMCP_STAMP)
+
 # The gate .ci/run keeps: ruff (the selection in pyproject.toml; tests, benches and scripts
 # have a lighter one) and mypy --strict over lily_kernel/ and lily/ (docs/testing.md#the-gate).
 lint: $(STAMP)
@@ -75,7 +88,7 @@ lint: $(STAMP)
 # checkout as they found it: `git status --porcelain` after the run must be what it was
 # before (journals and caches go to temporary or ignored folders), else make test fails.
 PYTEST := $(BIN)/python -m pytest tests notebooks --nbval
-test: $(STAMP) $(EG_STAMP) $(JAI_STAMP) $(SKILLS_STAMP)
+test: $(STAMP) $(EG_STAMP) $(JAI_STAMP) $(SKILLS_STAMP) $(FASTMCP_STAMP)
 	@test -x /usr/bin/chromium || command -v chromium >/dev/null 2>&1 || \
 	  echo "make test: Chromium not found: the real-browser suite (tests/e2e) is SKIPPED. apt-get install chromium to run it."
 	@before="$$(git status --porcelain 2>/dev/null)"; echo "$(PYTEST)"; $(PYTEST); rc=$$?; \
@@ -127,4 +140,4 @@ golden: $(STAMP)
 	$(BIN)/python scripts/regenerate.py
 
 clean:
-	rm -rf $(VENV) $(EG_VENV) $(JAI_VENV) $(SKILLS_VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(EG_VENV) $(JAI_VENV) $(SKILLS_VENV) $(FASTMCP_VENV) build dist *.egg-info .pytest_cache
