@@ -137,7 +137,8 @@ def test_make_test_fails_when_the_tests_change_the_checkout(tmp_path):
     (tmp_path / ".venv" / ".lily-installed").touch()  # after pyproject.toml: up to date
     (tmp_path / ".git" / "info" / "exclude").write_text(".venv\n")
     make = ["make", "-o", ".venv-eg/.eg-installed", "-o", ".venv-jai/.jai-installed",
-            "-o", ".venv-skills/.skills-installed", "test"]
+            "-o", ".venv-skills/.skills-installed", "-o", ".venv-fastmcp/.fastmcp-installed",
+            "test"]
 
     def run(pytest_stand_in: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*make, f"PYTEST={pytest_stand_in}"], cwd=tmp_path,
