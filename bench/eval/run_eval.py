@@ -431,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"in={_fmt(r.prompt_tokens)} out={_fmt(r.completion_tokens)} "
                       f"ttft={_fmt(r.ttft, '.1f')}s {r.seconds:.0f}s tools={','.join(r.tools) or '-'}"
                       f"{'  ' + r.why if r.why else ''}", flush=True)
+                if args.json:  # kept as each task ends: a run stopped early loses no answer
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    with args.json.with_suffix(".progress.jsonl").open("a") as kept:
+                        kept.write(json.dumps({**asdict(r), "final": dabench.FINAL.get(
+                            r.task)}) + "\n")
         proxy.stop()
         passed = sum(r.ok for r in results)
         print()
