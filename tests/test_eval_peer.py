@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_support import commit_all
+
 from lily_kernel.testing.server import ScriptedServer
 
 RUN_EVAL = Path(__file__).resolve().parent.parent / "bench" / "eval" / "run_eval.py"
@@ -94,13 +96,7 @@ def _fake_infiagent(root: Path) -> tuple[Path, str]:
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "dev set and pipeline"], check=True)
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    return repo, commit
+    return repo, commit_all(repo, "dev set and pipeline")
 
 
 def _model(request: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_support import commit_all
+
 from lily_kernel.testing.server import ScriptedServer
 from lily_kernel.tools import sandbox
 
@@ -103,13 +105,7 @@ def _fake_dabench(root: Path) -> tuple[Path, str]:
         "".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     (data / "da-dev-labels.jsonl").write_text(
         "".join(json.dumps(a) + "\n" for a in labels), encoding="utf-8")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "data"], check=True)
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    return repo, commit
+    return repo, commit_all(repo, "data")
 
 
 def _analyst(request: dict[str, Any]) -> dict[str, Any]:
