@@ -13,7 +13,8 @@ model call, no code run.
 
 The file is read through ``read``, decided by the one gate as the model's own call
 (tools/gate.py, ``Route.MODEL``): a protected file, a secret-looking name, the policy's deny
-list attach nothing. Only text tables are previewed (CSV, TSV, JSON lines); a binary format
+list attach nothing; a live secret's value in it is masked, as in the model's own read.
+Only text tables are previewed (CSV, TSV, JSON lines); a binary format
 (Parquet, Excel) says how to read it instead. The preview is bounded: :data:`ROWS` rows,
 :data:`LINE_CHARS` characters a line, :data:`FILES` files a request.
 """
@@ -24,6 +25,7 @@ import io
 import re
 from typing import TYPE_CHECKING
 
+from lily_kernel import redaction
 from lily_kernel.errors import ToolError
 from lily_kernel.tools import gate, offering
 
@@ -60,8 +62,8 @@ def _preview(session: Session, name: str) -> str:
     said = gate.decide(session, "read", {"path": name}, gate.Route.MODEL)
     if tool is None or not isinstance(said, gate.Runs):
         return ""  # refused, or it would ask: nothing is read for the preview
-    try:
-        body = gate.run(tool, {"path": name}, said).text
+    try:  # masked as the model's own read is (agent/request.py): it goes to the endpoint
+        body = redaction.redact(gate.run(tool, {"path": name}, said).text, session.environ)
     except ToolError:
         return ""
     lines = body.splitlines()

@@ -235,6 +235,21 @@ def test_a_question_on_a_data_file_the_workspace_holds_requires_code(world):
     assert "The user asked: What is the mean fare?" in restated and "Attached" not in restated
 
 
+def test_a_live_secret_in_a_previewed_data_file_is_masked(world):
+    """The preview goes to the endpoint as the model's own read would: masked."""
+    secret = "sk-live-0123456789abcdefghij"
+    (world.workspace / "keys.csv").write_text(f"service,key\napi,{secret}\n", encoding="utf-8")
+    with ScriptedServer(['{"name": "run_python", "arguments": {"code": "print(1)"}}']) as server:
+        session = Session(workspace=world.workspace, journal=False, env=world.env(
+            server, LILY_PROFILE="small", OPENAI_API_KEY=secret),
+            add_tools=lambda s: notebook_tools.register(s.tools, Book(), lambda: True))
+        run_shown(session, "How many services are in keys.csv?")
+        first, = server.chat_requests()
+    asked = first["messages"][-1]["content"]
+    assert "Attached by Lily: the start of keys.csv" in asked and "api," in asked
+    assert secret not in json.dumps(first)
+
+
 def test_a_required_call_that_repeats_itself_is_asked_for_once_more(world):
     """The 1.5B model wrote the same imports until its length limit: the broken call is not
     kept, and the step is asked again with the same format and a one-off message."""
