@@ -83,14 +83,20 @@ class MainThread:
         raise KeyboardInterrupt  # Ctrl-C while idle: stop serving
 
     def serve(self) -> None:
-        """Run jobs until :meth:`stop` (or SIGINT while idle, or SIGTERM)."""
-        signal.signal(signal.SIGINT, self._on_sigint)
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            self._run(job)
+        """Run jobs until :meth:`stop` (or SIGINT while idle, or SIGTERM); the process's
+        own SIGINT and SIGTERM handlers are back when it returns."""
+        previous = (signal.signal(signal.SIGINT, self._on_sigint),
+                    signal.signal(signal.SIGTERM, _on_sigterm))
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                self._run(job)
+        finally:
+            for number, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
+                if handler is not None:
+                    signal.signal(number, handler)
 
     def _run(self, job: _Job) -> None:
         value: Any = None

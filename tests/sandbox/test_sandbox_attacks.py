@@ -417,11 +417,16 @@ def test_a_child_that_exits_by_itself_says_so(run):
 def test_an_interrupt_during_a_run_kills_the_child_and_is_raised_again(run, world):
     fds, kids = open_fds(), children()
     main = threading.get_ident()
+    # Python's own SIGINT handler, as a kernel's interrupt has it (not one another test left)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        run("while True:\n    pass", seconds=60)
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run("while True:\n    pass", seconds=60)
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert (open_fds(), children(), world.leftovers()) == (fds, kids, [])
 
 
