@@ -91,7 +91,7 @@ def run(session: Session, text: str, skill: SkillRequest | None = None,
     request = Request(session, skill.skill.name if skill else None,
                       request_of([{"role": "user", "content": content}]))
     if request.computes and profile_of(session.model_config) == "small":
-        content += data_preview.previews(session, content)  # tools/data_preview.py
+        content += data_preview.previews(session, content, request.data_files)
     user = {"role": "user", "content": images.with_images(
         content, (shown or []) if session.model_config.sees_images() else [])}
     if request.skill and on_event:

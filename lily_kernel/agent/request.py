@@ -91,7 +91,8 @@ class Request:
         self.skill = skill
         self.asked = offering.asked_for(text)  # the small profile's tools this text asks for
         # names a data file the workspace holds: its required steps compute (small_steps.py)
-        self.computes = bool(offering.data_files(text, session.workspace))
+        self.data_files = offering.data_files(text, session.workspace)
+        self.computes = bool(self.data_files)
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it

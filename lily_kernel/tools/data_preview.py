@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from lily_kernel import redaction
 from lily_kernel.errors import ToolError
-from lily_kernel.tools import gate, offering
+from lily_kernel.tools import gate
 
 if TYPE_CHECKING:
     from lily_kernel.session.session import Session
@@ -41,11 +41,12 @@ MARK = "\n\n(Attached by Lily: the start of "
 _TEXT = re.compile(r"\.(?:csv|tsv|jsonl|ndjson)$", re.IGNORECASE)
 
 
-def previews(session: Session, text: str) -> str:
-    """The attachment for the data files ``text`` names that the workspace holds (at most
-    :data:`FILES`), or "" when there is none; each read as the model's ``read`` would be."""
+def previews(session: Session, text: str, names: list[str]) -> str:
+    """The attachment for ``names``, the data files ``text`` names that the workspace holds
+    (tools/offering.data_files; at most :data:`FILES`), or "" when there is none; each read
+    as the model's ``read`` would be."""
     out = []
-    for name in offering.data_files(text, session.workspace)[:FILES]:
+    for name in names[:FILES]:
         if f"@{name}" in text:  # the user's own mention attached it already
             continue
         shown = _preview(session, name)
