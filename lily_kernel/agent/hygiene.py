@@ -117,11 +117,18 @@ def call_key(name: str, args: Mapping[str, Any]) -> str:
                                    separators=(",", ":"), default=str)
 
 
-def already_answered(name: str, args: Mapping[str, Any]) -> str:
-    """The answer to an identical call made again in the same request."""
+def already_answered(name: str, args: Mapping[str, Any], raised: bool = False) -> str:
+    """The answer to an identical call made again in the same request. ``raised``: its
+    earlier run raised, so the same code would raise the same way again: the next step
+    worth taking is changed code, not an answer from that error (a 1.5B model told "use
+    that result" after a ValueError answered with a guess, DABench dev 57)."""
     shown = json.dumps(dict(args), ensure_ascii=False, default=str)
     if len(shown) > 200:
         shown = shown[:200] + "…"
+    if raised:
+        return (f"{ALREADY} {name} {shown} is the same code that raised above; it would "
+                "raise the same way again, so it was not run. Change the line that raised "
+                f"and call {name} again.")
     return (f"{ALREADY} {name} {shown} was called earlier in this request and its "
             "result is above; it was not run again. Use that result, or answer the user.")
 

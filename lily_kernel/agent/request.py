@@ -219,9 +219,11 @@ class Request:
         the last call that may change something), or None: it is not run again."""
         if (refused := small_steps.retry_refused(name, self.raised)) is not None:
             return refused
-        if name == "load_skill" or hygiene.call_key(name, args) not in self.answered:
+        key = hygiene.call_key(name, args)
+        if name == "load_skill" or key not in self.answered:
             return None  # a load_skill again answers "already loaded" itself
-        return hygiene.already_answered(name, args)
+        return hygiene.already_answered(name, args,
+                                        raised=small_steps.raised_by(name, self.answered[key]) > 0)
 
     def remember(self, name: str, args: dict[str, Any], result: str) -> None:
         """Keep ``result`` as the answer to this call; a call that may change something

@@ -149,6 +149,9 @@ def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
     assert "run_python" in admitted(sent[1]) and "answer" not in admitted(sent[1])
     again = [m["content"] for m in session.conversation if m["role"] == "tool"][1]
     assert again.startswith("Already answered:")  # identical code is still a repeat
+    # and since it raised, the repeat points at changed code, not at an answer from the error
+    assert "would raise the same way again" in again and "Change the line that raised" in again
+    assert "Use that result" not in again
     assert_consistent(session.conversation)
 
 
@@ -176,6 +179,11 @@ def test_run_python_is_refused_after_its_code_raised_the_allowed_times(world):
         assert request.repeated("run_python", {"code": f"mean({n})"}) is None
         request.remember("run_python", {"code": f"mean({n})"},
                          "The code ran and raised NameError: x")
+    request.raised = 0
+    request.remember("run_python", {"code": "print(2)"}, "2")
+    ran = request.repeated("run_python", {"code": "print(2)"})
+    assert ran is not None and "Use that result" in ran  # code that ran: its result stands
+    request.raised = small_steps.RUN_ATTEMPTS
     refused = request.repeated("run_python", {"code": "print(1)"})
     assert refused is not None and refused.startswith("Error: not run: the code raised 3 times")
     tool = [{"role": "tool", "content": "The code ran in the sandbox and raised KeyError: 'a'"},
