@@ -22,7 +22,8 @@ inspect_variable…"). Two deterministic rules, for the small profile only:
   end (where a request states the form of its answer: a rounding, a unit, ``@name[value]``).
 - :func:`take_answer`: the ``answer`` tool (offered in the small profile, so the required
   step admits an answer too): a step that only calls it ends the request with its text.
-  A greeting or an arithmetic question needs no tool, and is answered in one step.
+  A greeting or an arithmetic question needs no tool, and is answered in one step. Its
+  arguments written alone as a free step's answer (``{"text": "…"}``) are that answer.
 - :func:`raised_runs`: how often ``run_python``'s code raised in this request; the model may
   call it again with changed code, :data:`RUN_ATTEMPTS` times in all.
 """
@@ -47,6 +48,7 @@ ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request 
                              "required": ["text"]})
 NOT_ALONE = "answer: not run: call it alone, once the other calls' results are in"
 _CUT_ANSWER = re.compile(r'\s*\{\s*"name"\s*:\s*"answer"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
+_BARE_ARGUMENTS = re.compile(r"\A\s*(?:```(?:json)?[ \t]*\n)?\s*(\{.*\})\s*(?:```)?\s*\Z", re.S)
 _FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
 _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.substitution)
 
@@ -145,6 +147,8 @@ def take_answer(turn: Turn) -> bool:
         turn.content, turn.tool_calls = "\n\n".join(t for t in texts if t), []
         return True
     cut = None if calls else cut_answer(turn.content)
+    if cut is None and not calls:
+        cut = bare_answer(turn.content)
     if cut is not None:
         turn.content = cut
         return True
@@ -158,6 +162,24 @@ def _text_of(arguments: str) -> str:
         return cut_answer('{"name": "answer", "arguments": ' + arguments) or ""
     text = value.get("text") if isinstance(value, dict) else None
     return text if isinstance(text, str) else ""
+
+
+def bare_answer(content: str) -> str | None:
+    """The text of the ``answer`` tool's arguments written alone as the answer, without the
+    call around them (``{"text": "…"}``, maybe in a fence), or None. The 1.5B model, shown
+    the answer tool, answered a free step so; its user would read JSON (look-up task
+    list_files). Only an object whose one key is ``text``, a string, and nothing else."""
+    found = _BARE_ARGUMENTS.match(content)
+    if found is None:
+        return None
+    try:
+        value = json.loads(found.group(1))
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"text"} or not isinstance(value["text"], str):
+        return None
+    text: str = value["text"]
+    return text
 
 
 def cut_answer(content: str) -> str | None:

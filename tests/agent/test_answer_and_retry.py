@@ -95,6 +95,23 @@ def test_the_answer_tool_in_a_later_step_ends_the_request(world):
     assert not session.conversation[-1].get("tool_calls")
 
 
+@pytest.mark.parametrize("written", [
+    '```json\n{\n  "text": "cities.csv\\nnotes.txt"\n}\n```',  # as the 1.5B model wrote it
+    '{"text": "cities.csv\\nnotes.txt"}'])
+def test_the_answer_tools_arguments_written_alone_are_the_answer(world, written):
+    (world.workspace / "notes.txt").write_text("N\n")
+    script = ['{"name": "list", "arguments": {"path": "."}}', written]
+    with ScriptedServer(script) as server:
+        reply = run_shown(world.session(server, LILY_PROFILE="small"), "Which files are here?")
+    assert reply.text == "cities.csv\nnotes.txt"
+
+
+@pytest.mark.parametrize("written", [
+    '{"text": "a", "other": 1}', '{"text": 3}', 'Here: {"text": "a"}', '```python\n{"text": "a"}\n```'])
+def test_other_json_in_an_answer_is_left_as_written(written):
+    assert small_steps.bare_answer(written) is None
+
+
 def test_an_answer_cut_at_the_length_limit_keeps_its_text(world):
     cut = {"content": '{"name": "answer", "arguments": {"text": "Two plus two is 4, and',
            "finish_reason": "length"}
