@@ -164,6 +164,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     request.note = notes.add  # e.g. ran in the sandbox (agent/request.py)
     small = profile_of(config) == "small"
     failed = small_steps.failed_last(messages)  # the last step's tools, when all its calls failed
+    named = small_steps.named_calls(small_steps.last_step(messages))  # and the calls it named
     asked_again = nudged = False  # the one extra request after an empty final answer,
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
     asking: dict[str, Any] | None = None  # that one-off message, for the next step only
@@ -182,7 +183,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             offered = [t["function"]["name"] for t in tools]
             aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
             required = again_format or required_call(step, small, tools, failed,
-                                                     request.computes)
+                                                     request.computes, named)
             again_format = None
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
@@ -310,6 +311,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 emit("tool", {"name": call.name, "ok": not result.startswith("Error:"),
                               "id": call.id, "args": args, "result": result})
             failed = failed_tools(messages[turn_start:])
+            named = small_steps.named_calls(messages[turn_start:])
             if failed and small:  # the next required step may go to any tool that can answer
                 request.asked |= {"run_python"}
             if held is None:

@@ -49,13 +49,15 @@ ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request 
 NOT_ALONE = "answer: not run: call it alone, once the other calls' results are in"
 _CUT_ANSWER = re.compile(r'\s*\{\s*"name"\s*:\s*"answer"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
 _BARE_ARGUMENTS = re.compile(r"\A\s*(?:```(?:json)?[ \t]*\n)?\s*(\{.*\})\s*(?:```)?\s*\Z", re.S)
+_CALL_NAMED = re.compile(r"\b([A-Za-z_]\w*)\(\w+=")  # read(path="…") in an error's text
 _FORCED = "Use the skill '"  # commands.results.SkillRequest.prompt's first line
 _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.substitution)
 
 
 def required_call(step: int, small: bool, tools: list[dict[str, Any]],
                   failed: set[str] | frozenset[str] = frozenset(),
-                  computes: bool = False) -> dict[str, Any] | None:
+                  computes: bool = False,
+                  named: set[str] | frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """The ``response_format`` of this step, or None: in the small profile, a required call
     on the first step when tools are offered (the ``answer`` tool among them), and on the
     second when every call of the first failed (``failed``: their tools), to a tool other
@@ -64,11 +66,16 @@ def required_call(step: int, small: bool, tools: list[dict[str, Any]],
     a data file the workspace holds (tools/offering.data_files); its required steps
     admit only ``run_python`` when it is offered — its answer comes from computing on the
     data: before any code ran an answer is a guess, and the look-up tools show a file's text
-    or a variable's summary, they compute nothing."""
+    or a variable's summary, they compute nothing. ``named``: the tools the failed calls'
+    errors name as the call that works (:func:`named_calls`: ``read(path="app.py")`` for
+    ``inspect_variable("app.py")``); when some are left, the second step admits only those —
+    the error said the way on, and the 1.5B model, free among the rest, took ``last_error``."""
     if not small or not tools or step > 2 or (step == 2 and not failed):
         return None
     left = [t for t in tools if t["function"]["name"] not in (failed - {RETRIED}) | {ANSWER}] \
         if step == 2 else tools
+    if step == 2 and named:
+        left = [t for t in left if t["function"]["name"] in named] or left
     code = [t for t in left if t["function"]["name"] == RETRIED]
     return offering.call_format(code if computes and code else left) if left else None
 
@@ -91,11 +98,25 @@ def failed_tools(step_messages: list[dict[str, Any]]) -> set[str]:
     return set(calls.values())
 
 
+def named_calls(step_messages: list[dict[str, Any]]) -> set[str]:
+    """The tools named as a call (``read(path="app.py")``) in the results of a step whose
+    calls all failed (:func:`failed_tools`), else empty."""
+    if not failed_tools(step_messages):
+        return set()
+    return {found.group(1) for m in step_messages[1:] if m.get("role") == "tool"
+            for found in _CALL_NAMED.finditer(str(m.get("content") or ""))}
+
+
+def last_step(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last step in ``messages``: its assistant message and what follows, else empty."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return messages[last:] if last >= 0 else []
+
+
 def failed_last(messages: list[dict[str, Any]]) -> set[str]:
     """:func:`failed_tools` of the last step in ``messages`` (a request resumed after a card:
     a confirmed run whose code raised makes the next step a required one), else empty."""
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    return failed_tools(messages[last:]) if last >= 0 else set()
+    return failed_tools(last_step(messages))
 
 
 def raised_by(name: str, result: str) -> int:

@@ -208,6 +208,28 @@ def test_run_python_is_refused_after_its_code_raised_the_allowed_times(world):
     assert small_steps.raised_runs(tool) == 1
 
 
+def test_after_a_failed_call_whose_error_names_the_call_that_works_only_that_is_admitted(world):
+    # todos (look-up suite): inspect_variable on app.py, whose error says read(path="app.py");
+    # free among the others, the 1.5B model called last_error
+    (world.workspace / "app.py").write_text("x = 1  # TODO: handle empty input\n")
+    script = ['{"name": "inspect_variable", "arguments": {"name": "app.py"}}',
+              '{"name": "read", "arguments": {"path": "app.py"}}', "One: handle empty input."]
+    with ScriptedServer(script) as server:
+        session = Session(workspace=world.workspace,
+                          env=world.env(server, LILY_PROFILE="small"), journal=False,
+                          add_tools=lambda s: notebook_tools.register(
+                              s.tools, Book(), lambda: True, lambda p: s.files.list(p)))
+        reply = run_shown(session, "Which TODO comments does app.py have?")
+        _, second, third = server.chat_requests()
+    error = next(m["content"] for m in session.conversation if m["role"] == "tool")
+    assert 'read it with read(path="app.py")' in error
+    assert admitted(second) == ["read"] and "response_format" not in third
+    assert reply.text == "One: handle empty input."
+    step = [{"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "a"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "fine; read(path=\"x\") works"}]
+    assert small_steps.named_calls(step) == set()  # a call that worked names nothing
+
+
 def test_after_a_failed_look_up_the_required_step_admits_run_python(world):
     script = ['{"name": "inspect_variable", "arguments": {"name": "sales"}}',
               '{"name": "run_python", "arguments": {"code": "print(len(sales))"}}']
