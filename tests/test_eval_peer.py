@@ -148,6 +148,18 @@ def test_the_peer_runs_their_driver_and_their_judge_on_lilys_slice(tmp_path):
     assert data["eval_closed_form"]["reformatted"]["Accuracy by Question"] == 1
     assert [json.loads(x)["id"] for x in (tmp_path / "peer-responses.jsonl").read_text()
             .splitlines()] == [150, 151]
+    # each answer was kept as its question ended, and a kept run can be scored again alone
+    kept = [json.loads(x) for x in (tmp_path / "peer.progress.jsonl").read_text().splitlines()]
+    assert [(k["task"], k["final"]) for k in kept] == \
+        [("dabench-150", "Final Answer: The mean of x is 2.0."), ("dabench-151", "")]
+    with ScriptedServer(_model) as server:
+        again = subprocess.run([sys.executable, str(RUN_EVAL), "--suite", "dabench",
+                                "--base-url", server.url, "--model", "org/served-model",
+                                "--rescore", str(tmp_path / "peer.progress.jsonl")],
+                               capture_output=True, text=True, timeout=120, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 of 2 questions answered" in again.stdout
+    assert "ABQ strict 0/2 (0%), after reformat 1/2 (50%)" in again.stdout, again.stdout
     # their code was taken into the eval cache at that commit, never into the checkout
     assert (tmp_path / "cache" / "dabench-peer" / commit[:12] / "pipeline" / "activities"
             / "eval.py").exists()

@@ -237,6 +237,11 @@ def run(base_url: str, model: str, questions: list[dabench.Question], data: Path
                            timeout)
                 answers.append(a)
                 dabench.FINAL[dabench.task_name(q)] = a.response
+                if out is not None:  # kept as each question ends: a run stopped early keeps it
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    with out.with_suffix(".progress.jsonl").open("a") as kept:
+                        kept.write(json.dumps({"task": dabench.task_name(q),
+                                               "final": a.response, **a.__dict__}) + "\n")
                 log(f"dabench-{q.id:<5} {q.level:6} {a.seconds:5.0f}s steps={a.steps} "
                     f"in={a.tokens_in} out={a.tokens_out} {a.why or repr(a.response[-120:])}")
     finally:

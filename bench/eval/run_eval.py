@@ -347,6 +347,22 @@ def _peer(base_url: str, model: str, questions: list[dabench.Question], data: Pa
     return 0
 
 
+def _rescore(progress: Path, questions: list[dabench.Question], base_url: str, model: str,
+             out: Path | None) -> int:
+    """The report of the answers kept in ``progress`` (the last line of a task wins)."""
+    for line in progress.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if isinstance(row.get("final"), str):
+            dabench.FINAL[row["task"]] = row["final"]
+    asked = [q for q in questions if dabench.task_name(q) in dabench.FINAL]
+    print(f"{progress}: {len(asked)} of {len(questions)} questions answered", flush=True)
+    summary = dabench.report(asked, base_url, model, out)
+    if out:
+        out.write_text(json.dumps({"model": model, "base_url": base_url, "rescored": str(progress),
+                                   "dabench": summary}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Lily's real-model eval suite")
     p.add_argument("--serve", choices=sorted(fetch.MODELS),
@@ -374,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="VAR=VALUE",
                    help="an environment variable for every task's kernel, to measure a "
                         "setting (LILY_TEMPERATURE=0); repeatable")
+    p.add_argument("--rescore", type=Path, metavar="PROGRESS",
+                   help="dabench, dabench-peer: score the final answers a run kept in its "
+                        "<json>.progress.jsonl (a run stopped early; runs joined with cat) "
+                        "with the benchmark's rules and reformat step, and exit")
     p.add_argument("--list", action="store_true", help="list the tasks and exit")
     p.add_argument("--markdown", type=Path, metavar="JSON",
                    help="print a results file as a Markdown table and exit")
@@ -391,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
             suite = [t for t in suite if t.name in chosen or t.name.split("-")[-1] in chosen]
     else:
         suite = ANSWERED if args.suite == "answer" else HELD_OUT if args.held_out else TASKS
+    if args.rescore:
+        if not args.base_url or not questions:
+            p.error("--rescore takes a dabench suite and --base-url (the reformat step's model)")
+        return _rescore(args.rescore, questions, args.base_url, args.model or "default",
+                        args.json)
     if args.list:
         for t in suite:
             print(f"{t.name:16} {t.prompt}")
