@@ -33,6 +33,11 @@ ALREADY = "Already answered:"
 CALL_AGAIN = {"role": "user", "content": (
     "(Lily) Your last call ran on without end (it repeated itself) and was stopped. Make "
     "the call again, short: only what the request needs.")}
+#: The one extra request after an answer that repeated the error of code that raised
+#: (agent/small_steps.echoed_error), sent with a required run_python call.
+FIX_AGAIN = {"role": "user", "content": (
+    "(Lily) Your last answer only repeated the error. Fix the line that raised and call "
+    "run_python again with the corrected code.")}
 #: The temperature of that one extra request, when the model's is lower: at 0 the same
 #: prompt with the note still ran on the same way (DABench 177: the same line forty times).
 SAMPLED_TEMPERATURE = 0.7

@@ -169,6 +169,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
     asking: dict[str, Any] | None = None  # that one-off message, for the next step only
     called_again = False  # the one extra request after a required call that ran on
+    fixed = False  # and the one after an answer that repeated a raised run's error
     again_format: dict[str, Any] | None = None  # and the format it keeps
 
     turn_start, left_out = len(messages), (0, 0)
@@ -237,6 +238,13 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             if showed is not None:  # a call shown inside prose: asked once to make it
                 nudged, asking = True, hygiene.make_the_call(showed.name, showed.arguments)
                 notes.add("asked the model to make the call it showed")
+                messages.pop()
+                continue
+            retry = None if turn.tool_calls or fixed or not small or step == MAX_STEPS else \
+                small_steps.echoed_error(turn.content, messages[:-1], tools)
+            if retry is not None:  # the error repeated as the answer: one required retry
+                fixed, asking, again_format = True, hygiene.FIX_AGAIN, retry
+                notes.add("the answer repeated the error; asked for the fix")
                 messages.pop()
                 continue
             if not turn.tool_calls:

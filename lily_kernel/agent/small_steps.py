@@ -25,7 +25,8 @@ inspect_variable…"). Two deterministic rules, for the small profile only:
   A greeting or an arithmetic question needs no tool, and is answered in one step. Its
   arguments written alone as a free step's answer (``{"text": "…"}``) are that answer.
 - :func:`raised_runs`: how often ``run_python``'s code raised in this request; the model may
-  call it again with changed code, :data:`RUN_ATTEMPTS` times in all.
+  call it again with changed code, :data:`RUN_ATTEMPTS` times in all. An answer that only
+  repeats the error (:func:`echoed_error`) is asked for once more, as a required retry.
 """
 from __future__ import annotations
 
@@ -156,6 +157,25 @@ def raised_runs(messages: list[dict[str, Any]]) -> int:
     """How many ``run_python`` results in ``messages`` say its code raised."""
     return sum(1 for m in messages if m.get("role") == "tool"
                and RAISED.match(str(m.get("content") or "")) is not None)
+
+
+def echoed_error(content: str, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``response_format`` of a retry when ``content``, a free step's answer, repeats
+    the error of the run_python code that raised just before (its first line), and another
+    attempt is left; else None. An error repeated is no answer: the model left its fix
+    unwritten (the 1.5B model answered DABench 207 and 210 with the result it was given,
+    which said to fix the line that raised)."""
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "tool" or raised_runs(messages) >= RUN_ATTEMPTS:
+        return None
+    result = str(last.get("content") or "")
+    first = result.split("\n", 1)[0].strip()
+    code = [t for t in tools if t["function"]["name"] == RETRIED]
+    if not code or RAISED.match(result) is None or len(first) < 20 or \
+            not content.strip().startswith(first):
+        return None
+    return offering.call_format(code)
 
 
 def take_answer(turn: Turn) -> bool:

@@ -172,6 +172,44 @@ def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
     assert_consistent(session.conversation)
 
 
+def test_an_answer_that_repeats_the_error_is_asked_for_the_fix_once(world):
+    # DABench 207, 210: after code that raised, the 1.5B model's answer was the result itself
+    book = Book()
+    bad, good = "x = mean([1, 2])", "import statistics\nprint(statistics.mean([1, 2]))"
+    echo = ("The code ran and raised NameError: name 'mean' is not defined\nThe line that "
+            "raised (line 1): x = mean([1, 2])")
+    script = [_run(bad), echo, _run(good), "The mean is 1.5.", echo]
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, book)
+        reply = run_shown(session, "Run code to compute the mean of 1 and 2.")
+        notes = list(reply.notes)
+        while reply.proposal is not None:  # run_python asks (a card) in this world
+            session.show(reply.proposal.id)
+            outcome = pending.decide(session, None, ok=True)
+            reply = loop.resume(session, outcome.item, outcome.result)
+            notes += reply.notes
+        sent = server.chat_requests()
+    assert reply.text == "The mean is 1.5." and book.ran == [bad, good]
+    assert "the answer repeated the error; asked for the fix" in notes
+    # the request after the echo: the one-off note, and a required run_python call
+    assert sent[2]["messages"][-1]["content"].startswith("(Lily) Your last answer only "
+                                                          "repeated the error.")
+    assert admitted(sent[2]) == ["run_python"]
+    assert not any(m.get("content") == echo for m in session.conversation)  # not kept
+    assert_consistent(session.conversation)
+
+
+def test_an_answer_that_repeats_the_error_after_the_last_attempt_stands():
+    raised = [{"role": "tool", "content": "The code ran and raised NameError: name 'm' is not "
+                                          "defined"}] * small_steps.RUN_ATTEMPTS
+    code = [{"type": "function", "function": {"name": "run_python", "parameters": {}}}]
+    echo = "The code ran and raised NameError: name 'm' is not defined"
+    assert small_steps.echoed_error(echo, raised[:1], code) is not None
+    assert small_steps.echoed_error(echo, raised, code) is None  # no attempt left
+    assert small_steps.echoed_error("The mean is 1.5.", raised[:1], code) is None
+    assert small_steps.echoed_error(echo, [{"role": "tool", "content": "42"}], code) is None
+
+
 def test_the_line_that_raised_comes_from_the_traceback_or_the_code():
     frames = ('Traceback (most recent call last):\n  File "<run_python code>", line 2, in <module>\n'
               '    x = df["a"]\n  File "/p/pandas/frame.py", line 4090, in __getitem__\n'
