@@ -71,8 +71,9 @@ SKILL_TOOLS = {"scan_todos": "todo_scan", "compile_plan": "plan_compiler"}
 SMALL_LEAVES_OUT = frozenset({"write", "edit", "list", "read_cells", "run_python"})
 #: A data file's name: the formats pandas reads (csv, tsv, json, parquet, Excel, feather,
 #: HDF5, Stata, SPSS, SAS, pickle, ...): a question about one is answered by code.
-DATA_FILE = (r"[\w-]+\.(?:csv|tsv|json|jsonl|ndjson|parquet|pq|feather|arrow|orc|xlsx|xlsm|xls|"
-             r"ods|h5|hdf5?|dta|sav|sas7bdat|xpt|pkl|pickle)")
+DATA_SUFFIX = (r"\.(?:csv|tsv|json|jsonl|ndjson|parquet|pq|feather|arrow|orc|xlsx|xlsm|xls|"
+               r"ods|h5|hdf5?|dta|sav|sas7bdat|xpt|pkl|pickle)")
+DATA_FILE = rf"[\w-]+{DATA_SUFFIX}"
 _FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4}|"
                     rf"{DATA_FILE})\b", re.IGNORECASE)
 _RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate|data ?frames?|"
@@ -96,16 +97,33 @@ def asked_for(text: str) -> frozenset[str]:
                      if all(w.search(text) for w in words))
 
 
-_DATA_NAME = re.compile(rf"(?<![\w/.-])(?:[\w-][\w.-]*/)*{DATA_FILE}\b", re.IGNORECASE)
+_DATA_END = re.compile(rf"{DATA_SUFFIX}\b", re.IGNORECASE)
+_WORD = re.compile(r"\S+")
+_NOT_IN_NAME = re.compile(r"^.*[^\w .\-/]")  # a name starts after a quote, "(", "=", ":"
+NAME_WORDS = 4  # the most words a data file's name is looked up with
 
 
 def data_files(text: str, workspace: Path) -> list[str]:
     """The data files (:data:`DATA_FILE`) ``text`` names that ``workspace`` holds, each once,
     in order. A request naming one is a question about its data, answered by computing on
     it: the small profile's required steps then admit only ``run_python``
-    (agent/small_steps.py), and the file's first lines are attached (tools/data_preview.py)."""
-    found = dict.fromkeys(m.group(0) for m in _DATA_NAME.finditer(text))
-    return [name for name in found if ".." not in name.split("/") and _is_file(workspace / name)]
+    (agent/small_steps.py), and the file's first lines are attached (tools/data_preview.py).
+    A name may hold dots and spaces (``Qrob_Chr05.tree_table.csv``, ``veracruz 2016.csv``):
+    before each data suffix the name is the longest run of up to :data:`NAME_WORDS` words,
+    from after any quote or bracket, that names a file the workspace holds."""
+    found: dict[str, None] = {}
+    for end in _DATA_END.finditer(text):
+        head = text[max(0, end.start() - 300):end.start()]
+        starts = [w.start() for w in _WORD.finditer(head)][-NAME_WORDS:]
+        if not starts or head[-1:].isspace():
+            continue
+        for start in starts:  # the longest name first
+            name = _NOT_IN_NAME.sub("", head[start:] + end.group(0)).strip()
+            if name and not name.startswith("/") and ".." not in name.split("/") and \
+                    _is_file(workspace / name):  # in the workspace, named from it
+                found.setdefault(name)
+                break
+    return list(found)
 
 
 def _is_file(path: Path) -> bool:

@@ -204,3 +204,20 @@ def test_a_small_model_still_calls_a_tool_it_was_not_offered_under_the_policy(wo
         reply = loop.run(session, "what is there?")
         assert "list" not in sent(server.chat_requests()[0])
     assert reply.tools_used == ["list"]  # fewer offered, nothing refused that the policy allows
+
+
+def test_a_data_files_name_may_hold_spaces_and_dots_and_is_looked_up_in_the_workspace(tmp_path):
+    # DABench's tables "veracruz 2016.csv" and "…Qrob_Chr05.tree_table.csv": before this,
+    # neither was seen as the request's data file, and the small model answered from nothing
+    from lily_kernel.tools import offering
+    for name in ("veracruz 2016.csv", "ts-sc4.Qrob_Chr05.tree_table.csv", "titanic.csv",
+                 "sub/Sales Q1.xlsx"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a\n1\n", encoding="utf-8")
+    (tmp_path.parent / "outside.csv").write_text("a\n1\n", encoding="utf-8")
+    ask = ("Use the file veracruz 2016.csv, then ts-sc4.Qrob_Chr05.tree_table.csv and "
+           "(titanic.csv), data=titanic.csv, 'sub/Sales Q1.xlsx', 2016.csv, ../outside.csv, "
+           f"{tmp_path.parent / 'outside.csv'} and nothere.csv")
+    assert offering.data_files(ask, tmp_path) == [
+        "veracruz 2016.csv", "ts-sc4.Qrob_Chr05.tree_table.csv", "titanic.csv",
+        "sub/Sales Q1.xlsx"]
