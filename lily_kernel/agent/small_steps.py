@@ -162,20 +162,19 @@ def raised_runs(messages: list[dict[str, Any]]) -> int:
 def echoed_error(content: str, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The ``response_format`` of a retry when ``content``, a free step's answer, repeats
-    the error of the run_python code that raised just before (its first line), and another
-    attempt is left; else None. An error repeated is no answer: the model left its fix
+    the error of the run_python code that raised last in ``messages`` (its first line),
+    and another attempt is left; else None. An error repeated is no answer: the model left its fix
     unwritten (the 1.5B model answered DABench 207 and 210 with the result it was given,
     which said to fix the line that raised)."""
-    last = messages[-1] if messages else None
-    if last is None or last.get("role") != "tool" or raised_runs(messages) >= RUN_ATTEMPTS:
-        return None
-    result = str(last.get("content") or "")
-    first = result.split("\n", 1)[0].strip()
+    raised = [str(m.get("content")) for m in messages if m.get("role") == "tool"
+              and RAISED.match(str(m.get("content") or "")) is not None]
     code = [t for t in tools if t["function"]["name"] == RETRIED]
-    if not code or RAISED.match(result) is None or len(first) < 20 or \
-            not content.strip().startswith(first):
+    if not raised or not code or len(raised) >= RUN_ATTEMPTS:
         return None
-    return offering.call_format(code)
+    first = raised[-1].split("\n", 1)[0].strip()  # the last error, though a repeat of its
+    # code may have been refused since ("Already answered: … would raise the same way")
+    return offering.call_format(code) if len(first) >= 20 and \
+        content.strip().startswith(first) else None
 
 
 def take_answer(turn: Turn) -> bool:

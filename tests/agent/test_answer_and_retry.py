@@ -208,6 +208,10 @@ def test_an_answer_that_repeats_the_error_after_the_last_attempt_stands():
     assert small_steps.echoed_error(echo, raised, code) is None  # no attempt left
     assert small_steps.echoed_error("The mean is 1.5.", raised[:1], code) is None
     assert small_steps.echoed_error(echo, [{"role": "tool", "content": "42"}], code) is None
+    # DABench 300: the same code again was refused, then the answer repeated the error
+    refused = {"role": "tool", "content": "Already answered: run_python {…} is the same code "
+                                          "that raised above; it would raise the same way"}
+    assert small_steps.echoed_error(echo, [*raised[:1], refused], code) is not None
 
 
 def test_the_line_that_raised_comes_from_the_traceback_or_the_code():
