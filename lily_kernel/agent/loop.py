@@ -189,7 +189,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
                 openai_client, hygiene.sampled(session.model_config) if asking is
-                hygiene.CALL_AGAIN else session.model_config, system, tools,
+                hygiene.CALL_AGAIN or asking is hygiene.FIX_AGAIN else session.model_config, system, tools,
                 session.conversation,
                 [*messages, asking] if asking else restated(messages, small),
                 guard.feed, session.limits.answer_chars, required)

@@ -195,6 +195,7 @@ def test_an_answer_that_repeats_the_error_is_asked_for_the_fix_once(world):
     assert sent[2]["messages"][-1]["content"].startswith("(Lily) Your last answer only "
                                                           "repeated the error.")
     assert admitted(sent[2]) == ["run_python"]
+    assert sent[2]["temperature"] == 0.7  # sampled: at 0 the same code came again
     assert not any(m.get("content") == echo for m in session.conversation)  # not kept
     assert_consistent(session.conversation)
 
