@@ -163,8 +163,9 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     notes = _Notes()
     request.note = notes.add  # e.g. ran in the sandbox (agent/request.py)
     small = profile_of(config) == "small"
-    failed = small_steps.failed_last(messages)  # the last step's tools, when all its calls failed
-    named = small_steps.named_calls(small_steps.last_step(messages))  # and the calls it named
+    last = small_steps.last_step(messages)  # resumed after a card: the confirmed run's step
+    failed = failed_tools(last)  # the last step's tools, when all its calls failed
+    named = small_steps.named_calls(last)  # and the calls its errors named
     asked_again = nudged = False  # the one extra request after an empty final answer,
     # and the one after an answer that showed a call (docs/agent.md#loop-hygiene)
     asking: dict[str, Any] | None = None  # that one-off message, for the next step only

@@ -114,12 +114,6 @@ def last_step(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages[last:] if last >= 0 else []
 
 
-def failed_last(messages: list[dict[str, Any]]) -> set[str]:
-    """:func:`failed_tools` of the last step in ``messages`` (a request resumed after a card:
-    a confirmed run whose code raised makes the next step a required one), else empty."""
-    return failed_tools(last_step(messages))
-
-
 def raised_by(name: str, result: str) -> int:
     """1 when ``result`` is run_python's, saying its code raised; else 0."""
     return int(name == RETRIED and RAISED.match(result) is not None)
@@ -153,10 +147,15 @@ def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
     return made
 
 
+def _raised(messages: list[dict[str, Any]]) -> list[str]:
+    """The ``run_python`` results in ``messages`` that say its code raised, in order."""
+    return [str(m.get("content")) for m in messages if m.get("role") == "tool"
+            and RAISED.match(str(m.get("content") or "")) is not None]
+
+
 def raised_runs(messages: list[dict[str, Any]]) -> int:
     """How many ``run_python`` results in ``messages`` say its code raised."""
-    return sum(1 for m in messages if m.get("role") == "tool"
-               and RAISED.match(str(m.get("content") or "")) is not None)
+    return len(_raised(messages))
 
 
 def echoed_error(content: str, messages: list[dict[str, Any]],
@@ -166,8 +165,7 @@ def echoed_error(content: str, messages: list[dict[str, Any]],
     and another attempt is left; else None. An error repeated is no answer: the model left its fix
     unwritten (the 1.5B model answered DABench 207 and 210 with the result it was given,
     which said to fix the line that raised)."""
-    raised = [str(m.get("content")) for m in messages if m.get("role") == "tool"
-              and RAISED.match(str(m.get("content") or "")) is not None]
+    raised = _raised(messages)
     code = [t for t in tools if t["function"]["name"] == RETRIED]
     if not raised or not code or len(raised) >= RUN_ATTEMPTS:
         return None
