@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from lily_kernel.session.session import (
         Session,  # type hints only: agent sits below session and commands
     )
+    from lily_kernel.skills.snapshot import Snapshot
 
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str], bool],
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str], bool, bool],
                               int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
@@ -83,16 +84,36 @@ def system_message(session: Session) -> dict[str, Any]:
     return message
 
 
+#: The last skills indexes' words (:func:`offering.skill_words`), by snapshot (frozen).
+_SKILL_WORDS: list[tuple[object, offering.SkillWords]] = []
+
+
+def skill_words(snap: Snapshot) -> offering.SkillWords:
+    """The words of ``snap``'s skills index: its listed lines and the names it omits."""
+    for cached, words in _SKILL_WORDS:
+        if cached is snap:
+            return words
+    listed, omitted = prompt.index_plan(snap)
+    words = offering.skill_words([*listed, *((name, "") for name in omitted)])
+    _SKILL_WORDS[:] = [(snap, words), *_SKILL_WORDS[:7]]
+    return words
+
+
 class Request:
     """The state of one request while the loop runs: what it offers, what it used."""
 
-    def __init__(self, session: Session, skill: str | None, text: str = "") -> None:
+    def __init__(self, session: Session, skill: str | None, text: str | None = None) -> None:
+        """``text``: the request's (its first message); None for any request (``/model``'s
+        budget: every tool a request may be offered)."""
         self.session = session
         self.skill = skill
-        self.asked = offering.asked_for(text)  # the small profile's tools this text asks for
+        self.asked = offering.asked_for(text or "")  # the small profile's tools this text asks for
         # names a data file the workspace holds: its required steps compute (small_steps.py)
-        self.data_files = offering.data_files(text, session.workspace)
+        self.data_files = offering.data_files(text or "", session.workspace)
         self.computes = bool(self.data_files)
+        # says something the skills index says: the small profile offers load_skill only then
+        self.names_a_skill = text is None or \
+            offering.names_a_skill(text, skill_words(session.snapshot))
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it
@@ -116,7 +137,7 @@ class Request:
         key = (session.snapshot, session.policy, session.tools)
         small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and hit[1] == (self.skill, small, self.asked, self.computes) and \
+        if hit is not None and hit[1] == (self.skill, small, self.asked, self.computes, self.names_a_skill) and \
                 hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
@@ -124,7 +145,8 @@ class Request:
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         # the entry holds the session's objects alive, so no id is reused while it is kept
-        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked, self.computes),
+        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked, self.computes,
+                                           self.names_a_skill),
                                      session.tools.version,
                                      specs)
         return specs
@@ -134,6 +156,8 @@ class Request:
         skill = session.snapshot.get(self.skill) if self.skill else None
         specs = offering.builtin_specs(skill, LOAD_SKILL, READ_SKILL_FILE, PROPOSE_ACTION,
                                        READ_CONFIG)
+        if small and not self.names_a_skill:  # no skill is what this request asks for
+            specs = [s for s in specs if s is not LOAD_SKILL]
         for tool in session.tools:
             if tool.name in RESERVED or gate.unusable(session, tool.name) is not None:
                 continue

@@ -18,7 +18,8 @@ names its tools (``requires_tools``) offers only those.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,63 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:  # a name too long, a folder we may not enter
         return False
+
+
+#: English function words of four letters or more: they say nothing of what a request is
+#: about, so they never tie one to a skill (:func:`names_a_skill`).
+FUNCTION_WORDS = frozenset({
+    "about", "above", "after", "again", "also", "although", "among", "another", "anything",
+    "because", "been", "before", "being", "below", "between", "both", "could", "does",
+    "doing", "done", "down", "during", "each", "either", "else", "even", "ever", "every",
+    "from", "further", "have", "having", "here", "into", "just", "like", "made", "make",
+    "many", "more", "most", "much", "must", "neither", "never", "once", "only", "other",
+    "over", "same", "should", "since", "some", "still", "such", "than", "that", "their",
+    "them", "then", "there", "these", "they", "this", "those", "though", "through", "thus",
+    "under", "unless", "until", "upon", "very", "want", "were", "what", "whatever", "when",
+    "where", "whether", "which", "while", "whom", "whose", "will", "with", "within",
+    "without", "would", "your", "yours"})
+_LETTERS = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True)
+class SkillWords:
+    """What the skills index says, for :func:`names_a_skill`: the names' words, and the
+    index's content words as their first four and five letters."""
+    names: frozenset[str]
+    four: frozenset[str]
+    five: frozenset[str]
+    whole_four: frozenset[str]  # the content words of exactly four letters
+
+
+def skill_words(index: Iterable[tuple[str, str]]) -> SkillWords:
+    """:class:`SkillWords` of the skills index's ``(name, line)`` pairs (agent/prompt.py)."""
+    names: set[str] = set()
+    words: set[str] = set()
+    for name, line in index:
+        names.update(w for w in _LETTERS.findall(name.lower()) if len(w) > 1)
+        words.update(_content(line))
+    return SkillWords(frozenset(names), frozenset(w[:4] for w in words),
+                      frozenset(w[:5] for w in words if len(w) >= 5),
+                      frozenset(w for w in words if len(w) == 4))
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _LETTERS.findall(text.lower()) if len(w) >= 4 and w not in FUNCTION_WORDS}
+
+
+def names_a_skill(text: str, index: SkillWords) -> bool:
+    """Does the request ``text`` say anything the skills index says? It does when it holds a
+    skill's name word (``git``, ``plan``), or a content word (four letters or more, not a
+    function word) that shares its first five letters with one of the index's, or, for a
+    four-letter word on either side, is the other's start ("plan" and "planning",
+    "summarise" and "summary"). The small profile offers ``load_skill`` only then: a small
+    model calls what it is offered, and a skill that shares no word with the request is
+    not one it asks for ("Thanks, that was helpful.")."""
+    words = _LETTERS.findall(text.lower())
+    if index.names.intersection(words):
+        return True
+    return any(w in index.four if len(w) == 4 else
+               w[:5] in index.five or w[:4] in index.whole_four for w in _content(text))
 
 
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from agent_support import World, skill_request
 
-from lily_kernel.agent import budget, loop
+from lily_kernel.agent import budget, loop, prompt, request
 from lily_kernel.agent.request import Request
 from lily_kernel.settings.model_settings import ModelConfig
 from lily_kernel.testing.server import ScriptedServer
@@ -59,6 +59,42 @@ def test_a_forced_skill_is_not_offered_load_skill(world):
         [only] = server.chat_requests()
     assert "load_skill" not in sent(only)
     assert "Plan Compiler" in only["messages"][-1]["content"]  # the body is there instead
+
+
+def test_the_small_profile_offers_load_skill_only_when_the_request_says_what_a_skill_says(world):
+    """A small model calls what it is offered: "Thanks" loaded plan_compiler (the answer
+    suite). A request that shares no word with the skills index is offered no load_skill; one
+    that names a skill, or a word of a summary in another form, is; the full profile always."""
+    with ScriptedServer([{"content": '{"name": "answer", "arguments": {"text": "Glad to help."}}'}]
+                        ) as server:
+        session = world.session(server, LILY_PROFILE="small")
+        reply = loop.run(session, "Thanks, that was helpful.")
+        [only] = server.chat_requests()
+    assert "load_skill" not in sent(only) and "load_skill" not in str(only["response_format"])
+    assert reply.text.startswith("Glad to help.")
+    for text in ("Use the plan skill to plan adding unit tests.",  # a name's word
+                 "I am planning a release.",                         # "plan", another form
+                 "Tidy up my repositories, please.",                 # "repository", another form
+                 "Research the options and compare them."):
+        assert "load_skill" in names(Request(session, None, text).tool_specs()), text
+    for text in ("Thanks, that was helpful.", "What is 17 * 23?", "Good morning!",
+                 "Which of these would have been there?"):  # function words tie to nothing
+        assert "load_skill" not in names(Request(session, None, text).tool_specs()), text
+    full = world.session(None, LILY_PROFILE="full")
+    assert "load_skill" in names(Request(full, None, "Thanks, that was helpful.").tool_specs())
+    assert "load_skill" in names(request.offered_tools(session))  # /model: any request
+
+
+def test_a_skill_the_index_leaves_out_is_still_found_by_its_name(world):
+    folder = world.skills / "zz_git_helper"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: zz_git_helper\ndescription: "
+                                     + "Tidy branches. " * 700 + "\n---\nDo it.\n",
+                                     encoding="utf-8")
+    session = world.session(None, LILY_PROFILE="small")
+    assert "zz_git_helper" in prompt.index_plan(session.snapshot)[1]  # omitted for the budget
+    assert "load_skill" in names(Request(session, None, "Ask git for help.").tool_specs())
+    assert "load_skill" not in names(Request(session, None, "Prune the branches.").tool_specs())
 
 
 # -- the skill tools ---------------------------------------------------------------------------

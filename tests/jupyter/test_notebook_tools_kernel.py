@@ -373,8 +373,9 @@ def test_a_notebook_request_is_offered_the_notebook_tools_and_no_skill_tools(fac
     try:
         turns.append("Hello again!")
         assert face.ask("Say hello.").status == "ok"
-        assert offered(server) == {"load_skill", "read", "list_variables", "inspect_variable",
-                                   "last_error", "propose_cell", "answer"}  # answer: small only
+        # answer: small only; no load_skill, as no skill says "hello"
+        assert offered(server) == {"read", "list_variables", "inspect_variable",
+                                   "last_error", "propose_cell", "answer"}
         turns.append("fixed")
         assert face.cmd("/fix").status == "ok"  # a forced skill: its own tools, no load_skill
         assert offered(server) == {"last_error", "propose_cell"}
