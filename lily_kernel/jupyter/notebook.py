@@ -157,7 +157,7 @@ class ShellNotebook:
                 exec_cell(shell, source, filename, display)
             except Exception as exc:
                 self.events.error = (None, code, exc)
-                error = _error_info(None, code, exc, filename)
+                error = _error_info(None, code, exc, filename, shell.user_ns)
                 print(_one_line(exc, filename))  # the user's line; the model has the traceback
             _show_new_figures(shell, figures, display)
         for out in captured.outputs:  # for a model that sees images (tools/images.py)
@@ -196,7 +196,7 @@ class ShellNotebook:
             text = printed = f"The sandbox stopped the code: {done.detail}."
         elif done.error is not None:
             e = done.error
-            error = ErrorInfo(None, code, e.ename, e.evalue, e.traceback)
+            error = ErrorInfo(None, code, e.ename, e.evalue, e.traceback, e.hint)
             # the exception and the line that raised head run_python's result (raised());
             # the traceback's frames inside libraries are not the model's code to fix
             trace = e.traceback.rstrip() if not e.line_text else ""
@@ -248,16 +248,23 @@ CODE_FILE = "<run_python code>"
 
 
 def _error_info(count: int | None, source: str, exc: BaseException,
-                filename: str | None = None) -> ErrorInfo:
+                filename: str | None = None,
+                namespace: Mapping[str, Any] | None = None) -> ErrorInfo:
     tb = exc.__traceback__
     ours = (__file__, notebook_tools.__file__)  # run() and exec_cell
     while tb is not None and (tb.tb_frame.f_code.co_filename in ours or "IPython" in
                               tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")):
         tb = tb.tb_next  # IPython's frames (run_code) and Lily's own are not the user's
     text = "".join(traceback.format_exception(type(exc), exc, tb))
+    hint = ""
     if filename:
         text = text.replace(f'File "{filename}"', f'File "{CODE_FILE}"')
-    return ErrorInfo(count, source, type(exc).__name__, str(exc), text)
+        if namespace is not None:  # run_python's code: what a KeyError's frame has instead
+            from lily_kernel.tools import sandboxed_code  # ctypes: not at the kernel's start
+            lines = [f.line or "" for f in traceback.extract_tb(exc.__traceback__)
+                     if f.filename == filename]
+            hint = sandboxed_code.missing_columns(exc, lines[-1] if lines else "", namespace)
+    return ErrorInfo(count, source, type(exc).__name__, str(exc), text, hint)
 
 
 def _one_line(exc: BaseException, filename: str | None) -> str:

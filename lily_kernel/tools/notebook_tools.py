@@ -71,6 +71,7 @@ class ErrorInfo:
     ename: str
     evalue: str
     traceback: str  # plain text
+    hint: str = ""  # what the code meant, when Lily can tell (a column the frame lacks)
 
 
 @dataclass(frozen=True)
@@ -725,7 +726,8 @@ def raised(error: ErrorInfo, code: str = "", where: str = "") -> str:
     """What run_python tells the model of code that raised: the exception's last line, the
     line of the code that raised (the traceback's last frame of that code: the source line
     it quotes, else line N of ``code``), and that it may call run_python again with
-    corrected code. ``where``: " in the sandbox"."""
+    corrected code; then the error's hint (a column the frame lacks, and those it has).
+    ``where``: " in the sandbox"."""
     what = f"{error.ename}: {plain(error.evalue)[:500]}" if error.evalue else error.ename
     frames = _CODE_FRAME.findall(plain(error.traceback))
     number, quoted = (int(frames[-1][0]), frames[-1][1].strip()) if frames else (0, "")
@@ -733,8 +735,10 @@ def raised(error: ErrorInfo, code: str = "", where: str = "") -> str:
     if not quoted and 0 < number <= len(lines):
         quoted = lines[number - 1].strip()
     line = f"\nThe line that raised (line {number}): {quoted[:300]}" if quoted else ""
-    return (f"The code ran{where} and raised {what}{line}\nFix the code and call run_python "
-            "again with the corrected code, or answer if this already answers the request.")
+    hint = f"\n{plain(str(error.hint))[:1_000]}" if error.hint else ""
+    return (f"The code ran{where} and raised {what}{line}{hint}\nFix the code and call "
+            "run_python again with the corrected code, or answer if this already answers the "
+            "request.")
 
 
 def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], Any]) -> None:

@@ -10,11 +10,13 @@ believed: its code could have written anything. Standard library only.
 from __future__ import annotations
 
 import base64
+import difflib
 import io
 import linecache
+import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ class CodeError:
     line: int | None
     line_text: str
     traceback: str
+    hint: str = ""  # what the code meant, when Lily can tell (:func:`missing_columns`)
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], st
             exec_cell(SimpleNamespace(user_global_ns=namespace, user_ns=namespace), source,
                       CODE_FILE, display or (lambda value: print(repr(value))))
         except BaseException as exc:  # SystemExit and KeyboardInterrupt are the code's too
-            error = _error(exc)
+            error = _error(exc, namespace)
     drawn = list(_figures(before))
     shown_bounded = [_bounded_bundle(b) for b in bundles[:FIGURES * 2]]
     texts = [b.get("text/plain", "") for b in shown_bounded]
@@ -168,7 +171,7 @@ def _bounded_bundle(bundle: dict[str, Any]) -> dict[str, str]:
     return kept
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
+def _error(exc: BaseException, namespace: dict[str, Any]) -> dict[str, Any]:
     frames = traceback.extract_tb(exc.__traceback__)
     ours = [f for f in frames if f.filename == CODE_FILE]
     line = ours[-1].lineno if ours else getattr(exc, "lineno", None) if isinstance(
@@ -179,7 +182,49 @@ def _error(exc: BaseException) -> dict[str, Any]:
         tb = tb.tb_next  # the sandbox's own frames are not the user's
     formatted = "".join(traceback.format_exception(type(exc), exc, tb))
     return {"ename": type(exc).__name__, "evalue": str(exc)[:2_000], "line": line,
-            "line_text": text.strip()[:500], "traceback": formatted[-6_000:]}
+            "line_text": text.strip()[:500], "traceback": formatted[-6_000:],
+            "hint": missing_columns(exc, text, namespace)}
+
+
+_QUOTED = re.compile(r"'([^'\n]{1,200})'|\"([^\"\n]{1,200})\"")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_NOT_IN_INDEX = re.compile(r"^\[(.*)\] not in index$", re.S)
+HINT_CHARS = 400  # of the column names in the hint, at most
+
+
+def missing_columns(exc: BaseException, line: str, namespace: Mapping[str, Any]) -> str:
+    """For a ``KeyError`` on a line that indexes a DataFrame: what that frame has instead
+    ("df has no column 'year'. Did you mean 'Year'? Its 3 columns: …", the names up to
+    :data:`HINT_CHARS` characters), else "". Python names what you meant for a NameError or
+    an AttributeError; pandas does not for a column, and a small model guesses column names
+    (``data['fare']`` for ``Fare``). Only the frames the failing line names, by the text of
+    their names and column labels: nothing else of the data."""
+    if not isinstance(exc, KeyError) or not line:
+        return ""
+    key = str(exc.args[0]) if exc.args else ""
+    listed = _NOT_IN_INDEX.match(key)  # pandas' "['a', 'b'] not in index"
+    wanted = [a or b for a, b in _QUOTED.findall(listed.group(1))] if listed else [key]
+    out = []
+    for name in dict.fromkeys(_NAME.findall(line)):
+        frame = namespace.get(name)
+        if type(frame).__name__ != "DataFrame":
+            continue
+        try:
+            columns = [str(c) for c in frame.columns]  # type: ignore[union-attr]
+        except Exception:  # an object that only looks like a frame
+            continue
+        lacks = [w for w in wanted if w not in columns]
+        if not lacks:
+            continue
+        close = difflib.get_close_matches(lacks[0], columns, n=3, cutoff=0.6) or \
+            [c for c in columns if c.lower() == lacks[0].lower()]
+        shown = ", ".join(repr(c) for c in columns)
+        if len(shown) > HINT_CHARS:
+            shown = shown[:shown.rfind(", ", 0, HINT_CHARS)] + ", …"
+        meant = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        out.append(f"{name} has no column {lacks[0]!r}.{meant} Its {len(columns)} columns: "
+                   f"{shown}.")
+    return "\n".join(out[:2])
 
 
 def _figures(before: set[int]) -> Iterator[dict[str, Any]]:

@@ -61,9 +61,13 @@ def test_an_exception_of_a_made_up_class_is_not_named():
 
 
 def test_a_built_in_exception_is_still_named_without_its_text():
-    err = ErrorInfo(1, "d['k']", "KeyError", f"'{SECRET}'", f"tb {SECRET}")
+    err = ErrorInfo(1, "d['k']", "KeyError", f"'{SECRET}'", f"tb {SECRET}",
+                    f"d has no column 'k'. Its 1 columns: '{SECRET}'.")  # its columns hint
     text = notebook_tools.last_error(Book({}, err), share=False)
     assert "KeyError" in text and SECRET not in text
+    ran = notebook_tools.run_python(Book({}, err), "d['k']", share=False).text
+    assert "KeyError" in ran and SECRET not in ran
+    assert SECRET in notebook_tools.run_python(Book({}, err), "d['k']", share=True).text
 
 
 def test_a_tool_failure_names_no_made_up_type():

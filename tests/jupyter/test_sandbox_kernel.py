@@ -84,6 +84,27 @@ def test_run_python_sandboxed_through_answer_says_it_ran_in_the_sandbox(kernel):
     assert "Traceback" not in out  # the exception and its line say it; no library frames
 
 
+def test_a_column_the_frame_lacks_is_answered_with_the_columns_it_has(kernel):
+    """A small model guesses column names (data['fare'] for Fare): the KeyError's result
+    names the frame's columns and the closest, wherever the code ran; the user's own line
+    stays the exception's."""
+    code = "t = df.rename(columns={'x': 'Fare'})\nprint(t['fare'].mean())"
+    out = py(kernel, "r = notebook_tools.answer(_nb, notebook_tools.SANDBOXED, {'code': "
+                     f"{code!r}}}, True)\nprint(r.text)")
+    assert "raised KeyError: 'fare'" in out
+    assert ("The line that raised (line 2): print(t['fare'].mean())\n"
+            "t has no column 'fare'. Did you mean 'Fare'? Its 2 columns: 'Fare', 'y'.") in out
+    direct = py(kernel, "import types\n_nb.events = types.SimpleNamespace(error=None)\n"
+                        f"print(_nb.run({code!r}).error)")  # the card's path: the same hint
+    assert "hint=\"t has no column 'fare'. Did you mean 'Fare'?" in direct
+    lists = py(kernel, "r = notebook_tools.answer(_nb, notebook_tools.SANDBOXED, {'code': "
+                       "\"df[['x', 'wind_speed']]\"}, True)\nprint(r.text)")
+    assert "df has no column 'wind_speed'. Its 2 columns: 'x', 'y'." in lists
+    other = py(kernel, "r = notebook_tools.answer(_nb, notebook_tools.SANDBOXED, {'code': "
+                       "\"{}['k']\"}, True)\nprint(r.text)")
+    assert "raised KeyError: 'k'" in other and "column" not in other  # no frame on the line
+
+
 def test_the_kernels_own_zeromq_ports_are_out_of_reach(kernel):
     ports = json.loads(py(kernel, "import ipykernel, json\nc = json.load(open("
                               "ipykernel.get_connection_file()))\nprint(json.dumps("
