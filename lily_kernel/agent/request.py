@@ -62,8 +62,8 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
-_SPECS_CACHE: dict[int, tuple[tuple[object, ...], tuple[str | None, bool, frozenset[str], bool, bool],
-                              int,
+_SPECS_CACHE: dict[int, tuple[tuple[object, ...],
+                              tuple[str | None, bool, frozenset[str], bool, bool], int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, object, dict[str, Any]]] = []
@@ -137,18 +137,15 @@ class Request:
         key = (session.snapshot, session.policy, session.tools)
         small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        if hit is not None and hit[1] == (self.skill, small, self.asked, self.computes, self.names_a_skill) and \
-                hit[2] == session.tools.version and \
+        shape = (self.skill, small, self.asked, self.computes, self.names_a_skill)
+        if hit is not None and hit[1] == shape and hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
         specs = self._build_specs(small)
         if len(_SPECS_CACHE) > 8:  # a bound: a process rarely runs more sessions at once
             _SPECS_CACHE.clear()
         # the entry holds the session's objects alive, so no id is reused while it is kept
-        _SPECS_CACHE[id(session)] = (key, (self.skill, small, self.asked, self.computes,
-                                           self.names_a_skill),
-                                     session.tools.version,
-                                     specs)
+        _SPECS_CACHE[id(session)] = (key, shape, session.tools.version, specs)
         return specs
 
     def _build_specs(self, small: bool) -> list[dict[str, Any]]:
