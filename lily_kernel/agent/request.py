@@ -125,6 +125,9 @@ class Request:
         self.held: gate.Asks | None = None  # the gate's answer for the call a card holds
         self.note: Callable[[str], object] = lambda line: None  # a footer line (agent/loop.py)
         self.raised = 0  # run_python calls whose code raised (small_steps.RUN_ATTEMPTS)
+        # the code of this request's sandboxed runs that ended without an error: each later
+        # one runs them first, so what they defined is there (docs/sandbox.md#one-requests-runs)
+        self.built: list[str] = []
 
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -410,9 +413,14 @@ class Request:
             raise ToolError(f"not run: {name} waits for the user's confirmation")
         self.tools_used.append(name)
         log.debug("tool call %s (%s, %s)", name, tool.origin, type(said).__name__)
+        builds = isinstance(said, gate.Sandboxed) and name == small_steps.RETRIED
+        if builds and self.built:  # the earlier runs' names, as in a kernel (docs/sandbox.md)
+            args = {**args, "replay": list(self.built)}
         out = gate.run(tool, args, said)  # a tool's own failure is information for the model
         if isinstance(said, gate.Sandboxed):
             self.note(said.note)
+        if builds and not small_steps.raised_by(name, out.text):
+            self.built.append(str(args["code"]))
         if out.display is not None:
             self.shown.append(out.display)
         return f"{note}\n{out.text}" if note else out.text

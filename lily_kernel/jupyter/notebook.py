@@ -18,7 +18,7 @@ import base64
 import io
 import sys
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -167,9 +167,11 @@ class ShellNotebook:
             text = "\n".join(p for p in (text, error.traceback.rstrip()) if p)
         return RunResult(text, error, captured)
 
-    def run_sandboxed(self, code: str, limits: Limits | None = None) -> RunResult:
+    def run_sandboxed(self, code: str, limits: Limits | None = None,
+                      replay: Sequence[str] = ()) -> RunResult:
         """Run ``code`` like :meth:`run`, in the sandbox, against the namespace as it is now:
         it reads and computes, and nothing it does reaches the kernel (docs/sandbox.md).
+        ``replay``: the request's earlier runs, run first and silently in the child.
         The display is IPython's captured output rebuilt from what the child sent back."""
         from IPython.core.inputtransformer2 import TransformerManager
         from IPython.display import display
@@ -182,7 +184,8 @@ class ShellNotebook:
         plots.describe_figures(self.shell)  # a figure displayed in the child: its description
         done = sandboxed_code.run_code(
             code, self.shell.user_ns, transform=TransformerManager().transform_cell,
-            display=display, displays=_ipython_displays, limits=limits or sandbox.DEFAULT_LIMITS)
+            display=display, displays=_ipython_displays, limits=limits or sandbox.DEFAULT_LIMITS,
+            replay=replay)
         bundles = [*done.displays, *({"text/plain": f.text} | (
             {"image/png": base64.b64encode(f.png).decode()} if f.png else {})
             for f in done.figures)]

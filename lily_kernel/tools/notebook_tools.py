@@ -19,7 +19,7 @@ import itertools
 import re
 import sys
 import types
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -678,14 +678,17 @@ def propose_cell(nb: Notebook, code: str) -> Shown:
 class SandboxNotebook(Notebook, Protocol):
     """A face that can also run code in the sandbox (tools/sandbox.py, docs/sandbox.md)."""
 
-    def run_sandboxed(self, code: str) -> RunResult:
-        """Run ``code`` against a copy of the user's namespace, confined: nothing changes."""
+    def run_sandboxed(self, code: str, replay: Sequence[str] = ()) -> RunResult:
+        """Run ``code`` against a copy of the user's namespace, confined: nothing changes.
+        ``replay``: code run first, silently (the request's earlier runs)."""
         ...
 
 
-def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = False) -> Shown:
+def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = False,
+               replay: Sequence[str] = ()) -> Shown:
     """Run ``code`` like a cell: the model's text, and the output for the face to show;
-    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook.
+    ``sandboxed``: in the sandbox (the face's ``run_sandboxed``), never in the notebook,
+    after ``replay`` (the request's earlier sandboxed runs) ran there silently.
     Code that raised is told by :func:`raised`."""
     if not code.strip():
         raise ToolError("code is empty")
@@ -693,7 +696,7 @@ def run_python(nb: Notebook, code: str, share: bool = True, sandboxed: bool = Fa
         runner = getattr(nb, "run_sandboxed", None)
         if runner is None:
             raise ToolError("this notebook cannot run code in the sandbox")
-        result: RunResult = runner(code)
+        result: RunResult = runner(code, replay=tuple(replay)) if replay else runner(code)
     else:
         result = nb.run(code)
     ran = ("The code ran in the sandbox (nothing it changed reaches the notebook; it may "
@@ -811,7 +814,9 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
     if tool == "propose_cell":
         return propose_cell(nb, args["code"])
     if tool in ("run_python", SANDBOXED):
-        return run_python(nb, args["code"], share, sandboxed=tool == SANDBOXED)
+        replay = args.get("replay") or () if tool == SANDBOXED else ()
+        return run_python(nb, args["code"], share, sandboxed=tool == SANDBOXED,
+                          replay=[str(c) for c in replay])
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
@@ -887,16 +892,19 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         The user sees the code on a confirmation card first; it runs only if they confirm."""
         return _shown(run("run_python", {"code": code}, share_values()))
 
-    def _run_python_sandboxed(code: str) -> Shown:
+    def _run_python_sandboxed(code: str, replay: list[str] | None = None) -> Shown:
         """Run Python code in the sandbox: a confined copy of the kernel that reads the
-        notebook's variables and the workspace, and changes nothing."""
-        return _shown(run(SANDBOXED, {"code": code}, share_values()))
+        notebook's variables and the workspace, and changes nothing; ``replay``, code run
+        there first and silently (a request's earlier runs)."""
+        args: dict[str, Any] = {"code": code, **({"replay": list(replay)} if replay else {})}
+        return _shown(run(SANDBOXED, args, share_values()))
 
-    def _sandboxed_then_proposed(code: str) -> Shown:
+    def _sandboxed_then_proposed(code: str, replay: list[str] | None = None) -> Shown:
         """run_python as the gate's ``Sandboxed`` runs it (tools/gate.py): in the sandbox,
-        then the code proposed as a cell under the request, never run by itself
+        after the request's earlier sandboxed runs (``replay``, agent/request.py), then the
+        code proposed as a cell under the request, never run by itself
         (docs/permissions.md#the-sandbox)."""
-        ran = _run_python_sandboxed(code)
+        ran = _run_python_sandboxed(code, replay)
         proposed = _shown(run("propose_cell", {"code": code}, share_values()))
         return Shown(f"{ran.text}\n{PROPOSED_NOTE}",
                      proposed.display if proposed.display is not None else ran.display)

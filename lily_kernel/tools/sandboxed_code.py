@@ -10,13 +10,14 @@ believed: its code could have written anything. Standard library only.
 from __future__ import annotations
 
 import base64
+import contextlib
 import difflib
 import io
 import linecache
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ OUTPUT_CHARS = 60_000  # printed text the child keeps (the first half and the la
 FIGURES = 4  # figures sent back per run
 PNG_BYTES = 512 * 1024  # a larger PNG is sent as its description only
 CODE_FILE = "<run_python code>"
+REPLAY_FILE = "<an earlier run_python code>"  # what a replayed run is called (replay=)
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,15 @@ Displays = Callable[[], AbstractContextManager[list[dict[str, Any]]]]
 def run_code(code: str, namespace: dict[str, Any], *, workspace: Path | None = None,
              limits: Limits = DEFAULT_LIMITS, transform: Callable[[str], str] | None = None,
              display: Callable[[Any], Any] | None = None,
-             displays: Displays | None = None) -> CodeResult:
+             displays: Displays | None = None, replay: Sequence[str] = ()) -> CodeResult:
     """Run ``code`` in the sandbox against ``namespace`` (as it is now: the child's copy).
     ``transform`` turns the cell into Python (IPython's magics), ``display`` shows the last
-    expression (default: its repr in the output), ``displays`` captures what is shown."""
+    expression (default: its repr in the output), ``displays`` captures what is shown.
+    ``replay``: code run first in the child, in order, its output, figures and errors
+    dropped — the request's earlier runs, so the names they defined are there (within the
+    same limits)."""
     def work() -> dict[str, Any]:
-        return _execute(code, namespace, transform, display, displays)
+        return _execute(code, namespace, transform, display, displays, replay)
     run = run_work(work, workspace, limits)
     if run.status is not Status.DONE or not isinstance(run.result, dict):
         return CodeResult(run.status, detail=run.detail, seconds=run.seconds)
@@ -133,9 +138,10 @@ class _Bounded(io.TextIOBase):
 
 
 def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], str] | None,
-             display: Callable[[Any], Any] | None,
-             displays: Displays | None) -> dict[str, Any]:  # pragma: no cover - in the child
+             display: Callable[[Any], Any] | None, displays: Displays | None,
+             replay: Sequence[str] = ()) -> dict[str, Any]:  # pragma: no cover - in the child
     """In the child: run the code; what it printed, showed, raised and drew, as JSON."""
+    _replay(replay, namespace, transform)
     out = _Bounded()
     sys.stdout = sys.stderr = out
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -158,6 +164,35 @@ def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], st
                        if p)
     return {"output": output, "printed": out.text(), "error": error, "figures": drawn,
             "displays": shown_bounded}
+
+
+def _replay(codes: Sequence[str], namespace: dict[str, Any],
+            transform: Callable[[str], str] | None) -> None:  # pragma: no cover - in the child
+    """In the child, before the code: ``codes`` run in ``namespace``, each to its end or its
+    first exception, what they print and show dropped and the figures they drew closed."""
+    if not codes:
+        return
+    sys.stdout = sys.stderr = _Bounded()
+    for earlier in codes:
+        with contextlib.suppress(Exception), _dropped_displays():
+            source = transform(earlier) if transform is not None else earlier
+            exec_cell(SimpleNamespace(user_global_ns=namespace, user_ns=namespace), source,
+                      REPLAY_FILE, lambda value: None)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
+
+
+@contextlib.contextmanager
+def _dropped_displays() -> Iterator[None]:  # pragma: no cover - in the child
+    """What IPython's display would publish goes nowhere (the child's sockets are closed)."""
+    try:
+        from IPython.utils.capture import capture_output
+    except ImportError:
+        yield
+        return
+    with capture_output(stdout=False, stderr=False, display=True):
+        yield
 
 
 def _bounded_bundle(bundle: dict[str, Any]) -> dict[str, str]:

@@ -45,6 +45,29 @@ def test_model_code_runs_in_the_sandbox_and_lands_as_a_proposed_cell(kernel, ser
     assert check.stdout.split() == ["True", "True", "False"], check.messages
 
 
+def test_one_requests_sandboxed_runs_build_on_each_other_and_the_next_request_starts_afresh(
+        kernel, server, turns):
+    """As in a kernel, what the model's earlier code defined is there for its next code in
+    the same request (the 1.5B model used pd, imported by its first run, in its second and
+    got a NameError); only runs that ended without an error are run first, silently; no
+    name reaches the notebook, and the next request starts from the notebook again."""
+    turns.extend([call("run_python", {"code": "import math as m\nbase = 40\nprint('FIRST')"},
+                       "b1"),
+                  call("run_python", {"code": "undefined_name\nbase = 0"}, "b2"),
+                  call("run_python", {"code": "print('SECOND', base + int(m.sqrt(4)))"}, "b3"),
+                  "It is 42."])
+    run = kernel.run("compute it in steps")
+    assert run.status == "ok", run.messages
+    assert "FIRST" in tool_result(server, "b1")
+    assert "NameError" in tool_result(server, "b2")  # raised: not run again before b3
+    second = tool_result(server, "b3")
+    assert "SECOND 42" in second and "FIRST" not in second  # b1 ran first, its output dropped
+    assert kernel.run("%%python\nprint('base' in globals())").stdout.strip() == "False"
+    turns.extend([call("run_python", {"code": "print(base)"}, "b4"), "none"])
+    assert kernel.run("a new request").status == "ok"
+    assert "NameError: name 'base' is not defined" in tool_result(server, "b4")
+
+
 def test_with_the_sandbox_off_model_code_asks_even_in_auto_mode(tmp_path, ipython_dir, server,
                                                                turns):
     with scripted_kernel(tmp_path, ipython_dir, server.url, LILY_SANDBOX="off",
