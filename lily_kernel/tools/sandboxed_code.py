@@ -174,7 +174,7 @@ def _replay(codes: Sequence[str], namespace: dict[str, Any],
         return
     sys.stdout = sys.stderr = _Bounded()
     for earlier in codes:
-        with contextlib.suppress(Exception), _dropped_displays():
+        with contextlib.suppress(BaseException), _dropped_displays():  # SystemExit too
             source = transform(earlier) if transform is not None else earlier
             exec_cell(SimpleNamespace(user_global_ns=namespace, user_ns=namespace), source,
                       REPLAY_FILE, lambda value: None)

@@ -105,6 +105,17 @@ def test_a_column_the_frame_lacks_is_answered_with_the_columns_it_has(kernel):
     assert "raised KeyError: 'k'" in other and "column" not in other  # no frame on the line
 
 
+def test_replayed_runs_define_their_names_and_show_nothing(kernel):
+    """run_sandboxed(replay=…): the earlier runs first, silently; one that raises or exits
+    ends only itself; the figures they drew are not the run's; nothing reaches the kernel."""
+    replay = ["print('NOISE')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])\nk = 5",
+              "import sys\nk = 6\nsys.exit(3)", "undefined_name", "k += 1\ndisplay(k)"]
+    out = py(kernel, "r = _nb.run_sandboxed('print(\"SAW\", k)', replay="
+                     f"{replay!r})\nprint(r.output, '|', r.error, '|', len(r.display.outputs))")
+    assert out.strip() == "SAW 7 | None | 0", out
+    assert py(kernel, "print('k' in globals())").strip() == "False"
+
+
 def test_the_kernels_own_zeromq_ports_are_out_of_reach(kernel):
     ports = json.loads(py(kernel, "import ipykernel, json\nc = json.load(open("
                               "ipykernel.get_connection_file()))\nprint(json.dumps("
