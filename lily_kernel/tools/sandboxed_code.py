@@ -141,7 +141,7 @@ def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], st
              display: Callable[[Any], Any] | None, displays: Displays | None,
              replay: Sequence[str] = ()) -> dict[str, Any]:  # pragma: no cover - in the child
     """In the child: run the code; what it printed, showed, raised and drew, as JSON."""
-    _replay(replay, namespace, transform)
+    _replay(replay, namespace, transform, displays)
     out = _Bounded()
     sys.stdout = sys.stderr = out
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -167,32 +167,23 @@ def _execute(code: str, namespace: dict[str, Any], transform: Callable[[str], st
 
 
 def _replay(codes: Sequence[str], namespace: dict[str, Any],
-            transform: Callable[[str], str] | None) -> None:  # pragma: no cover - in the child
+            transform: Callable[[str], str] | None,
+            displays: Displays | None) -> None:  # pragma: no cover - in the child
     """In the child, before the code: ``codes`` run in ``namespace``, each to its end or its
     first exception, what they print and show dropped and the figures they drew closed."""
     if not codes:
         return
     sys.stdout = sys.stderr = _Bounded()
     for earlier in codes:
-        with contextlib.suppress(BaseException), _dropped_displays():  # SystemExit too
+        # SystemExit too; what it displays is captured (the face's capture) and dropped
+        with contextlib.suppress(BaseException), \
+                displays() if displays is not None else nullcontext([]):
             source = transform(earlier) if transform is not None else earlier
             exec_cell(SimpleNamespace(user_global_ns=namespace, user_ns=namespace), source,
                       REPLAY_FILE, lambda value: None)
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close("all")
-
-
-@contextlib.contextmanager
-def _dropped_displays() -> Iterator[None]:  # pragma: no cover - in the child
-    """What IPython's display would publish goes nowhere (the child's sockets are closed)."""
-    try:
-        from IPython.utils.capture import capture_output
-    except ImportError:
-        yield
-        return
-    with capture_output(stdout=False, stderr=False, display=True):
-        yield
 
 
 def _bounded_bundle(bundle: dict[str, Any]) -> dict[str, str]:
