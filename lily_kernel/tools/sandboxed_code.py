@@ -10,7 +10,6 @@ believed: its code could have written anything. Standard library only.
 from __future__ import annotations
 
 import base64
-import contextlib
 import difflib
 import io
 import linecache
@@ -18,7 +17,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -176,7 +175,7 @@ def _replay(codes: Sequence[str], namespace: dict[str, Any],
     sys.stdout = sys.stderr = _Bounded()
     for earlier in codes:
         # SystemExit too; what it displays is captured (the face's capture) and dropped
-        with contextlib.suppress(BaseException), \
+        with suppress(BaseException), \
                 displays() if displays is not None else nullcontext([]):
             source = transform(earlier) if transform is not None else earlier
             exec_cell(SimpleNamespace(user_global_ns=namespace, user_ns=namespace), source,
