@@ -169,7 +169,7 @@ class Request:
         if small and self.computes and skill is None:  # a question on a data file: code
             code = [s for s in specs if s["function"]["name"] == small_steps.RETRIED]
             specs = code or specs  # answers it; the look-up tools compute nothing
-        return [*offering.asked_first(specs, self.asked), *answer] if small else specs
+        return offering.asked_first(specs, self.asked, answer) if small else specs
 
     # -- executing one call ----------------------------------------------------
     def needs_confirmation(self, name: str, args: dict[str, Any]) -> bool:

@@ -191,11 +191,19 @@ def names_a_skill(text: str, index: SkillWords) -> bool:
                w[:5] in index.five or w[:4] in index.whole_four for w in _content(text))
 
 
-def asked_first(specs: list[dict[str, Any]], asked: frozenset[str]) -> list[dict[str, Any]]:
+def asked_first(specs: list[dict[str, Any]], asked: frozenset[str],
+                answer: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """``specs`` with the tools the request asks for first, ``run_python`` leading them (code
-    computes what the others only show), each group in its own order."""
-    return sorted(specs, key=lambda s: (s["function"]["name"] not in asked,
-                                        s["function"]["name"] != "run_python"))
+    computes what the others only show), then ``answer`` (the small profile's answer tool),
+    then the rest, each group in its own order. The answer comes before the tools the
+    request does not ask for: a request that asks for no tool's work (a greeting, "What is
+    15% of 80?") is one the model may simply answer, and a small model leans to what is
+    listed first (the 1.5B model proposed a cell to compute 15% of 80 when the answer came
+    last)."""
+    ordered = sorted(specs, key=lambda s: (s["function"]["name"] not in asked,
+                                           s["function"]["name"] != "run_python"))
+    cut = sum(s["function"]["name"] in asked for s in ordered)
+    return [*ordered[:cut], *(answer or ()), *ordered[cut:]]
 
 
 def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:
