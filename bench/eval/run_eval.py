@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dabench
 import fetch
 from proxy import Proxy
-from tasks import ANSWERED, BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
+from tasks import ANSWERED, ANSWERED_HELD_OUT, BY_NAME, HELD_OUT, TASKS, Call, Outcome, Task
 
 CARD = re.compile(r"card `([0-9a-f]{8})`")
 TEXT_CALL = re.compile(r'"(name|function)"\s*:\s*"|<tool_call>|<tools>|<function=|\[TOOL_CALLS\]')
@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=os.environ.get("LILY_EVAL_MODEL"))
     p.add_argument("--tasks", help="comma-separated task names (default: all)")
     p.add_argument("--held-out", action="store_true",
-                   help="run the held-out tasks (tasks.HELD_OUT) instead of the suite")
+                   help="run the held-out tasks (tasks.HELD_OUT; with --suite answer, "
+                        "tasks.ANSWERED_HELD_OUT) instead of the suite")
     p.add_argument("--suite", choices=["lookup", "answer", "dabench", "dabench-peer"],
                    default="lookup",
                    help="dabench: InfiAgent-DABench dev questions (bench/eval/dabench.py; "
@@ -410,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen = set(args.tasks.split(","))
             suite = [t for t in suite if t.name in chosen or t.name.split("-")[-1] in chosen]
     else:
-        suite = ANSWERED if args.suite == "answer" else HELD_OUT if args.held_out else TASKS
+        suite = (ANSWERED_HELD_OUT if args.held_out else ANSWERED) if args.suite == "answer" \
+            else HELD_OUT if args.held_out else TASKS
     if args.rescore:
         if not args.base_url or not questions:
             p.error("--rescore takes a dabench suite and --base-url (the reformat step's model)")

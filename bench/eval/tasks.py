@@ -306,5 +306,16 @@ ANSWERED: list[Task] = [
          all_of(number(12), no_raw_call(), no_tool())),
     Task("thanks", "Thanks, that was helpful.", all_of(any_answer(), no_raw_call(), no_tool())),
 ]
+#: Requests that need no tool, written after the answer was listed before the tools a request
+#: does not ask for (tools/offering.asked_first), so held out from that change
+#: (``--suite answer --held-out``).
+ANSWERED_HELD_OUT: list[Task] = [
+    Task("power", "What is 2 to the power of 10?", all_of(number(1024), no_raw_call(), no_tool())),
+    Task("minutes", "How many minutes are in 3.5 hours? Just the number.",
+         all_of(number(210), no_raw_call(), no_tool())),
+    Task("hi", "Hi Lily!", all_of(any_answer(), no_raw_call(), no_tool())),
+    Task("acronym", "What does CSV stand for?",
+         all_of(says("comma"), no_raw_call(), no_tool())),
+]
 
-BY_NAME = {t.name: t for t in TASKS + HELD_OUT + ANSWERED}
+BY_NAME = {t.name: t for t in TASKS + HELD_OUT + ANSWERED + ANSWERED_HELD_OUT}

@@ -43,8 +43,8 @@ REQUEST_CHARS = 1_200  # of the user's request, when restated after a tool resul
 ANSWER = "answer"  # the small profile's answer tool (agent/request.py)
 RUN_ATTEMPTS = 3  # run_python calls whose code raised, per request
 RETRIED = "run_python"  # a failed run stays admitted at the next required step: a retry
-#: The answer tool (offered in the small profile after the tools the request asks for and
-#: before the rest: tools/offering.asked_first).
+#: The answer tool (offered in the small profile, last, or first when the request asks for no
+#: tool: tools/offering.asked_first).
 ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request asks for.",
                             {"type": "object", "properties": {"text": {"type": "string"}},
                              "required": ["text"]})

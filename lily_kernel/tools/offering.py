@@ -194,16 +194,18 @@ def names_a_skill(text: str, index: SkillWords) -> bool:
 def asked_first(specs: list[dict[str, Any]], asked: frozenset[str],
                 answer: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """``specs`` with the tools the request asks for first, ``run_python`` leading them (code
-    computes what the others only show), then ``answer`` (the small profile's answer tool),
-    then the rest, each group in its own order. The answer comes before the tools the
-    request does not ask for: a request that asks for no tool's work (a greeting, "What is
-    15% of 80?") is one the model may simply answer, and a small model leans to what is
-    listed first (the 1.5B model proposed a cell to compute 15% of 80 when the answer came
-    last)."""
+    computes what the others only show), each group in its own order, and ``answer`` (the
+    small profile's answer tool) last — or first, when the request asks for none of them.
+    A request that asks for a tool's work is answered after that work; one that asks for
+    none (a greeting, "What is 15% of 80?") may be answered at once, and a small model
+    leans to what is listed first (with the answer last, the 1.5B model proposed a cell to
+    compute 15% of 80). Listed between the asked tools and the rest, the answer drew the
+    1.5B model to answer with a tool's description after a ``list``."""
     ordered = sorted(specs, key=lambda s: (s["function"]["name"] not in asked,
                                            s["function"]["name"] != "run_python"))
-    cut = sum(s["function"]["name"] in asked for s in ordered)
-    return [*ordered[:cut], *(answer or ()), *ordered[cut:]]
+    if any(s["function"]["name"] in asked for s in ordered):
+        return [*ordered, *(answer or ())]
+    return [*(answer or ()), *ordered]
 
 
 def call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:
