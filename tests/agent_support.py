@@ -124,15 +124,16 @@ def skill_request(session: Session, cell: str) -> SkillRequest:
 
 
 class Book:
-    """A notebook stand-in for the notebook tools: an empty namespace and history; run()
-    records the code and prints ``RAN <code>``; propose() records the code."""
+    """A notebook stand-in for the notebook tools: an empty namespace (or ``ns``) and
+    history; run() records the code and prints ``RAN <code>``; propose() records the code."""
 
-    def __init__(self) -> None:
+    def __init__(self, ns: dict[str, Any] | None = None) -> None:
         self.ran: list[str] = []
         self.proposed: list[str] = []
+        self.ns = ns or {}
 
     def namespace(self) -> dict[str, Any]:
-        return {}
+        return self.ns
 
     def hidden(self) -> dict[str, Any]:
         return {}

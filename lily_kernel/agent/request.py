@@ -13,6 +13,7 @@ list and the system message are built once while nothing they depend on changed
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -63,7 +64,8 @@ _READ_ONLY_BUILTINS = {"read_skill_file", "read_config"}
 #: Per session (by id; the entry holds its snapshot, policy and tool registry): the last
 #: offered tool list and what it was built from (the active skill, the registry's version).
 _SPECS_CACHE: dict[int, tuple[tuple[object, ...],
-                              tuple[str | None, bool, frozenset[str], bool, bool], int,
+                              tuple[str | None, bool, frozenset[str], bool, bool,
+                                    frozenset[str]], int,
                               list[dict[str, Any]]]] = {}
 #: The last system message built and what it was built from (persona, snapshot).
 _SYSTEM_CACHE: list[tuple[object, object, object, dict[str, Any]]] = []
@@ -114,6 +116,7 @@ class Request:
         # says something the skills index says: the small profile offers load_skill only then
         self.names_a_skill = text is None or \
             offering.names_a_skill(text, skill_words(session.snapshot))
+        self.any_request = text is None
         self.tools_used: list[str] = []
         self.proposal: PendingItem | None = None
         self.proposal_call: str | None = None  # the propose_action call that offered it
@@ -129,6 +132,19 @@ class Request:
         # one runs them first, so what they defined is there (docs/sandbox.md#one-requests-runs)
         self.built: list[str] = []
 
+    @functools.cached_property
+    def idle(self) -> frozenset[str]:
+        """The registered tools that could find nothing now (``Tool.usable``: a notebook
+        look-up in a notebook without variables or without a failed cell), read once a
+        request. The small profile does not offer them to a request without a skill: a
+        small model calls what it is offered ("What does CSV stand for?" went to
+        ``inspect_variable("csv")`` in an empty notebook), and a call that can find nothing
+        answers nothing (docs/agent.md#small-model-profile)."""
+        if self.any_request:  # /model's budget: every tool a request may be offered
+            return frozenset()
+        return frozenset(t.name for t in self.session.tools
+                         if t.usable is not None and not t.usable())
+
     # -- tools offered to the model -----------------------------------------
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools offered: only those this request can use now (docs/agent.md#a-lean-request).
@@ -140,7 +156,8 @@ class Request:
         key = (session.snapshot, session.policy, session.tools)
         small = budget.profile_of(session.model_config) == "small"
         hit = _SPECS_CACHE.get(id(session))
-        shape = (self.skill, small, self.asked, self.computes, self.names_a_skill)
+        shape = (self.skill, small, self.asked, self.computes, self.names_a_skill,
+                 self.idle if small else frozenset())
         if hit is not None and hit[1] == shape and hit[2] == session.tools.version and \
                 all(a is b for a, b in zip(hit[0], key, strict=True)):
             return hit[3]
@@ -160,6 +177,8 @@ class Request:
             specs = [s for s in specs if s is not LOAD_SKILL]
         for tool in session.tools:
             if tool.name in RESERVED or gate.unusable(session, tool.name) is not None:
+                continue
+            if small and skill is None and tool.name in self.idle:
                 continue
             if offering.registered_offered(tool.name, tool.origin, skill, small, self.asked):
                 specs.append(offering.spec(tool.name, tool.description, tool.parameters,

@@ -767,6 +767,9 @@ def exec_cell(shell: Any, source: str, filename: str, display: Callable[[Any], A
 
 READ_ONLY = {"readOnlyHint": True}
 NAMES = NOTEBOOK_TOOLS
+#: The look-ups that find nothing in a notebook without variables or without a failed cell
+#: (:func:`has_something`): the small profile offers them only when they could.
+LOOK_UPS = frozenset({"list_variables", "inspect_variable", "last_error"})
 #: ``run_python`` in the sandbox (docs/sandbox.md): registered owner-only beside it by a face
 #: that can sandbox (:class:`SandboxNotebook`), never offered to the model; the gate runs a
 #: model's ``run_python`` call through it when its outcome is ``Sandboxed``.
@@ -820,6 +823,19 @@ def answer(nb: Notebook, tool: str, args: Mapping[str, Any], share: bool,
     raise ToolError(f"'{tool}' is not a notebook tool")
 
 
+def has_something(nb: Notebook, tool: str) -> bool:
+    """Could a call of look-up ``tool`` find anything in ``nb`` now? ``list_variables`` and
+    ``inspect_variable``: a variable it would list (callables included); ``last_error``: a
+    failed cell; any other tool: yes. Runs no user code."""
+    if tool in ("list_variables", "inspect_variable"):
+        hidden = nb.hidden()
+        return any(_listed(name, value, hidden, True)
+                   for name, value in list(nb.namespace().items()))
+    if tool == "last_error":
+        return nb.last_error() is not None
+    return True
+
+
 def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bool],
              list_dir: ListDir | None = None) -> None:
     """Add the six notebook tools, bound to ``nb``; ``share_values()`` is read at each call;
@@ -829,14 +845,18 @@ def register(registry: ToolRegistry, nb: Notebook, share_values: Callable[[], bo
     sandboxed = (SANDBOXED,) if callable(getattr(nb, "run_sandboxed", None)) else ()
     register_answer(registry,
                     lambda tool, args, share: answer(nb, tool, args, share, list_dir),
-                    share_values, (*NAMES, "read_cell", "read_figure", *sandboxed))
+                    share_values, (*NAMES, "read_cell", "read_figure", *sandboxed),
+                    lambda tool: has_something(nb, tool))
 
 
 def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[[], bool],
-                    names: Collection[str] = (*NAMES, "read_cell", "read_figure")) -> None:
+                    names: Collection[str] = (*NAMES, "read_cell", "read_figure"),
+                    usable: Callable[[str], bool] | None = None) -> None:
     """Add the notebook tools in ``names``, each answered by ``run`` (:data:`Answer`); with
     :data:`SANDBOXED` among them (the face runs a sandbox), ``run_python``'s sandboxed form
-    is that tool, which the gate runs when its outcome is ``Sandboxed`` (tools/gate.py)."""
+    is that tool, which the gate runs when its outcome is ``Sandboxed`` (tools/gate.py).
+    ``usable(tool)``: could the look-up find anything now (:func:`has_something`); without
+    it, the look-ups are always offered."""
 
     def _text(result: str | Shown) -> str:
         return result.text if isinstance(result, Shown) else result
@@ -845,8 +865,11 @@ def register_answer(registry: ToolRegistry, run: Answer, share_values: Callable[
         return result if isinstance(result, Shown) else Shown(result)
 
     def add(fn: Callable[..., Any], **keywords: Any) -> None:
-        if fn.__name__.lstrip("_") in names:
-            registry.register(fn, name=fn.__name__.lstrip("_"), origin="notebook", **keywords)
+        name = fn.__name__.lstrip("_")
+        if name in names:
+            if usable is not None and name in LOOK_UPS:
+                keywords["usable"] = lambda: usable(name)
+            registry.register(fn, name=name, origin="notebook", **keywords)
 
     def _list_variables(include_callables: bool = False) -> str:
         """The notebook's variables: name, type, shape.

@@ -121,6 +121,10 @@ class Tool:
     #: the same call run in the sandbox (tools/gate.py decides when): a notebook face's
     #: ``run_python`` only; None where the face has no sandbox (docs/permissions.md#the-sandbox)
     sandboxed: Callable[..., Any] | None = field(default=None, compare=False)
+    #: whether a call could find anything now (a notebook look-up: a variable, an error), read
+    #: once a request; None: always. The small profile offers the tool only when it can
+    #: (docs/agent.md#small-model-profile)
+    usable: Callable[[], bool] | None = field(default=None, compare=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the tool's function."""
@@ -181,7 +185,8 @@ class ToolRegistry:
                  origin: Origin = "builtin", server: str | None = None,
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
                  change: Callable[[Mapping[str, Any]], str | None] | None = None,
-                 sandboxed: Callable[..., Any] | None = None) -> _F: ...
+                 sandboxed: Callable[..., Any] | None = None,
+                 usable: Callable[[], bool] | None = None) -> _F: ...
 
     @overload
     def register(self, func: None = None, *, name: str | None = None,
@@ -190,6 +195,7 @@ class ToolRegistry:
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
                  change: Callable[[Mapping[str, Any]], str | None] | None = None,
                  sandboxed: Callable[..., Any] | None = None,
+                 usable: Callable[[], bool] | None = None,
                  ) -> Callable[[_F], _F]: ...
 
     def register(self, func: _F | None = None, *, name: str | None = None,
@@ -198,6 +204,7 @@ class ToolRegistry:
                  annotations: Mapping[str, bool] | None = None, ask: bool = False,
                  change: Callable[[Mapping[str, Any]], str | None] | None = None,
                  sandboxed: Callable[..., Any] | None = None,
+                 usable: Callable[[], bool] | None = None,
                  ) -> _F | Callable[[_F], _F]:
         """Register ``func`` (usable as a decorator, with or without arguments); the
         keywords are :class:`Tool`'s fields."""
@@ -205,7 +212,8 @@ class ToolRegistry:
             tool_name = name or f.__name__
             doc = description if description is not None else summary_of(inspect.getdoc(f) or "")
             self.add(Tool(tool_name, f, doc, owner_only, origin, server,
-                          dict(annotations or {}), ask, change, sandboxed=sandboxed))
+                          dict(annotations or {}), ask, change, sandboxed=sandboxed,
+                          usable=usable))
             return f
         return add(func) if func is not None else add
 

@@ -261,7 +261,7 @@ def test_after_a_failed_call_whose_error_names_the_call_that_works_only_that_is_
         session = Session(workspace=world.workspace,
                           env=world.env(server, LILY_PROFILE="small"), journal=False,
                           add_tools=lambda s: notebook_tools.register(
-                              s.tools, Book(), lambda: True, lambda p: s.files.list(p)))
+                              s.tools, Book({"x": 1}), lambda: True, lambda p: s.files.list(p)))
         reply = run_shown(session, "Which TODO comments does app.py have?")
         _, second, third = server.chat_requests()
     error = next(m["content"] for m in session.conversation if m["role"] == "tool")
@@ -277,13 +277,37 @@ def test_after_a_failed_look_up_the_required_step_admits_run_python(world):
     script = ['{"name": "inspect_variable", "arguments": {"name": "sales"}}',
               '{"name": "run_python", "arguments": {"code": "print(len(sales))"}}']
     with ScriptedServer(script) as server:
-        session = notebook_session(world, server, Book())
+        session = notebook_session(world, server, Book({"df": [1, 2]}))  # no sales
         reply = run_shown(session, "How many rows does sales have?")
         first, second = server.chat_requests()
     assert "run_python" not in names(first["tools"])  # the text did not ask for it
     assert "run_python" in admitted(second) and "inspect_variable" not in admitted(second)
     assert "answer" not in admitted(second)
     assert reply.proposal is not None and reply.proposal.tool == "run_python"
+
+
+def test_the_look_ups_are_offered_only_when_they_could_find_something(world):
+    # "What does CSV stand for?" in an empty notebook went to inspect_variable("csv")
+    class Failed(Book):
+        def last_error(self) -> notebook_tools.ErrorInfo:  # type: ignore[override]
+            return notebook_tools.ErrorInfo(1, "x", "NameError", "name 'x' is not defined", "")
+
+    look_ups = {"list_variables", "inspect_variable", "last_error"}
+    text = "What does CSV stand for?"
+    empty = names(Request(notebook_session(world, None, Book()), None, text).tool_specs())
+    assert empty[0] == "answer" and not look_ups.intersection(empty)
+    some = Request(notebook_session(world, None, Book({"df": 1})), None, text)
+    assert look_ups - set(names(some.tool_specs())) == {"last_error"}
+    failed = Request(notebook_session(world, None, Failed()), None, text)
+    assert look_ups - set(names(failed.tool_specs())) == {"list_variables", "inspect_variable"}
+    # the full profile and /model's budget (any request) offer them all
+    full = Session(workspace=world.workspace, env=world.env(None), journal=False,
+                   add_tools=lambda s: notebook_tools.register(s.tools, Book(), lambda: True))
+    assert look_ups <= set(names(Request(full, None, text).tool_specs()))
+    assert look_ups <= set(names(Request(notebook_session(world, None, Book()), None)
+                                 .tool_specs()))
+    assert notebook_tools.has_something(Book({"_private": 1}), "list_variables") is False
+    assert notebook_tools.has_something(Book(), "read_cells") is True
 
 
 @pytest.mark.parametrize("text", ["What is the mean fare in titanic.csv?",
