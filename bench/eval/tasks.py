@@ -306,9 +306,11 @@ ANSWERED: list[Task] = [
          all_of(number(12), no_raw_call(), no_tool())),
     Task("thanks", "Thanks, that was helpful.", all_of(any_answer(), no_raw_call(), no_tool())),
 ]
-#: Requests that need no tool, written after the answer was listed before the tools a request
-#: does not ask for (tools/offering.asked_first), so held out from that change
-#: (``--suite answer --held-out``).
+#: Requests that need no tool (``--suite answer --held-out``). The first four were written
+#: after the answer tool's place in the list changed (tools/offering.asked_first) and held out
+#: from it; two of them failed, and led to the look-ups being offered only when they could
+#: find something (notebook_tools.has_something), so they are not held out from that. The
+#: last four were written after it.
 ANSWERED_HELD_OUT: list[Task] = [
     Task("power", "What is 2 to the power of 10?", all_of(number(1024), no_raw_call(), no_tool())),
     Task("minutes", "How many minutes are in 3.5 hours? Just the number.",
@@ -316,6 +318,13 @@ ANSWERED_HELD_OUT: list[Task] = [
     Task("hi", "Hi Lily!", all_of(any_answer(), no_raw_call(), no_tool())),
     Task("acronym", "What does CSV stand for?",
          all_of(says("comma"), no_raw_call(), no_tool())),
+    Task("square_root", "What's the square root of 144?",
+         all_of(number(12), no_raw_call(), no_tool())),
+    Task("celsius", "Convert 100 degrees Fahrenheit to Celsius, rounded to one decimal.",
+         all_of(number(37.8), no_raw_call(), no_tool())),
+    Task("median_def", "In one sentence, what is a median?",
+         all_of(says_any("middle"), no_raw_call(), no_tool())),
+    Task("bye", "Great, see you tomorrow.", all_of(any_answer(), no_raw_call(), no_tool())),
 ]
 
 BY_NAME = {t.name: t for t in TASKS + HELD_OUT + ANSWERED + ANSWERED_HELD_OUT}
