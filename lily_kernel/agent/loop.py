@@ -185,7 +185,7 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             offered = [t["function"]["name"] for t in tools]
             aliases = request.aliases(offered)  # list_files for list (docs/agent.md#loop-hygiene)
             required = again_format or required_call(step, small, tools, failed,
-                                                     request.computes, named)
+                                                     request.leads, named)
             again_format = None
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py

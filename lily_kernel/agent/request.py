@@ -113,6 +113,12 @@ class Request:
         # names a data file the workspace holds: its required steps compute (small_steps.py)
         self.data_files = offering.data_files(text or "", session.workspace)
         self.computes = bool(self.data_files)
+        # the tools its required steps admit when offered (small_steps.required_call): code
+        # for a data file; for another file it holds and names, the file tools it asks for
+        # and load_skill (offered when it names a skill), unless a skill is already forced
+        self.leads = frozenset({small_steps.RETRIED}) if self.computes else \
+            self.asked & offering.FILE_TOOLS | {"load_skill"} if skill is None and \
+            offering.other_files(text or "", session.workspace) else frozenset()
         # says something the skills index says: the small profile offers load_skill only then
         self.names_a_skill = text is None or \
             offering.names_a_skill(text, skill_words(session.snapshot))

@@ -58,17 +58,20 @@ _ARGUMENTS = "\n\nARGUMENTS: "  # and the user's input after the body (skills.su
 
 def required_call(step: int, small: bool, tools: list[dict[str, Any]],
                   failed: set[str] | frozenset[str] = frozenset(),
-                  computes: bool = False,
+                  leads: frozenset[str] = frozenset(),
                   named: set[str] | frozenset[str] = frozenset()) -> dict[str, Any] | None:
     """The ``response_format`` of this step, or None: in the small profile, a required call
     on the first step when tools are offered (the ``answer`` tool among them), and on the
     second when every call of the first failed (``failed``: their tools), to a tool other
     than those — ``run_python`` stays, to be called again with changed code — and not to
-    ``answer``: right after a failure an answer is a guess. ``computes``: the request names
-    a data file the workspace holds (tools/offering.data_files); its required steps
-    admit only ``run_python`` when it is offered — its answer comes from computing on the
-    data: before any code ran an answer is a guess, and the look-up tools show a file's text
-    or a variable's summary, they compute nothing. ``named``: the tools the failed calls'
+    ``answer``: right after a failure an answer is a guess. ``leads``: the tools the
+    required steps admit when some of them are left (agent/request.py): ``run_python``
+    when the request names a data file the workspace holds (tools/offering.data_files) —
+    its answer comes from computing on the data: before any code ran an answer is a guess,
+    and the look-up tools show a file's text or a variable's summary, they compute nothing;
+    the file tools it asks for and ``load_skill`` when it names another file the workspace
+    holds (tools/offering.other_files) — it is about that file's text, which no notebook
+    tool sees. ``named``: the tools the failed calls'
     errors name as the call that works (:func:`named_calls`: ``read(path="app.py")`` for
     ``inspect_variable("app.py")``); when some are left, the second step admits only those —
     the error said the way on, and the 1.5B model, free among the rest, took ``last_error``."""
@@ -78,8 +81,8 @@ def required_call(step: int, small: bool, tools: list[dict[str, Any]],
         if step == 2 else tools
     if step == 2 and named:
         left = [t for t in left if t["function"]["name"] in named] or left
-    code = [t for t in left if t["function"]["name"] == RETRIED]
-    return offering.call_format(code if computes and code else left) if left else None
+    first = [t for t in left if t["function"]["name"] in leads]
+    return offering.call_format(first or left) if left else None
 
 
 def _failed(message: dict[str, Any], name: str) -> bool:

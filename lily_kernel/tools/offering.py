@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from lily_kernel.skills.skill import Skill
@@ -124,6 +124,29 @@ def data_files(text: str, workspace: Path) -> list[str]:
                     _is_file(workspace / name):  # in the workspace, named from it
                 found.setdefault(name)
                 break
+    return list(found)
+
+
+#: The tools that work on a workspace file: a request naming one it holds first admits these.
+FILE_TOOLS = frozenset({"read", "edit", "write", "list"})
+_NAMED = re.compile(r"(?<![\w/.-])([\w-][\w/.-]*\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w-])")
+
+
+def other_files(text: str, workspace: Path) -> list[str]:
+    """The files other than data files (``app.py``, ``notes/todo.md``) that ``text`` names and
+    ``workspace`` holds, each once, in order: a request naming one is about that file's
+    text, so the small profile's required steps admit only the file tools it asks for
+    (agent/small_steps.py) — before the file was read an answer is a guess, and a notebook
+    tool cannot see it (the 1.5B model proposed a cell for "Are there any TODO comments in
+    app.py?"). A name is a word with a dot and an extension, relative, without ``..``."""
+    found: dict[str, None] = {}
+    for match in _NAMED.finditer(text):
+        name = match.group(1)
+        if _DATA_END.fullmatch(PurePath(name).suffix) or ".." in name.split("/") or \
+                name in found:
+            continue
+        if _is_file(workspace / name):
+            found.setdefault(name)
     return list(found)
 
 

@@ -12,7 +12,7 @@ required step's grammar (a JSON object ``{"name": …, "arguments": …}``):
 - after a failed look-up, the required step admits run_python, brought back;
 - a request naming a data file offers run_python first, whose description says files are
   read by name and variables are live; when the workspace holds that file, the required
-  steps admit only run_python;
+  steps admit only run_python; naming another file it holds, the file tools it asks for;
 - the request restated after a tool result keeps its end (the answer's form).
 """
 from __future__ import annotations
@@ -403,6 +403,26 @@ def test_a_data_file_the_workspace_does_not_hold_leaves_the_first_step_open(worl
         run_shown(session, text)
         first, = server.chat_requests()
     assert "answer" in admitted(first) and len(admitted(first)) > 2
+
+
+def test_a_question_on_another_file_the_workspace_holds_starts_with_the_file_tools(world):
+    """app.py is there: the required first step admits the file tools the request asks for
+    and load_skill (offered: "TODO" names a skill), not a cell or an answer; then it is
+    free. A file the workspace does not hold, or a path out of it, leaves the step open."""
+    (world.workspace / "app.py").write_text("# TODO: handle empty input\n", encoding="utf-8")
+    (world.workspace.parent / "out.py").write_text("# TODO\n", encoding="utf-8")
+    script = ['{"name": "read", "arguments": {"path": "app.py"}}', '"TODO: handle empty input"']
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, Book(ns={"df": 1}))
+        reply = run_shown(session, "Are there any TODO comments in app.py? Quote them.")
+        first, second = server.chat_requests()
+    assert sorted(admitted(first)) == ["list", "load_skill", "read", "write"]
+    assert {"propose_cell", "answer", "inspect_variable"} <= set(names(first["tools"]))
+    assert "response_format" not in second and "handle empty input" in reply.text
+    for text in ("Are there any TODO comments in new.py?", "Any TODO in ../out.py?",
+                 "What is in /etc/hosts.txt?"):
+        assert Request(session, None, text).leads == frozenset(), text
+    assert Request(session, "plan_compiler", "Plan tests for app.py.").leads == frozenset()
 
 
 def test_a_look_up_question_does_not_offer_run_python(world):

@@ -257,3 +257,14 @@ def test_a_data_files_name_may_hold_spaces_and_dots_and_is_looked_up_in_the_work
     assert offering.data_files(ask, tmp_path) == [
         "veracruz 2016.csv", "ts-sc4.Qrob_Chr05.tree_table.csv", "titanic.csv",
         "sub/Sales Q1.xlsx"]
+
+
+def test_another_file_named_is_found_only_in_the_workspace_and_never_a_data_file(tmp_path):
+    from lily_kernel.tools import offering
+    for name in ("app.py", "notes/todo.md", "titanic.csv", "README"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n", encoding="utf-8")
+    (tmp_path.parent / "outside.py").write_text("x\n", encoding="utf-8")
+    ask = ("Is there a TODO in app.py? And in notes/todo.md, (app.py), titanic.csv, README, "
+           f"e.g. new.py, ../outside.py or {tmp_path.parent / 'outside.py'}.")
+    assert offering.other_files(ask, tmp_path) == ["app.py", "notes/todo.md"]

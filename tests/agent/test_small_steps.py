@@ -42,7 +42,7 @@ def test_the_first_small_step_requires_one_call_to_an_offered_tool_and_runs_it(w
               "The launch moved to Thursday."]
     with ScriptedServer(script) as server:
         session = world.session(server, LILY_PROFILE="small")
-        reply = loop.run(session, "What does notes.txt say?")
+        reply = loop.run(session, "What do the files here say?")  # names none it holds
         first, second = server.chat_requests()
     assert reply.text == "The launch moved to Thursday." and reply.tools_used == ["read"]
     assert first["response_format"]["type"] == "json_schema"
