@@ -113,12 +113,7 @@ class Request:
         # names a data file the workspace holds: its required steps compute (small_steps.py)
         self.data_files = offering.data_files(text or "", session.workspace)
         self.computes = bool(self.data_files)
-        # the tools its required steps admit when offered (small_steps.required_call): code
-        # for a data file; for another file it holds and names, the file tools it asks for
-        # and load_skill (offered when it names a skill), unless a skill is already forced
-        self.leads = frozenset({small_steps.RETRIED}) if self.computes else \
-            self.asked & offering.FILE_TOOLS | {"load_skill"} if skill is None and \
-            offering.other_files(text or "", session.workspace) else frozenset()
+        self.leads = self._leads(text or "")  # what its required steps admit
         # says something the skills index says: the small profile offers load_skill only then
         self.names_a_skill = text is None or \
             offering.names_a_skill(text, skill_words(session.snapshot))
@@ -137,6 +132,17 @@ class Request:
         # the code of this request's sandboxed runs that ended without an error: each later
         # one runs them first, so what they defined is there (docs/sandbox.md#one-requests-runs)
         self.built: list[str] = []
+
+    def _leads(self, text: str) -> frozenset[str]:
+        """The tools this request's required steps admit when offered
+        (small_steps.required_call): ``run_python`` when it names a data file the workspace
+        holds; when it names another file there and no skill is forced, the file tools it
+        asks for and ``load_skill`` (offered when it names a skill). Else any tool."""
+        if self.computes:
+            return frozenset({small_steps.RETRIED})
+        if self.skill is None and offering.other_files(text, self.session.workspace):
+            return self.asked & offering.FILE_TOOLS | {LOAD_SKILL["function"]["name"]}
+        return frozenset()
 
     @functools.cached_property
     def idle(self) -> frozenset[str]:
