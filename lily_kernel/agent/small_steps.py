@@ -69,9 +69,9 @@ def required_call(step: int, small: bool, tools: list[dict[str, Any]],
     when the request names a data file the workspace holds (tools/offering.data_files) —
     its answer comes from computing on the data: before any code ran an answer is a guess,
     and the look-up tools show a file's text or a variable's summary, they compute nothing;
-    the file tools it asks for and ``load_skill`` when it names another file the workspace
-    holds (tools/offering.other_files) — it is about that file's text, which no notebook
-    tool sees. ``named``: the tools the failed calls'
+    the tools for a file's text it asks for (``offering.FILE_TOOLS``) and ``load_skill``
+    when it names another file the workspace holds (tools/offering.other_files) — it is
+    about that file's text, which no notebook tool sees. ``named``: the tools the failed calls'
     errors name as the call that works (:func:`named_calls`: ``read(path="app.py")`` for
     ``inspect_variable("app.py")``); when some are left, the second step admits only those —
     the error said the way on, and the 1.5B model, free among the rest, took ``last_error``."""

@@ -127,16 +127,17 @@ def data_files(text: str, workspace: Path) -> list[str]:
     return list(found)
 
 
-#: The tools that work on a workspace file: a request naming one it holds first admits these.
-FILE_TOOLS = frozenset({"read", "edit", "write", "list"})
+#: The tools that work on a workspace file's text: a request naming one it holds first admits
+#: these (``list`` shows names, and the name is already known).
+FILE_TOOLS = frozenset({"read", "edit", "write"})
 _NAMED = re.compile(r"(?<![\w/.-])([\w-][\w/.-]*\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w-])")
 
 
 def other_files(text: str, workspace: Path) -> list[str]:
     """The files other than data files (``app.py``, ``notes/todo.md``) that ``text`` names and
     ``workspace`` holds, each once, in order: a request naming one is about that file's
-    text, so the small profile's required steps admit only the file tools it asks for
-    (agent/small_steps.py) — before the file was read an answer is a guess, and a notebook
+    text, so the small profile's required steps admit only the :data:`FILE_TOOLS` it asks
+    for (agent/small_steps.py) — before the file was read an answer is a guess, and a notebook
     tool cannot see it (the 1.5B model proposed a cell for "Are there any TODO comments in
     app.py?"). A name is a word with a dot and an extension, relative, without ``..``."""
     found: dict[str, None] = {}
