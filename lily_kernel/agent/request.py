@@ -140,8 +140,9 @@ class Request:
         asks for and ``load_skill`` (offered when it names a skill). Else any tool."""
         if self.computes:
             return frozenset({small_steps.RETRIED})
-        if self.skill is None and offering.other_files(text, self.session.workspace):
-            return self.asked & offering.FILE_TOOLS | {LOAD_SKILL["function"]["name"]}
+        files = self.asked & offering.FILE_TOOLS
+        if files and self.skill is None and offering.other_files(text, self.session.workspace):
+            return files | {LOAD_SKILL["function"]["name"]}
         return frozenset()
 
     @functools.cached_property

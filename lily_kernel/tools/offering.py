@@ -130,7 +130,8 @@ def data_files(text: str, workspace: Path) -> list[str]:
 #: The tools that work on a workspace file's text: a request naming one it holds first admits
 #: these (``list`` shows names, and the name is already known).
 FILE_TOOLS = frozenset({"read", "edit", "write"})
-_NAMED = re.compile(r"(?<![\w/.-])([\w-][\w/.-]*\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w-])")
+#: a file's name as :data:`SMALL_ASKED` sees one (an extension of 2–5), maybe in a folder
+_NAMED = re.compile(r"(?<![\w/.-])([\w-][\w/.-]*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w-])")
 
 
 def other_files(text: str, workspace: Path) -> list[str]:
