@@ -75,7 +75,8 @@ SMALL_LEAVES_OUT = frozenset({"write", "edit", "list", "read_cells", "run_python
 DATA_SUFFIX = (r"\.(?:csv|tsv|json|jsonl|ndjson|parquet|pq|feather|arrow|orc|xlsx|xlsm|xls|"
                r"ods|h5|hdf5?|dta|sav|sas7bdat|xpt|pkl|pickle)")
 DATA_FILE = rf"[\w-]+{DATA_SUFFIX}"
-_FILES = re.compile(r"\b(?:files?|folders?|director(?:y|ies)|[\w-]+\.[A-Za-z][A-Za-z0-9]{1,4}|"
+_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{1,4}"  # what makes a word a file's name (2-5 characters)
+_FILES = re.compile(rf"\b(?:files?|folders?|director(?:y|ies)|[\w-]+{_EXTENSION}|"
                     rf"{DATA_FILE})\b", re.IGNORECASE)
 _RUN = re.compile(r"\b(?:run|execute|evaluate|compute|calculate|data ?frames?|"
                   rf"{DATA_FILE})\b", re.IGNORECASE)
@@ -130,8 +131,8 @@ def data_files(text: str, workspace: Path) -> list[str]:
 #: The tools that work on a workspace file's text: a request naming one it holds first admits
 #: these (``list`` shows names, and the name is already known).
 FILE_TOOLS = frozenset({"read", "edit", "write"})
-#: a file's name as :data:`SMALL_ASKED` sees one (an extension of 2–5), maybe in a folder
-_NAMED = re.compile(r"(?<![\w/.-])([\w-][\w/.-]*\.[A-Za-z][A-Za-z0-9]{1,4})(?![\w-])")
+#: a file's name as :data:`SMALL_ASKED` sees one (:data:`_EXTENSION`), maybe in a folder
+_NAMED = re.compile(rf"(?<![\w/.-])([\w-][\w/.-]*{_EXTENSION})(?![\w-])")
 
 
 def other_files(text: str, workspace: Path) -> list[str]:
