@@ -172,7 +172,6 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
     called_again = False  # the one extra request after a required call that ran on
     fixed = False  # and the one after an answer that repeated a raised run's error
     again_format: dict[str, Any] | None = None  # and the format it keeps
-    resample = False  # the next step is sampled: the last sent code that raised once more
 
     turn_start, left_out = len(messages), (0, 0)
     limits = session.limits
@@ -190,14 +189,14 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
             again_format = None
             guard = hygiene.AnswerGuard(on_text, offered)
             turn, fitted = session.budget.send(  # fits the context window: agent/budget.py
-                openai_client, hygiene.sampled(session.model_config) if resample or asking is
+                openai_client, hygiene.sampled(session.model_config) if asking is
                 hygiene.CALL_AGAIN or asking is hygiene.FIX_AGAIN else session.model_config, system, tools,
                 session.conversation,
                 [*messages, asking] if asking else restated(messages, small),
                 guard.feed, session.limits.answer_chars, required)
             if asking is hygiene.ASK_AGAIN and hygiene.echoes_ask(turn.content):
                 turn.content = ""  # the model repeated the question: no answer still
-            asking, resample = None, False
+            asking = None
             left_out = max(left_out, (fitted.turns_dropped, fitted.results_shortened))
             usage = _add_usage(usage, turn.usage)
             for line in () if request.tools_used else turn.notes:  # tools dropped (unless
@@ -290,11 +289,6 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                 args = call.parsed()
                 again = request.repeated(call.name, args) if held is None else None
                 if again is not None:  # the same call answered before: not run again
-                    if small and request.raised_before(call.name, args):
-                        # greedy decoding of a context the refusal barely changes sends
-                        # the same code again (docs/agent.md#small-model-profile)
-                        resample = True
-                        notes.add("code that raised was sent again; the next step sampled")
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": again})
                     size += len(again)
                     emit("tool", {"name": call.name, "ok": True, "id": call.id, "result": again})

@@ -278,12 +278,8 @@ class Request:
         key = hygiene.call_key(name, args)
         if name == "load_skill" or key not in self.answered:
             return None  # a load_skill again answers "already loaded" itself
-        return hygiene.already_answered(name, args, raised=self.raised_before(name, args))
-
-    def raised_before(self, name: str, args: dict[str, Any]) -> bool:
-        """Is this call identical to a ``run_python`` call of this request whose code raised?"""
-        result = self.answered.get(hygiene.call_key(name, args))
-        return result is not None and small_steps.raised_by(name, result) > 0
+        return hygiene.already_answered(name, args,
+                                        raised=small_steps.raised_by(name, self.answered[key]) > 0)
 
     def remember(self, name: str, args: dict[str, Any], result: str) -> None:
         """Keep ``result`` as the answer to this call; a call that may change something
