@@ -113,6 +113,7 @@ def resume(session: Session, call: HeldCall, result: str,
     request.tools_used = [*paused.tools_used, call.tool]
     for made in small_steps.calls_made(messages):  # identical calls stay repeats
         request.remember(*made)
+    request.raised += small_steps.repeats_of_raised(messages)  # and attempts stay spent
     return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
 
@@ -288,6 +289,12 @@ def _drive(request: Request, messages: list[dict[str, Any]], first_step: int, us
                     continue
                 args = call.parsed()
                 again = request.repeated(call.name, args) if held is None else None
+                if again is not None and small and call.name == small_steps.RETRIED and \
+                        not request.attempts_left() and \
+                        (only := small_steps.answer_only(tools)) is not None:
+                    # run_python refused with no attempt left: the next step is the answer
+                    again_format = only
+                    notes.add("no attempt left for code; the answer was asked for")
                 if again is not None:  # the same call answered before: not run again
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": again})
                     size += len(again)

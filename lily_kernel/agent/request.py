@@ -272,14 +272,23 @@ class Request:
 
     def repeated(self, name: str, args: dict[str, Any]) -> str | None:
         """The answer to a call identical to one already answered in this request (since
-        the last call that may change something), or None: it is not run again."""
+        the last call that may change something), or None: it is not run again. A repeat
+        of code that raised spends an attempt (small_steps.RUN_ATTEMPTS), as code that
+        raised does: the step went to code that could not answer."""
         if (refused := small_steps.retry_refused(name, self.raised)) is not None:
             return refused
         key = hygiene.call_key(name, args)
         if name == "load_skill" or key not in self.answered:
             return None  # a load_skill again answers "already loaded" itself
-        return hygiene.already_answered(name, args,
-                                        raised=small_steps.raised_by(name, self.answered[key]) > 0)
+        if not small_steps.raised_by(name, self.answered[key]):
+            return hygiene.already_answered(name, args)
+        self.raised += 1
+        return small_steps.retry_refused(name, self.raised) or \
+            hygiene.already_answered(name, args, raised=True)
+
+    def attempts_left(self) -> bool:
+        """May ``run_python`` still run in this request (small_steps.RUN_ATTEMPTS)?"""
+        return self.raised < small_steps.RUN_ATTEMPTS
 
     def remember(self, name: str, args: dict[str, Any], result: str) -> None:
         """Keep ``result`` as the answer to this call; a call that may change something

@@ -43,6 +43,7 @@ REQUEST_CHARS = 1_200  # of the user's request, when restated after a tool resul
 ANSWER = "answer"  # the small profile's answer tool (agent/request.py)
 RUN_ATTEMPTS = 3  # run_python calls whose code raised, per request
 RETRIED = "run_python"  # a failed run stays admitted at the next required step: a retry
+NO_ATTEMPT = "Error: not run: the code raised"  # run_python with no attempt left (retry_refused)
 #: The answer tool (offered in the small profile, last, or first when the request asks for no
 #: tool: tools/offering.asked_first).
 ANSWER_TOOL = offering.spec(ANSWER, "Your final answer, in the form the request asks for.",
@@ -124,18 +125,56 @@ def raised_by(name: str, result: str) -> int:
 
 
 def retry_refused(name: str, raised: int) -> str | None:
-    """The answer to a run_python call once its code raised :data:`RUN_ATTEMPTS` times in
-    the request, or None: it may run."""
+    """The answer to a run_python call once :data:`RUN_ATTEMPTS` attempts in the request
+    raised (code that raised, or the same code sent again after it raised), or None: it
+    may run."""
     if name != RETRIED or raised < RUN_ATTEMPTS:
         return None
-    return (f"Error: not run: the code raised {raised} times in this request; answer the user "
-            "from the results so far, and say what failed")
+    return (f"{NO_ATTEMPT} {raised} times in this request (the same code "
+            "sent again counts); answer the user from the results so far, and say what failed")
+
+
+def _refused(result: str) -> bool:
+    """Is ``result`` a call's refusal (a repeat, or run_python with no attempt left), not
+    what it returned?"""
+    return result.startswith((hygiene.ALREADY, NO_ATTEMPT))
+
+
+def repeats_of_raised(messages: list[dict[str, Any]]) -> int:
+    """How many ``run_python`` calls in ``messages`` were refused as the same code as one
+    whose run raised: each spent an attempt (a request resumed after a card counts them
+    again)."""
+    results = {m.get("tool_call_id"): str(m.get("content") or "") for m in messages
+               if m.get("role") == "tool"}
+    ran: dict[str, str] = {}
+    repeats = 0
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            name, result = call["function"]["name"], results.get(call.get("id"), "")
+            try:
+                key = hygiene.call_key(name, json.loads(call["function"]["arguments"] or "{}"))
+            except (ValueError, TypeError):
+                continue
+            if not _refused(result):
+                ran[key] = result
+            elif key in ran and raised_by(name, ran[key]):
+                repeats += 1
+    return repeats
+
+
+def answer_only(tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``response_format`` admitting only the ``answer`` tool, when ``tools`` offer it;
+    else None. For the step after a ``run_python`` call refused with no attempt left: the
+    only step that can still help the user is the answer (free, the 0.5B model sent the
+    same code at each of its 5 or 6 steps left; DABench slice, bench/README.md)."""
+    answer = [t for t in tools if t["function"]["name"] == ANSWER]
+    return offering.call_format(answer) if answer else None
 
 
 def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
     """(tool, arguments, result) of every call ``messages`` answered, in order (not those
-    answered "Already answered"): a request resumed after a card remembers them, so
-    identical code is still a repeat and raised runs still count."""
+    refused: "Already answered", no attempt left): a request resumed after a card
+    remembers them, so identical code is still a repeat and raised runs still count."""
     results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
     made = []
     for message in messages:
@@ -145,8 +184,7 @@ def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
                 args = json.loads(call["function"]["arguments"] or "{}")
             except (ValueError, KeyError, TypeError):
                 continue
-            if isinstance(result, str) and isinstance(args, dict) and \
-                    not result.startswith(hygiene.ALREADY):
+            if isinstance(result, str) and isinstance(args, dict) and not _refused(result):
                 made.append((call["function"]["name"], args, result))
     return made
 
@@ -171,7 +209,7 @@ def echoed_error(content: str, messages: list[dict[str, Any]],
     which said to fix the line that raised)."""
     raised = _raised(messages)
     code = [t for t in tools if t["function"]["name"] == RETRIED]
-    if not raised or not code or len(raised) >= RUN_ATTEMPTS:
+    if not raised or not code or len(raised) + repeats_of_raised(messages) >= RUN_ATTEMPTS:
         return None
     first = raised[-1].split("\n", 1)[0].strip()  # the last error, though a repeat of its
     # code may have been refused since ("Already answered: … would raise the same way")

@@ -8,7 +8,8 @@ required step's grammar (a JSON object ``{"name": …, "arguments": …}``):
   limit, its text is still the answer; beside another call it is not run;
 - run_python's code that raised is told with the exception's last line and the line that
   raised; the next step is required and admits run_python again (not ``answer``); identical
-  code is refused as a repeat; after ``RUN_ATTEMPTS`` raised runs, no more;
+  code is refused as a repeat, and spends an attempt; after ``RUN_ATTEMPTS``, no more, and
+  the step after a refused run admits only the answer;
 - after a failed look-up, the required step admits run_python, brought back;
 - a request naming a data file offers run_python first, whose description says files are
   read by name and variables are live; when the workspace holds that file, the required
@@ -169,6 +170,33 @@ def test_code_that_raised_is_told_with_its_line_and_may_be_tried_again(world):
     # and since it raised, the repeat points at changed code, not at an answer from the error
     assert "would raise the same way again" in again and "Change the line that raised" in again
     assert "Use that result" not in again
+    assert_consistent(session.conversation)
+
+
+def test_the_same_code_sent_again_spends_an_attempt_and_then_the_answer_is_asked_for(world):
+    # the 0.5B model on 9 of 10 DABench slice questions: the code raised, then the same call
+    # came at every step left (5 or 6 of them), each refused, and the request ran out of steps
+    book = Book()
+    bad = "x = mean([1, 2])"
+    gave_up = '{"name": "answer", "arguments": {"text": "The code failed: mean is undefined."}}'
+    script = [_run(bad), _run(bad), _run(bad), gave_up]
+    with ScriptedServer(script) as server:
+        session = notebook_session(world, server, book)
+        reply = run_shown(session, "Run code to compute the mean of 1 and 2.")
+        session.show(reply.proposal.id)  # run_python asks (a card) in this world
+        outcome = pending.decide(session, None, ok=True)
+        reply = loop.resume(session, outcome.item, outcome.result)
+        sent = server.chat_requests()
+    assert reply.text == "The code failed: mean is undefined." and book.ran == [bad]
+    results = [m["content"] for m in session.conversation if m["role"] == "tool"]
+    assert results[1].startswith("Already answered:")  # the first repeat: change the code
+    # the second spends the last attempt: refused, and the step after it admits only the answer
+    assert results[2].startswith("Error: not run: the code raised 3 times in this request")
+    assert "response_format" not in sent[2] and admitted(sent[3]) == ["answer"]
+    assert "no attempt left for code; the answer was asked for" in reply.notes
+    assert len(sent) == 4 and reply.steps == 4  # not the 8 steps the repeats used to take
+    # a request resumed after a card counts the repeats again
+    assert small_steps.repeats_of_raised(session.conversation) == 2
     assert_consistent(session.conversation)
 
 
