@@ -150,11 +150,12 @@ def repeats_of_raised(messages: list[dict[str, Any]]) -> int:
     repeats = 0
     for message in messages:
         for call in message.get("tool_calls") or []:
-            name, result = call["function"]["name"], results.get(call.get("id"), "")
             try:
+                name = call["function"]["name"]
                 key = hygiene.call_key(name, json.loads(call["function"]["arguments"] or "{}"))
-            except (ValueError, TypeError):
+            except (ValueError, KeyError, TypeError):
                 continue
+            result = results.get(call.get("id"), "")
             if not _refused(result):
                 ran[key] = result
             elif key in ran and raised_by(name, ran[key]):

@@ -200,6 +200,23 @@ def test_the_same_code_sent_again_spends_an_attempt_and_then_the_answer_is_asked
     assert_consistent(session.conversation)
 
 
+def test_repeats_are_counted_only_from_well_formed_calls():
+    # a resumed request reads its messages back from the journal: a broken call is skipped
+    call = {"id": "a", "function": {"name": "run_python", "arguments": '{"code": "m()"}'}}
+    raised = {"role": "tool", "tool_call_id": "a", "content": "The code ran and raised X: y"}
+    again = {**call, "id": "b"}
+    refused = {"role": "tool", "tool_call_id": "b", "content": "Already answered: run_python"}
+    broken = [{"role": "assistant", "tool_calls": [{"id": "c"}, {"function": {}},
+                                                   {"id": "d", "function": {"name": "x",
+                                                                            "arguments": "{"}}]}]
+    messages = [{"role": "assistant", "tool_calls": [call]}, raised,
+                {"role": "assistant", "tool_calls": [again]}, refused]
+    assert small_steps.repeats_of_raised(messages) == 1
+    assert small_steps.repeats_of_raised([*broken, *messages]) == 1
+    ran = {**raised, "content": "3"}  # the same code that ran without an error: no attempt
+    assert small_steps.repeats_of_raised([messages[0], ran, *messages[2:]]) == 0
+
+
 def test_an_answer_that_repeats_the_error_is_asked_for_the_fix_once(world):
     # DABench 207, 210: after code that raised, the 1.5B model's answer was the result itself
     book = Book()
