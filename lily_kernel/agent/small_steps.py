@@ -26,7 +26,10 @@ inspect_variable…"). Two deterministic rules, for the small profile only:
   arguments written alone as a free step's answer (``{"text": "…"}``) are that answer.
 - :func:`raised_runs`: how often ``run_python``'s code raised in this request; the model may
   call it again with changed code, :data:`RUN_ATTEMPTS` times in all. An answer that only
-  repeats the error (:func:`echoed_error`) is asked for once more, as a required retry.
+  repeats the error (:func:`echoed_error`) is asked for once more, as a required retry. The
+  same code sent again after it raised spends an attempt (:func:`repeats_of_raised`); with
+  none left, a refused call is followed by a step that admits only the answer
+  (:func:`answer_only`).
 """
 from __future__ import annotations
 
