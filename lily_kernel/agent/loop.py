@@ -111,9 +111,7 @@ def resume(session: Session, call: HeldCall, result: str,
         raise AgentError(problem)
     request = Request(session, paused.skill, request_of(messages))
     request.tools_used = [*paused.tools_used, call.tool]
-    for made in small_steps.calls_made(messages):  # identical calls stay repeats
-        request.remember(*made)
-    request.raised += small_steps.repeats_of_raised(messages)  # and attempts stay spent
+    request.recall(messages)  # identical calls stay repeats, spent attempts stay spent
     return _drive(request, messages, min(paused.steps + 1, MAX_STEPS), paused.usage,
                   on_text, on_event)
 

@@ -286,6 +286,13 @@ class Request:
         return small_steps.retry_refused(name, self.raised) or \
             hygiene.already_answered(name, args, raised=True)
 
+    def recall(self, messages: list[dict[str, Any]]) -> None:
+        """Take back what this request's ``messages`` (resumed after a card) did: the calls
+        answered, so identical ones stay repeats, and the attempts spent on code."""
+        for made in small_steps.calls_made(messages):
+            self.remember(*made)
+        self.raised += small_steps.repeats_of_raised(messages)
+
     def attempts_left(self) -> bool:
         """May ``run_python`` still run in this request (small_steps.RUN_ATTEMPTS)?"""
         return self.raised < small_steps.RUN_ATTEMPTS

@@ -147,22 +147,14 @@ def repeats_of_raised(messages: list[dict[str, Any]]) -> int:
     """How many ``run_python`` calls in ``messages`` were refused as the same code as one
     whose run raised: each spent an attempt (a request resumed after a card counts them
     again)."""
-    results = {m.get("tool_call_id"): str(m.get("content") or "") for m in messages
-               if m.get("role") == "tool"}
     ran: dict[str, str] = {}
     repeats = 0
-    for message in messages:
-        for call in message.get("tool_calls") or []:
-            try:
-                name = call["function"]["name"]
-                key = hygiene.call_key(name, json.loads(call["function"]["arguments"] or "{}"))
-            except (ValueError, KeyError, TypeError):
-                continue
-            result = results.get(call.get("id"), "")
-            if not _refused(result):
-                ran[key] = result
-            elif key in ran and raised_by(name, ran[key]):
-                repeats += 1
+    for name, args, result in _calls(messages):
+        key = hygiene.call_key(name, args)
+        if not _refused(result):
+            ran[key] = result
+        elif key in ran and raised_by(name, ran[key]):
+            repeats += 1
     return repeats
 
 
@@ -179,17 +171,23 @@ def calls_made(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]
     """(tool, arguments, result) of every call ``messages`` answered, in order (not those
     refused: "Already answered", no attempt left): a request resumed after a card
     remembers them, so identical code is still a repeat and raised runs still count."""
+    return [made for made in _calls(messages) if not _refused(made[2])]
+
+
+def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
+    """(tool, arguments, result) of every well-formed call in ``messages`` that has a
+    result, in order; read back from a journal, a malformed call is skipped."""
     results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
     made = []
     for message in messages:
         for call in message.get("tool_calls") or []:
             result = results.get(call.get("id"))
             try:
-                args = json.loads(call["function"]["arguments"] or "{}")
+                name, args = call["function"]["name"], json.loads(call["function"]["arguments"] or "{}")
             except (ValueError, KeyError, TypeError):
                 continue
-            if isinstance(result, str) and isinstance(args, dict) and not _refused(result):
-                made.append((call["function"]["name"], args, result))
+            if isinstance(result, str) and isinstance(args, dict) and isinstance(name, str):
+                made.append((name, args, result))
     return made
 
 
