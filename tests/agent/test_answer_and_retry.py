@@ -217,6 +217,25 @@ def test_repeats_are_counted_only_from_well_formed_calls():
     assert small_steps.repeats_of_raised([messages[0], ran, *messages[2:]]) == 0
 
 
+def test_a_resumed_request_keeps_the_attempts_its_repeats_spent(world):
+    # resumed after a card, a request reads its messages back: a raised run and a refused
+    # repeat of it are two attempts spent, so the same code once more is the third
+    session = notebook_session(world, None, Book())
+    code = {"code": "x = mean([1, 2])"}
+    call = {"id": "a", "function": {"name": "run_python", "arguments": json.dumps(code)}}
+    messages = [{"role": "user", "content": "compute"},
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "a", "content": "The code ran and raised X: y"},
+                {"role": "assistant", "tool_calls": [{**call, "id": "b"}]},
+                {"role": "tool", "tool_call_id": "b", "content": "Already answered: run_python"}]
+    request = Request(session, None, "compute")
+    request.recall(messages)
+    assert request.raised == 2 and request.attempts_left()
+    third = request.repeated("run_python", code)
+    assert third is not None and third.startswith(small_steps.NO_ATTEMPT)
+    assert not request.attempts_left()
+
+
 def test_an_answer_that_repeats_the_error_is_asked_for_the_fix_once(world):
     # DABench 207, 210: after code that raised, the 1.5B model's answer was the result itself
     book = Book()
